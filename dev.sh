@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# One entry point for a fresh clone: creates .venv, installs headwater pinned, runs a command.
+#   bash dev.sh demo    the main job (for now: examples/stream_copy.py)
+#   bash dev.sh test    the test suite (what CI runs)
+#   bash dev.sh bench   the benchmarks (outside CI)
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.headwater-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[test]"
+  touch "$stamp"
+fi
+cmd=${1:-demo}
+shift || true
+case "$cmd" in
+  demo)  exec .venv/bin/python examples/stream_copy.py "$@" ;;
+  test)  exec .venv/bin/python -m pytest --durations=15 "$@" ;;
+  bench) exec .venv/bin/python benchmarks/delta_io.py "$@" ;;
+  *) echo "usage: bash dev.sh demo|test|bench" >&2; exit 2 ;;
+esac

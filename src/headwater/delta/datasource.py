@@ -1,0 +1,99 @@
+"""``format("delta")``: the Python data source Spark calls for Delta reads and writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from headwater.delta.log import DeltaLog, normalize_uri
+from headwater.delta.schema import spark_schema, strip_field_metadata
+from headwater.errors import HeadwaterError
+
+
+def _path(options: dict[str, str]) -> str:
+    path = options.get("path")
+    if not path:
+        raise HeadwaterError(
+            "HW_SOURCE_NO_PATH",
+            "A delta read arrived without a table path.",
+            "headwater never guesses a default location.",
+            "Pass a path: spark.read.format('delta').load('/data/table'), or use a Lakehouse "
+            "table name.",
+        )
+    return normalize_uri(path)
+
+
+def _version_spec(options: dict[str, str]) -> int | str | None:
+    version = options.get("versionasof")
+    timestamp = options.get("timestampasof")
+    if version is not None and timestamp is not None:
+        raise HeadwaterError(
+            "HW_OPTION_CONFLICT", "versionAsOf and timestampAsOf were both given.",
+            "Time travel reads one version of the table.", "Keep only one of the two options.",
+        )
+    if version is not None:
+        try:
+            return int(version)
+        except ValueError as exc:
+            raise HeadwaterError(
+                "HW_OPTION_INVALID", f"versionAsOf must be a whole number, got {version!r}.",
+                "It names a commit of the table.", "Use e.g. versionAsOf=3.",
+            ) from exc
+    if timestamp is not None:
+        text = timestamp.strip()
+        return text if "T" in text or " " in text else text + "T00:00:00Z"
+    return None
+
+
+class DeltaDataSource(DataSource):
+    """Delta Lake tables by path, through delta-rs: batch and streaming, read and write."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.opts: dict[str, Any] = {k.lower(): v for k, v in options.items()}
+
+    @classmethod
+    def name(cls) -> str:
+        return "delta"
+
+    def _table(self, version=None):
+        return DeltaLog(_path(self.opts)).table(version)
+
+    def schema(self) -> StructType:
+        table = self._table(_version_spec(self.opts))
+        return strip_field_metadata(spark_schema(table.schema().to_json()))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from headwater.delta.batch import DeltaBatchReader
+
+        version = _version_spec(self.opts)
+        table = self._table(version)
+        return DeltaBatchReader(_path(self.opts), schema, spark_schema(table.schema().to_json()),
+                                list(table.metadata().partition_columns), version)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from headwater.delta.source import DeltaStreamReader
+
+        table = self._table()
+        return DeltaStreamReader(
+            _path(self.opts), self.opts, schema, spark_schema(table.schema().to_json()),
+            list(table.metadata().partition_columns), table.metadata().id,
+        )
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from headwater.delta.batch import DeltaBatchWriter
+
+        return DeltaBatchWriter(self.opts, schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from headwater.delta.sink import DeltaStreamWriter
+
+        return DeltaStreamWriter(self.opts, schema, overwrite)

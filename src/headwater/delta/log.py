@@ -1,0 +1,241 @@
+"""Reading the Delta log: one commit at a time, snapshots through delta-rs.
+
+Streaming needs "the files added in version N", which no delta-rs API gives, so commits are
+read as ``_delta_log/NNN.json`` through pyarrow's filesystems (local, S3, GCS, HDFS, ...).
+Snapshots (the starting state of a stream, batch reads) come from delta-rs, which handles
+checkpoints (classic, multi-part, v2), ``_last_checkpoint`` and log replay.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from headwater.errors import HeadwaterError
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One data file to read: where it is, its partition values and its place in the log."""
+
+    path: str  # absolute path or URI of the parquet file
+    size: int
+    partition_values: dict[str, Any] = field(default_factory=dict)  # typed Python values
+    modification_time: int = 0
+    version: int = -1
+    index: int = -1
+    stats: str | None = None
+    has_dv: bool = False
+    row_groups: tuple[int, ...] | None = None  # a slice of the file, or all of it
+
+
+def normalize_uri(path: str) -> str:
+    """Local paths become absolute; URIs are kept as given."""
+    if "://" in path:
+        return path.rstrip("/")
+    if path.startswith("file:"):
+        path = urlparse(path).path
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def filesystem_for(uri: str) -> tuple[pafs.FileSystem, str]:
+    if "://" not in uri:
+        return pafs.LocalFileSystem(), uri
+    fs, root = pafs.FileSystem.from_uri(uri)
+    return fs, root
+
+
+def resolve_file(table_root: str, log_path: str) -> str:
+    """A path from the log (URL-encoded, relative or absolute) -> a path the filesystem opens."""
+    if "://" in log_path or log_path.startswith("file:"):
+        parsed = urlparse(log_path)
+        if parsed.scheme == "file":
+            return unquote(parsed.path)
+        return unquote(log_path)
+    return f"{table_root.rstrip('/')}/{unquote(log_path)}"
+
+
+class DeltaLog:
+    """Access to one table's log. ``reads`` counts the log files opened (for tests)."""
+
+    def __init__(self, uri: str, storage_options: dict[str, str] | None = None) -> None:
+        self.uri = normalize_uri(uri)
+        self.storage_options = storage_options or None
+        self.fs, self.root = filesystem_for(self.uri)
+        self.reads = 0
+        self._last_checkpoint: tuple[int, int | None] | None = None
+
+    # -- single files -----------------------------------------------------------------
+    def commit_path(self, version: int) -> str:
+        return f"{self.root}/_delta_log/{version:020d}.json"
+
+    def _read_text(self, path: str) -> str | None:
+        try:
+            with self.fs.open_input_stream(path) as stream:
+                data = stream.read()
+        except FileNotFoundError:
+            return None
+        except OSError:
+            if self.fs.get_file_info(path).type == pafs.FileType.NotFound:
+                return None
+            raise
+        self.reads += 1
+        return data.decode("utf-8")
+
+    def read_commit(self, version: int) -> list[dict[str, Any]] | None:
+        """The actions of commit ``version``, or None if that commit file does not exist."""
+        text = self._read_text(self.commit_path(version))
+        if text is None:
+            return None
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def commit_mtime(self, version: int) -> int | None:
+        info = self.fs.get_file_info(self.commit_path(version))
+        if info.type == pafs.FileType.NotFound:
+            return None
+        return info.mtime_ns
+
+    def last_checkpoint_version(self) -> int | None:
+        """Version in ``_last_checkpoint``; re-read only when the file changes (a stat)."""
+        path = f"{self.root}/_delta_log/_last_checkpoint"
+        info = self.fs.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            return None
+        if self._last_checkpoint is not None and self._last_checkpoint[0] == info.mtime_ns:
+            return self._last_checkpoint[1]
+        text = self._read_text(path)
+        try:
+            version = int(json.loads(text)["version"]) if text else None
+        except (ValueError, KeyError):
+            version = None
+        self._last_checkpoint = (info.mtime_ns, version)
+        return version
+
+    def exists(self) -> bool:
+        info = self.fs.get_file_info(f"{self.root}/_delta_log")
+        return info.type == pafs.FileType.Directory
+
+    # -- snapshots (delta-rs) ---------------------------------------------------------
+    def table(self, version: int | str | dt.datetime | None = None):
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            table = DeltaTable(self.uri, storage_options=self.storage_options)
+        except TableNotFoundError as exc:
+            raise HeadwaterError(
+                "HW_TABLE_NOT_FOUND",
+                f"No Delta table at {self.uri}.",
+                "The folder has no _delta_log, so it is not a Delta table (yet).",
+                "Check the path, or write to it first (the first write creates the table).",
+            ) from exc
+        except Exception as exc:  # noqa: BLE001 - corrupt or unsupported logs
+            raise HeadwaterError(
+                "HW_DELTA_UNREADABLE",
+                f"The Delta log at {self.uri} cannot be read: {exc}.",
+                "delta-rs could not reconstruct the table state from its log.",
+                "Check that the table is not corrupt and uses features delta-rs supports.",
+            ) from exc
+        if version is not None:
+            try:
+                table.load_as_version(version)
+            except Exception as exc:  # noqa: BLE001
+                raise HeadwaterError(
+                    "HW_DELTA_VERSION_NOT_FOUND",
+                    f"Version {version} of {self.uri} cannot be loaded: {exc}.",
+                    "Time travel needs the version's log files, which log cleanup may remove.",
+                    "Pick a version or timestamp within the table's retained history.",
+                ) from exc
+        return table
+
+    def latest_version(self) -> int:
+        return self.table().version()
+
+    def snapshot_files(self, table) -> list[FileEntry]:
+        """Data files of a loaded snapshot, in delta-spark's stream order (mtime, path)."""
+        from headwater.delta.schema import spark_schema
+
+        actions = pa.table(table.get_add_actions(flatten=False))
+        dv_paths = deletion_vector_paths(table)
+        partition_cols = table.metadata().partition_columns
+        rows = actions.to_pylist()
+        entries = []
+        schema = spark_schema(table.schema().to_json())
+        names = {f.name: f for f in schema.fields}
+        for row in sorted(rows, key=lambda r: (r["modification_time"], r["path"])):
+            values = row.get("partition") or {}
+            typed = {c: _typed_partition(values.get(c), names.get(c)) for c in partition_cols}
+            path = resolve_file(self.root, row["path"])
+            entries.append(FileEntry(
+                path=path,
+                size=int(row["size_bytes"]),
+                partition_values=typed,
+                modification_time=int(row["modification_time"] or 0),
+                version=table.version(),
+                has_dv=path in dv_paths,
+            ))
+        return [
+            FileEntry(**{**e.__dict__, "index": i}) for i, e in enumerate(entries)
+        ]
+
+    def version_at_or_after(self, when: dt.datetime) -> int:
+        """The first version committed at or after ``when`` (commit file times, as delta-spark)."""
+        latest = self.latest_version()
+        target = int(when.timestamp() * 1e9)
+        lo, hi = 0, latest
+        first = None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            mtime = self.commit_mtime(mid)
+            if mtime is None:  # cleaned up: everything older is gone too
+                lo = mid + 1
+                continue
+            if mtime >= target:
+                first, hi = mid, mid - 1
+            else:
+                lo = mid + 1
+        if first is None:
+            raise HeadwaterError(
+                "HW_SOURCE_TIMESTAMP_AFTER_LATEST",
+                f"startingTimestamp {when.isoformat()} is after the latest commit of {self.uri}"
+                f" (version {latest}).",
+                "A stream can only start from a commit that exists.",
+                "Use an earlier startingTimestamp, or startingVersion='latest'.",
+            )
+        return first
+
+
+def _typed_partition(value: Any, spark_field) -> Any:
+    """delta-rs gives typed partition values; timestamps come back tz-aware UTC."""
+    if isinstance(value, dt.datetime) and spark_field is not None:
+        from pyspark.sql.types import TimestampNTZType
+
+        if isinstance(spark_field.dataType, TimestampNTZType):
+            return value.replace(tzinfo=None)
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.timezone.utc)
+    return value
+
+
+def deletion_vector_paths(table) -> set[str]:
+    """Paths of the snapshot's files that carry a deletion vector."""
+    if "deletionVectors" not in set(table.protocol().reader_features or []):
+        return set()
+    return set(deletion_vectors(table))
+
+
+def deletion_vectors(table) -> dict[str, list[bool]]:
+    """File path -> keep mask, for the files of a snapshot that have deletion vectors."""
+    reader = pa.RecordBatchReader.from_stream(table.deletion_vectors())
+    out: dict[str, list[bool]] = {}
+    for batch in reader:
+        for uri, mask in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+            out[resolve_file("", uri)] = mask
+    return out

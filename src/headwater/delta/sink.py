@@ -1,0 +1,307 @@
+"""Committing written files as one Delta transaction, exactly once, and the streaming sink.
+
+Executors write parquet files and return add actions; the driver commits them in one
+transaction that carries a ``txn`` action (appId, version). delta-rs does not skip a repeated
+(appId, version) by itself, so the commit checks the table's transaction version first: a
+batch that is already committed is skipped and the files of the repeated attempt deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from headwater.delta.files import DeltaFilesMessage, FileWriter
+from headwater.delta.log import DeltaLog, filesystem_for, normalize_uri, resolve_file
+from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
+from headwater.errors import HeadwaterError
+
+FAULT_ENV = "HEADWATER_FAULT"  # fault injection for crash tests: "sink_before_commit"
+DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
+
+
+def parse_bool(value: str | None, default: bool = False) -> bool:
+    if value is None:
+        return default
+    return str(value).strip().lower() in ("true", "1", "yes")
+
+
+def parse_size(value: str | None, default: int) -> int:
+    """'128m', '1g', '4096' -> bytes."""
+    if value is None or str(value).strip() == "":
+        return default
+    text = str(value).strip().lower().rstrip("b")
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    try:
+        if text and text[-1] in units:
+            return int(float(text[:-1]) * units[text[-1]])
+        return int(text)
+    except ValueError as exc:
+        raise HeadwaterError(
+            "HW_OPTION_INVALID", f"Size option value {value!r} is not a size.",
+            "Sizes are bytes, optionally with a k/m/g suffix.", "Use e.g. '128m' or '1g'.",
+        ) from exc
+
+
+def parse_columns(value: str | None) -> list[str]:
+    if not value:
+        return []
+    text = value.strip()
+    if text.startswith("["):
+        return [str(c) for c in json.loads(text)]
+    return [c.strip() for c in text.split(",") if c.strip()]
+
+
+@dataclass
+class WriteOptions:
+    path: str
+    partition_by: list[str] = field(default_factory=list)
+    merge_schema: bool = False
+    target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
+    codec: str = "snappy"
+
+    @classmethod
+    def from_options(cls, options: dict[str, str]) -> "WriteOptions":
+        path = options.get("path")
+        if not path:
+            raise HeadwaterError(
+                "HW_SINK_NO_PATH",
+                "A delta write arrived without a table path.",
+                "headwater never guesses a default location for your data.",
+                "Pass a path: .save('/data/table') / .start('/data/table'), or use a "
+                "Lakehouse table name.",
+            )
+        partition_by = parse_columns(options.get("partitionby"))
+        if not partition_by and options.get("__partition_columns"):
+            partition_by = parse_columns(options["__partition_columns"])
+        return cls(
+            path=normalize_uri(path),
+            partition_by=partition_by,
+            merge_schema=parse_bool(options.get("mergeschema")),
+            target_file_bytes=parse_size(options.get("targetfilesize"),
+                                         DEFAULT_TARGET_FILE_BYTES),
+            codec=options.get("compression", "snappy").lower(),
+        )
+
+
+# --- schema enforcement ----------------------------------------------------------------
+
+
+def schema_differences(table: StructType, data: StructType) -> tuple[list[str], list[str]]:
+    """(columns only in the data, columns whose types differ) — names are case-insensitive."""
+    by_name = {f.name.lower(): f for f in table.fields}
+    extra, mismatched = [], []
+    for f in data.fields:
+        existing = by_name.get(f.name.lower())
+        if existing is None:
+            extra.append(f.name)
+        elif as_nullable(StructType([existing])).fields[0].dataType.simpleString() != \
+                as_nullable(StructType([f])).fields[0].dataType.simpleString():
+            mismatched.append(
+                f"{f.name} (table {existing.dataType.simpleString()}, "
+                f"data {f.dataType.simpleString()})"
+            )
+    return extra, mismatched
+
+
+def check_schema(path: str, table: StructType, data: StructType, merge_schema: bool) -> list[str]:
+    """Raise on a mismatch; return the new columns to add when mergeSchema is on."""
+    extra, mismatched = schema_differences(table, data)
+    if mismatched:
+        raise HeadwaterError(
+            "HW_SINK_SCHEMA_MISMATCH",
+            f"The data does not fit the Delta table at {path}: mismatched column types: "
+            f"{', '.join(mismatched)}.",
+            "Delta enforces the table schema on every write; changing a column's type would "
+            "make existing files unreadable.",
+            "Cast the columns to the table's types, or write to a new table.",
+        )
+    if extra and not merge_schema:
+        raise HeadwaterError(
+            "HW_SINK_SCHEMA_MISMATCH",
+            f"The data has columns the Delta table at {path} does not: {', '.join(extra)}.",
+            "Delta enforces the table schema on every write.",
+            "Drop those columns, or add .option('mergeSchema', 'true') to add them to the table.",
+        )
+    return extra
+
+
+def check_partitioning(path: str, existing: list[str], requested: list[str]) -> None:
+    if requested and [c.lower() for c in requested] != [c.lower() for c in existing]:
+        raise HeadwaterError(
+            "HW_SINK_PARTITION_MISMATCH",
+            f"partitionBy {requested} does not match the table at {path}, partitioned by "
+            f"{existing or 'nothing'}.",
+            "A Delta table's partition columns are fixed when it is created.",
+            "Drop partitionBy (the table's own partitioning is used) or write to a new table.",
+        )
+
+
+# --- the commit ------------------------------------------------------------------------
+
+
+def _delete_files(path: str, adds: Sequence[dict]) -> None:
+    fs, root = filesystem_for(path)
+    for add in adds:
+        try:
+            fs.delete_file(resolve_file(root, add["path"]))
+        except OSError:
+            pass
+
+
+def commit_files(
+    path: str,
+    adds: list[dict[str, Any]],
+    data_schema: StructType,
+    mode: str,
+    partition_by: list[str],
+    txn: tuple[str, int] | None = None,
+    merge_schema: bool = False,
+    partition_filters: list[tuple[str, str, Any]] | None = None,
+) -> bool:
+    """Commit ``adds`` in one transaction. False when ``txn`` was already committed."""
+    from deltalake import CommitProperties, DeltaTable, Schema, Transaction
+    from deltalake.exceptions import TableNotFoundError
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+
+    props = CommitProperties(app_transactions=[Transaction(*txn)]) if txn else None
+    actions = [
+        AddAction(a["path"], a["size"], a["partitionValues"], a["modificationTime"],
+                  a["dataChange"], a["stats"])
+        for a in adds
+    ]
+    data_schema = as_nullable(data_schema)
+    try:
+        table = DeltaTable(path)
+    except TableNotFoundError:
+        table = None
+    if table is None:
+        for col in partition_by:
+            if col not in data_schema.fieldNames():
+                raise HeadwaterError(
+                    "HW_SINK_PARTITION_MISMATCH",
+                    f"partitionBy column {col!r} is not in the data written to {path}.",
+                    "Partition columns must be columns of the table.",
+                    f"Use one of: {', '.join(data_schema.fieldNames())}.",
+                )
+        schema = Schema.from_arrow(arrow_schema(data_schema))
+        create_table_with_add_actions(path, schema, actions, mode="append",
+                                      partition_by=partition_by or None,
+                                      commit_properties=props)
+        return True
+    if txn is not None:
+        done = table.transaction_version(txn[0])
+        if done is not None and done >= txn[1]:
+            _delete_files(path, adds)  # a repeated attempt: its files are never referenced
+            return False
+    if not adds and mode == "append":
+        return True  # nothing to add: an empty commit would only grow the log
+    existing_parts = list(table.metadata().partition_columns)
+    check_partitioning(path, existing_parts, partition_by)
+    config = table.metadata().configuration or {}
+    if config.get("delta.columnMapping.mode", "none") != "none":
+        raise HeadwaterError(
+            "HW_SINK_UNSUPPORTED_FEATURE",
+            f"The table at {path} uses column mapping, which headwater's writer does not "
+            "support yet.",
+            "Files in a column-mapped table use physical column names.",
+            "Write to a table without column mapping.",
+        )
+    table_schema = spark_schema(table.schema().to_json())
+    new_columns = check_schema(path, table_schema, data_schema, merge_schema)
+    if new_columns:
+        from deltalake.schema import Field
+
+        arrow = arrow_schema(data_schema)
+        table.alter.add_columns([Field.from_arrow(arrow.field(c)) for c in new_columns])
+        table = DeltaTable(path)
+    table.create_write_transaction(
+        actions, mode=mode, schema=table.schema(), partition_by=existing_parts or None,
+        partition_filters=partition_filters, commit_properties=props,
+    )
+    return True
+
+
+def inject_fault(point: str) -> None:
+    """Crash tests: SIGKILL the whole driver process group at a named point."""
+    if os.environ.get(FAULT_ENV) == point:
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+# --- the streaming sink ----------------------------------------------------------------
+
+
+def checkpoint_query_id(checkpoint: str | None) -> str | None:
+    """The query id Spark keeps in ``<checkpoint>/metadata``: stable across restarts."""
+    if not checkpoint:
+        return None
+    try:
+        fs, root = filesystem_for(normalize_uri(checkpoint))
+        with fs.open_input_stream(f"{root}/metadata") as stream:
+            first = stream.read().decode("utf-8").splitlines()[0]
+        return json.loads(first)["id"]
+    except (OSError, IndexError, KeyError, ValueError):
+        return None
+
+
+class DeltaStreamWriter(DataSourceStreamArrowWriter):
+    """append: one transaction per micro-batch; complete: one overwrite per micro-batch."""
+
+    def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
+        self.opts = WriteOptions.from_options(options)
+        self.schema = schema
+        self.complete = overwrite
+        self.checkpoint = options.get("checkpointlocation")
+        self.fallback_app_id = f"headwater-{uuid.uuid4()}"
+        self._check_existing_table()
+
+    def _check_existing_table(self) -> None:
+        log = DeltaLog(self.opts.path)
+        if not log.exists():
+            return
+        table = log.table()
+        check_partitioning(self.opts.path, list(table.metadata().partition_columns),
+                           self.opts.partition_by)
+        check_schema(self.opts.path, spark_schema(table.schema().to_json()), self.schema,
+                     self.opts.merge_schema)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        partition_by = self.opts.partition_by or self._table_partitions()
+        writer = FileWriter(self.opts.path, partition_by, self.opts.target_file_bytes,
+                            self.opts.codec)
+        for batch in iterator:
+            writer.write(batch)
+        return writer.close()
+
+    def _table_partitions(self) -> list[str]:
+        log = DeltaLog(self.opts.path)
+        if not log.exists():
+            return []
+        return list(log.table().metadata().partition_columns)
+
+    def app_id(self) -> str:
+        query_id = checkpoint_query_id(self.checkpoint)
+        return f"headwater-stream-{query_id}" if query_id else self.fallback_app_id
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        adds = [a for m in messages if isinstance(m, DeltaFilesMessage) for a in m.adds]
+        inject_fault("sink_before_commit")
+        partition_by = self.opts.partition_by or self._table_partitions()
+        commit_files(
+            self.opts.path, adds, self.schema,
+            mode="overwrite" if self.complete else "append",
+            partition_by=partition_by, txn=(self.app_id(), batchId),
+            merge_schema=self.opts.merge_schema,
+        )
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        adds = [a for m in messages if isinstance(m, DeltaFilesMessage) for a in m.adds]
+        _delete_files(self.opts.path, adds)

@@ -1,0 +1,164 @@
+"""The SparkSession headwater runs on: local by default, any Spark master otherwise."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from headwater.errors import HeadwaterError
+
+_LOG4J = Path(__file__).with_name("log4j2.properties")
+
+# Defaults a laptop wants; anything in ``conf`` wins.
+_DEFAULT_CONF: dict[str, str] = {
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    # Lets headwater's batch reader prune partitions and skip files from pushed filters.
+    "spark.sql.python.filterPushdown.enabled": "true",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.streaming.stopTimeout": "30s",
+}
+
+_stop_registered = False
+
+
+def java_major_version(java: str | None = None) -> int:
+    """The major version of the ``java`` Spark will start, or a HeadwaterError if none."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java is None:
+        candidate = Path(java_home, "bin", "java") if java_home else None
+        java = str(candidate) if candidate and candidate.exists() else shutil.which("java")
+    if not java:
+        raise HeadwaterError(
+            "HW_JAVA_MISSING",
+            "No Java runtime was found (neither JAVA_HOME nor `java` on PATH).",
+            "Spark runs on the JVM and needs Java 17 or newer.",
+            "Install a JDK 17+ (e.g. `apt-get install openjdk-17-jre-headless`) and set JAVA_HOME.",
+        )
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except OSError as exc:
+        raise HeadwaterError(
+            "HW_JAVA_MISSING", f"Java at {java} could not be started: {exc}.",
+            "Spark runs on the JVM and needs Java 17 or newer.",
+            "Install a JDK 17+ and point JAVA_HOME at it.",
+        ) from exc
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not match:
+        raise HeadwaterError(
+            "HW_JAVA_MISSING", f"`{java} -version` did not report a version.",
+            "Spark needs a working Java 17+ runtime.", "Install a JDK 17+ and set JAVA_HOME.",
+        )
+    major = int(match.group(1))
+    if major == 1 and match.group(2):  # "1.8.0" style
+        major = int(match.group(2))
+    return major
+
+
+def _check_java() -> None:
+    major = java_major_version()
+    if major < 17:
+        raise HeadwaterError(
+            "HW_JAVA_TOO_OLD",
+            f"Java {major} was found, but Spark 4 needs Java 17 or newer.",
+            "pyspark 4.3 is compiled for Java 17.",
+            "Install a JDK 17+ and set JAVA_HOME to it.",
+        )
+
+
+def _local_parallelism(master: str) -> int:
+    match = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master)
+    if master == "local":
+        return 1
+    if match:
+        return os.cpu_count() or 2 if match.group(1) == "*" else int(match.group(1))
+    return 8  # a cluster: unknown here, a reasonable split target
+
+
+def spark_session(
+    master: str | None = None,
+    app_name: str = "headwater",
+    conf: dict[str, Any] | None = None,
+) -> "pyspark.sql.SparkSession":  # noqa: F821
+    """Start (or return) a SparkSession with Delta Lake registered as ``format("delta")``.
+
+    master: a Spark master URL; ``local[*]`` when None.
+    app_name: the application name shown in the Spark UI; default ``"headwater"``.
+    conf: extra Spark settings; they override headwater's defaults (UTC session time zone,
+        quiet logs, no console progress bar, filter pushdown on, 8 shuffle partitions).
+
+    Python workers use this interpreter, and Spark is stopped on every exit path
+    (normal exit, exception, SIGTERM, Ctrl-C).
+    """
+    _check_java()
+    master = master or "local[*]"
+    # Python workers must run this interpreter, and the env var is what the driver-side
+    # data-source worker honours (spark.pyspark.python alone is not enough).
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("HEADWATER_PARALLELISM", str(_local_parallelism(master)))
+
+    from pyspark.sql import SparkSession
+
+    settings = dict(_DEFAULT_CONF)
+    settings["spark.pyspark.python"] = sys.executable
+    settings["spark.executorEnv.PYSPARK_PYTHON"] = sys.executable
+    log_opt = f"-Dlog4j2.configurationFile=file:{_LOG4J}"
+    settings["spark.driver.extraJavaOptions"] = log_opt
+    settings["spark.executor.extraJavaOptions"] = log_opt
+    settings.update({k: str(v) for k, v in (conf or {}).items()})
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(settings.get("headwater.logLevel", "WARN"))
+
+    from headwater.delta.datasource import DeltaDataSource
+
+    spark.dataSource.register(DeltaDataSource)
+    _register_stop()
+    return spark
+
+
+def stop_spark() -> None:
+    """Stop active streams and the SparkSession, if any. Safe to call more than once."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:  # pragma: no cover
+        return
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        return
+    for query in spark.streams.active:
+        try:
+            query.stop()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+    spark.stop()
+
+
+def _register_stop() -> None:
+    """Exiting a driver that ran Python streams without ``spark.stop()`` can abort (exit 134)."""
+    global _stop_registered
+    if _stop_registered:
+        return
+    _stop_registered = True
+    atexit.register(stop_spark)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    # SIGTERM's default action skips atexit: turn it into a normal exit instead.
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
