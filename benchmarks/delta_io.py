@@ -1,0 +1,311 @@
+"""Ratio benchmark: headwater's Delta sink and source against Spark's native parquet and the
+limits of any Python data source (a discarding Python sink, a Python source serving the files).
+
+    .venv/bin/python benchmarks/delta_io.py [--rows N] [--runs K] [--smoke] [--json PATH]
+
+Rules (docs: DESIGN.md "Conventions"): same data, codec (snappy), file count and task count on
+both sides; one discarded warm-up per variant, then interleaved runs; medians of wall time,
+rows/s and CPU seconds of the whole process tree (driver, JVM, Python workers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+import headwater
+
+SCHEMA = "id BIGINT, n INT, x DOUBLE, ts TIMESTAMP, s STRING"
+FILES = 4  # input files, on both the parquet and the Delta side
+TASKS = 2  # local[2]: every variant runs two tasks at a time
+
+
+# --- the limits: Python data sources that do no Delta work -------------------------------
+
+
+class _ServeFiles(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """One micro-batch holding the parquet input, read by pyarrow inside the Python worker."""
+
+    def __init__(self, files: list[str], schema) -> None:
+        self.files, self.schema = files, schema
+
+    def initialOffset(self) -> dict:
+        return {"served": False}
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        return {"served": True}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        pass
+
+    def partitions(self, start: dict, end: dict):
+        if start == end:
+            return []
+        # Files packed into TASKS partitions, as Spark's file source and headwater pack them,
+        # so per-task overhead is the same on every side.
+        return [InputPartition(self.files[i::TASKS]) for i in range(TASKS)]
+
+    def read(self, partition: InputPartition):
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        # Spark checks the Arrow schema exactly (nullability, timestamp zone): cast to it.
+        target = to_arrow_schema(self.schema, timezone="UTC")
+        for path in partition.value:
+            for batch in pq.ParquetFile(path).iter_batches():
+                yield pa.RecordBatch.from_arrays(
+                    [batch.column(f.name).cast(f.type) for f in target], schema=target)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+class _Discard(DataSourceStreamArrowWriter):
+    """Receives every Arrow batch and drops it: the cost of JVM -> Python transfer alone."""
+
+    def write(self, iterator) -> WriterCommitMessage:
+        for _ in iterator:
+            pass
+        return WriterCommitMessage()
+
+    def commit(self, messages, batchId: int) -> None:
+        pass
+
+    def abort(self, messages, batchId: int) -> None:
+        pass
+
+
+class BenchLimits(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "hw_bench_limits"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema):
+        return _ServeFiles(sorted(str(p) for p in Path(self.options["dir"]).glob("*.parquet")),
+                           schema)
+
+    def streamWriter(self, schema, overwrite: bool):
+        return _Discard()
+
+
+# --- CPU of the whole process tree -------------------------------------------------------
+
+
+def tree_cpu_seconds() -> float:
+    """user+sys of this process and all live descendants, plus what they reaped (cutime).
+
+    Python workers are forked by a daemon under the JVM and may exit between measurements;
+    their time then lands in the daemon's or JVM's cutime/cstime, so summing
+    utime+stime+cutime+cstime over the live tree neither loses nor double-counts it.
+    """
+    try:
+        import psutil
+    except ImportError:
+        psutil = None
+    if psutil is not None:
+        root = psutil.Process()
+        total = 0.0
+        for proc in [root, *root.children(recursive=True)]:
+            try:
+                t = proc.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += t.user + t.system + t.children_user + t.children_system
+        return total
+    ticks = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()  # the command name may contain spaces
+        parent[int(entry)] = int(fields[1])
+        cpu[int(entry)] = sum(int(v) for v in fields[11:15]) / ticks  # utime..cstime
+    tree, frontier = set(), [os.getpid()]
+    while frontier:
+        pid = frontier.pop()
+        tree.add(pid)
+        frontier.extend(p for p, pp in parent.items() if pp == pid and p not in tree)
+    return sum(cpu.get(pid, 0.0) for pid in tree)
+
+
+# --- data and variants -------------------------------------------------------------------
+
+
+def make_input(spark, rows: int, root: Path) -> tuple[str, str]:
+    from pyspark.sql import functions as F
+
+    # spark.range with FILES slices gives FILES tasks, hence FILES files, without a shuffle.
+    df = spark.range(0, rows, 1, FILES).select(
+        F.col("id"),
+        (F.col("id") % 1000).cast("int").alias("n"),
+        (F.col("id") * 0.25).alias("x"),
+        F.timestamp_seconds(F.col("id") + 1_700_000_000).alias("ts"),
+        F.sha1(F.col("id").cast("string")).alias("s"),  # 40 hex chars, barely compressible
+    )
+    parquet_dir, delta_dir = str(root / "input_parquet"), str(root / "input_delta")
+    df.write.option("compression", "snappy").parquet(parquet_dir)
+    df.write.format("delta").mode("overwrite").save(delta_dir)
+
+    from deltalake import DeltaTable
+
+    counts = {"parquet": len(list(Path(parquet_dir).glob("*.parquet"))),
+              "delta": len(DeltaTable(delta_dir).file_uris())}
+    if set(counts.values()) != {FILES}:
+        sys.exit(f"input file counts differ from {FILES}: {counts}")
+    return parquet_dir, delta_dir
+
+
+def variants(spark, parquet_dir: str, delta_dir: str) -> dict[str, Callable]:
+    """name -> start(out_dir, checkpoint) returning a running availableNow query."""
+
+    def parquet_stream():
+        return spark.readStream.schema(SCHEMA).parquet(parquet_dir)
+
+    def into(fmt: str, source: Callable):
+        def start(out: str, checkpoint: str):
+            writer = (source().writeStream.format(fmt).option("checkpointLocation", checkpoint)
+                      .trigger(availableNow=True))
+            return writer.start() if fmt == "noop" else writer.start(out)
+        return start
+
+    return {
+        "Delta sink": into("delta", parquet_stream),
+        "native parquet sink": into("parquet", parquet_stream),
+        "discarding Python sink": into("hw_bench_limits", parquet_stream),
+        "Delta source": into("noop", lambda: spark.readStream.format("delta").load(delta_dir)),
+        "native parquet source": into("noop", parquet_stream),
+        "in-memory Python source": into(
+            "noop", lambda: spark.readStream.format("hw_bench_limits")
+            .option("dir", parquet_dir).load()),
+    }
+
+
+def measure(start: Callable, rows: int, scratch: Path) -> tuple[float, float]:
+    out, checkpoint = scratch / "out", scratch / "checkpoint"
+    for path in (out, checkpoint):
+        shutil.rmtree(path, ignore_errors=True)
+    cpu0, t0 = tree_cpu_seconds(), time.perf_counter()
+    query = start(str(out), str(checkpoint))
+    query.awaitTermination()
+    wall, cpu = time.perf_counter() - t0, tree_cpu_seconds() - cpu0
+    seen = sum(p["numInputRows"] for p in query.recentProgress)
+    if seen != rows:  # a variant that skipped data would look fast
+        sys.exit(f"query read {seen} rows, expected {rows}")
+    return wall, cpu
+
+
+# --- reporting ---------------------------------------------------------------------------
+
+RATIOS = [  # (label, headwater variant, reference variant): reference time / headwater time
+    ("Delta sink ÷ native parquet sink", "Delta sink", "native parquet sink"),
+    ("Delta sink ÷ discarding Python sink", "Delta sink", "discarding Python sink"),
+    ("Delta source ÷ native parquet source", "Delta source", "native parquet source"),
+    ("Delta source ÷ in-memory Python source", "Delta source", "in-memory Python source"),
+]
+
+
+def report(results: dict, machine: dict, json_path: str | None) -> None:
+    rows = machine["rows"]
+    summary = {name: {"median_wall_s": statistics.median(r["wall_s"]),
+                      "rows_per_s": rows / statistics.median(r["wall_s"]),
+                      "median_cpu_s": statistics.median(r["cpu_s"]), **r}
+               for name, r in results.items()}
+    ratios = {label: summary[ref]["median_wall_s"] / summary[hw]["median_wall_s"]
+              for label, hw, ref in RATIOS}
+    header = ("variant", "median wall s", "rows/s", "CPU s")
+    lines = [(name, f"{s['median_wall_s']:.2f}", f"{s['rows_per_s']:,.0f}",
+              f"{s['median_cpu_s']:.2f}") for name, s in summary.items()]
+    info = ", ".join(f"{k}={v}" for k, v in machine.items())
+    try:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title="headwater Delta I/O", caption=info)
+        for i, col in enumerate(header):
+            table.add_column(col, justify="left" if i == 0 else "right")
+        for line in lines:
+            table.add_row(*line)
+        console = Console()
+        console.print(table)
+        for label, value in ratios.items():
+            console.print(f"{label}: [bold]{value:.2f}x[/bold] throughput")
+    except ImportError:
+        print(info)
+        print("  ".join(f"{h:>14}" for h in header))
+        for line in lines:
+            print("  ".join(f"{v:>14}" for v in line))
+        for label, value in ratios.items():
+            print(f"{label}: {value:.2f}x throughput")
+    if json_path:
+        Path(json_path).write_text(json.dumps(
+            {"machine": machine, "results": summary, "ratios": ratios}, indent=2))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=5_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="200k rows, 1 run (a quick check)")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
+    args = parser.parse_args()
+    rows, runs = (200_000, 1) if args.smoke else (args.rows, args.runs)
+
+    spark = headwater.spark_session(
+        "local[2]", conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"})
+    # Micros, not Spark's legacy INT96: the same timestamp encoding as headwater's writer.
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    spark.dataSource.register(BenchLimits)
+    root = Path(tempfile.mkdtemp(prefix="hw-bench-delta-io-"))
+    try:
+        parquet_dir, delta_dir = make_input(spark, rows, root)
+        todo = variants(spark, parquet_dir, delta_dir)
+        for name, start in todo.items():  # warm-up: JIT, Python worker daemon, page cache
+            measure(start, rows, root)
+        results = {name: {"wall_s": [], "cpu_s": []} for name in todo}
+        for _ in range(runs):  # interleaved, so drift in machine load hits every variant
+            for name, start in todo.items():
+                wall, cpu = measure(start, rows, root)
+                results[name]["wall_s"].append(wall)
+                results[name]["cpu_s"].append(cpu)
+        import pyspark
+        import deltalake
+
+        machine = {"cores": os.cpu_count(), "rows": rows, "runs": runs, "files": FILES,
+                   "tasks": TASKS, "loadavg_1m": round(os.getloadavg()[0], 2),
+                   "python": platform.python_version(), "pyspark": pyspark.__version__,
+                   "pyarrow": pa.__version__, "deltalake": deltalake.__version__}
+        report(results, machine, args.json)
+    finally:
+        headwater.stop_spark()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""The Delta streaming sink and batch writes, after delta-spark's DeltaSinkSuite."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+from conftest import rows, write
+from deltalake import DeltaTable
+
+import headwater
+
+
+
+
+def test_complete_mode_replaces_the_table_in_one_commit(spark, tmp):
+    src, dst, cp = tmp / "src", tmp / "dst", tmp / "cp"
+    write(src, {"id": pa.array(range(6), pa.int64()), "k": ["a", "b", "a", "c", "a", "b"]})
+
+    def run():
+        counts = spark.readStream.format("delta").load(str(src)).groupBy("k").count()
+        with headwater.translated():
+            (counts.writeStream.format("delta").outputMode("complete")
+             .option("checkpointLocation", str(cp)).trigger(availableNow=True)
+             .start(str(dst)).awaitTermination())
+
+    run()
+    assert sorted(rows(spark, str(dst), order="k")) == [("a", 3), ("b", 2), ("c", 1)]
+    write(src, {"id": pa.array([6, 7], pa.int64()), "k": ["c", "d"]})
+    run()
+    assert sorted(rows(spark, str(dst), order="k")) == [("a", 3), ("b", 2), ("c", 2), ("d", 1)]
+    table = DeltaTable(str(dst))
+    last = table.history(1)[0]
+    assert last["operationParameters"]["mode"] == "Overwrite"
+    assert len(table.file_uris()) >= 1
+
+
+def test_sink_commit_carries_txn_and_stats(spark, tmp):
+    src, dst, cp = tmp / "src", tmp / "dst", tmp / "cp"
+    write(src, {"id": pa.array([3, 1, 2], pa.int64()), "s": ["b", None, "a"],
+                "ts": pa.array([10, 20, 30], pa.timestamp("us", tz="UTC"))})
+    query = (spark.readStream.format("delta").load(str(src)).writeStream.format("delta")
+             .option("checkpointLocation", str(cp)).trigger(availableNow=True).start(str(dst)))
+    query.awaitTermination()
+    table = DeltaTable(str(dst))
+    app_id = f"headwater-stream-{query.id}"
+    assert table.transaction_version(app_id) == 0
+    actions = [json.loads(line) for line in
+               (dst / "_delta_log" / f"{0:020d}.json").read_text().splitlines()]
+    stats = [json.loads(a["add"]["stats"]) for a in actions if "add" in a]
+    assert sum(s["numRecords"] for s in stats) == 3
+    merged = stats[0]
+    if len(stats) == 1:
+        assert merged["minValues"]["id"] == 1 and merged["maxValues"]["id"] == 3
+        assert merged["nullCount"]["s"] == 1
+        assert merged["minValues"]["ts"] == "1970-01-01T00:00:00.000Z"
+    # delta-rs reads what we wrote, with the same rows
+    assert sorted(pa.table(table.scan().read_all()).column("id").to_pylist()) == [1, 2, 3]
+
+
+def test_sink_schema_mismatch_names_the_columns(spark, tmp):
+    dst = tmp / "dst"
+    write(dst, {"id": pa.array([1], pa.int64()), "name": ["x"]})
+    df = spark.createDataFrame([(1, 2.5)], "id long, name double")
+    with pytest.raises(headwater.HeadwaterError) as err:
+        with headwater.translated():
+            df.write.format("delta").mode("append").save(str(dst))
+    assert err.value.code == "HW_SINK_SCHEMA_MISMATCH"
+    assert "name (table string, data double)" in str(err.value)
+
+
+def test_merge_schema_adds_columns(spark, tmp):
+    dst = tmp / "dst"
+    spark.createDataFrame([(1,)], "id long").write.format("delta").mode("append").save(str(dst))
+    (spark.createDataFrame([(2, "x")], "id long, extra string").write.format("delta")
+     .mode("append").option("mergeSchema", "true").save(str(dst)))
+    assert rows(spark, str(dst)) == [(1, None), (2, "x")]
+
+
+def test_partitioned_write_then_batch_read_with_pruning(spark, tmp):
+    dst = tmp / "dst"
+    df = spark.createDataFrame(
+        [(i, f"2026-01-0{i % 3 + 1}", "eu" if i % 2 else "us") for i in range(12)],
+        "id long, day string, region string")
+    df.write.format("delta").mode("append").option("partitionBy", "day,region").save(str(dst))
+    table = DeltaTable(str(dst))
+    assert table.metadata().partition_columns == ["day", "region"]
+    assert sorted(table.partitions(), key=lambda p: (p["day"], p["region"]))[0] == \
+        {"day": "2026-01-01", "region": "eu"}
+    read = spark.read.format("delta").load(str(dst))
+    assert read.filter("day = '2026-01-02'").count() == 4
+    assert [r.id for r in read.filter("region = 'eu' AND day = '2026-01-01'").orderBy("id")
+            .collect()] == [3, 9]
+    assert rows(spark, str(dst)) == [tuple(r) for r in df.orderBy("id").collect()]
+
+
+def test_overwrite_and_replace_where(spark, tmp):
+    dst = tmp / "dst"
+    spark.createDataFrame([(1, "a"), (2, "b"), (3, "a")], "id long, p string") \
+        .write.format("delta").mode("append").option("partitionBy", "p").save(str(dst))
+    (spark.createDataFrame([(10, "a")], "id long, p string").write.format("delta")
+     .mode("overwrite").option("replaceWhere", "p = 'a'").save(str(dst)))
+    assert rows(spark, str(dst)) == [(2, "b"), (10, "a")]
+    with pytest.raises(headwater.HeadwaterError) as err:
+        with headwater.translated():
+            (spark.createDataFrame([(11, "b")], "id long, p string").write.format("delta")
+             .mode("overwrite").option("replaceWhere", "p = 'a'").save(str(dst)))
+    assert err.value.code == "HW_REPLACE_WHERE_MISMATCH"
+    spark.createDataFrame([(7, "z")], "id long, p string").write.format("delta") \
+        .mode("overwrite").save(str(dst))
+    assert rows(spark, str(dst)) == [(7, "z")]
+
+
+def test_idempotent_batch_writes_with_txn(spark, tmp):
+    dst = tmp / "dst"
+    df = spark.createDataFrame([(1,)], "id long")
+    for _ in range(2):
+        (df.write.format("delta").mode("append").option("txnAppId", "job-1")
+         .option("txnVersion", 5).save(str(dst)))
+    assert rows(spark, str(dst)) == [(1,)]
+    (df.write.format("delta").mode("append").option("txnAppId", "job-1")
+     .option("txnVersion", 6).save(str(dst)))
+    assert rows(spark, str(dst)) == [(1,), (1,)]
+    assert DeltaTable(str(dst)).transaction_version("job-1") == 6
+    # a repeated attempt leaves no stray files behind
+    assert len(list(dst.glob("*.parquet"))) == 2
+
+
+def test_foreach_batch_writes_two_tables_exactly_once(spark, tmp):
+    src, a, b, cp = tmp / "src", tmp / "a", tmp / "b", tmp / "cp"
+    write(src, {"id": pa.array(range(10), pa.int64())})
+
+    def to_both(batch_df, batch_id):
+        for target in (a, b):
+            (batch_df.write.format("delta").mode("append").option("txnAppId", f"fb-{target.name}")
+             .option("txnVersion", batch_id).save(str(target)))
+        if batch_id == 0 and not (tmp / "replayed").exists():
+            (tmp / "replayed").touch()
+            to_both(batch_df, batch_id)  # a replayed batch, as after a crash: no duplicates
+
+    (spark.readStream.format("delta").load(str(src)).writeStream.foreachBatch(to_both)
+     .option("checkpointLocation", str(cp)).trigger(availableNow=True).start().awaitTermination())
+    assert len(rows(spark, str(a))) == 10 and len(rows(spark, str(b))) == 10
+
+
+def test_write_without_path_is_a_clear_error(spark):
+    with pytest.raises(headwater.HeadwaterError) as err:
+        with headwater.translated():
+            spark.createDataFrame([(1,)], "id long").write.format("delta").mode("append").save()
+    assert err.value.code == "HW_SINK_NO_PATH"
+
+
+def test_read_missing_table_is_a_clear_error(spark, tmp):
+    with pytest.raises(headwater.HeadwaterError) as err:
+        with headwater.translated():
+            spark.read.format("delta").load(str(tmp / "nothing")).count()
+    assert err.value.code == "HW_TABLE_NOT_FOUND"
+
+
+def test_time_travel(spark, tmp):
+    dst = tmp / "dst"
+    write(dst, {"id": pa.array([1], pa.int64())})
+    write(dst, {"id": pa.array([2], pa.int64())})
+    write(dst, {"id": pa.array([9], pa.int64())}, mode="overwrite")
+    load = spark.read.format("delta")
+    assert [r.id for r in load.option("versionAsOf", 1).load(str(dst)).orderBy("id").collect()] \
+        == [1, 2]
+    assert [r.id for r in load.option("versionAsOf", 0).load(str(dst)).collect()] == [1]
+    assert [r.id for r in spark.read.format("delta").load(str(dst)).collect()] == [9]
+
+
+def test_stream_static_join_sees_new_static_versions(spark, tmp):
+    facts, dims, dst, cp = tmp / "facts", tmp / "dims", tmp / "dst", tmp / "cp"
+    write(dims, {"k": pa.array([1], pa.int64()), "label": ["one"]})
+    write(facts, {"k": pa.array([1, 2], pa.int64())})
+    static = spark.read.format("delta").load(str(dims))
+    joined = spark.readStream.format("delta").load(str(facts)).join(static, "k", "left")
+    query = (joined.writeStream.format("delta").option("checkpointLocation", str(cp))
+             .trigger(processingTime="200 milliseconds").start(str(dst)))
+    try:
+        query.processAllAvailable()
+        write(dims, {"k": pa.array([2], pa.int64()), "label": ["two"]})
+        write(facts, {"k": pa.array([2], pa.int64())})
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    got = sorted(rows(spark, str(dst), order="k"), key=lambda r: (r[0], r[1] or ""))
+    assert got == [(1, "one"), (2, None), (2, "two")]
