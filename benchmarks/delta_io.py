@@ -37,7 +37,7 @@ import headwater
 
 SCHEMA = "id BIGINT, n INT, x DOUBLE, ts TIMESTAMP, s STRING"
 FILES = 4  # input files, on both the parquet and the Delta side
-TASKS = 2  # local[2]: every variant runs two tasks at a time
+TASKS = 2  # task slots (local[TASKS]), the same for every variant
 
 
 # --- the limits: Python data sources that do no Delta work -------------------------------
@@ -61,19 +61,18 @@ class _ServeFiles(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict):
         if start == end:
             return []
-        # Files packed into TASKS partitions, as Spark's file source and headwater pack them,
-        # so per-task overhead is the same on every side.
-        return [InputPartition(self.files[i::TASKS]) for i in range(TASKS)]
+        # One partition per file: at the default size Spark's file source and headwater's
+        # split_entries also make one task per file (each file is over half of 128 MB).
+        return [InputPartition(path) for path in self.files]
 
     def read(self, partition: InputPartition):
         from pyspark.sql.pandas.types import to_arrow_schema
 
         # Spark checks the Arrow schema exactly (nullability, timestamp zone): cast to it.
         target = to_arrow_schema(self.schema, timezone="UTC")
-        for path in partition.value:
-            for batch in pq.ParquetFile(path).iter_batches():
-                yield pa.RecordBatch.from_arrays(
-                    [batch.column(f.name).cast(f.type) for f in target], schema=target)
+        for batch in pq.ParquetFile(partition.value).iter_batches():
+            yield pa.RecordBatch.from_arrays(
+                [batch.column(f.name).cast(f.type) for f in target], schema=target)
 
     def commit(self, end: dict) -> None:
         pass
@@ -208,6 +207,7 @@ def variants(spark, parquet_dir: str, delta_dir: str) -> dict[str, Callable]:
 
 
 def measure(start: Callable, rows: int, scratch: Path) -> tuple[float, float]:
+    """(wall s, CPU s) of one query, query start included: every trigger of a user pays it."""
     out, checkpoint = scratch / "out", scratch / "checkpoint"
     for path in (out, checkpoint):
         shutil.rmtree(path, ignore_errors=True)
@@ -258,9 +258,8 @@ def report(results: dict, machine: dict, json_path: str | None) -> None:
             console.print(f"{label}: [bold]{value:.2f}x[/bold] throughput")
     except ImportError:
         print(info)
-        print("  ".join(f"{h:>14}" for h in header))
-        for line in lines:
-            print("  ".join(f"{v:>14}" for v in line))
+        for line in [header, *lines]:
+            print(f"{line[0]:<24}" + "".join(f"{v:>15}" for v in line[1:]))
         for label, value in ratios.items():
             print(f"{label}: {value:.2f}x throughput")
     if json_path:
@@ -276,9 +275,11 @@ def main() -> None:
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     args = parser.parse_args()
     rows, runs = (200_000, 1) if args.smoke else (args.rows, args.runs)
+    load_before = os.getloadavg()[0]  # other work on the machine skews wall times: show it
 
     spark = headwater.spark_session(
-        "local[2]", conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"})
+        f"local[{TASKS}]",
+        conf={"spark.sql.shuffle.partitions": str(TASKS), "spark.ui.enabled": "false"})
     # Micros, not Spark's legacy INT96: the same timestamp encoding as headwater's writer.
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     spark.dataSource.register(BenchLimits)
@@ -298,7 +299,7 @@ def main() -> None:
         import deltalake
 
         machine = {"cores": os.cpu_count(), "rows": rows, "runs": runs, "files": FILES,
-                   "tasks": TASKS, "loadavg_1m": round(os.getloadavg()[0], 2),
+                   "task_slots": TASKS, "loadavg_1m_before": round(load_before, 2),
                    "python": platform.python_version(), "pyspark": pyspark.__version__,
                    "pyarrow": pa.__version__, "deltalake": deltalake.__version__}
         report(results, machine, args.json)

@@ -21,7 +21,8 @@ def spark():
 
     session = headwater.spark_session(
         "local[2]", app_name="headwater-tests",
-        conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"},
+        conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
+              "spark.driver.memory": "2g"},
     )
     yield session
     headwater.stop_spark()

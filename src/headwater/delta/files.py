@@ -18,6 +18,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from headwater.delta.log import FileEntry, filesystem_for
+from headwater.errors import HeadwaterError
 from headwater.delta.schema import conform_column, format_partition_value, partition_array, \
     physical_name
 
@@ -43,15 +44,23 @@ def read_entries(
     for entry in entries:
         mask = (deletion_vectors or {}).get(entry.path) if entry.has_dv else None
         if entry.has_dv and mask is None:
-            from headwater.errors import HeadwaterError
-
             raise HeadwaterError(
                 "HW_DELTA_DV_MISSING",
                 f"Data file {entry.path} has a deletion vector that could not be loaded.",
                 "Rows deleted through a deletion vector must not be returned.",
                 "Check that the table's deletion-vector files are present.",
             )
-        with fs.open_input_file(entry.path) as handle:
+        try:
+            handle = fs.open_input_file(entry.path)
+        except FileNotFoundError as exc:
+            raise HeadwaterError(
+                "HW_DELTA_FILE_NOT_FOUND",
+                f"Data file {entry.path} is listed in the Delta log but missing on storage.",
+                "The file was deleted outside Delta (or vacuumed while still referenced); "
+                "reading on would silently drop its rows.",
+                "Restore the file, or restore the table to a version whose files exist.",
+            ) from exc
+        with handle:
             parquet = pq.ParquetFile(handle)
             names = set(parquet.schema_arrow.names)
             wanted = []

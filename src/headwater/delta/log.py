@@ -133,7 +133,8 @@ class DeltaLog:
             raise HeadwaterError(
                 "HW_TABLE_NOT_FOUND",
                 f"No Delta table at {self.uri}.",
-                "The folder has no _delta_log, so it is not a Delta table (yet).",
+                "The folder has no Delta log (no _delta_log commits), so it is not a Delta "
+                "table (yet).",
                 "Check the path, or write to it first (the first write creates the table).",
             ) from exc
         except Exception as exc:  # noqa: BLE001 - corrupt or unsupported logs

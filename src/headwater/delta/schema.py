@@ -116,7 +116,16 @@ def conform_column(arr: pa.ChunkedArray | pa.Array | None, field: StructField,
         return pa.nulls(length, target)
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    return _conform(arr, field.dataType, target)
+    try:
+        return _conform(arr, field.dataType, target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_TYPE",
+            f"Column {field.name!r} ({field.dataType.simpleString()}) stored as {arr.type} "
+            f"cannot be converted to Spark's Arrow type {target}: {exc}.",
+            "Rows reach Spark as Arrow batches of exactly the declared type.",
+            "Cast the column to a supported type in the table, or read it with delta-rs.",
+        ) from exc
 
 
 def _conform(arr: pa.Array, dtype: DataType, target: pa.DataType) -> pa.Array:

@@ -24,7 +24,9 @@ from headwater.delta.log import DeltaLog, filesystem_for, normalize_uri, resolve
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
 from headwater.errors import HeadwaterError
 
-FAULT_ENV = "HEADWATER_FAULT"  # fault injection for crash tests: "sink_before_commit"
+# Fault injection for crash tests: "sink_before_commit" (files written, nothing committed) or
+# "sink_after_commit" (Delta committed, Spark's commit log not yet written).
+FAULT_ENV = "HEADWATER_FAULT"
 DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
 
 
@@ -301,6 +303,7 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
             partition_by=partition_by, txn=(self.app_id(), batchId),
             merge_schema=self.opts.merge_schema,
         )
+        inject_fault("sink_after_commit")
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         adds = [a for m in messages if isinstance(m, DeltaFilesMessage) for a in m.adds]

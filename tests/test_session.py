@@ -1,0 +1,86 @@
+"""The session: Java checks, and a clean exit on every path (see DESIGN.md: exit 134)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pyarrow as pa
+import pytest
+from conftest import run_script, write
+
+import headwater
+from headwater.session import java_major_version
+
+STREAMING_DRIVER = textwrap.dedent("""
+    import headwater
+    spark = headwater.spark_session("local[1]", conf={{"spark.ui.enabled": "false"}})
+    (spark.readStream.format("delta").load({src!r}).writeStream.format("delta")
+     .option("checkpointLocation", {cp!r}).trigger(availableNow=True).start({dst!r})
+     .awaitTermination())
+    print("streamed", spark.read.format("delta").load({dst!r}).count())
+    {tail}
+""")
+
+
+def test_java_too_old_is_a_clear_error(tmp, monkeypatch):
+    fake = tmp / "jdk" / "bin"
+    fake.mkdir(parents=True)
+    (fake / "java").write_text('#!/bin/sh\necho \'openjdk version "11.0.2" 2019-01-15\' >&2\n')
+    (fake / "java").chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(tmp / "jdk"))
+    assert java_major_version() == 11
+    with pytest.raises(headwater.HeadwaterError) as err:
+        headwater.session._check_java()
+    assert err.value.code == "HW_JAVA_TOO_OLD"
+
+
+def test_java_missing_is_a_clear_error(tmp, monkeypatch):
+    monkeypatch.setenv("JAVA_HOME", str(tmp / "none"))
+    monkeypatch.setenv("PATH", str(tmp))
+    with pytest.raises(headwater.HeadwaterError) as err:
+        java_major_version()
+    assert err.value.code == "HW_JAVA_MISSING"
+
+
+def _driver(tmp, tail: str = "") -> str:
+    return STREAMING_DRIVER.format(src=str(tmp / "src"), dst=str(tmp / "dst"),
+                                   cp=str(tmp / "cp"), tail=tail)
+
+
+def test_ten_runs_exit_zero_without_abort(tmp):
+    """Drivers that ran Python-source streams and never call spark.stop() exit cleanly."""
+    write(tmp / "src", {"id": pa.array(range(20), pa.int64())})
+    results = []
+    for run in range(10):
+        done = run_script(_driver(tmp), timeout=180)
+        results.append((done.returncode, "terminate called" in done.stderr))
+        assert "streamed 20" in done.stdout, done.stderr[-3000:]
+    assert results == [(0, False)] * 10
+
+
+def test_exception_and_sigterm_exit_without_abort(tmp):
+    write(tmp / "src", {"id": pa.array(range(5), pa.int64())})
+    failed = run_script(_driver(tmp, "raise RuntimeError('user code failed')"), timeout=180)
+    assert failed.returncode == 1 and "user code failed" in failed.stderr
+    assert "terminate called" not in failed.stderr and "Aborted" not in failed.stderr
+
+    code = _driver(tmp, "import time; print('ready', flush=True); time.sleep(120)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=dict(os.environ))
+    deadline = time.time() + 180
+    line = ""
+    while time.time() < deadline and "ready" not in line:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            break
+    assert "ready" in line, proc.stderr.read()[-3000:]
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert "terminate called" not in err
