@@ -233,9 +233,33 @@ def commit_files(
 
 
 def inject_fault(point: str) -> None:
-    """Crash tests: SIGKILL the whole driver process group at a named point."""
-    if os.environ.get(FAULT_ENV) == point:
-        os.killpg(os.getpgid(0), signal.SIGKILL)
+    """Crash tests: SIGKILL the driver (its JVM and the Python process that started it).
+
+    Commits run in a Python worker forked by the driver JVM, so the driver is found among
+    this process's ancestors: the JVM runs SparkSubmit, its parent is the Python driver.
+    """
+    if os.environ.get(FAULT_ENV) != point:
+        return
+    pid = os.getpid()
+    while pid > 1:
+        parent = _parent_pid(pid)
+        if "SparkSubmit" in _cmdline(pid):
+            for victim in (parent, pid):
+                if victim > 1:
+                    os.kill(victim, signal.SIGKILL)
+            break
+        pid = parent
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _parent_pid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        return int(handle.read().rsplit(b")", 1)[1].split()[1])
+
+
+def _cmdline(pid: int) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as handle:
+        return handle.read().decode("utf-8", "replace")
 
 
 # --- the streaming sink ----------------------------------------------------------------
