@@ -187,3 +187,12 @@ def test_stream_static_join_sees_new_static_versions(spark, tmp):
         query.stop()
     got = sorted(rows(spark, str(dst), order="k"), key=lambda r: (r[0], r[1] or ""))
     assert got == [(1, "one"), (2, None), (2, "two")]
+
+
+def test_target_file_size_rolls_files(spark, tmp):
+    dst = tmp / "dst"
+    df = spark.range(0, 200000, numPartitions=1).selectExpr("id", "uuid() AS s")
+    df.write.format("delta").mode("append").option("targetFileSize", "1m").save(str(dst))
+    files = DeltaTable(str(dst)).get_add_actions(flatten=True)
+    assert pa.table(files).num_rows >= 3
+    assert spark.read.format("delta").load(str(dst)).count() == 200000

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
 import shutil
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -223,3 +226,33 @@ def test_planning_reads_only_new_log_files_after_1000_commits(tmp):
     write(src, ids(1000, 1001))
     assert planner.latest_offset(end, 1000, None).version == 1001
     assert log.reads == 1
+
+
+def test_log_cleanup_fails_loudly_or_skips_with_fail_on_data_loss_false(spark, tmp):
+    src, dst, cp = tmp / "src", tmp / "dst", tmp / "cp"
+    write(src, ids(0, 2))
+    stream(spark, src, dst, cp)  # offset now at version 1
+    for i in range(1, 6):
+        write(src, ids(i * 10, i * 10 + 2))
+    DeltaTable(str(src)).create_checkpoint()  # checkpoint at 5
+    for version in range(0, 5):  # what log cleanup does past the retention period
+        (src / "_delta_log" / f"{version:020d}.json").unlink()
+    with pytest.raises(headwater.HeadwaterError) as err:
+        stream(spark, src, dst, cp)
+    assert err.value.code == "HW_SOURCE_DATA_LOSS" and "Commit 1" in str(err.value)
+    write(src, ids(60, 62))
+    stream(spark, src, dst, cp, failOnDataLoss="false")
+    assert [r[0] for r in rows(spark, str(dst))] == [0, 1, 60, 61]
+
+
+def test_starting_timestamp(spark, tmp):
+    src = tmp / "src"
+    write(src, ids(0, 2))
+    write(src, ids(2, 4))
+    old = time.time() - 3600
+    for version in (0, 1):
+        os.utime(src / "_delta_log" / f"{version:020d}.json", (old, old))
+    write(src, ids(4, 6))
+    since = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=10)).isoformat()
+    stream(spark, src, tmp / "dst", tmp / "cp", startingTimestamp=since)
+    assert [r[0] for r in rows(spark, str(tmp / "dst"))] == [4, 5]
