@@ -251,15 +251,11 @@ class DeltaBatchWriter(DataSourceArrowWriter):
         if log.exists():
             table = log.table()
             existing = list(table.metadata().partition_columns)
-            if not overwrite:
-                check_partitioning(self.opts.path, existing, self.opts.partition_by)
-            if not overwrite or self.replace_where:
-                check_schema(self.opts.path, spark_schema(table.schema().to_json()), schema,
-                             self.opts.merge_schema)
-            self.partition_columns = existing if not (overwrite and self.opts.partition_by) \
-                else self.opts.partition_by
-            if overwrite and self.opts.partition_by and existing != self.opts.partition_by:
-                check_partitioning(self.opts.path, existing, self.opts.partition_by)
+            check_partitioning(self.opts.path, existing, self.opts.partition_by)
+            # Overwrites too: delta-rs keeps the table's schema, so data must fit it.
+            check_schema(self.opts.path, spark_schema(table.schema().to_json()), schema,
+                         self.opts.merge_schema)
+            self.partition_columns = existing
             if self.replace_where:
                 self.filters = parse_replace_where(self.replace_where, existing)
         elif self.replace_where:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
@@ -127,31 +128,63 @@ def partition_dir(partition_columns: list[str], values: dict[str, str | None]) -
     return "/".join(parts)
 
 
-class _OpenFile:
-    def __init__(self, fs, root: str, relpath: str, schema: pa.Schema, codec: str,
-                 partition_values: dict[str, str | None]) -> None:
-        self.relpath = relpath
-        self.partition_values = partition_values
-        self.stream = fs.open_output_stream(f"{root}/{relpath}")
-        self.metadata: list[pq.FileMetaData] = []
-        self.writer = pq.ParquetWriter(
-            self.stream, schema, compression=codec, metadata_collector=self.metadata,
-            write_statistics=True,
-        )
-        self.rows = 0
+# Spark hands the sink batches of 10,000 rows; one row group per batch makes files larger and
+# encoding slower, so batches are buffered into row groups of up to this size.
+ROW_GROUP_ROWS = 1 << 20
+ROW_GROUP_BYTES = 64 << 20
+DICTIONARY_MAX_DISTINCT = 0.5  # share of distinct values above which dictionaries only cost
 
-    def write(self, table: pa.Table | pa.RecordBatch) -> None:
-        if isinstance(table, pa.RecordBatch):
-            self.writer.write_batch(table)
-        else:
-            self.writer.write_table(table)
-        self.rows += table.num_rows
+
+def dictionary_columns(batch: pa.RecordBatch) -> list[str]:
+    """Primitive columns worth dictionary-encoding, judged on the first batch written."""
+    chosen = []
+    for name, column in zip(batch.schema.names, batch.columns):
+        if pa.types.is_nested(column.type) or len(column) == 0:
+            continue
+        if pc.count_distinct(column).as_py() <= DICTIONARY_MAX_DISTINCT * len(column):
+            chosen.append(name)
+    return chosen
+
+
+class _OpenFile:
+    def __init__(self, fs, root: str, relpath: str, codec: str,
+                 partition_values: dict[str, str | None]) -> None:
+        self.fs, self.root, self.relpath, self.codec = fs, root, relpath, codec
+        self.partition_values = partition_values
+        self.stream = None
+        self.writer: pq.ParquetWriter | None = None
+        self.metadata: list[pq.FileMetaData] = []
+        self.pending: list[pa.RecordBatch] = []
+        self.pending_rows = self.pending_bytes = 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self.pending.append(batch)
+        self.pending_rows += batch.num_rows
+        self.pending_bytes += batch.nbytes
+        if self.pending_rows >= ROW_GROUP_ROWS or self.pending_bytes >= ROW_GROUP_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        table = pa.Table.from_batches(self.pending)
+        if self.writer is None:
+            self.stream = self.fs.open_output_stream(f"{self.root}/{self.relpath}")
+            self.writer = pq.ParquetWriter(
+                self.stream, table.schema, compression=self.codec,
+                use_dictionary=dictionary_columns(self.pending[0]),
+                metadata_collector=self.metadata, write_statistics=True,
+            )
+        self.writer.write_table(table, row_group_size=table.num_rows)
+        self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
 
     @property
     def bytes_written(self) -> int:
-        return self.stream.tell()
+        """Compressed bytes on storage plus an (uncompressed) estimate for what is buffered."""
+        return (self.stream.tell() if self.stream is not None else 0) + self.pending_bytes
 
     def close(self, schema: pa.Schema) -> dict[str, Any]:
+        self.flush()
         self.writer.close()
         size = self.stream.tell()
         self.stream.close()
@@ -189,7 +222,7 @@ class FileWriter:
             self.fs.create_dir(folder, recursive=True)
             self._made_dirs.add(folder)
         relpath = f"{subdir}/{name}" if subdir else name
-        handle = _OpenFile(self.fs, self.root, relpath, self.file_schema, self.codec, values)
+        handle = _OpenFile(self.fs, self.root, relpath, self.codec, values)
         self.open[key] = handle
         return handle
 

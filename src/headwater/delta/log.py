@@ -8,6 +8,7 @@ checkpoints (classic, multi-part, v2), ``_last_checkpoint`` and log replay.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -182,9 +183,7 @@ class DeltaLog:
                 version=table.version(),
                 has_dv=path in dv_paths,
             ))
-        return [
-            FileEntry(**{**e.__dict__, "index": i}) for i, e in enumerate(entries)
-        ]
+        return [dataclasses.replace(e, index=i) for i, e in enumerate(entries)]
 
     def version_at_or_after(self, when: dt.datetime) -> int:
         """The first version committed at or after ``when`` (commit file times, as delta-spark)."""

@@ -143,22 +143,17 @@ def _conform(arr: pa.Array, dtype: DataType, target: pa.DataType) -> pa.Array:
     if pa.types.is_list(target) or pa.types.is_large_list(target):
         if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
             return arr.cast(target)
-        values = _conform(arr.flatten(), dtype.elementType, target.value_type)
-        offsets = arr.offsets
-        if arr.offset or len(arr.values) != len(arr.flatten()):
-            arr = pa.array(arr.to_pylist(), type=arr.type)  # rare: sliced lists
-            offsets = arr.offsets
-            values = _conform(arr.flatten(), dtype.elementType, target.value_type)
-        cls = pa.LargeListArray if pa.types.is_large_list(target) else pa.ListArray
+        # offsets index into the whole child array, so conform all of it (slices included)
+        values = _conform(arr.values, dtype.elementType, target.value_type)
+        cls = pa.LargeListArray if pa.types.is_large_list(arr.type) else pa.ListArray
         mask = arr.is_null() if arr.null_count else None
-        out = cls.from_arrays(offsets, values, mask=mask)
-        return out.cast(target)
+        return cls.from_arrays(arr.offsets, values, mask=mask).cast(target)
     if pa.types.is_map(target) and pa.types.is_map(arr.type):
-        keys = _conform(arr.keys, dtype.keyType, target.key_type)
-        items = _conform(arr.items, dtype.valueType, target.item_type)
+        entries = arr.values
+        keys = _conform(entries.field(0), dtype.keyType, target.key_type)
+        items = _conform(entries.field(1), dtype.valueType, target.item_type)
         mask = arr.is_null() if arr.null_count else None
-        out = pa.MapArray.from_arrays(arr.offsets, keys, items, mask=mask)
-        return out.cast(target)
+        return pa.MapArray.from_arrays(arr.offsets, keys, items, mask=mask).cast(target)
     if pa.types.is_timestamp(target):
         if pa.types.is_timestamp(arr.type):
             # INT96 / nanosecond files: truncate to Spark's microseconds, keep the instant.

@@ -105,8 +105,7 @@ def schema_differences(table: StructType, data: StructType) -> tuple[list[str], 
         existing = by_name.get(f.name.lower())
         if existing is None:
             extra.append(f.name)
-        elif as_nullable(StructType([existing])).fields[0].dataType.simpleString() != \
-                as_nullable(StructType([f])).fields[0].dataType.simpleString():
+        elif existing.dataType.simpleString() != f.dataType.simpleString():
             mismatched.append(
                 f"{f.name} (table {existing.dataType.simpleString()}, "
                 f"data {f.dataType.simpleString()})"
@@ -287,31 +286,26 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
         self.complete = overwrite
         self.checkpoint = options.get("checkpointlocation")
         self.fallback_app_id = f"headwater-{uuid.uuid4()}"
-        self._check_existing_table()
+        # Resolved once on the driver and pickled to the tasks: no log replay per task.
+        self.partition_columns = self._check_existing_table()
 
-    def _check_existing_table(self) -> None:
+    def _check_existing_table(self) -> list[str]:
         log = DeltaLog(self.opts.path)
         if not log.exists():
-            return
+            return self.opts.partition_by
         table = log.table()
-        check_partitioning(self.opts.path, list(table.metadata().partition_columns),
-                           self.opts.partition_by)
+        existing = list(table.metadata().partition_columns)
+        check_partitioning(self.opts.path, existing, self.opts.partition_by)
         check_schema(self.opts.path, spark_schema(table.schema().to_json()), self.schema,
                      self.opts.merge_schema)
+        return existing
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        partition_by = self.opts.partition_by or self._table_partitions()
-        writer = FileWriter(self.opts.path, partition_by, self.opts.target_file_bytes,
+        writer = FileWriter(self.opts.path, self.partition_columns, self.opts.target_file_bytes,
                             self.opts.codec)
         for batch in iterator:
             writer.write(batch)
         return writer.close()
-
-    def _table_partitions(self) -> list[str]:
-        log = DeltaLog(self.opts.path)
-        if not log.exists():
-            return []
-        return list(log.table().metadata().partition_columns)
 
     def app_id(self) -> str:
         query_id = checkpoint_query_id(self.checkpoint)
@@ -320,11 +314,10 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         adds = [a for m in messages if isinstance(m, DeltaFilesMessage) for a in m.adds]
         inject_fault("sink_before_commit")
-        partition_by = self.opts.partition_by or self._table_partitions()
         commit_files(
             self.opts.path, adds, self.schema,
             mode="overwrite" if self.complete else "append",
-            partition_by=partition_by, txn=(self.app_id(), batchId),
+            partition_by=self.partition_columns, txn=(self.app_id(), batchId),
             merge_schema=self.opts.merge_schema,
         )
         inject_fault("sink_after_commit")

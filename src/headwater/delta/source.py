@@ -73,7 +73,7 @@ class SourceOptions:
         opts = cls(
             max_files=_positive_int("maxFilesPerTrigger", max_files)
             if max_files is not None else (None if max_bytes else DEFAULT_MAX_FILES),
-            max_bytes=parse_size(max_bytes, 0) or None if max_bytes else None,
+            max_bytes=parse_size(max_bytes, 0) if max_bytes else None,
             starting_version=options.get("startingversion"),
             starting_timestamp=options.get("startingtimestamp"),
             ignore_deletes=parse_bool(options.get("ignoredeletes")),
@@ -157,7 +157,7 @@ class SourcePlanner:
     def latest_offset(self, start: Offset, max_files: int | None, max_bytes: int | None,
                       cap_version: int | None = None) -> Offset:
         self._check_identity(start)
-        self._evict_before(start.version)
+        self.forget_before(start.version)
         end = start
         count = size = 0
         for entry, after in self._walk(start, cap_version):
@@ -184,9 +184,6 @@ class SourcePlanner:
             if after == end or _position(after) >= _position(end):
                 break
         return out
-
-    def latest_version_cap(self) -> int:
-        return self.log.latest_version()
 
     def _walk(self, start: Offset, cap_version: int | None) -> Iterator[tuple[FileEntry | None, Offset]]:
         version, index, starting = start.version, start.index, start.is_starting
@@ -320,6 +317,14 @@ class SourcePlanner:
             )
         checkpoint = self.log.last_checkpoint_version()
         if checkpoint is None or checkpoint < version:
+            if self.log.commit_mtime(version + 1) is not None:
+                raise HeadwaterError(
+                    "HW_DELTA_UNREADABLE",
+                    f"The Delta log of {self.log.uri} has a gap: commit {version} is missing "
+                    f"but commit {version + 1} exists.",
+                    "Commits must be contiguous; reading past a gap would skip data.",
+                    "Restore the missing commit file from a backup.",
+                )
             return None
         message = (f"Commit {version} of {self.log.uri} was removed by log cleanup before the "
                    f"stream read it (the log is kept from checkpoint {checkpoint} on).")
@@ -333,7 +338,7 @@ class SourcePlanner:
         log.warning("%s Skipping to version %d (failOnDataLoss=false).", message, checkpoint + 1)
         return checkpoint + 1
 
-    def _evict_before(self, version: int) -> None:
+    def forget_before(self, version: int) -> None:
         for cache in (self._commits, self._snapshots, self._mtimes):
             for v in [v for v in cache if v < version - 1]:
                 del cache[v]
@@ -436,7 +441,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.cap_version = self.planner.latest_version_cap()
+        self.cap_version = self.planner.log.latest_version()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = Offset.from_dict(start)
@@ -465,4 +470,4 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                             self.partition_columns, deletion_vectors=dvs)
 
     def commit(self, end: dict) -> None:
-        self.planner._evict_before(Offset.from_dict(end).version)
+        self.planner.forget_before(Offset.from_dict(end).version)
