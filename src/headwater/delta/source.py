@@ -174,27 +174,22 @@ class SourcePlanner:
         return end
 
     def files_between(self, start: Offset, end: Offset) -> list[FileEntry]:
-        out = []
-        if (start.version, start.index) == (end.version, end.index) and \
-                start.is_starting == end.is_starting:
+        out: list[FileEntry] = []
+        if start == end:
             return out
         for entry, after in self._walk(start, None):
             if entry is not None:
                 out.append(entry)
-            if after == end or _position(after) >= _position(end):
+            if _position(after) >= _position(end):
                 break
         return out
 
-    def _walk(self, start: Offset, cap_version: int | None) -> Iterator[tuple[FileEntry | None, Offset]]:
-        version, index, starting = start.version, start.index, start.is_starting
-        if starting:
-            files = self._snapshot(version)
-            after_last = Offset(self.table_id, version + 1, -1, False)
-            for entry in files[index + 1:]:
-                yield entry, (after_last if entry.index == len(files) - 1 else
-                              Offset(self.table_id, version, entry.index, True))
-            if index + 1 >= len(files):
-                yield None, after_last
+    def _walk(self, start: Offset, cap_version: int | None
+              ) -> Iterator[tuple[FileEntry | None, Offset]]:
+        """(file, offset after it) from ``start`` on; (None, offset) marks a version's end."""
+        version, index = start.version, start.index
+        if start.is_starting:
+            yield from self._items(self._snapshot(version), version, index, starting=True)
             version, index = version + 1, -1
         while cap_version is None or version <= cap_version:
             files = self._commit(version)
@@ -205,13 +200,18 @@ class SourcePlanner:
                 yield None, Offset(self.table_id, resume, -1, False)
                 version, index = resume, -1
                 continue
-            after_last = Offset(self.table_id, version + 1, -1, False)
-            for entry in files[index + 1:]:
-                yield entry, (after_last if entry.index == len(files) - 1 else
-                              Offset(self.table_id, version, entry.index, False))
-            if index + 1 >= len(files):
-                yield None, after_last
+            yield from self._items(files, version, index, starting=False)
             version, index = version + 1, -1
+
+    def _items(self, files: list[FileEntry], version: int, index: int, starting: bool
+               ) -> Iterator[tuple[FileEntry | None, Offset]]:
+        after_last = Offset(self.table_id, version + 1, -1, False)  # canonical end of version
+        for entry in files[index + 1:]:
+            last = entry.index == len(files) - 1
+            yield entry, after_last if last else Offset(self.table_id, version, entry.index,
+                                                        starting)
+        if index + 1 >= len(files):
+            yield None, after_last
 
     def _snapshot(self, version: int) -> list[FileEntry]:
         if version not in self._snapshots:
