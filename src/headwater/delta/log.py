@@ -38,12 +38,13 @@ class FileEntry:
 
 
 def normalize_uri(path: str) -> str:
-    """Local paths become absolute; URIs are kept as given."""
-    if "://" in path:
-        return path.rstrip("/")
+    """Local paths become absolute with symlinks resolved (as delta-rs resolves them);
+    other URIs are kept as given."""
     if path.startswith("file:"):
-        path = urlparse(path).path
-    return os.path.abspath(os.path.expanduser(path))
+        path = unquote(urlparse(path).path)
+    elif "://" in path:
+        return path.rstrip("/")
+    return os.path.realpath(os.path.expanduser(path))
 
 
 def filesystem_for(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -183,6 +184,15 @@ class DeltaLog:
                 version=table.version(),
                 has_dv=path in dv_paths,
             ))
+        unmatched = dv_paths - {e.path for e in entries}
+        if unmatched:  # never return rows a deletion vector removed
+            raise HeadwaterError(
+                "HW_DELTA_UNREADABLE",
+                f"Deletion vectors of {self.uri} name files not in its snapshot: "
+                f"{sorted(unmatched)[:3]}.",
+                "Rows they delete could not be matched to their data files.",
+                "Check the table with the writer that created it.",
+            )
         return [dataclasses.replace(e, index=i) for i, e in enumerate(entries)]
 
     def version_at_or_after(self, when: dt.datetime) -> int:
@@ -232,10 +242,23 @@ def deletion_vector_paths(table) -> set[str]:
 
 
 def deletion_vectors(table) -> dict[str, list[bool]]:
-    """File path -> keep mask, for the files of a snapshot that have deletion vectors."""
+    """File path (as :func:`resolve_file` gives it for this table) -> keep mask.
+
+    delta-rs reports fully-qualified URIs under its own (symlink-resolved) table URI, so
+    matching goes through the path relative to that URI: a miss would return deleted rows.
+    """
+    prefix = table.table_uri.rstrip("/") + "/"
+    _, root = filesystem_for(normalize_uri(table.table_uri))
     reader = pa.RecordBatchReader.from_stream(table.deletion_vectors())
     out: dict[str, list[bool]] = {}
     for batch in reader:
         for uri, mask in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-            out[resolve_file("", uri)] = mask
+            if not uri.startswith(prefix):
+                raise HeadwaterError(
+                    "HW_DELTA_UNREADABLE",
+                    f"A deletion vector names {uri}, outside the table at {table.table_uri}.",
+                    "Rows it deletes could not be matched to their data file.",
+                    "Check the table with the writer that created it.",
+                )
+            out[resolve_file(root, uri[len(prefix):])] = mask
     return out
