@@ -26,7 +26,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from headwater.delta.files import DeltaFilesMessage, FileWriter
+from headwater.delta.files import collect_adds, write_task
 from headwater.delta.log import DeltaLog, FileEntry, deletion_vectors
 from headwater.delta.schema import arrow_schema, parse_partition_value, spark_schema
 from headwater.delta.sink import (
@@ -267,14 +267,11 @@ class DeltaBatchWriter(DataSourceArrowWriter):
             )
 
     def write(self, iterator: Iterator) -> WriterCommitMessage:
-        writer = FileWriter(self.opts.path, self.partition_columns, self.opts.target_file_bytes,
-                            self.opts.codec)
-        for batch in iterator:
-            writer.write(batch)
-        return writer.close()
+        return write_task(self.opts.path, self.partition_columns, self.opts.target_file_bytes,
+                          self.opts.codec, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        adds = [a for m in messages if isinstance(m, DeltaFilesMessage) for a in m.adds]
+        adds = collect_adds(messages)
         if self.filters:
             types = {f.name: f.dataType for f in self.schema.fields}
             outside = [a for a in adds if not _satisfies(a["partitionValues"], self.filters, types)]
@@ -297,4 +294,4 @@ class DeltaBatchWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         _delete_files(self.opts.path,
-                      [a for m in messages if isinstance(m, DeltaFilesMessage) for a in m.adds])
+                      collect_adds(messages))

@@ -146,6 +146,11 @@ def dictionary_columns(batch: pa.RecordBatch) -> list[str]:
     return chosen
 
 
+def collect_adds(messages: list) -> list[dict[str, Any]]:
+    """All add actions from the tasks' commit messages (failed tasks send None)."""
+    return [a for m in messages if isinstance(m, DeltaFilesMessage) for a in m.adds]
+
+
 class _OpenFile:
     def __init__(self, fs, root: str, relpath: str, codec: str,
                  partition_values: dict[str, str | None]) -> None:
@@ -350,3 +355,11 @@ def _json_value(value: Any, arrow_type: pa.DataType, upper: bool) -> Any:
         return value
     return None
 
+
+def write_task(table_uri: str, partition_columns: list[str], target_file_bytes: int,
+               codec: str, batches: Iterable[pa.RecordBatch]) -> DeltaFilesMessage:
+    """One Spark task's share of a write: its batches into files, their add actions back."""
+    writer = FileWriter(table_uri, partition_columns, target_file_bytes, codec)
+    for batch in batches:
+        writer.write(batch)
+    return writer.close()

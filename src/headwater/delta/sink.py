@@ -19,7 +19,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from headwater.delta.files import DeltaFilesMessage, FileWriter
+from headwater.delta.files import collect_adds, write_task
 from headwater.delta.log import DeltaLog, filesystem_for, normalize_uri, resolve_file
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
 from headwater.errors import HeadwaterError
@@ -301,18 +301,15 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
         return existing
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        writer = FileWriter(self.opts.path, self.partition_columns, self.opts.target_file_bytes,
-                            self.opts.codec)
-        for batch in iterator:
-            writer.write(batch)
-        return writer.close()
+        return write_task(self.opts.path, self.partition_columns, self.opts.target_file_bytes,
+                          self.opts.codec, iterator)
 
     def app_id(self) -> str:
         query_id = checkpoint_query_id(self.checkpoint)
         return f"headwater-stream-{query_id}" if query_id else self.fallback_app_id
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        adds = [a for m in messages if isinstance(m, DeltaFilesMessage) for a in m.adds]
+        adds = collect_adds(messages)
         inject_fault("sink_before_commit")
         commit_files(
             self.opts.path, adds, self.schema,
@@ -323,5 +320,5 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
         inject_fault("sink_after_commit")
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        adds = [a for m in messages if isinstance(m, DeltaFilesMessage) for a in m.adds]
+        adds = collect_adds(messages)
         _delete_files(self.opts.path, adds)
