@@ -84,3 +84,12 @@ def test_exception_and_sigterm_exit_without_abort(tmp):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
     assert "terminate called" not in err
+
+
+def test_split_target_follows_the_master():
+    from headwater.session import _local_parallelism
+
+    assert _local_parallelism("local[3]") == 3
+    assert _local_parallelism("local") == 1
+    assert _local_parallelism("local[*]") == (os.cpu_count() or 2)
+    assert _local_parallelism("spark://127.0.0.1:7077") == 8

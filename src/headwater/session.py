@@ -79,7 +79,7 @@ def _local_parallelism(master: str) -> int:
     if master == "local":
         return 1
     if match:
-        return os.cpu_count() or 2 if match.group(1) == "*" else int(match.group(1))
+        return (os.cpu_count() or 2) if match.group(1) == "*" else int(match.group(1))
     return 8  # a cluster: unknown here, a reasonable split target
 
 
