@@ -70,15 +70,16 @@ def read_entries(
                 if field.name in partition_set:
                     sources.append(None)
                     continue
+                # Under column mapping only the physical name counts: a logical name may be
+                # another column's old physical name (renamed, then re-added).
                 phys = physical_name(field)
-                col = phys if phys in names else (field.name if field.name in names else None)
+                col = phys if phys in names else None
                 sources.append(col)
                 if col is not None and col not in wanted:
                     wanted.append(col)
             offset = 0
             batches = parquet.iter_batches(
-                batch_size=batch_rows, row_groups=list(entry.row_groups)
-                if entry.row_groups is not None else None, columns=wanted, use_threads=True,
+                batch_size=batch_rows, columns=wanted, use_threads=True,
             )
             for batch in batches:
                 n = batch.num_rows

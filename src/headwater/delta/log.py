@@ -34,7 +34,6 @@ class FileEntry:
     index: int = -1
     stats: str | None = None
     has_dv: bool = False
-    row_groups: tuple[int, ...] | None = None  # a slice of the file, or all of it
 
 
 def normalize_uri(path: str) -> str:

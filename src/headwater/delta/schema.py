@@ -133,10 +133,11 @@ def _conform(arr: pa.Array, dtype: DataType, target: pa.DataType) -> pa.Array:
         return arr
     if isinstance(dtype, StructType) and pa.types.is_struct(arr.type):
         present = {arr.type.field(i).name: i for i in range(arr.type.num_fields)}
+        flat = arr.flatten()  # children aligned with this (possibly sliced) array
         children = []
         for i, sub in enumerate(dtype.fields):
-            idx = present.get(physical_name(sub), present.get(sub.name))
-            child = arr.field(idx) if idx is not None else None
+            idx = present.get(physical_name(sub))
+            child = flat[idx] if idx is not None else None
             children.append(conform_column(child, sub, target.field(i).type, len(arr)))
         mask = arr.is_null() if arr.null_count else None
         return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
