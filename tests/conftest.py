@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -52,9 +51,3 @@ def write(path, data: dict | pa.Table, mode: str = "append", **kwargs) -> None:
 
     table = data if isinstance(data, pa.Table) else pa.table(data)
     write_deltalake(str(path), table, mode=mode, **kwargs)
-
-
-def copy_golden(name: str, dest: Path) -> Path:
-    target = dest / name
-    shutil.copytree(GOLDEN / name, target)
-    return target

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pyarrow as pa
 import pytest
-from conftest import REPO, rows, run_script, write
+from conftest import rows, run_script, write
 from deltalake import DeltaTable
 
 DRIVER = textwrap.dedent("""
@@ -49,6 +50,6 @@ def test_driver_killed_around_commit_then_restart_commits_exactly_once(spark, tm
     assert [r[0] for r in rows(spark, str(tmp / "dst"))] == list(range(9))
     table = DeltaTable(str(tmp / "dst"))
     app_ids = {a["txn"]["appId"] for line in (tmp / "dst" / "_delta_log").glob("*.json")
-               for a in map(__import__("json").loads, line.read_text().splitlines()) if "txn" in a}
+               for a in map(json.loads, line.read_text().splitlines()) if "txn" in a}
     assert len(app_ids) == 1  # the appId is stable across restarts of the checkpoint
     assert table.transaction_version(app_ids.pop()) == 1
