@@ -170,7 +170,8 @@ def make_input(spark, rows: int, root: Path) -> tuple[str, str]:
     )
     parquet_dir, delta_dir = str(root / "input_parquet"), str(root / "input_delta")
     df.write.option("compression", "snappy").parquet(parquet_dir)
-    df.write.format("delta").mode("overwrite").save(delta_dir)
+    # one file per input partition on both sides, whatever the size (default rolls at 128m)
+    df.write.format("delta").mode("overwrite").option("targetFileSize", "4g").save(delta_dir)
 
     from deltalake import DeltaTable
 
