@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import tempfile
+
 import pyarrow as pa
 import pytest
 
@@ -21,7 +23,9 @@ def spark():
     session = headwater.spark_session(
         "local[2]", app_name="headwater-tests",
         conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
-              "spark.driver.memory": "2g"},
+              "spark.driver.memory": "2g",
+              # Managed-table folders Spark creates for lakehouse tables: keep them out of the repo.
+              "spark.sql.warehouse.dir": tempfile.mkdtemp(prefix="hw-warehouse-")},
     )
     yield session
     headwater.stop_spark()

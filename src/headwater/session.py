@@ -87,6 +87,7 @@ def spark_session(
     master: str | None = None,
     app_name: str = "headwater",
     conf: dict[str, Any] | None = None,
+    lakehouse: str | os.PathLike | None = None,
 ) -> "pyspark.sql.SparkSession":  # noqa: F821
     """Start (or return) a SparkSession with Delta Lake registered as ``format("delta")``.
 
@@ -94,6 +95,9 @@ def spark_session(
     app_name: the application name shown in the Spark UI; default ``"headwater"``.
     conf: extra Spark settings; they override headwater's defaults (UTC session time zone,
         quiet logs, no console progress bar, filter pushdown on, 8 shuffle partitions).
+    lakehouse: a folder of Delta tables; every table in it is registered by name, so
+        ``spark.table("bronze")``, ``readStream.table``, ``toTable`` and SQL work on them.
+        ``headwater.Lakehouse(root)`` gives the same from an existing session.
 
     Python workers use this interpreter, and Spark is stopped on every exit path
     (normal exit, exception, SIGTERM, Ctrl-C).
@@ -114,6 +118,10 @@ def spark_session(
     log_opt = f"-Dlog4j2.configurationFile=file:{_LOG4J}"
     settings["spark.driver.extraJavaOptions"] = log_opt
     settings["spark.executor.extraJavaOptions"] = log_opt
+    if lakehouse is not None:
+        # Spark's managed-table folders (always empty: the data lives in the lakehouse).
+        settings["spark.sql.warehouse.dir"] = str(Path(lakehouse).expanduser().resolve()
+                                                  / "_warehouse")
     settings.update({k: str(v) for k, v in (conf or {}).items()})
 
     builder = SparkSession.builder.master(master).appName(app_name)
@@ -126,6 +134,10 @@ def spark_session(
 
     spark.dataSource.register(DeltaDataSource)
     _register_stop()
+    if lakehouse is not None:
+        from headwater.lakehouse import Lakehouse
+
+        Lakehouse(lakehouse, spark)
     return spark
 
 

@@ -1,0 +1,602 @@
+"""Ratio benchmark: the same 3-layer pipeline, on the same generated data, run by headwater
+(`headwater run`) and by Spark Declarative Pipelines (`spark-pipelines run`, pyspark 4.3),
+both as CLI subprocesses, each from clean output directories.
+
+    .venv/bin/python benchmarks/pipeline_vs_sdp.py                  # 300k orders, 100 files, 3 runs
+    .venv/bin/python benchmarks/pipeline_vs_sdp.py --smoke          # 3k orders, 10 files, 1 run
+    .venv/bin/python benchmarks/pipeline_vs_sdp.py --orders 1000000 --files 200 --runs 5 \\
+        --workdir /tmp/pvs --json /tmp/pvs.json
+
+Pipeline (benchmarks/pipeline_vs_sdp/): JSON Lines orders (nested customer.address, payment,
+items[] and metadata[] arrays of structs; schema given explicitly on both sides)
+  -> bronze: streaming table, raw
+  -> silver: streaming table, explode_outer(metadata) then explode_outer(items), flattened
+  -> gold:   materialized view, per country: orders, silver rows, quantity, exact revenue.
+The logic is one module (orders_transforms.py) imported by both definitions files. headwater
+writes Delta tables; SDP writes parquet tables (no Delta jars without a download).
+
+Settings: the [spark] table of pipeline_vs_sdp/hw_project/headwater.toml is the one source;
+SDP gets the same values (master local[2] via --remote, driver memory, shuffle partitions,
+time zone). Both definitions files print the effective settings and the harness checks them.
+
+Rules (benchmarks/README.md): data generated once (seeded) into the work dir and reused; one
+discarded warm-up run per tool, then --runs runs interleaved (hw, sdp, hw, sdp, ...); medians.
+Every timed run starts from clean tables, checkpoints and warehouse (SDP's in-memory catalog
+forgets its tables on exit, so a second run into existing dirs fails: LOCATION_ALREADY_EXISTS).
+
+Per tool it reports:
+  wall      launch of the CLI subprocess -> its exit.
+  startup   launch -> the first line of the user's definitions file running. Both tools run
+            that file only once their Spark session is up (SDP: launcher JVM, Python CLI,
+            Spark Connect server JVM, dataflow-graph RPC; headwater: Python, JVM, session),
+            so this is "time until the tool can start on the user's pipeline", measured
+            inside the real run rather than by a separate probe process. The file records
+            time.time() as its first statement and prints it (PIPELINE_BENCH_SESSION_UP).
+  pipeline  wall - startup: registration, analysis, the three flows, commit and shutdown.
+  orders/s, silver rows/s   over pipeline time.
+  CPU s     user+sys of every process the run started (JVMs, Python CLI and workers):
+            getrusage(RUSAGE_CHILDREN) deltas, with this process made a child subreaper
+            (Linux prctl) so orphaned grandchildren are reparented here, reaped and counted.
+Correctness: each tool's gold (headwater: the Delta table, read with deltalake; SDP: the
+parquet table, read with pyarrow) and silver row count must equal the expectation the
+generator computes in plain Python, hence also each other.
+
+The headline is headwater wall / SDP wall (target <= 0.75). If `headwater run` is not there
+yet (no headwater.cli), the headwater side is reported as not available and SDP still runs.
+SDP needs pyyaml and the Spark Connect client packages (pyspark's "pipelines" extra); any
+missing from the venv are pip-installed once into <workdir>/sdp-deps and put on PYTHONPATH
+for the SDP subprocess only, leaving the venv untouched.
+
+Wall times move with other load on the machine (the caption shows the load average): compare
+the ratio from one invocation, not absolute times across invocations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from decimal import Decimal
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+HERE = Path(__file__).resolve().parent / "pipeline_vs_sdp"
+sys.path.insert(0, str(HERE))
+
+import orders_data
+
+VENV_BIN = Path(sys.executable).parent
+SEED = 4
+MARKER = "PIPELINE_BENCH_SESSION_UP "
+HW, SDP = "headwater", "SDP"
+NOT_AVAILABLE = re.compile(
+    r"No module named '?headwater\.cli'?|No such command '?run'?|"
+    r"cannot import name '(table|materialized_view|read_stream|read)' from 'headwater'|"
+    r"module 'headwater' has no attribute '(table|materialized_view|read_stream|read)'")
+
+
+# --- settings -----------------------------------------------------------------------------
+
+
+def spark_settings() -> dict[str, str]:
+    """The [spark] table of the committed headwater.toml: the settings both tools get."""
+    with open(HERE / "hw_project" / "headwater.toml", "rb") as f:
+        conf = {k: str(v) for k, v in tomllib.load(f)["spark"].items()}
+    for key in ("spark.master", "spark.driver.memory", "spark.sql.shuffle.partitions"):
+        if key not in conf:
+            sys.exit(f"headwater.toml [spark] must set {key}")
+    return conf
+
+
+# --- input --------------------------------------------------------------------------------
+
+
+def ensure_input(workdir: Path, orders: int, files: int) -> tuple[Path, dict]:
+    """Generate the orders once per (orders, files, seed, generator version); reuse after."""
+    data = workdir / f"input-{orders}x{files}-seed{SEED}"
+    manifest = data / "_expected.json"  # '_' prefix: Spark's file source skips it
+    if manifest.exists():
+        expected = json.loads(manifest.read_text())
+        if expected.get("generator_version") == orders_data.GENERATOR_VERSION:
+            return data, expected
+    shutil.rmtree(data, ignore_errors=True)
+    t0 = time.perf_counter()
+    expected = orders_data.generate(data, orders, files, SEED)
+    manifest.write_text(json.dumps(expected, indent=1))
+    size = sum(p.stat().st_size for p in data.glob("*.json")) / 1e6
+    print(f"generated {orders:,} orders in {files} files ({size:.0f} MB) in "
+          f"{time.perf_counter() - t0:.1f}s: {data}")
+    return data, expected
+
+
+# --- SDP's client packages ----------------------------------------------------------------
+
+
+def sdp_pythonpath(workdir: Path) -> list[str]:
+    """pyspark's "pipelines" extra that the venv lacks, installed once into a side dir."""
+    wanted = []
+    for req in importlib.metadata.requires("pyspark") or []:
+        if 'extra == "pipelines"' not in req:
+            continue
+        spec = req.split(";")[0].strip()
+        name = re.split(r"[<>=!~ ]", spec)[0]
+        try:
+            importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            wanted.append(spec)
+    if not wanted:
+        return []
+    target = workdir / "sdp-deps"
+    stamp = target / ".installed"
+    if not stamp.exists() or stamp.read_text() != "\n".join(wanted):
+        print(f"installing SDP's client packages into {target}: {' '.join(wanted)}")
+        shutil.rmtree(target, ignore_errors=True)
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
+                               "--disable-pip-version-check", "--target", str(target), *wanted],
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            sys.exit(f"pip could not install {wanted}:\n{done.stdout}{done.stderr}")
+        stamp.write_text("\n".join(wanted))
+    return [str(target)]
+
+
+# --- the two tools ------------------------------------------------------------------------
+
+
+class Tool:
+    name: str
+    project: Path
+
+    def clean(self) -> None:
+        raise NotImplementedError
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def gold(self) -> list[dict]:
+        raise NotImplementedError
+
+    def silver_rows(self) -> int:
+        raise NotImplementedError
+
+
+class Headwater(Tool):
+    name = HW
+
+    def __init__(self, workdir: Path, settings: dict[str, str]) -> None:
+        self.project = workdir / "headwater"
+        shutil.rmtree(self.project, ignore_errors=True)
+        shutil.copytree(HERE / "hw_project", self.project,
+                        ignore=shutil.ignore_patterns("__pycache__", "lakehouse"))
+        with open(self.project / "headwater.toml", "rb") as f:
+            self.root = self.project / tomllib.load(f)["pipeline"]["root"]
+
+    def clean(self) -> None:
+        for path in (self.root, self.project / "spark-warehouse", self.project / "metastore_db"):
+            shutil.rmtree(path, ignore_errors=True)
+
+    def command(self) -> list[str]:
+        exe = VENV_BIN / "headwater"
+        return [str(exe) if exe.exists() else "headwater", "run", "--project", str(self.project)]
+
+    def _table(self, name: str) -> Path:
+        """The Delta table directory `name` under the lakehouse root (layout not assumed)."""
+        found = sorted(p.parent for p in self.root.rglob("_delta_log")
+                       if p.parent.name == name
+                       and "checkpoint" not in str(p.parent.relative_to(self.root)).lower())
+        if not found:
+            listing = "\n  ".join(str(p.relative_to(self.root))
+                                  for p in sorted(self.root.rglob("*"))[:40])
+            raise RuntimeError(f"no Delta table named {name!r} under {self.root}:\n  {listing}")
+        return found[0]
+
+    def gold(self) -> list[dict]:
+        from deltalake import DeltaTable
+
+        return DeltaTable(str(self._table("gold"))).to_pyarrow_table().to_pylist()
+
+    def silver_rows(self) -> int:
+        from deltalake import DeltaTable
+
+        return DeltaTable(str(self._table("silver"))).to_pyarrow_dataset().count_rows()
+
+
+class Sdp(Tool):
+    name = SDP
+
+    def __init__(self, workdir: Path, settings: dict[str, str]) -> None:
+        self.project = workdir / "sdp"
+        shutil.rmtree(self.project, ignore_errors=True)
+        shutil.copytree(HERE / "sdp_project", self.project,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        self.storage = self.project / "storage"  # checkpoints
+        self.warehouse = self.project / "warehouse"  # the tables (spark_catalog.default.*)
+        conf = dict(settings)
+        self.master = conf.pop("spark.master")
+        self.driver_memory = conf.pop("spark.driver.memory")
+        # Runtime SQL settings go in the spec's configuration (SDP applies them to the session
+        # and to every flow); anything else must be set at launch, as spark-submit --conf:
+        # SDP rejects static settings in the spec (CANNOT_MODIFY_STATIC_CONFIG).
+        self.sql_conf = {k: v for k, v in conf.items() if k.startswith("spark.sql.")}
+        self.launch_conf = {k: v for k, v in conf.items() if k not in self.sql_conf}
+        self.launch_conf["spark.sql.warehouse.dir"] = str(self.warehouse)
+        lines = ["# Written by benchmarks/pipeline_vs_sdp.py.", "name: orders_bench",
+                 f"storage: {self.storage.as_uri()}", "configuration:"]
+        lines += [f"  {k}: {json.dumps(v)}" for k, v in self.sql_conf.items()]
+        lines += ["libraries:", "  - glob:", "      include: transformations/**", ""]
+        (self.project / "spark-pipeline.yml").write_text("\n".join(lines))
+
+    def clean(self) -> None:
+        for path in (self.storage, self.warehouse, self.project / "spark-warehouse",
+                     self.project / "metastore_db"):
+            shutil.rmtree(path, ignore_errors=True)
+
+    def command(self) -> list[str]:
+        # spark-pipelines passes spark-submit options to spark-submit. --remote, not --master:
+        # SDP always runs over Spark Connect and starts a local Connect server with this master.
+        cmd = [str(VENV_BIN / "spark-pipelines"), "--remote", self.master,
+               "--driver-memory", self.driver_memory]
+        for key, value in self.launch_conf.items():
+            cmd += ["--conf", f"{key}={value}"]
+        return cmd + ["run", "--spec", str(self.project / "spark-pipeline.yml")]
+
+    def gold(self) -> list[dict]:
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.warehouse / "gold").to_pylist()
+
+    def silver_rows(self) -> int:
+        import pyarrow.dataset as ds
+
+        # only files the streaming sink committed (its _spark_metadata log lists them)
+        log = self.warehouse / "silver" / "_spark_metadata"
+        files = set()
+        for entry in sorted(log.iterdir(), key=lambda p: p.name):
+            if entry.name.startswith("."):
+                continue
+            for line in entry.read_text().splitlines()[1:]:  # first line: the log version
+                files.add(unquote(urlparse(json.loads(line)["path"]).path))
+        return ds.dataset(sorted(files), format="parquet").count_rows()
+
+
+# --- running one measured subprocess ------------------------------------------------------
+
+
+def make_subreaper() -> bool:
+    """Orphans of the tools (a JVM outliving its Python parent, pyspark daemons) are
+    reparented to this process, so they can be reaped and their CPU counted."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_orphans(deadline_s: float) -> list[int]:
+    """Wait for every remaining descendant; kill (by pid) the ones still alive at the deadline."""
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return []
+        if pid:
+            continue
+        if time.monotonic() > end:
+            break
+        time.sleep(0.05)
+    left = [int(p) for p in os.listdir("/proc") if p.isdigit() and _ppid(int(p)) == os.getpid()]
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for _ in left:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+    return left
+
+
+def _ppid(pid: int) -> int:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return -1
+    return int(text[text.rindex(")") + 2:].split()[1])
+
+
+def run_once(tool: Tool, env: dict[str, str], log: Path, timeout: float) -> dict:
+    """One clean run: wall, startup, CPU and the subprocess's exit code."""
+    tool.clean()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(log, "wb") as out:
+        launched = time.time()
+        t0 = time.perf_counter()
+        try:
+            proc = subprocess.Popen(tool.command(), cwd=tool.project, env=env, stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+        except FileNotFoundError as exc:
+            return {"rc": 127, "error": str(exc), "log": str(log)}
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the group this run started, nothing else
+            rc = proc.wait()
+            rc = rc if rc else -9
+        wall = time.perf_counter() - t0
+    leftovers = reap_orphans(30.0)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    text = log.read_text(errors="replace")
+    session = None
+    for line in text.splitlines():
+        if line.startswith(MARKER):
+            session = json.loads(line[len(MARKER):])
+            break
+    result = {"rc": rc, "wall_s": wall, "cpu_s": cpu, "log": str(log),
+              "startup_s": session["t"] - launched if session else None,
+              "conf": session["conf"] if session else None}
+    if leftovers:
+        result["killed_leftovers"] = leftovers
+    return result
+
+
+# --- correctness --------------------------------------------------------------------------
+
+
+def normalize(rows: list[dict]) -> dict:
+    out = {}
+    for row in rows:
+        out[row["country"]] = (int(row["orders"] or 0), int(row["lines"] or 0),
+                               int(row["quantity"] or 0), Decimal(str(row["revenue"] or 0)))
+    return out
+
+
+def check(tool: Tool, expected: dict) -> str | None:
+    """None when gold and the silver row count match the generator's expectation."""
+    try:
+        gold, silver = normalize(tool.gold()), tool.silver_rows()
+    except Exception as exc:  # noqa: BLE001 - reported, not raised: the other tool still runs
+        return f"could not read the output: {exc}"
+    want = normalize(expected["gold"])
+    if silver != expected["silver_rows"]:
+        return f"silver has {silver:,} rows, expected {expected['silver_rows']:,}"
+    if gold != want:
+        diff = [f"{c}: got {gold.get(c)} want {want.get(c)}"
+                for c in sorted(set(gold) | set(want), key=str) if gold.get(c) != want.get(c)]
+        return "gold differs: " + "; ".join(diff[:5])
+    return None
+
+
+def tail(path: str, lines: int = 25) -> str:
+    text = Path(path).read_text(errors="replace").splitlines()
+    keep = [ln for ln in text if not ln.lstrip().startswith("at ")]  # drop JVM stack frames
+    return "\n".join(keep[-lines:])
+
+
+# --- reporting ----------------------------------------------------------------------------
+
+
+def summarize(runs: list[dict], orders: int, silver_rows: int) -> dict:
+    med = statistics.median
+    startups = [r["startup_s"] for r in runs if r["startup_s"] is not None]
+    wall = med(r["wall_s"] for r in runs)
+    startup = med(startups) if len(startups) == len(runs) else None
+    pipeline = (med(r["wall_s"] - r["startup_s"] for r in runs)
+                if startup is not None else None)
+    return {"wall_s": wall, "startup_s": startup, "pipeline_s": pipeline,
+            "cpu_s": med(r["cpu_s"] for r in runs),
+            "orders_per_s": orders / pipeline if pipeline else None,
+            "silver_rows_per_s": silver_rows / pipeline if pipeline else None,
+            "runs": runs}
+
+
+def report(summary: dict, status: dict, info: dict, json_path: str | None) -> None:
+    def f(v, spec):
+        return "-" if v is None else format(v, spec)
+
+    header = ("tool", "wall s", "startup s", "pipeline s", "orders/s", "silver rows/s",
+              "CPU s", "correct")
+    lines = []
+    for tool in (HW, SDP):
+        s = summary.get(tool)
+        if s is None:
+            lines.append((tool, "-", "-", "-", "-", "-", "-", status[tool]))
+            continue
+        lines.append((tool, f(s["wall_s"], ".2f"), f(s["startup_s"], ".2f"),
+                      f(s["pipeline_s"], ".2f"), f(s["orders_per_s"], ",.0f"),
+                      f(s["silver_rows_per_s"], ",.0f"), f(s["cpu_s"], ".1f"), status[tool]))
+    ratios = {}
+    if HW in summary and SDP in summary:
+        for key in ("wall_s", "startup_s", "pipeline_s", "cpu_s"):
+            a, b = summary[HW][key], summary[SDP][key]
+            ratios[key] = a / b if a is not None and b else None
+    caption = ", ".join(f"{k}={v}" for k, v in info.items())
+    try:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title="pipeline: headwater run vs spark-pipelines run (medians)",
+                      caption=caption)
+        for i, col in enumerate(header):
+            table.add_column(col, justify="left" if i in (0, 7) else "right")
+        for line in lines:
+            table.add_row(*line)
+        console = Console(width=max(120, shutil.get_terminal_size().columns))
+        console.print(table)
+        emit = console.print
+    except ImportError:
+        print(caption)
+        for line in [header, *lines]:
+            print(" | ".join(str(v) for v in line))
+        emit = print
+    if ratios.get("wall_s") is not None:
+        verdict = "meets" if ratios["wall_s"] <= 0.75 else "misses"
+        emit(f"headwater ÷ SDP wall time: {ratios['wall_s']:.2f} ({verdict} the target ≤ 0.75)")
+        emit("  startup {}, pipeline {}, CPU {}".format(
+            *(f(ratios[k], ".2f") for k in ("startup_s", "pipeline_s", "cpu_s"))))
+    else:
+        emit(f"headwater ÷ SDP wall time: n/a (headwater: {status[HW]}; SDP: {status[SDP]})")
+    if json_path:
+        Path(json_path).write_text(json.dumps(
+            {"info": info, "status": status, "results": summary, "ratios": ratios},
+            indent=2, default=str))
+
+
+# --- main ---------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--orders", type=int, default=300_000)
+    parser.add_argument("--files", type=int, default=100)
+    parser.add_argument("--runs", type=int, help="timed runs per tool (default 3, --smoke 1)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="3,000 orders in 10 files, 1 run: a quick end-to-end check")
+    parser.add_argument("--workdir", type=Path,
+                        default=Path(tempfile.gettempdir()) / "headwater-pipeline-vs-sdp",
+                        help="input data (reused), projects, outputs and logs")
+    parser.add_argument("--tools", default="headwater,sdp",
+                        help="comma-separated subset of headwater,sdp")
+    parser.add_argument("--no-warmup", action="store_true", help="skip the warm-up runs")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
+    args = parser.parse_args()
+    orders, files = (3_000, 10) if args.smoke else (args.orders, args.files)
+    runs = args.runs or (1 if args.smoke else 3)
+    wanted = {t.strip().lower() for t in args.tools.split(",")}
+    workdir = args.workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    logs = workdir / "logs"
+    shutil.rmtree(logs, ignore_errors=True)
+    logs.mkdir()
+
+    settings = spark_settings()
+    data, expected = ensure_input(workdir, orders, files)
+    spark_home = Path(importlib.util.find_spec("pyspark").origin).parent
+    base_env = dict(os.environ)
+    base_env.update({
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "SPARK_HOME": str(spark_home),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PIPELINE_BENCH_INPUT": str(data),
+    })
+    for var in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_API_MODE",
+                "PYSPARK_SUBMIT_ARGS"):
+        base_env.pop(var, None)
+
+    def env_with(paths: list[str]) -> dict[str, str]:
+        env = dict(base_env)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [*paths, str(HERE), *filter(None, [os.environ.get("PYTHONPATH")])])
+        return env
+
+    tools: dict[str, tuple[Tool, dict]] = {}
+    status: dict[str, str] = {HW: "not run", SDP: "not run"}
+    if "headwater" in wanted:
+        env = env_with([])
+        probe = subprocess.run([sys.executable, "-c", "import headwater.cli"], env=env,
+                               capture_output=True, text=True, check=False)
+        if probe.returncode != 0:
+            status[HW] = "not available yet (no headwater.cli)"
+            print(f"headwater: not available yet: {probe.stderr.strip().splitlines()[-1]}")
+        else:
+            tools[HW] = (Headwater(workdir, settings), env)
+    if "sdp" in wanted:
+        tools[SDP] = (Sdp(workdir, settings), env_with(sdp_pythonpath(workdir)))
+    subreaper = make_subreaper()
+    load_before = os.getloadavg()[0]
+
+    results: dict[str, list[dict]] = {name: [] for name in tools}
+
+    def attempt(name: str, label: str) -> dict | None:
+        tool, env = tools[name]
+        r = run_once(tool, env, logs / f"{name.lower()}-{label}.log", args.timeout)
+        print(f"  {name:<9} {label:<7} rc={r['rc']} wall={r.get('wall_s', 0):6.1f}s "
+              f"startup={r.get('startup_s') or 0:5.1f}s cpu={r.get('cpu_s', 0):6.1f}s",
+              flush=True)
+        problem = None
+        if r["rc"] != 0:
+            text = Path(r["log"]).read_text(errors="replace") if "wall_s" in r else ""
+            missing = NOT_AVAILABLE.search(text)
+            if name == HW and (missing or "wall_s" not in r):
+                status[HW] = "not available yet: " + (
+                    missing.group(0) if missing else r.get("error", "no headwater command"))
+                print(f"headwater: {status[HW]}")
+                del tools[HW]
+                return None
+            problem = f"exit {r['rc']}, see {r['log']}"
+            print(f"{name} run failed ({problem}); last lines:\n"
+                  + (tail(r["log"]) if "wall_s" in r else r.get("error", "")))
+        else:
+            problem = check(tool, expected)
+            if problem is None and r["conf"] is None:
+                problem = f"no {MARKER.strip()} marker in {r['log']}"
+            if problem is None:  # a setting a session does not show (None) is not held against it
+                bad = {k: v for k, v in r["conf"].items() if v is not None and v != settings.get(k)}
+                if bad:
+                    problem = f"ran with other settings: {bad} (wanted {settings})"
+                unseen = sorted(k for k, v in r["conf"].items() if v is None)
+                if unseen:
+                    print(f"  {name}: could not verify {', '.join(unseen)}")
+        if problem:
+            status[name] = "FAILED: " + problem
+            del tools[name]
+            return None
+        status[name] = "ok"
+        return r
+
+    order = [name for name in (HW, SDP) if name in tools]
+    print(f"{orders:,} orders, {files} files, {expected['silver_rows']:,} silver rows; "
+          f"tools: {', '.join(order) or 'none'}; work dir {workdir}")
+    if not args.no_warmup:
+        for name in order:
+            if name in tools:
+                attempt(name, "warmup")  # JIT, page cache, pyc files; discarded
+    for i in range(runs):  # interleaved, so drift in machine load hits both tools
+        for name in order:
+            if name in tools:
+                r = attempt(name, f"run{i + 1}")
+                if r is not None:
+                    results[name].append(r)
+    # the outputs of the last run stay in the work dir, to inspect
+
+    summary = {name: summarize(rs, orders, expected["silver_rows"])
+               for name, rs in results.items() if rs and status[name] == "ok"}
+    import pyspark
+
+    info = {"cores": os.cpu_count(), "orders": orders, "files": files,
+            "silver_rows": expected["silver_rows"], "runs": runs,
+            "master": settings["spark.master"], "driver_memory": settings["spark.driver.memory"],
+            "shuffle_partitions": settings["spark.sql.shuffle.partitions"],
+            "loadavg_1m": f"{load_before:.1f}->{os.getloadavg()[0]:.1f}",
+            "cpu_accounting": "full tree" if subreaper else "reaped children only",
+            "python": platform.python_version(), "pyspark": pyspark.__version__}
+    report(summary, status, info, args.json)
+    ok = status.get(SDP) in ("ok", "not run") and (
+        status[HW] in ("ok", "not run") or status[HW].startswith("not available"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

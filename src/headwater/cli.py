@@ -1,0 +1,166 @@
+"""The ``headwater`` command: init, validate and run a pipeline project."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from headwater.errors import HeadwaterError
+
+TRIGGERED = ("available-now", "once")
+
+
+def _fail(exc: HeadwaterError) -> None:
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(1)
+
+
+def _names(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+@click.group()
+@click.version_option(package_name="headwater")
+def main() -> None:
+    """Incremental pipelines on Spark Structured Streaming over Delta Lake."""
+
+
+@main.command()
+@click.argument("name")
+@click.option("--dir", "parent", default=".", type=click.Path(file_okay=False),
+              help="Folder to create the project in (default: here).")
+def init(name: str, parent: str) -> None:
+    """Scaffold a working pipeline project NAME: JSON landing zone -> bronze -> silver -> gold."""
+    from headwater.pipeline.scaffold import scaffold
+
+    try:
+        path = scaffold(Path(parent) / name, name)
+    except HeadwaterError as exc:
+        _fail(exc)
+    click.echo(f"created {path}\n  cd {path}\n  headwater validate\n  headwater run")
+
+
+def _session(project: Any):
+    import headwater
+
+    return headwater.spark_session(project.master, app_name=f"headwater:{project.name}",
+                                   conf=project.spark_conf, lakehouse=project.root)
+
+
+def _load(project_dir: str):
+    from headwater.pipeline.project import Project, load_definitions
+
+    project = Project.load(project_dir)
+    spark = _session(project)
+    registry = load_definitions(project)
+    from headwater.lakehouse import active_lakehouse
+
+    return project, spark, registry, active_lakehouse()
+
+
+@main.command()
+@click.option("--project", "project_dir", default=".", help="Project folder (headwater.toml).")
+def validate(project_dir: str) -> None:
+    """Check the graph and every streaming query before anything runs."""
+    from headwater.pipeline.validate import validate_project
+
+    try:
+        _, _, registry, lakehouse = _load(project_dir)
+        report = validate_project(registry, lakehouse)
+    except HeadwaterError as exc:
+        _fail(exc)
+    for line in report.lines:
+        click.echo(line)
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}")
+    for error in report.errors:
+        click.echo(f"error: {error}", err=True)
+    if report.errors:
+        sys.exit(1)
+    click.echo(f"valid: {report.summary}")
+
+
+@main.command()
+@click.option("--project", "project_dir", default=".", help="Project folder (headwater.toml).")
+@click.option("--trigger", default=None,
+              help='available-now (default) or once: process what is there and stop. '
+                   'An interval ("30 seconds") or "continuous" (every 500 ms): run until '
+                   'stopped with Ctrl-C / SIGTERM.')
+@click.option("--full-refresh", "full_refresh", default=None,
+              help="Comma-separated tables to rebuild from scratch (data and checkpoints); "
+                   "streaming tables downstream of them are rebuilt too.")
+@click.option("--full-refresh-all", is_flag=True, help="Rebuild every table of the pipeline.")
+@click.option("--select", default=None, help="Comma-separated datasets to run (the rest of "
+                                             "the graph is left alone).")
+def run(project_dir: str, trigger: str | None, full_refresh: str | None,
+        full_refresh_all: bool, select: str | None) -> None:
+    """Run the pipeline: triggered (default) or continuous."""
+    from headwater.pipeline.graph import Graph
+    from headwater.pipeline.runner import Runner
+    from headwater.triggers import trigger_kwargs
+
+    try:
+        project, _, registry, lakehouse = _load(project_dir)
+        choice = (trigger or project.trigger or "available-now").strip().lower()
+        continuous = choice not in TRIGGERED and choice not in ("availablenow",)
+        kwargs = trigger_kwargs(None if choice == "continuous" else choice)
+        graph = Graph(registry, lakehouse).build()
+        if full_refresh or full_refresh_all:
+            targets = graph.stored() if full_refresh_all else _names(full_refresh)
+            graph = _full_refresh(graph, targets)
+        runner = Runner(graph, kwargs, continuous, _names(select), echo=click.echo)
+    except HeadwaterError as exc:
+        _fail(exc)
+
+    def request_stop(signum: int, frame: Any) -> None:
+        if not runner.stop_requested.is_set():
+            click.echo(f"{signal.Signals(signum).name}: stopping every flow after its "
+                       "current micro-batch...")
+        runner.stop_requested.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    mode = f"continuous, {kwargs['processingTime']}" if continuous else choice
+    click.echo(f"running pipeline {project.name} ({mode}) in {lakehouse.root}")
+    results = runner.run()
+    failed = [r for r in results if r.status in ("failed", "skipped")]
+    done = sum(1 for r in results if r.ok)
+    click.echo(f"{done} flows ok, {len(failed)} failed or skipped"
+               + (" (stopped on request)" if runner.stop_requested.is_set() else ""))
+    sys.exit(1 if failed else 0)
+
+
+def _full_refresh(graph: Any, targets: list[str]) -> Any:
+    """Drop the tables, their side tables and checkpoints, cascading to streaming tables
+    downstream (their checkpoints point into data that no longer exists); then rebuild."""
+    from headwater.lakehouse import parse_name
+    from headwater.pipeline.definitions import TABLE
+    from headwater.pipeline.graph import Graph
+    from headwater.pipeline.runner import LATE_SUFFIX, QUARANTINE_SUFFIX
+
+    chosen = [parse_name(t).qualified for t in targets]
+    unknown = [t for t in chosen if t not in graph.registry.datasets]
+    if unknown:
+        raise HeadwaterError(
+            "HW_PIPELINE_UNKNOWN_TABLE", f"--full-refresh names {unknown}, not datasets of this "
+            "pipeline.", "Only the pipeline's own tables can be rebuilt.",
+            f"Choose among: {', '.join(graph.stored())}.")
+    cascade = sorted({d for t in chosen for d in graph.downstream(t)
+                      if graph.registry.datasets[d].kind == TABLE} - set(chosen))
+    click.echo(f"full refresh: {', '.join(chosen)}"
+               + (f" (+ downstream streaming tables: {', '.join(cascade)})" if cascade else ""))
+    lake = graph.lakehouse
+    for name in chosen + cascade:
+        if graph.registry.datasets[name].stored:
+            for table in (name, name + QUARANTINE_SUFFIX, name + LATE_SUFFIX):
+                lake.drop(table)
+    graph.close()
+    return Graph(graph.registry, lake).build()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,100 @@
+"""Update output mode: MERGE each micro-batch's changed rows into a Delta table by key.
+
+Why: Spark rejects update mode for Python data-source sinks, so headwater runs update mode
+through ``foreachBatch``. An update-mode batch holds only the groups that changed (small), so
+it is collected to Arrow on the driver and MERGEd with delta-rs in one commit that carries a
+``txn`` (app id, batch id): a re-delivered batch finds its version committed and is skipped.
+
+Keys match null-safely (``<=>``: a NULL key is a group of its own, as in ``groupBy``). Struct
+keys such as the ``window`` of a window aggregation compare as whole structs: delta-rs
+supports ``<=>`` on structs (checked with deltalake 1.6.6).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from headwater.delta.log import normalize_uri
+from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
+from headwater.delta.sink import check_schema
+from headwater.errors import HeadwaterError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+TARGET, SOURCE = "tgt", "src"
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def merge_predicate(keys: list[str]) -> str:
+    """``tgt.`k` <=> src.`k` AND ...`` (null-safe equality on every key)."""
+    return " AND ".join(f"{TARGET}.{_quote(k)} <=> {SOURCE}.{_quote(k)}" for k in keys)
+
+
+def _resolve_keys(keys: list[str], columns: list[str], path: str) -> list[str]:
+    by_lower = {c.lower(): c for c in columns}
+    missing = [k for k in keys if k.lower() not in by_lower]
+    if not keys or missing:
+        raise HeadwaterError(
+            "HW_MERGE_KEYS_INVALID",
+            f"MERGE into {path}: keys {missing or keys!r} are not columns of the batch "
+            f"({', '.join(columns)}).",
+            "Update mode MERGEs each changed row into the table by its key columns.",
+            "Pass keys naming the grouping columns of the aggregation, e.g. ['window', 'k'].",
+        )
+    return [by_lower[k.lower()] for k in keys]
+
+
+def merge_batch(batch_df: "DataFrame", path: str, keys: list[str], app_id: str,
+                version: int) -> bool:
+    """MERGE ``batch_df`` into the Delta table at ``path`` by ``keys``, exactly once.
+
+    False (nothing done) when the table already holds txn ``version`` (or later) of ``app_id``.
+    True otherwise; an empty batch needs no commit. The table must exist.
+    """
+    from deltalake import CommitProperties, DeltaTable, Transaction
+    from deltalake.exceptions import TableNotFoundError
+
+    uri = normalize_uri(str(path))
+    key_columns = _resolve_keys(list(keys), batch_df.columns, uri)
+    try:
+        table = DeltaTable(uri)
+    except TableNotFoundError as exc:
+        raise HeadwaterError(
+            "HW_TABLE_NOT_FOUND", f"MERGE target {uri} is not a Delta table.",
+            "Update mode MERGEs into an existing table and never creates one (its schema "
+            "and keys are a decision, not a side effect).",
+            "Create the table first, e.g. spark.createDataFrame([], df.schema).write"
+            ".format('delta').save(path).",
+        ) from exc
+    done = table.transaction_version(app_id)
+    if done is not None and done >= version:
+        return False
+
+    table_schema = spark_schema(table.schema().to_json())
+    data_schema = as_nullable(batch_df.schema)
+    check_schema(uri, table_schema, data_schema, merge_schema=False)
+    table_columns = {f.name.lower(): f for f in table_schema.fields}
+    _resolve_keys(key_columns, [f.name for f in table_schema.fields], uri)
+
+    data = batch_df.toArrow()
+    if data.num_rows == 0:
+        return True
+    # Spark's Arrow types (timestamps in the session zone, field metadata) -> the table's own,
+    # under the table's column names.
+    fields = [table_columns[name.lower()] for name in data.column_names]
+    target = arrow_schema(as_nullable(type(table_schema)(fields)))
+    data = data.rename_columns(target.names).cast(target)
+    names = [table_columns[k.lower()].name for k in key_columns]
+    (
+        table.merge(data, merge_predicate(names), source_alias=SOURCE, target_alias=TARGET,
+                    commit_properties=CommitProperties(
+                        app_transactions=[Transaction(app_id, version)]))
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    return True

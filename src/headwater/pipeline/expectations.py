@@ -1,0 +1,159 @@
+"""Data-quality expectations on a pipeline table: warn, drop (to quarantine) or fail.
+
+Why this shape: counts must reach the streaming query's progress without an extra pass over
+the data, so :func:`observe` attaches them to the streaming DataFrame with ``df.observe``;
+Spark then reports them per micro-batch in ``StreamingQueryProgress.observedMetrics``. Dropping
+and failing need the rows themselves, so :func:`split` runs inside ``foreachBatch``.
+
+NULL: a condition that evaluates to NULL counts as *failed* (``NOT coalesce(cond, false)``), as
+a Delta CHECK constraint rejects it. Write ``x IS NULL OR x > 0`` to let NULLs pass.
+
+Spark reports the observed metrics of the *last* job that ran the micro-batch's plan (each
+execution resets them; measured on Spark 4.3). So inside ``foreachBatch`` do not ``persist``
+the batch and end with full passes over it (the writes of both outputs of :func:`split`),
+never with a ``limit``/``take``/``show`` of it: those report partial counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType
+
+from headwater.errors import HeadwaterError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+ACTIONS = ("warn", "drop", "fail")
+FAILED_RULES = "_failed_rules"
+BATCH_ID = "_batch_id"
+SAMPLE_CHARS = 500
+
+
+@dataclass(frozen=True)
+class Expectation:
+    name: str
+    condition: str  # a SQL boolean expression over the table's columns
+    action: str  # "warn" | "drop" | "fail"
+
+
+RuleLike = Expectation | tuple[str, str, str]
+
+
+def _rules(rules: Iterable[RuleLike]) -> list[Expectation]:
+    return [r if isinstance(r, Expectation) else Expectation(*r) for r in rules]
+
+
+def metrics_name(table: str) -> str:
+    """The name the counts carry in ``observedMetrics``."""
+    return f"expectations:{table}"
+
+
+def _invalid(table: str, rule: str, what: str, fix: str) -> HeadwaterError:
+    return HeadwaterError(
+        "HW_EXPECTATION_INVALID", f"Expectation {rule!r} on table {table!r}: {what}.",
+        "An expectation is a name, a SQL boolean condition over the table's columns, and an "
+        f"action in {', '.join(ACTIONS)}.", fix)
+
+
+def validate_rules(rules: Iterable[RuleLike], table: str, df: "DataFrame | None" = None) -> None:
+    """Bad action, empty or duplicate name (case-insensitive), or a condition that does not
+    parse (always checked) or resolve to a boolean over ``df``'s columns (when ``df`` is given)."""
+    seen: set[str] = set()
+    for rule in _rules(rules):
+        if not isinstance(rule.name, str) or not rule.name.strip():
+            raise _invalid(table, str(rule.name), "the name is empty", "Give every rule a name.")
+        if rule.action not in ACTIONS:
+            raise _invalid(table, rule.name, f"action {rule.action!r} is unknown",
+                           f"Use one of: {', '.join(ACTIONS)}.")
+        if rule.name.lower() in seen:
+            raise _invalid(table, rule.name, "the name is used twice",
+                           "Give each rule of a table its own name (names ignore case).")
+        seen.add(rule.name.lower())
+        try:
+            cond = F.expr(rule.condition)  # parses eagerly
+            if df is not None:
+                dtype = df.select(cond.alias("c")).schema[0].dataType  # resolves eagerly
+                if not isinstance(dtype, BooleanType):
+                    raise _invalid(table, rule.name, f"condition {rule.condition!r} is "
+                                   f"{dtype.simpleString()}, not boolean",
+                                   "Write a comparison, e.g. 'amount > 0'.")
+                df.where(cond).schema  # no aggregates / window functions in a row filter
+        except HeadwaterError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - ParseException, AnalysisException
+            detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else repr(exc)
+            raise _invalid(table, rule.name, f"condition {rule.condition!r} is not valid: "
+                           f"{detail}", "Fix the SQL so it names existing columns and "
+                           "returns true/false per row.") from exc
+
+
+def failed(rule: Expectation) -> "Column":
+    """True when a row fails ``rule``; a NULL condition result fails."""
+    return ~F.coalesce(F.expr(rule.condition), F.lit(False))
+
+
+def observe(df: "DataFrame", rules: Iterable[RuleLike], table: str) -> "DataFrame":
+    """``df`` with metrics ``<rule>_failed`` per rule and ``rows`` attached under
+    ``expectations:<table>``: every micro-batch's progress carries them."""
+    rules = _rules(rules)
+    validate_rules(rules, table, df)
+    counts = [F.count(F.when(failed(r), F.lit(1))).alias(f"{r.name}_failed") for r in rules]
+    return df.observe(metrics_name(table), *counts, F.count(F.lit(1)).alias("rows"))
+
+
+def _quote(name: str) -> "Column":
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def split(batch_df: "DataFrame", rules: Sequence[RuleLike], table: str,
+          batch_id: int) -> tuple["DataFrame", "DataFrame"]:
+    """(rows passing every drop rule, quarantined rows + ``_failed_rules``, ``_batch_id``).
+
+    Raises HW_EXPECTATION_FAILED first if a "fail" rule fails in this batch. Each output is a
+    lazy query over ``batch_df``; writing both scans the batch twice (plus once for fail rules).
+    """
+    rules = _rules(rules)
+    validate_rules(rules, table, batch_df)
+    fail_rules = [r for r in rules if r.action == "fail"]
+    if fail_rules:
+        _raise_on_fail(batch_df, fail_rules, table, batch_id)
+    drop = [r for r in rules if r.action == "drop"]
+    dropped = F.lit(False)
+    for rule in drop:
+        dropped = dropped | failed(rule)
+    names = F.array(*[F.when(failed(r), F.lit(r.name)) for r in rules]) if rules else \
+        F.array().cast("array<string>")
+    good = batch_df.where(~dropped)
+    quarantined = batch_df.where(dropped).select(
+        "*", F.array_compact(names).alias(FAILED_RULES),
+        F.lit(batch_id).cast("long").alias(BATCH_ID))
+    return good, quarantined
+
+
+def _raise_on_fail(batch_df: "DataFrame", fail_rules: list[Expectation], table: str,
+                   batch_id: int) -> None:
+    any_failed = F.lit(False)
+    for rule in fail_rules:
+        any_failed = any_failed | failed(rule)
+    row_json = F.to_json(F.struct(*[_quote(c) for c in batch_df.columns]))
+    flags = [failed(r).alias(f"f{i}") for i, r in enumerate(fail_rules)]
+    sample = batch_df.where(any_failed).select(row_json.alias("row"), *flags).limit(1).collect()
+    if not sample:
+        return
+    row = sample[0]
+    rule = next(r for i, r in enumerate(fail_rules) if row[f"f{i}"])
+    text = row["row"] or ""
+    if len(text) > SAMPLE_CHARS:
+        text = text[:SAMPLE_CHARS] + "...(truncated)"
+    raise HeadwaterError(
+        "HW_EXPECTATION_FAILED",
+        f"Table {table!r}: expectation {rule.name!r} ({rule.condition}) failed in batch "
+        f"{batch_id}; sample row: {text}",
+        "The rule's action is 'fail', so the flow stops before writing the batch.",
+        f"Fix the input data, or change {rule.name!r} to action 'drop' (quarantine the rows) "
+        "or 'warn' (keep and count them).",
+    )

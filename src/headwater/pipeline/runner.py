@@ -1,0 +1,428 @@
+"""Running a pipeline graph: triggered (every flow to the end of its input) or continuous.
+
+Triggered runs go in waves by dependency depth: the flows of one wave run together, and a
+wave starts when the one before it ended, so every table sees all of its inputs' new rows.
+Materialized views are recomputed after their inputs, in one overwrite commit each.
+Continuous runs start every streaming flow at once on a processing-time trigger and recompute
+materialized views whenever an input table got a new version.
+
+A failed flow stops only itself and the datasets downstream of it. A stop request (SIGINT,
+SIGTERM) waits for each query's running micro-batch to end before stopping it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from headwater.checkpoint_lock import CheckpointLock
+from headwater.errors import HeadwaterError, unwrap
+from headwater.lakehouse import parse_name
+from headwater.pipeline import expectations as expect_mod
+from headwater.pipeline.definitions import MATERIALIZED_VIEW, TABLE
+from headwater.pipeline.graph import Graph, ResolvedFlow
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+
+FLOW_STATE = "headwater-flow.json"
+QUARANTINE_SUFFIX = "__quarantine"
+LATE_SUFFIX = "__late"
+
+
+@dataclass
+class FlowResult:
+    key: str
+    kind: str
+    status: str = "pending"  # completed | failed | skipped | stopped | running
+    error: str | None = None
+    batches: int = 0
+    input_rows: int = 0
+    expectations: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("completed", "stopped")
+
+
+class Runner:
+    def __init__(self, graph: Graph, trigger: dict[str, Any], continuous: bool,
+                 select: list[str] | None = None,
+                 echo: Callable[[str], None] = print) -> None:
+        self.graph = graph
+        self.lakehouse = graph.lakehouse
+        self.trigger = trigger
+        self.continuous = continuous
+        self.echo = echo
+        self.stop_requested = threading.Event()
+        datasets = graph.stored()
+        if select:
+            chosen = [parse_name(s).qualified for s in select]
+            unknown = [s for s in chosen if s not in graph.registry.datasets]
+            if unknown:
+                raise HeadwaterError(
+                    "HW_PIPELINE_UNKNOWN_TABLE", f"--select names {unknown}, not datasets of "
+                    "this pipeline.", "--select runs part of the pipeline's graph.",
+                    f"Choose among: {', '.join(datasets)}.")
+            datasets = [d for d in datasets if d in chosen]
+        self.datasets = datasets
+        self.results: dict[str, FlowResult] = {}
+        self._locks: dict[str, CheckpointLock] = {}
+
+    # --- the two modes -------------------------------------------------------------------
+
+    def run(self) -> list[FlowResult]:
+        try:
+            if self.continuous:
+                self._run_continuous()
+            else:
+                self._run_triggered()
+        finally:
+            for lock in self._locks.values():
+                lock.release()
+            self.lakehouse.refresh()
+        return list(self.results.values())
+
+    def _depths(self) -> dict[str, int]:
+        depth: dict[str, int] = {}
+        for name in self.graph.stored():
+            ups = [u for u in self.graph.upstream(name) if u in depth]
+            depth[name] = 1 + max((depth[u] for u in ups), default=-1)
+        return {n: depth[n] for n in self.datasets}
+
+    def _run_triggered(self) -> None:
+        depths = self._depths()
+        for level in sorted(set(depths.values())):
+            if self.stop_requested.is_set():
+                break
+            wave = [n for n in self.datasets if depths[n] == level]
+            running: dict[str, "StreamingQuery"] = {}
+            for name in wave:
+                if self._skip_if_upstream_failed(name):
+                    continue
+                if self.graph.registry.datasets[name].kind == TABLE:
+                    for flow in self.graph.flows_of(name):
+                        query = self._start(flow)
+                        if query is not None:
+                            running[flow.key] = query
+            self._await(running)
+            for name in wave:
+                if self.graph.registry.datasets[name].kind == MATERIALIZED_VIEW \
+                        and not self.stop_requested.is_set() \
+                        and not self._skip_if_upstream_failed(name):
+                    for flow in self.graph.flows_of(name):
+                        self._refresh(flow)
+
+    def _run_continuous(self) -> None:
+        running: dict[str, "StreamingQuery"] = {}
+        for name in self.datasets:
+            if self.graph.registry.datasets[name].kind == TABLE:
+                for flow in self.graph.flows_of(name):
+                    query = self._start(flow)
+                    if query is not None:
+                        running[flow.key] = query
+        views = [n for n in self.datasets
+                 if self.graph.registry.datasets[n].kind == MATERIALIZED_VIEW]
+        seen_versions: dict[str, dict[str, int]] = {}
+        interval = _interval_seconds(self.trigger)
+        while not self.stop_requested.is_set():
+            for name in views:
+                if self._skip_if_upstream_failed(name):
+                    continue
+                versions = {u: self._version(u) for u in self.graph.upstream(name)}
+                if versions != seen_versions.get(name):
+                    for flow in self.graph.flows_of(name):
+                        self._refresh(flow, quiet=name in seen_versions)
+                    seen_versions[name] = versions
+            self._collect(running)
+            if not any(q.isActive for q in running.values()) and not views:
+                break
+            self.stop_requested.wait(max(interval, 0.5))
+        self._stop_all(running)
+        self._collect(running)
+
+    # --- streaming flows -----------------------------------------------------------------
+
+    def _start(self, rf: ResolvedFlow) -> "StreamingQuery | None":
+        result = self.results.setdefault(rf.key, FlowResult(rf.key, "streaming table"))
+        dataset = rf.dataset
+        checkpoint = self.lakehouse.checkpoint(dataset.name, rf.flow.name)
+        try:
+            self._check_checkpoint(rf, checkpoint)
+            lock = CheckpointLock(checkpoint, f"headwater run: {rf.key}").acquire()
+            self._locks[checkpoint] = lock
+            df = self.graph.rebuild(rf)
+            rules = dataset.expectations
+            if rules:
+                df = expect_mod.observe(df, rules, dataset.name)
+            late = None
+            if dataset.keep_late_rows:
+                from headwater.pipeline.late import LateRows
+
+                late = LateRows.prepare(df, dataset.name, dataset.output_mode)
+                df = late.stream_df
+            writer = (df.writeStream.queryName(rf.key).trigger(**self.trigger)
+                      .option("checkpointLocation", checkpoint))
+            batch_side = dataset.output_mode == "update" or late is not None or any(
+                r.action in ("drop", "fail") for r in rules)
+            if batch_side:
+                writer = writer.outputMode(dataset.output_mode).foreachBatch(
+                    self._batch_writer(rf, checkpoint, late))
+            else:
+                writer = (writer.format(parse_name(dataset.name).source_name)
+                          .outputMode(dataset.output_mode))
+            query = writer.start()
+            self._save_state(rf, checkpoint)
+        except Exception as exc:  # noqa: BLE001 - one flow's failure must not stop the others
+            self._fail(result, exc)
+            return None
+        result.status = "running"
+        self.echo(f"started   {rf.key} ({dataset.output_mode}, checkpoint "
+                  f"{Path(checkpoint).relative_to(self.lakehouse.root)})")
+        return query
+
+    def _batch_writer(self, rf: ResolvedFlow, checkpoint: str, late: Any):
+        dataset = rf.dataset
+        lake = self.lakehouse
+        name = dataset.name
+        app_id = f"headwater-{rf.key}"
+        rules = dataset.expectations
+        drops = any(r.action == "drop" for r in rules)
+        keys = dataset.keys
+
+        # Persisting would make Spark report the expectations' observed counts from the
+        # caching job only; cache just for late rows, whose split re-reads the aggregate.
+        cache = late is not None and not rules
+
+        def write_batch(batch, batch_id: int) -> None:
+            if cache:
+                batch.persist()
+            try:
+                rows = batch
+                if late is not None:
+                    rows, late_rows = late.split(batch, batch_id, checkpoint)
+                    _append_side(lake, late_rows, name + LATE_SUFFIX, app_id, batch_id)
+                if rules:
+                    rows, bad = expect_mod.split(rows, rules, name, batch_id)
+                    if drops:
+                        _append_side(lake, bad, name + QUARANTINE_SUFFIX, app_id, batch_id)
+                if dataset.output_mode == "update":
+                    from headwater.delta.merge import merge_batch
+                    from headwater.pipeline.plan import group_keys
+
+                    merge_keys = keys or group_keys(rf.df)
+                    merge_batch(rows, lake.path(name), merge_keys, app_id, batch_id)
+                else:
+                    # By path: foreachBatch runs in a clone of the session taken at start,
+                    # which does not see data sources registered later.
+                    mode = "overwrite" if dataset.output_mode == "complete" else "append"
+                    (rows.write.format("delta").mode(mode).option("txnAppId", app_id)
+                     .option("txnVersion", batch_id).save(lake.path(name)))
+            finally:
+                if cache:
+                    batch.unpersist()
+
+        return write_batch
+
+    def _await(self, running: dict[str, "StreamingQuery"]) -> None:
+        while any(q.isActive for q in running.values()):
+            if self.stop_requested.wait(0.5):
+                self._stop_all(running)
+                break
+        self._collect(running)
+
+    def _stop_all(self, running: dict[str, "StreamingQuery"]) -> None:
+        """Stop each query between micro-batches (bounded wait for a running batch)."""
+        for key, query in running.items():
+            deadline = time.monotonic() + 120
+            while query.isActive and query.status.get("isTriggerActive") \
+                    and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if query.isActive:
+                query.stop()
+                self.results[key].status = "stopped"
+
+    def _collect(self, running: dict[str, "StreamingQuery"]) -> None:
+        for key, query in running.items():
+            result = self.results[key]
+            if result.status not in ("running", "stopped"):
+                continue
+            progress = query.recentProgress
+            result.batches = len(progress)
+            result.input_rows = sum(p.numInputRows for p in progress)
+            for p in progress:
+                for metrics_name, row in (p.observedMetrics or {}).items():
+                    if metrics_name.startswith("expectations:"):
+                        for metric, value in row.asDict().items():
+                            result.expectations[metric] = result.expectations.get(metric, 0) + \
+                                int(value or 0)
+            if query.isActive:
+                continue
+            error = query.exception()
+            if error is not None:
+                self._fail(result, error)
+            elif result.status == "running":
+                result.status = "completed"
+                self.echo(f"completed {key}: {result.batches} batches, "
+                          f"{result.input_rows} input rows" + _expectation_text(result))
+            self._release(key)
+
+    def _release(self, key: str) -> None:
+        for checkpoint, lock in list(self._locks.items()):
+            if lock.owner.endswith(f": {key}"):
+                lock.release()
+                self._locks.pop(checkpoint)
+
+    # --- materialized views --------------------------------------------------------------
+
+    def _refresh(self, rf: ResolvedFlow, quiet: bool = False) -> None:
+        result = self.results.setdefault(rf.key, FlowResult(rf.key, "materialized view"))
+        dataset = rf.dataset
+        name = dataset.name
+        try:
+            started = time.monotonic()
+            df = self.graph.rebuild(rf)
+            if dataset.expectations:
+                df, bad = expect_mod.split(df, dataset.expectations, name, 0)
+                if any(r.action == "drop" for r in dataset.expectations):
+                    # A recomputed view's quarantine is recomputed with it.
+                    self.lakehouse.write(bad, name + QUARANTINE_SUFFIX, mode="overwrite")
+            self._replace_table(rf, df)
+            result.status = "completed"
+            result.batches += 1
+            if not quiet:
+                self.echo(f"refreshed {rf.key} in {time.monotonic() - started:.1f}s")
+        except Exception as exc:  # noqa: BLE001
+            self._fail(result, exc)
+
+    def _replace_table(self, rf: ResolvedFlow, df: Any) -> None:
+        """One overwrite commit; a changed schema rebuilds the table (nothing reads it
+        incrementally: it is recomputed whole)."""
+        from headwater.delta.schema import as_nullable
+
+        name = rf.dataset.name
+        current = self.lakehouse.read(name).schema
+        if as_nullable(current).simpleString() != as_nullable(df.schema).simpleString():
+            self.lakehouse.drop(name)
+            self.lakehouse.create_table(name, df.schema, rf.dataset.partition_by,
+                                        rf.dataset.comment, rf.dataset.properties)
+        df.write.format(parse_name(name).source_name).mode("overwrite").save()
+
+    # --- bookkeeping ---------------------------------------------------------------------
+
+    def _version(self, name: str) -> int:
+        from deltalake import DeltaTable
+
+        try:
+            return DeltaTable(self.lakehouse.path(name)).version()
+        except Exception:  # noqa: BLE001 - not created yet
+            return -1
+
+    def _skip_if_upstream_failed(self, name: str) -> bool:
+        failed = sorted(
+            r.key for r in self.results.values()
+            if r.status in ("failed", "skipped") and r.key.split("/")[0] in
+            self.graph.upstream(name))
+        if not failed:
+            return False
+        for rf in self.graph.flows_of(name):
+            if rf.key not in self.results:
+                self.results[rf.key] = FlowResult(rf.key, rf.dataset.kind, "skipped",
+                                                  f"upstream failed: {', '.join(failed)}")
+                self.echo(f"skipped   {rf.key}: upstream {', '.join(failed)} failed")
+        return True
+
+    def _fail(self, result: FlowResult, exc: BaseException) -> None:
+        error = unwrap(exc) if not isinstance(exc, HeadwaterError) else exc
+        if not isinstance(error, HeadwaterError):
+            error = _translate_spark_failure(result.key, exc)
+        result.status = "failed"
+        result.error = str(error)
+        self.echo(f"FAILED    {result.key}: {result.error}")
+        self._release(result.key)
+
+    def _check_checkpoint(self, rf: ResolvedFlow, checkpoint: str) -> None:
+        """Refuse a restart the checkpoint cannot survive, before Spark fails obscurely."""
+        state_file = Path(checkpoint) / FLOW_STATE
+        if not state_file.exists():
+            return
+        saved = json.loads(state_file.read_text())
+        now = _flow_state(rf)
+        changes = [k for k in ("output_mode", "stateful", "keep_late_rows")
+                   if saved.get(k) != now[k]]
+        if now["stateful"] and saved.get("schema") != now["schema"]:
+            changes.append("the aggregate's output columns")
+        if changes:
+            raise HeadwaterError(
+                "HW_CHECKPOINT_INCOMPATIBLE",
+                f"Flow {rf.key} changed in a way its checkpoint cannot survive: "
+                f"{', '.join(changes)}.",
+                "The checkpoint holds offsets and aggregation state computed by the old "
+                "definition; resuming would mix the two.",
+                f"Run `headwater run --full-refresh {rf.dataset.name}` to rebuild the table "
+                "(and its downstream streaming tables) from the start.")
+
+    def _save_state(self, rf: ResolvedFlow, checkpoint: str) -> None:
+        path = Path(checkpoint) / FLOW_STATE
+        path.write_text(json.dumps(_flow_state(rf)))
+
+
+def _flow_state(rf: ResolvedFlow) -> dict[str, Any]:
+    from headwater.pipeline.plan import analyzed, node_name, nodes
+
+    stateful = any(node_name(n) in ("Aggregate", "Deduplicate", "Join", "FlatMapGroupsWithState")
+                   and n.isStreaming() for n in nodes(analyzed(rf.df)))
+    return {"output_mode": rf.dataset.output_mode, "stateful": stateful,
+            "keep_late_rows": rf.dataset.keep_late_rows,
+            "schema": rf.df.schema.simpleString()}
+
+
+def _append_side(lake: Any, df: Any, name: str, app_id: str, batch_id: int) -> None:
+    """Quarantined or late rows: a side table, created at the first such row."""
+    if df.isEmpty():
+        return
+    lake.create_table(name, df.schema)
+    (df.write.format("delta").mode("append").option("txnAppId", app_id)
+     .option("txnVersion", batch_id).save(lake.path(name)))
+
+
+def _translate_spark_failure(key: str, exc: BaseException) -> HeadwaterError:
+    text = str(exc)
+    first = _error_line(text) or type(exc).__name__
+    if "STATE_STORE" in text or "state schema" in text.lower() or "STATEFUL_OPERATOR" in text:
+        return HeadwaterError(
+            "HW_CHECKPOINT_INCOMPATIBLE", f"Flow {key} cannot resume from its checkpoint: "
+            f"{first[:400]}", "The query's state no longer matches its definition.",
+            f"Run `headwater run --full-refresh {key.split('/')[0]}`.")
+    return HeadwaterError("HW_FLOW_FAILED", f"Flow {key} failed: {first[:600]}",
+                          "Spark stopped the query with an error.",
+                          "Read the error above; fix the definition or the input and run again.")
+
+
+def _expectation_text(result: FlowResult) -> str:
+    failed = {k[:-len("_failed")]: v for k, v in result.expectations.items()
+              if k.endswith("_failed") and v}
+    if not failed:
+        return ""
+    return "; expectations failed: " + ", ".join(f"{k}={v}" for k, v in sorted(failed.items()))
+
+
+def _interval_seconds(trigger: dict[str, Any]) -> float:
+    text = str(trigger.get("processingTime", "500 milliseconds"))
+    number, unit = text.split()
+    scale = {"milliseconds": 0.001, "seconds": 1, "minutes": 60, "hours": 3600}[unit]
+    return float(number) * scale
+
+
+def _error_line(text: str) -> str:
+    """The line of a wrapped Spark/Python error that says what went wrong."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if re.match(r"^[\w.]*(Error|Exception)\b.*:", line) or re.search(r"\[[A-Z_.]+\]", line):
+            return re.sub(r"^[\w.]*(Error|Exception):\s*", "", line)
+    return lines[0] if lines else ""

@@ -1,0 +1,89 @@
+"""``headwater init``: a small pipeline that runs as soon as it is created."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from headwater.errors import HeadwaterError
+
+TOML = '''[pipeline]
+name = "{name}"
+root = "lakehouse"                 # tables and checkpoints live here
+definitions = ["transformations/*.py", "transformations/*.sql"]
+trigger = "available-now"          # `headwater run --trigger "30 seconds"` runs continuously
+
+[spark]
+"spark.sql.shuffle.partitions" = "4"
+'''
+
+PIPELINE_PY = '''"""{name}: JSON files landing in data/landing -> bronze -> silver -> gold."""
+
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+import headwater
+
+spark = SparkSession.active()
+LANDING = str(Path(__file__).resolve().parents[1] / "data" / "landing")
+
+
+@headwater.table(comment="Raw readings, as they landed.")
+def bronze():
+    return (spark.readStream.format("json")
+            .schema("device_id INT, reading DOUBLE, ts TIMESTAMP")
+            .load(LANDING))
+
+
+@headwater.table(comment="Readings that passed the quality rules.")
+@headwater.expect("has_time", "ts IS NOT NULL")
+@headwater.expect_or_drop("valid_reading", "reading BETWEEN -50 AND 150")
+def silver():
+    return headwater.read_stream("bronze").withColumn("day", F.to_date("ts"))
+
+
+@headwater.table(output_mode="append", keep_late_rows=True,
+                 comment="Readings per device and minute; late rows go to readings_per_minute__late.")
+def readings_per_minute():
+    return (headwater.read_stream("silver")
+            .withWatermark("ts", "1 minute")
+            .groupBy(F.window("ts", "1 minute"), "device_id")
+            .agg(F.count("*").alias("readings"), F.avg("reading").alias("avg_reading")))
+'''
+
+GOLD_SQL = '''-- Materialized views are recomputed from the tables they read.
+CREATE MATERIALIZED VIEW device_summary
+COMMENT 'One row per device'
+AS SELECT device_id, count(*) AS readings, round(avg(reading), 2) AS avg_reading
+FROM silver GROUP BY device_id;
+'''
+
+
+def sample_rows(start: int, count: int) -> list[dict]:
+    rows = []
+    for i in range(start, start + count):
+        reading = 999.0 if i % 10 == 7 else round(20 + (i % 13) * 0.5, 1)  # some out of range
+        rows.append({"device_id": i % 4, "reading": reading,
+                     "ts": f"2026-01-01T10:{(i // 6) % 60:02d}:{(i * 7) % 60:02d}Z"})
+    return rows
+
+
+def scaffold(path: Path, name: str) -> Path:
+    path = Path(path).resolve()
+    if path.exists() and any(path.iterdir()):
+        raise HeadwaterError(
+            "HW_PROJECT_EXISTS", f"{path} already exists and is not empty.",
+            "init never overwrites files.", "Pick another name or remove the folder.")
+    (path / "transformations").mkdir(parents=True)
+    landing = path / "data" / "landing"
+    landing.mkdir(parents=True)
+    (path / "headwater.toml").write_text(TOML.format(name=name))
+    (path / "transformations" / "pipeline.py").write_text(PIPELINE_PY.format(name=name))
+    (path / "transformations" / "gold.sql").write_text(GOLD_SQL)
+    for n in range(2):
+        lines = [json.dumps(r) for r in sample_rows(n * 30, 30)]
+        (landing / f"readings-{n:03d}.json").write_text("\n".join(lines) + "\n")
+    (path / ".gitignore").write_text("lakehouse/\n")
+    return path

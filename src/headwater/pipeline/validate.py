@@ -1,0 +1,57 @@
+"""``headwater validate``: the graph, then every streaming query, before anything runs.
+
+The graph is built dry (tables that do not exist yet are created empty in a scratch folder),
+so definition errors, unknown tables, cycles and batch reads of streams surface with the
+user's file and line. Each streaming table's query is then checked by Spark's own
+UnsupportedOperationChecker for its output mode (see :mod:`headwater.pipeline.checks`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from headwater.errors import HeadwaterError
+from headwater.lakehouse import Lakehouse
+from headwater.pipeline.checks import check_stream
+from headwater.pipeline.definitions import TABLE, Registry
+from headwater.pipeline.graph import Graph
+
+
+@dataclass
+class Report:
+    lines: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[HeadwaterError] = field(default_factory=list)
+    summary: str = ""
+
+
+def validate_project(registry: Registry, lakehouse: Lakehouse) -> Report:
+    report = Report()
+    graph = Graph(registry, lakehouse, dry=True)
+    try:
+        graph.build()
+        for name in graph.stored() + [n for n, d in registry.datasets.items() if not d.stored]:
+            dataset = registry.datasets[name]
+            inputs = sorted(graph.upstream(name))
+            report.lines.append(
+                f"{dataset.kind:<17} {name:<24} <- {', '.join(inputs) or '(sources)'}"
+                f"   [{dataset.location}]")
+            if dataset.kind != TABLE:
+                continue
+            for flow in graph.flows_of(name):
+                result = check_stream(flow.df, dataset.output_mode, flow.key)
+                report.errors.extend(result.errors)
+                report.warnings.extend(result.warnings)
+                if dataset.keep_late_rows:
+                    from headwater.pipeline.late import LateRows
+
+                    try:
+                        LateRows.prepare(flow.df, name, dataset.output_mode)
+                    except HeadwaterError as exc:
+                        report.errors.append(exc)
+    finally:
+        graph.close()
+    tables = sum(1 for d in registry.datasets.values() if d.stored)
+    report.summary = (f"{len(registry.datasets)} datasets ({tables} stored), "
+                      f"{len(graph.flows)} flows, {len(report.warnings)} warnings")
+    return report
