@@ -242,6 +242,14 @@ class Lakehouse:
                     f"partition_by names columns {missing} that table {tname.qualified} does "
                     "not have.", "Partition columns must be columns of the table.",
                     f"Use some of: {', '.join(schema.fieldNames())}.")
+            names = [f.name.lower() for f in schema.fields]
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise HeadwaterError(
+                    "HW_TABLE_SCHEMA_INVALID",
+                    f"Table {tname.qualified} would have duplicate columns {dupes}.",
+                    "Delta column names are unique, ignoring case (a join often repeats one).",
+                    "Rename or drop the duplicates, e.g. .select(...) or .withColumnRenamed(...).")
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             DeltaTable.create(
                 path, arrow_schema(as_nullable(schema)), mode="ignore",

@@ -76,7 +76,6 @@ class Graph:
         try:
             for name in self.registry.datasets:
                 self.resolve(name, None)
-            self._check_batch_reads_of_streams()
         finally:
             _current = previous
             if self._scratch is not None:
@@ -169,8 +168,10 @@ class Graph:
         if self._reads:
             self._reads[-1].append(Read(qualified, streaming, location, internal))
         if internal:
-            self.resolve(qualified, location)
             dataset = self.registry.datasets[qualified]
+            if not streaming and dataset.kind == TABLE and self._stack:
+                self._check_batch_read(self._stack[-1][0], qualified, location)
+            self.resolve(qualified, location)
             if dataset.kind == VIEW:
                 df = self.view_dfs[qualified]
                 if streaming and not df.isStreaming:
@@ -243,23 +244,17 @@ class Graph:
             visit(name)
         return [n for n in order if self.registry.datasets[n].stored]
 
-    def _check_batch_reads_of_streams(self) -> None:
-        streamed = {n for n, d in self.registry.datasets.items() if d.kind == TABLE}
-        for resolved in self.flows.values():
-            if resolved.dataset.kind != TABLE:
-                continue  # materialized views read streaming tables in batch by design
-            for read in resolved.reads:
-                if not read.streaming and read.name in streamed:
-                    raise HeadwaterError(
-                        "HW_PIPELINE_BATCH_READ_OF_STREAM",
-                        f"{read.location}: streaming table {resolved.dataset.name!r} makes a batch "
-                        f"read of {read.name!r}, which a stream of this pipeline writes in the "
-                        "same run.",
-                        "The batch read would see whatever that stream happened to have "
-                        "committed when each micro-batch started: results would depend on timing.",
-                        f"Use headwater.read_stream({read.name!r}) (a stream-stream join needs "
-                        "watermarks), or read it from a materialized view, which runs after its "
-                        "inputs.")
+    def _check_batch_read(self, reader: str, name: str, location: Location) -> None:
+        if self.registry.datasets[reader].kind != TABLE:
+            return  # materialized views read streaming tables in batch by design
+        raise HeadwaterError(
+            "HW_PIPELINE_BATCH_READ_OF_STREAM",
+            f"{location}: streaming table {reader!r} makes a batch read of {name!r}, which a "
+            "stream of this pipeline writes in the same run.",
+            "The batch read would see whatever that stream happened to have committed when "
+            "each micro-batch started: results would depend on timing.",
+            f"Use headwater.read_stream({name!r}) (a stream-stream join needs watermarks), or "
+            "read it from a materialized view, which runs after its inputs.")
 
 
 def _check_kind(dataset: Dataset, flow: Flow, df: Any) -> None:
