@@ -2,7 +2,8 @@
 # One entry point for a fresh clone: creates .venv, installs headwater pinned, runs a command.
 #   bash dev.sh demo    the main job (for now: examples/stream_copy.py)
 #   bash dev.sh test    the test suite (what CI runs)
-#   bash dev.sh bench   the benchmarks (outside CI)
+#   bash dev.sh bench   the Delta I/O benchmark (outside CI)
+#   bash dev.sh bench-pipeline   headwater run vs Spark Declarative Pipelines (outside CI)
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
@@ -21,5 +22,6 @@ case "$cmd" in
   demo)  exec .venv/bin/python examples/stream_copy.py "$@" ;;
   test)  exec .venv/bin/python -m pytest --durations=15 "$@" ;;
   bench) exec .venv/bin/python benchmarks/delta_io.py "$@" ;;
-  *) echo "usage: bash dev.sh demo|test|bench" >&2; exit 2 ;;
+  bench-pipeline) exec .venv/bin/python benchmarks/pipeline_vs_sdp.py "$@" ;;
+  *) echo "usage: bash dev.sh demo|test|bench|bench-pipeline" >&2; exit 2 ;;
 esac

@@ -11,8 +11,6 @@ import click
 
 from headwater.errors import HeadwaterError
 
-TRIGGERED = ("available-now", "once")
-
 
 def _fail(exc: HeadwaterError) -> None:
     click.echo(f"error: {exc}", err=True)
@@ -101,13 +99,14 @@ def run(project_dir: str, trigger: str | None, full_refresh: str | None,
     """Run the pipeline: triggered (default) or continuous."""
     from headwater.pipeline.graph import Graph
     from headwater.pipeline.runner import Runner
-    from headwater.triggers import trigger_kwargs
+    from headwater.triggers import is_triggered, trigger_kwargs
 
     try:
         project, _, registry, lakehouse = _load(project_dir)
         choice = (trigger or project.trigger or "available-now").strip().lower()
-        continuous = choice not in TRIGGERED and choice not in ("availablenow",)
         kwargs = trigger_kwargs(None if choice == "continuous" else choice)
+        # Decide from the parsed trigger, not the spelling ("available_now" is triggered too).
+        continuous = not is_triggered(kwargs)
         graph = Graph(registry, lakehouse).build()
         if full_refresh or full_refresh_all:
             targets = graph.stored() if full_refresh_all else _names(full_refresh)
@@ -137,6 +136,7 @@ def run(project_dir: str, trigger: str | None, full_refresh: str | None,
 def _full_refresh(graph: Any, targets: list[str]) -> Any:
     """Drop the tables, their side tables and checkpoints, cascading to streaming tables
     downstream (their checkpoints point into data that no longer exists); then rebuild."""
+    from headwater.checkpoint_lock import CheckpointLock
     from headwater.lakehouse import parse_name
     from headwater.pipeline.definitions import TABLE
     from headwater.pipeline.graph import Graph
@@ -154,10 +154,23 @@ def _full_refresh(graph: Any, targets: list[str]) -> Any:
     click.echo(f"full refresh: {', '.join(chosen)}"
                + (f" (+ downstream streaming tables: {', '.join(cascade)})" if cascade else ""))
     lake = graph.lakehouse
-    for name in chosen + cascade:
-        if graph.registry.datasets[name].stored:
-            for table in (name, name + QUARANTINE_SUFFIX, name + LATE_SUFFIX):
-                lake.drop(table)
+    # A running pipeline holds its flows' checkpoint locks: refuse before deleting anything
+    # (dropping would delete its checkpoint, lock file included, under the running query).
+    locks = []
+    try:
+        for name in chosen + cascade:
+            for rf in graph.flows_of(name):
+                checkpoint = lake.checkpoint(name, rf.flow.name)
+                if Path(checkpoint).is_dir():
+                    locks.append(CheckpointLock(
+                        checkpoint, f"headwater run --full-refresh: {rf.key}").acquire())
+        for name in chosen + cascade:
+            if graph.registry.datasets[name].stored:
+                for table in (name, name + QUARANTINE_SUFFIX, name + LATE_SUFFIX):
+                    lake.drop(table)
+    finally:
+        for lock in locks:
+            lock.release()
     graph.close()
     return Graph(graph.registry, lake).build()
 

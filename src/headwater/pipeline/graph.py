@@ -153,9 +153,11 @@ class Graph:
         global _current
         previous, _current = _current, self
         self._reads.append([])
+        self._stack.append((resolved.dataset.name, None))  # who is reading, for read()
         try:
             return resolved.flow.func()
         finally:
+            self._stack.pop()
             self._reads.pop()
             _current = previous
 
@@ -195,6 +197,14 @@ class Graph:
                 "Fix the name, or define the table in one of the pipeline's files.")
         if streaming:
             return lake.read_stream(qualified, **options)
+        if not options and not self.dry and self._stack and \
+                self.registry.datasets[self._stack[-1][0]].kind == MATERIALIZED_VIEW:
+            # A view recomputed now: the snapshot as of now, read by Spark's parquet reader.
+            from headwater.delta.native import read_native
+
+            native = read_native(lake.spark, lake.path(qualified))
+            if native is not None:
+                return native
         return lake.read(qualified, **options)
 
     # --- questions the runner asks -------------------------------------------------------

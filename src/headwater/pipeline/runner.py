@@ -58,7 +58,8 @@ class Runner:
         self.lakehouse = graph.lakehouse
         self.trigger = trigger
         self.continuous = continuous
-        self.echo = echo
+        self._t0 = time.monotonic()
+        self.echo = lambda text: echo(f"[{time.monotonic() - self._t0:7.1f}s] {text}")
         self.stop_requested = threading.Event()
         datasets = graph.stored()
         if select:
@@ -168,14 +169,10 @@ class Runner:
                 df = late.stream_df
             writer = (df.writeStream.queryName(rf.key).trigger(**self.trigger)
                       .option("checkpointLocation", checkpoint))
-            batch_side = dataset.output_mode == "update" or late is not None or any(
-                r.action in ("drop", "fail") for r in rules)
-            if batch_side:
-                writer = writer.outputMode(dataset.output_mode).foreachBatch(
-                    self._batch_writer(rf, checkpoint, late))
-            else:
-                writer = (writer.format(parse_name(dataset.name).source_name)
-                          .outputMode(dataset.output_mode))
+            # Every flow writes through foreachBatch: Spark's own parquet writer writes the
+            # files and the driver commits them with txn(flow, batch id), exactly once.
+            writer = writer.outputMode(dataset.output_mode).foreachBatch(
+                self._batch_writer(rf, checkpoint, late))
             query = writer.start()
             self._save_state(rf, checkpoint)
         except Exception as exc:  # noqa: BLE001 - one flow's failure must not stop the others
@@ -218,11 +215,8 @@ class Runner:
                     merge_keys = keys or group_keys(rf.df)
                     merge_batch(rows, lake.path(name), merge_keys, app_id, batch_id)
                 else:
-                    # By path: foreachBatch runs in a clone of the session taken at start,
-                    # which does not see data sources registered later.
                     mode = "overwrite" if dataset.output_mode == "complete" else "append"
-                    (rows.write.format("delta").mode(mode).option("txnAppId", app_id)
-                     .option("txnVersion", batch_id).save(lake.path(name)))
+                    write_table(rows, lake.path(name), mode, (app_id, batch_id))
             finally:
                 if cache:
                     batch.unpersist()
@@ -311,7 +305,7 @@ class Runner:
             self.lakehouse.drop(name)
             self.lakehouse.create_table(name, df.schema, rf.dataset.partition_by,
                                         rf.dataset.comment, rf.dataset.properties)
-        df.write.format(parse_name(name).source_name).mode("overwrite").save()
+        write_table(df, self.lakehouse.path(name), "overwrite")
 
     # --- bookkeeping ---------------------------------------------------------------------
 
@@ -387,8 +381,22 @@ def _append_side(lake: Any, df: Any, name: str, app_id: str, batch_id: int) -> N
     if df.isEmpty():
         return
     lake.create_table(name, df.schema)
-    (df.write.format("delta").mode("append").option("txnAppId", app_id)
-     .option("txnVersion", batch_id).save(lake.path(name)))
+    write_table(df, lake.path(name), "append", (app_id, batch_id))
+
+
+def write_table(df: Any, path: str, mode: str, txn: tuple[str, int] | None = None) -> None:
+    """Spark's parquet writer plus a Delta commit; the Python writer where a table needs it.
+
+    By path: foreachBatch runs in a clone of the session taken at query start, which does not
+    see the per-table data sources registered later.
+    """
+    from headwater.delta.native import write_native
+
+    if write_native(df, path, mode, txn) is None:
+        writer = df.write.format("delta").mode(mode)
+        if txn is not None:
+            writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
+        writer.save(path)
 
 
 def _translate_spark_failure(key: str, exc: BaseException) -> HeadwaterError:

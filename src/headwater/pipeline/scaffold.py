@@ -8,7 +8,7 @@ from pathlib import Path
 from headwater.errors import HeadwaterError
 
 TOML = '''[pipeline]
-name = "{name}"
+name = {name}
 root = "lakehouse"                 # tables and checkpoints live here
 definitions = ["transformations/*.py", "transformations/*.sql"]
 trigger = "available-now"          # `headwater run --trigger "30 seconds"` runs continuously
@@ -79,8 +79,11 @@ def scaffold(path: Path, name: str) -> Path:
     (path / "transformations").mkdir(parents=True)
     landing = path / "data" / "landing"
     landing.mkdir(parents=True)
-    (path / "headwater.toml").write_text(TOML.format(name=name))
-    (path / "transformations" / "pipeline.py").write_text(PIPELINE_PY.format(name=name))
+    # The name goes into a TOML string and a Python docstring: quote/escape it for both
+    # (a JSON string is a valid TOML basic string).
+    (path / "headwater.toml").write_text(TOML.format(name=json.dumps(name, ensure_ascii=False)))
+    docstring_name = name.replace("\\", "\\\\").replace('"', '\\"')
+    (path / "transformations" / "pipeline.py").write_text(PIPELINE_PY.format(name=docstring_name))
     (path / "transformations" / "gold.sql").write_text(GOLD_SQL)
     for n in range(2):
         lines = [json.dumps(r) for r in sample_rows(n * 30, 30)]

@@ -1,0 +1,134 @@
+"""Delta at Spark's native parquet speed, where a Python data source is the bottleneck.
+
+The Python data source path moves every row through Arrow between the JVM and Python. Inside a
+``foreachBatch`` or a batch job, headwater can instead let Spark's own parquet writer write the
+files (into a fresh folder under the table) and then commit them to the Delta log from the
+driver, with stats read from the parquet footers and the same ``txn`` exactly-once check as the
+streaming sink. Reads of a plain table (no column mapping, partitions or deletion vectors) can
+likewise hand the snapshot's file list to Spark's parquet reader.
+
+Both return None when the table needs what only the Python path handles; callers fall back.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import TYPE_CHECKING
+from urllib.parse import unquote
+
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from headwater.delta.files import file_stats
+from headwater.delta.log import DeltaLog, deletion_vector_paths, filesystem_for, normalize_uri
+from headwater.delta.schema import arrow_schema, spark_schema, strip_field_metadata
+from headwater.delta.sink import check_partitioning, check_schema, commit_files
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+
+
+def _column_mapped(table) -> bool:
+    config = table.metadata().configuration or {}
+    return config.get("delta.columnMapping.mode", "none") != "none"
+
+
+def write_native(df: "DataFrame", path: str, mode: str = "append",
+                 txn: tuple[str, int] | None = None,
+                 partition_by: list[str] | None = None) -> bool | None:
+    """Write ``df`` with Spark's parquet writer and commit it as one Delta transaction.
+
+    mode: "append" or "overwrite" (the whole table, one commit). Returns False when ``txn`` was
+    already committed (nothing written), True when committed, None when the table needs the
+    Python writer (column mapping).
+    """
+    uri = normalize_uri(path)
+    log = DeltaLog(uri)
+    partition_columns = list(partition_by or [])
+    if log.exists():
+        table = log.table()
+        if _column_mapped(table):
+            return None
+        if txn is not None:
+            done = table.transaction_version(txn[0])
+            if done is not None and done >= txn[1]:
+                return False
+        existing = list(table.metadata().partition_columns)
+        check_partitioning(uri, existing, partition_columns)
+        check_schema(uri, spark_schema(table.schema().to_json()), df.schema, False)
+        partition_columns = existing
+    spark = df.sparkSession
+    if spark.conf.get("spark.sql.parquet.outputTimestampType") == "INT96":
+        # Delta writers store timestamps as INT64 microseconds.
+        spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    staging = f"hw-{int(time.time())}-{uuid.uuid4().hex[:12]}"
+    (df.write.mode("errorifexists").partitionBy(*partition_columns)
+     .option("compression", "snappy").parquet(f"{uri}/{staging}"))
+    adds = _adds(uri, staging, df, partition_columns)
+    if not adds and mode == "append":
+        _remove_dir(uri, staging)
+    return commit_files(uri, adds, df.schema, mode, partition_columns, txn=txn)
+
+
+def _adds(uri: str, staging: str, df: "DataFrame", partition_columns: list[str]) -> list[dict]:
+    fs, root = filesystem_for(uri)
+    data_fields = [f for f in df.schema.fields if f.name not in partition_columns]
+    from pyspark.sql.types import StructType
+
+    schema = arrow_schema(StructType(data_fields))
+    adds = []
+    infos = fs.get_file_info(pafs.FileSelector(f"{root}/{staging}", recursive=True))
+    for info in infos:
+        name = info.path.rsplit("/", 1)[-1]
+        if info.type != pafs.FileType.File or not name.endswith(".parquet") \
+                or name.startswith((".", "_")):
+            continue
+        with fs.open_input_file(info.path) as handle:
+            meta = pq.read_metadata(handle)
+        relative = info.path[len(root) + 1:]
+        if meta.num_rows == 0:
+            fs.delete_file(info.path)
+            continue
+        values: dict[str, str | None] = {}
+        for part in relative.split("/")[1:-1]:
+            key, _, raw = part.partition("=")
+            value = unquote(raw)
+            values[key] = None if value == HIVE_NULL else value
+        adds.append({
+            "path": relative, "size": info.size, "partitionValues": values,
+            "modificationTime": int(info.mtime_ns // 1_000_000) if info.mtime_ns else
+            int(time.time() * 1000),
+            "dataChange": True,
+            "stats": json.dumps(file_stats(meta, schema), separators=(",", ":")),
+        })
+    return adds
+
+
+def _remove_dir(uri: str, staging: str) -> None:
+    fs, root = filesystem_for(uri)
+    try:
+        fs.delete_dir(f"{root}/{staging}")
+    except OSError:
+        pass
+
+
+def read_native(spark: "SparkSession", path: str) -> "DataFrame | None":
+    """The table's latest snapshot through Spark's parquet reader, or None when it has column
+    mapping, partition columns or deletion vectors (the Python reader handles those)."""
+    log = DeltaLog(normalize_uri(path))
+    table = log.table()
+    if _column_mapped(table) or table.metadata().partition_columns \
+            or deletion_vector_paths(table):
+        return None
+    features = set(table.protocol().reader_features or [])
+    if features - {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}:
+        return None  # e.g. type widening: files may hold narrower types than the schema
+    schema = strip_field_metadata(spark_schema(table.schema().to_json()))
+    files = table.file_uris()
+    if not files:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*files)
