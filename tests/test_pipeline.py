@@ -95,7 +95,8 @@ def test_triggered_run_expectations_quarantine_and_incremental_rerun(spark, tmp_
     lake, results = run(spark, root)
     assert count(lake, "bronze") == 60
     assert count(lake, "silver") + count(lake, "silver__quarantine") == 60
-    assert results["bronze"].input_rows == 20  # only the new rows
+    assert results["bronze"].rows_written == 20  # only the new rows
+    assert results["silver"].rows_written + results["silver"].quarantined == 20
     assert sum(r.revenue for r in lake.read("revenue").collect()) == pytest.approx(
         sum(float(i) for i in range(1, 61) if i % 4))  # null country is a group too
 

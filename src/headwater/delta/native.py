@@ -39,12 +39,12 @@ def _column_mapped(table) -> bool:
 
 def write_native(df: "DataFrame", path: str, mode: str = "append",
                  txn: tuple[str, int] | None = None,
-                 partition_by: list[str] | None = None) -> bool | None:
+                 partition_by: list[str] | None = None) -> int | None:
     """Write ``df`` with Spark's parquet writer and commit it as one Delta transaction.
 
-    mode: "append" or "overwrite" (the whole table, one commit). Returns False when ``txn`` was
-    already committed (nothing written), True when committed, None when the table needs the
-    Python writer (column mapping).
+    mode: "append" or "overwrite" (the whole table, one commit). Returns the rows committed
+    (0 when ``txn`` was already committed: nothing is written twice), or None when the table
+    needs the Python writer (column mapping).
     """
     uri = normalize_uri(path)
     log = DeltaLog(uri)
@@ -56,7 +56,7 @@ def write_native(df: "DataFrame", path: str, mode: str = "append",
         if txn is not None:
             done = table.transaction_version(txn[0])
             if done is not None and done >= txn[1]:
-                return False
+                return 0
         existing = list(table.metadata().partition_columns)
         check_partitioning(uri, existing, partition_columns)
         check_schema(uri, spark_schema(table.schema().to_json()), df.schema, False)
@@ -71,7 +71,8 @@ def write_native(df: "DataFrame", path: str, mode: str = "append",
     adds = _adds(uri, staging, df, partition_columns)
     if not adds and mode == "append":
         _remove_dir(uri, staging)
-    return commit_files(uri, adds, df.schema, mode, partition_columns, txn=txn)
+    committed = commit_files(uri, adds, df.schema, mode, partition_columns, txn=txn)
+    return sum(json.loads(a["stats"])["numRecords"] for a in adds) if committed else 0
 
 
 def _adds(uri: str, staging: str, df: "DataFrame", partition_columns: list[str]) -> list[dict]:

@@ -42,7 +42,9 @@ class FlowResult:
     status: str = "pending"  # completed | failed | skipped | stopped | running
     error: str | None = None
     batches: int = 0
-    input_rows: int = 0
+    rows_written: int = 0
+    quarantined: int = 0
+    late_rows: int = 0
     expectations: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -191,6 +193,7 @@ class Runner:
         rules = dataset.expectations
         drops = any(r.action == "drop" for r in rules)
         keys = dataset.keys
+        result = self.results[rf.key]
 
         # Persisting would make Spark report the expectations' observed counts from the
         # caching job only; cache just for late rows, whose split re-reads the aggregate.
@@ -203,11 +206,13 @@ class Runner:
                 rows = batch
                 if late is not None:
                     rows, late_rows = late.split(batch, batch_id, checkpoint)
-                    _append_side(lake, late_rows, name + LATE_SUFFIX, app_id, batch_id)
+                    result.late_rows += _append_side(lake, late_rows, name + LATE_SUFFIX,
+                                                     app_id, batch_id)
                 if rules:
                     rows, bad = expect_mod.split(rows, rules, name, batch_id)
                     if drops:
-                        _append_side(lake, bad, name + QUARANTINE_SUFFIX, app_id, batch_id)
+                        result.quarantined += _append_side(
+                            lake, bad, name + QUARANTINE_SUFFIX, app_id, batch_id)
                 if dataset.output_mode == "update":
                     from headwater.delta.merge import merge_batch
                     from headwater.pipeline.plan import group_keys
@@ -216,7 +221,10 @@ class Runner:
                     merge_batch(rows, lake.path(name), merge_keys, app_id, batch_id)
                 else:
                     mode = "overwrite" if dataset.output_mode == "complete" else "append"
-                    write_table(rows, lake.path(name), mode, (app_id, batch_id))
+                    written = write_table(rows, lake.path(name), mode, (app_id, batch_id))
+                    # complete mode rewrites the whole result: count the latest, not the sum
+                    result.rows_written = written if mode == "overwrite" else \
+                        result.rows_written + written
             finally:
                 if cache:
                     batch.unpersist()
@@ -248,7 +256,6 @@ class Runner:
                 continue
             progress = query.recentProgress
             result.batches = len(progress)
-            result.input_rows = sum(p.numInputRows for p in progress)
             for p in progress:
                 for metrics_name, row in (p.observedMetrics or {}).items():
                     if metrics_name.startswith("expectations:"):
@@ -262,8 +269,7 @@ class Runner:
                 self._fail(result, error)
             elif result.status == "running":
                 result.status = "completed"
-                self.echo(f"completed {key}: {result.batches} batches, "
-                          f"{result.input_rows} input rows" + _expectation_text(result))
+                self.echo(f"completed {key}: {_summary(result)}")
             self._release(key)
 
     def _release(self, key: str) -> None:
@@ -286,15 +292,16 @@ class Runner:
                 if any(r.action == "drop" for r in dataset.expectations):
                     # A recomputed view's quarantine is recomputed with it.
                     self.lakehouse.write(bad, name + QUARANTINE_SUFFIX, mode="overwrite")
-            self._replace_table(rf, df)
+            result.rows_written = self._replace_table(rf, df)
             result.status = "completed"
             result.batches += 1
             if not quiet:
-                self.echo(f"refreshed {rf.key} in {time.monotonic() - started:.1f}s")
+                self.echo(f"refreshed {rf.key}: {result.rows_written} rows in "
+                          f"{time.monotonic() - started:.1f}s")
         except Exception as exc:  # noqa: BLE001
             self._fail(result, exc)
 
-    def _replace_table(self, rf: ResolvedFlow, df: Any) -> None:
+    def _replace_table(self, rf: ResolvedFlow, df: Any) -> int:
         """One overwrite commit; a changed schema rebuilds the table (nothing reads it
         incrementally: it is recomputed whole)."""
         from headwater.delta.schema import as_nullable
@@ -305,7 +312,7 @@ class Runner:
             self.lakehouse.drop(name)
             self.lakehouse.create_table(name, df.schema, rf.dataset.partition_by,
                                         rf.dataset.comment, rf.dataset.properties)
-        write_table(df, self.lakehouse.path(name), "overwrite")
+        return write_table(df, self.lakehouse.path(name), "overwrite")
 
     # --- bookkeeping ---------------------------------------------------------------------
 
@@ -376,15 +383,15 @@ def _flow_state(rf: ResolvedFlow) -> dict[str, Any]:
             "schema": rf.df.schema.simpleString()}
 
 
-def _append_side(lake: Any, df: Any, name: str, app_id: str, batch_id: int) -> None:
+def _append_side(lake: Any, df: Any, name: str, app_id: str, batch_id: int) -> int:
     """Quarantined or late rows: a side table, created at the first such row."""
     if df.isEmpty():
-        return
+        return 0
     lake.create_table(name, df.schema)
-    write_table(df, lake.path(name), "append", (app_id, batch_id))
+    return write_table(df, lake.path(name), "append", (app_id, batch_id))
 
 
-def write_table(df: Any, path: str, mode: str, txn: tuple[str, int] | None = None) -> None:
+def write_table(df: Any, path: str, mode: str, txn: tuple[str, int] | None = None) -> int:
     """Spark's parquet writer plus a Delta commit; the Python writer where a table needs it.
 
     By path: foreachBatch runs in a clone of the session taken at query start, which does not
@@ -392,11 +399,14 @@ def write_table(df: Any, path: str, mode: str, txn: tuple[str, int] | None = Non
     """
     from headwater.delta.native import write_native
 
-    if write_native(df, path, mode, txn) is None:
+    written = write_native(df, path, mode, txn)
+    if written is None:
         writer = df.write.format("delta").mode(mode)
         if txn is not None:
             writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
         writer.save(path)
+        return 0  # the Python writer does not report counts
+    return written
 
 
 def _translate_spark_failure(key: str, exc: BaseException) -> HeadwaterError:
@@ -410,6 +420,15 @@ def _translate_spark_failure(key: str, exc: BaseException) -> HeadwaterError:
     return HeadwaterError("HW_FLOW_FAILED", f"Flow {key} failed: {first[:600]}",
                           "Spark stopped the query with an error.",
                           "Read the error above; fix the definition or the input and run again.")
+
+
+def _summary(result: FlowResult) -> str:
+    parts = [f"{result.batches} batches", f"{result.rows_written} rows written"]
+    if result.quarantined:
+        parts.append(f"{result.quarantined} quarantined")
+    if result.late_rows:
+        parts.append(f"{result.late_rows} late rows kept")
+    return ", ".join(parts) + _expectation_text(result)
 
 
 def _expectation_text(result: FlowResult) -> str:
