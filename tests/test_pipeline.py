@@ -132,6 +132,10 @@ def test_sql_definitions_append_flows_and_update_mode(spark, tmp_path):
     lake, results = run(spark, root)
     assert {r.status for r in results.values()} == {"completed"}, results
     assert set(results) == {"events", "events/from_west", "per_kind", "big_events", "kinds"}
+    # stateless Delta-to-Delta flows read their micro-batches with Spark's parquet reader
+    assert results["events"].kind == results["events/from_west"].kind == \
+        "streaming table, native read"
+    assert results["big_events"].kind == "streaming table"  # expectations: streaming plan
     assert count(lake, "events") == 5
     assert {r.kind: r["count"] for r in lake.read("per_kind").collect()} == {"a": 2, "b": 2, "c": 1}
     assert count(lake, "big_events") == 3 and count(lake, "big_events__quarantine") == 2

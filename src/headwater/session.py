@@ -133,6 +133,9 @@ def spark_session(
     from headwater.delta.datasource import DeltaDataSource
 
     spark.dataSource.register(DeltaDataSource)
+    from headwater.delta.filelist import DeltaFileListSource
+
+    spark.dataSource.register(DeltaFileListSource)
     _register_stop()
     if lakehouse is not None:
         from headwater.lakehouse import Lakehouse

@@ -13,6 +13,8 @@ Both return None when the table needs what only the Python path handles; callers
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 import uuid
 from typing import TYPE_CHECKING
@@ -71,7 +73,9 @@ def write_native(df: "DataFrame", path: str, mode: str = "append",
     adds = _adds(uri, staging, df, partition_columns)
     if not adds and mode == "append":
         _remove_dir(uri, staging)
+    _fault("native_before_commit", uri)
     committed = commit_files(uri, adds, df.schema, mode, partition_columns, txn=txn)
+    _fault("native_after_commit", uri)
     return sum(json.loads(a["stats"])["numRecords"] for a in adds) if committed else 0
 
 
@@ -120,16 +124,28 @@ def _remove_dir(uri: str, staging: str) -> None:
 def read_native(spark: "SparkSession", path: str) -> "DataFrame | None":
     """The table's latest snapshot through Spark's parquet reader, or None when it has column
     mapping, partition columns or deletion vectors (the Python reader handles those)."""
-    log = DeltaLog(normalize_uri(path))
-    table = log.table()
-    if _column_mapped(table) or table.metadata().partition_columns \
-            or deletion_vector_paths(table):
+    table = DeltaLog(normalize_uri(path)).table()
+    if not natively_readable(table) or deletion_vector_paths(table):
         return None
-    features = set(table.protocol().reader_features or [])
-    if features - {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}:
-        return None  # e.g. type widening: files may hold narrower types than the schema
     schema = strip_field_metadata(spark_schema(table.schema().to_json()))
     files = table.file_uris()
     if not files:
         return spark.createDataFrame([], schema)
     return spark.read.schema(schema).parquet(*files)
+
+
+def natively_readable(table) -> bool:
+    """Spark's parquet reader returns the same rows: no column mapping, no partition columns
+    (their values live in the log), no reader features such as deletion vectors or type
+    widening (files may hold narrower types than the schema)."""
+    features = set(table.protocol().reader_features or [])
+    return not (_column_mapped(table) or table.metadata().partition_columns
+                or features - {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
+
+
+def _fault(point: str, uri: str) -> None:
+    """Crash tests: SIGKILL the whole driver (this process group: Python and its JVM) at
+    ``point`` when HEADWATER_FAULT names it and HEADWATER_FAULT_TABLE is part of the path."""
+    if os.environ.get("HEADWATER_FAULT") == point and \
+            os.environ.get("HEADWATER_FAULT_TABLE", "") in uri:
+        os.killpg(os.getpgrp(), signal.SIGKILL)

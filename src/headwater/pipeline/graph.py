@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ class Read:
     streaming: bool
     location: Location
     internal: bool  # a dataset of this pipeline (else an existing lakehouse table)
+    options: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -67,6 +69,8 @@ class Graph:
         self._stack: list[tuple[str, Location | None]] = []
         self._reads: list[list[Read]] = []
         self._scratch: Lakehouse | None = None
+        self._substitutes: dict[str, "DataFrame"] = {}
+        self._rebuild_lock = threading.RLock()
 
     # --- building ----------------------------------------------------------------------
 
@@ -148,18 +152,26 @@ class Graph:
         if self._scratch is not None:
             shutil.rmtree(self._scratch.root, ignore_errors=True)
 
-    def rebuild(self, resolved: ResolvedFlow) -> "DataFrame":
-        """A fresh DataFrame from the flow's definition (materialized views re-plan each run)."""
+    def rebuild(self, resolved: ResolvedFlow,
+                substitutes: dict[str, "DataFrame"] | None = None) -> "DataFrame":
+        """A fresh DataFrame from the flow's definition (materialized views re-plan each run).
+
+        substitutes: DataFrames returned for ``read_stream`` of these names instead (one
+        micro-batch's rows, for flows run natively)."""
         global _current
+        self._rebuild_lock.acquire()  # foreachBatch calls of concurrent flows rebuild too
         previous, _current = _current, self
+        self._substitutes = dict(substitutes or {})
         self._reads.append([])
         self._stack.append((resolved.dataset.name, None))  # who is reading, for read()
         try:
             return resolved.flow.func()
         finally:
+            self._substitutes = {}
             self._stack.pop()
             self._reads.pop()
             _current = previous
+            self._rebuild_lock.release()
 
     # --- reads from definitions ----------------------------------------------------------
 
@@ -168,7 +180,10 @@ class Graph:
         qualified = parse_name(name).qualified
         internal = qualified in self.registry.datasets
         if self._reads:
-            self._reads[-1].append(Read(qualified, streaming, location, internal))
+            self._reads[-1].append(Read(qualified, streaming, location, internal,
+                                        tuple(sorted((k, str(v)) for k, v in options.items()))))
+        if streaming and qualified in self._substitutes:
+            return self._substitutes[qualified]
         if internal:
             dataset = self.registry.datasets[qualified]
             if not streaming and dataset.kind == TABLE and self._stack:

@@ -159,6 +159,15 @@ class Runner:
             self._check_checkpoint(rf, checkpoint)
             lock = CheckpointLock(checkpoint, f"headwater run: {rf.key}").acquire()
             self._locks[checkpoint] = lock
+            native = self._native_input(rf)
+            if native is not None:
+                query = self._start_native(rf, checkpoint, native)
+                self._save_state(rf, checkpoint)
+                result.status = "running"
+                result.kind = "streaming table, native read"
+                self.echo(f"started   {rf.key} ({dataset.output_mode}, native read of "
+                          f"{native.name})")
+                return query
             df = self.graph.rebuild(rf)
             rules = dataset.expectations
             if rules:
@@ -184,6 +193,61 @@ class Runner:
         self.echo(f"started   {rf.key} ({dataset.output_mode}, checkpoint "
                   f"{Path(checkpoint).relative_to(self.lakehouse.root)})")
         return query
+
+    # --- stateless Delta-to-Delta flows at native speed ---------------------------------
+
+    def _native_input(self, rf: ResolvedFlow) -> Any:
+        """The one Delta stream a stateless flow reads, when the flow can run natively.
+
+        Such a flow's output for a micro-batch is its definition applied to that batch's
+        rows, so the batch can be read by Spark's parquet reader (not through Python) and
+        the definition re-applied to it. Expectations and late rows keep the streaming plan:
+        their counts belong in the query's own progress.
+        """
+        from headwater.delta.log import DeltaLog
+        from headwater.delta.native import natively_readable
+        from headwater.pipeline.plan import analyzed, node_name, nodes
+
+        dataset = rf.dataset
+        if dataset.expectations or dataset.keep_late_rows or dataset.output_mode != "append":
+            return None
+        streams = [r for r in rf.reads if r.streaming]
+        if len(streams) != 1:
+            return None
+        leaves = 0
+        for node in nodes(analyzed(rf.df)):
+            if not node.isStreaming():
+                continue
+            if node_name(node) in _STATEFUL_NODES:
+                return None
+            if node.children().size() == 0:
+                leaves += 1
+        if leaves != 1:
+            return None  # another stream (files, rate, ...) feeds this flow too
+        store = self.graph.store_for(streams[0].name)
+        table = DeltaLog(store.path(streams[0].name)).table()
+        return streams[0] if natively_readable(table) else None
+
+    def _start_native(self, rf: ResolvedFlow, checkpoint: str, read: Any) -> "StreamingQuery":
+        lake = self.lakehouse
+        spark = lake.spark
+        source_path = self.graph.store_for(read.name).path(read.name)
+        files = (spark.readStream.format("hw_delta_files").option("path", source_path)
+                 .options(**dict(read.options)).load())
+        schema = lake.read_stream(read.name).schema
+        name = rf.dataset.name
+        app_id = f"headwater-{rf.key}"
+        result = self.results[rf.key]
+
+        def write_batch(batch, batch_id: int) -> None:
+            paths = [row.path for row in batch.select("path").collect()]
+            rows = spark.read.schema(schema).parquet(*paths) if paths else \
+                spark.createDataFrame([], schema)
+            df = self.graph.rebuild(rf, {read.name: rows})
+            result.rows_written += write_table(df, lake.path(name), "append", (app_id, batch_id))
+
+        return (files.writeStream.queryName(rf.key).trigger(**self.trigger)
+                .option("checkpointLocation", checkpoint).foreachBatch(write_batch).start())
 
     def _batch_writer(self, rf: ResolvedFlow, checkpoint: str, late: Any):
         dataset = rf.dataset
@@ -371,6 +435,14 @@ class Runner:
     def _save_state(self, rf: ResolvedFlow, checkpoint: str) -> None:
         path = Path(checkpoint) / FLOW_STATE
         path.write_text(json.dumps(_flow_state(rf)))
+
+
+_STATEFUL_NODES = {
+    "Aggregate", "Deduplicate", "DeduplicateWithinWatermark", "Join", "FlatMapGroupsWithState",
+    "FlatMapGroupsInPandasWithState", "TransformWithState", "TransformWithStateInPySpark",
+    "EventTimeWatermark", "GlobalLimit", "LocalLimit", "Sort", "Window", "Distinct",
+    "CollectMetrics", "Sample",
+}
 
 
 def _flow_state(rf: ResolvedFlow) -> dict[str, Any]:
