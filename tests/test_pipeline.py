@@ -115,6 +115,14 @@ def test_sql_definitions_append_flows_and_update_mode(spark, tmp_path):
             @headwater.table(output_mode="update")
             def per_kind():
                 return headwater.read_stream("events").groupBy("kind").count()
+
+            @headwater.view
+            def small_events():
+                return headwater.read_stream("events").where("n < 10")
+
+            @headwater.table
+            def small_copy():
+                return headwater.read_stream("small_events")
         """,
         "gold.sql": """
             -- streaming SQL table with a constraint that drops rows
@@ -131,7 +139,10 @@ def test_sql_definitions_append_flows_and_update_mode(spark, tmp_path):
     write(root / "lake" / "west", {"kind": ["b", "c"], "n": [40, 5]})
     lake, results = run(spark, root)
     assert {r.status for r in results.values()} == {"completed"}, results
-    assert set(results) == {"events", "events/from_west", "per_kind", "big_events", "kinds"}
+    assert set(results) == {"events", "events/from_west", "per_kind", "big_events", "kinds",
+                            "small_copy"}
+    assert sorted(r.n for r in lake.read("small_copy").collect()) == [1, 5]
+    assert not lake.exists("small_events")  # a view is not stored
     # stateless Delta-to-Delta flows read their micro-batches with Spark's parquet reader
     assert results["events"].kind == results["events/from_west"].kind == \
         "streaming table, native read"

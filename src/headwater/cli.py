@@ -137,18 +137,11 @@ def _full_refresh(graph: Any, targets: list[str]) -> Any:
     """Drop the tables, their side tables and checkpoints, cascading to streaming tables
     downstream (their checkpoints point into data that no longer exists); then rebuild."""
     from headwater.checkpoint_lock import CheckpointLock
-    from headwater.lakehouse import parse_name
     from headwater.pipeline.definitions import TABLE
     from headwater.pipeline.graph import Graph
     from headwater.pipeline.runner import LATE_SUFFIX, QUARANTINE_SUFFIX
 
-    chosen = [parse_name(t).qualified for t in targets]
-    unknown = [t for t in chosen if t not in graph.registry.datasets]
-    if unknown:
-        raise HeadwaterError(
-            "HW_PIPELINE_UNKNOWN_TABLE", f"--full-refresh names {unknown}, not datasets of this "
-            "pipeline.", "Only the pipeline's own tables can be rebuilt.",
-            f"Choose among: {', '.join(graph.stored())}.")
+    chosen = graph.datasets_named(targets, "--full-refresh")
     cascade = sorted({d for t in chosen for d in graph.downstream(t)
                       if graph.registry.datasets[d].kind == TABLE} - set(chosen))
     click.echo(f"full refresh: {', '.join(chosen)}"

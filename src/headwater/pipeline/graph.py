@@ -249,6 +249,17 @@ class Graph:
                     frontier.append(other)
         return found
 
+    def datasets_named(self, names: list[str], option: str) -> list[str]:
+        """Qualified names of these pipeline datasets; an error naming ``option`` otherwise."""
+        chosen = [parse_name(n).qualified for n in names]
+        unknown = [n for n in chosen if n not in self.registry.datasets]
+        if unknown:
+            raise HeadwaterError(
+                "HW_PIPELINE_UNKNOWN_TABLE", f"{option} names {unknown}, not datasets of this "
+                "pipeline.", f"{option} chooses among the pipeline's own tables.",
+                f"Choose among: {', '.join(self.stored())}.")
+        return chosen
+
     def flows_of(self, name: str) -> list[ResolvedFlow]:
         return [f for f in self.flows.values() if f.dataset.name == name]
 

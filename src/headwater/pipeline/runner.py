@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from headwater.checkpoint_lock import CheckpointLock
 from headwater.errors import HeadwaterError, unwrap
-from headwater.lakehouse import parse_name
 from headwater.pipeline import expectations as expect_mod
 from headwater.pipeline.definitions import MATERIALIZED_VIEW, TABLE
 from headwater.pipeline.graph import Graph, ResolvedFlow
@@ -65,13 +64,7 @@ class Runner:
         self.stop_requested = threading.Event()
         datasets = graph.stored()
         if select:
-            chosen = [parse_name(s).qualified for s in select]
-            unknown = [s for s in chosen if s not in graph.registry.datasets]
-            if unknown:
-                raise HeadwaterError(
-                    "HW_PIPELINE_UNKNOWN_TABLE", f"--select names {unknown}, not datasets of "
-                    "this pipeline.", "--select runs part of the pipeline's graph.",
-                    f"Choose among: {', '.join(datasets)}.")
+            chosen = graph.datasets_named(select, "--select")
             datasets = [d for d in datasets if d in chosen]
         self.datasets = datasets
         self.results: dict[str, FlowResult] = {}
@@ -240,7 +233,14 @@ class Runner:
         result = self.results[rf.key]
 
         def write_batch(batch, batch_id: int) -> None:
-            paths = [row.path for row in batch.select("path").collect()]
+            files = batch.collect()
+            if any(row.has_dv for row in files):
+                raise HeadwaterError(
+                    "HW_NATIVE_READ_DV", f"Flow {rf.key}: {read.name} gained deletion vectors "
+                    "while the flow read it with Spark's parquet reader.",
+                    "Spark's reader cannot apply deletion vectors; the rows would come back.",
+                    f"Run the flow again: it then reads {read.name} through headwater's reader.")
+            paths = [row.path for row in files]
             rows = spark.read.schema(schema).parquet(*paths) if paths else \
                 spark.createDataFrame([], schema)
             df = self.graph.rebuild(rf, {read.name: rows})
