@@ -207,6 +207,9 @@ class Runner:
         streams = [r for r in rf.reads if r.streaming]
         if len(streams) != 1:
             return None
+        source = self.graph.registry.datasets.get(streams[0].name)
+        if source is not None and not source.stored:
+            return None  # a view: its rows are a query, not files
         leaves = 0
         for node in nodes(analyzed(rf.df)):
             if not node.isStreaming():
@@ -297,7 +300,7 @@ class Runner:
 
     def _await(self, running: dict[str, "StreamingQuery"]) -> None:
         while any(q.isActive for q in running.values()):
-            if self.stop_requested.wait(0.5):
+            if self.stop_requested.wait(0.1):
                 self._stop_all(running)
                 break
         self._collect(running)
