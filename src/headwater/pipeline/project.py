@@ -248,7 +248,6 @@ def _sql_function(query: str, location: defs.Location):
 
 def _relations(spark: Any, query: str, location: defs.Location) -> list[tuple[str, bool]]:
     """(table name, read as a stream) for every table the query reads, via Spark's parser."""
-    from headwater.pipeline.graph import current_graph
     from headwater.pipeline.plan import node_name
 
     try:
@@ -258,7 +257,6 @@ def _relations(spark: Any, query: str, location: defs.Location) -> list[tuple[st
             "HW_PIPELINE_SQL_INVALID", f"{location}: the query does not parse: "
             f"{str(exc).splitlines()[0]}", "Spark's SQL parser rejected it.",
             "Fix the SQL syntax.") from exc
-    graph = current_graph()
     ctes: set[str] = set()
     found: list[tuple[str, bool]] = []
     stack = [plan]
@@ -270,12 +268,9 @@ def _relations(spark: Any, query: str, location: defs.Location) -> list[tuple[st
                 ctes.add(relations.apply(i)._1().lower())
         if node_name(node) == "UnresolvedRelation":
             parts = [p for p in node.multipartIdentifier().mkString("\u0001").split("\u0001")]
-            name = ".".join(parts).lower()
-            if name not in ctes and (graph is None or name in graph.registry.datasets
-                                     or graph.lakehouse.exists(name) or True):
-                entry = (name, bool(node.isStreaming()))
-                if entry not in found:
-                    found.append(entry)
+            entry = (".".join(parts).lower(), bool(node.isStreaming()))
+            if entry not in found:
+                found.append(entry)
         children = node.children()
         stack.extend(children.apply(i) for i in range(children.size()))
         subqueries = node.subqueries()
