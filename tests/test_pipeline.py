@@ -131,6 +131,10 @@ def test_sql_definitions_append_flows_and_update_mode(spark, tmp_path):
             ) COMMENT 'big ones'
             AS SELECT kind, n FROM STREAM(events);
 
+            /* a stateless SQL table; the comment has "as" and a ; in it */
+            CREATE STREAMING TABLE plain_copy COMMENT 'rows as they came; unchanged'
+            AS SELECT * FROM STREAM(events);
+
             CREATE MATERIALIZED VIEW kinds AS
             SELECT kind, count(*) AS c FROM big_events GROUP BY kind;
         """,
@@ -140,7 +144,12 @@ def test_sql_definitions_append_flows_and_update_mode(spark, tmp_path):
     lake, results = run(spark, root)
     assert {r.status for r in results.values()} == {"completed"}, results
     assert set(results) == {"events", "events/from_west", "per_kind", "big_events", "kinds",
-                            "small_copy"}
+                            "small_copy", "plain_copy"}
+    assert count(lake, "plain_copy") == 5
+    from deltalake import DeltaTable
+
+    assert DeltaTable(lake.path("plain_copy")).metadata().description == \
+        "rows as they came; unchanged"
     assert sorted(r.n for r in lake.read("small_copy").collect()) == [1, 5]
     assert not lake.exists("small_events")  # a view is not stored
     # stateless Delta-to-Delta flows read their micro-batches with Spark's parquet reader
@@ -155,6 +164,7 @@ def test_sql_definitions_append_flows_and_update_mode(spark, tmp_path):
     lake, _ = run(spark, root)
     assert {r.kind: r["count"] for r in lake.read("per_kind").collect()} == {"a": 3, "b": 2, "c": 1}
     assert count(lake, "events") == 6
+    assert count(lake, "plain_copy") == 6
 
 
 def test_a_failing_flow_stops_itself_and_its_downstream_only(spark, tmp_path):

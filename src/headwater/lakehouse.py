@@ -140,6 +140,8 @@ class Lakehouse:
         self.spark = spark
         self._locks: dict[str, tuple[CheckpointLock, Any]] = {}
         self._registered: set[str] = set()
+        # foreachBatch threads of concurrent flows may create side tables at once
+        self._create_lock = threading.RLock()
         if attach:
             self.attach()
 
@@ -219,6 +221,10 @@ class Lakehouse:
 
         An existing table is kept as it is; its partitioning must match ``partition_by``.
         """
+        with self._create_lock:
+            return self._create_table(name, schema, partition_by, comment, properties)
+
+    def _create_table(self, name, schema, partition_by, comment, properties) -> str:
         from deltalake import DeltaTable
 
         from headwater.delta.schema import arrow_schema, as_nullable

@@ -165,7 +165,18 @@ def _split_statements(text: str) -> list[tuple[str, int]]:
             end = text.find("\n", i)
             i = len(text) if end < 0 else end
             continue
+        if quote is None and text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = len(text) if end < 0 else end + 2
+            line += text.count("\n", i, end)
+            i = end
+            continue
         if quote:
+            if ch == "\\" and i + 1 < len(text):
+                current.append(ch + text[i + 1])
+                line += text[i + 1] == "\n"
+                i += 2
+                continue
             if ch == quote:
                 quote = None
         elif ch in "'\"`":
@@ -183,6 +194,29 @@ def _split_statements(text: str) -> list[tuple[str, int]]:
     if "".join(current).strip():
         statements.append(("".join(current), start_line or line))
     return [(s, n) for s, n in statements if s.strip()]
+
+
+def _top_level_as(text: str) -> int | None:
+    """Where the defining ``AS`` starts: outside quotes and parentheses."""
+    depth, quote, i = 0, None, 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = None
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif depth == 0 and re.match(r"AS\s", text[i:i + 3], re.IGNORECASE) and \
+                (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            return i
+        i += 1
+    return None
 
 
 def load_sql_file(file: Path, registry: defs.Registry) -> None:
@@ -208,10 +242,11 @@ def load_sql_file(file: Path, registry: defs.Registry) -> None:
                                  {"drop": "drop", "fail": "fail"}.get(
                                      (m.group(3) or "warn").split()[0].lower(), "warn"))
                      for m in _CONSTRAINT.finditer(inner)]
-        comment = re.search(r"COMMENT\s+'((?:[^'\\]|\\.)*)'", rest.split(" AS ")[0], re.I)
-        partition = re.search(r"PARTITIONED\s+BY\s*\(([^)]*)\)", rest.split(" AS ")[0], re.I)
-        select = re.search(r"\bAS\s+(.*)$", rest, re.IGNORECASE | re.DOTALL)
-        if not select:
+        at = _top_level_as(rest)
+        head = rest[:at] if at is not None else rest
+        comment = re.search(r"COMMENT\s+'((?:[^'\\]|\\.)*)'", head, re.I)
+        partition = re.search(r"PARTITIONED\s+BY\s*\(([^)]*)\)", head, re.I)
+        if at is None:
             raise HeadwaterError(
                 "HW_PIPELINE_SQL_INVALID", f"{location}: {name} has no AS SELECT ... query.",
                 "A pipeline dataset is defined by its query.", "Add AS SELECT ... at the end.")
@@ -223,7 +258,7 @@ def load_sql_file(file: Path, registry: defs.Registry) -> None:
             if partition else [],
             expectations=rules)
         registry.add(dataset)
-        query = select.group(1).strip()
+        query = rest[at:].strip()[2:].strip()
         dataset.flows.append(defs.Flow(dataset.name, dataset.name,
                                        _sql_function(query, location), location, sql=query))
 

@@ -45,6 +45,7 @@ class FlowResult:
     quarantined: int = 0
     late_rows: int = 0
     expectations: dict[str, int] = field(default_factory=dict)
+    counted: set[tuple[str, int]] = field(default_factory=set, repr=False)  # (run id, batch)
 
     @property
     def ok(self) -> bool:
@@ -78,6 +79,10 @@ class Runner:
                 self._run_continuous()
             else:
                 self._run_triggered()
+        except BaseException:
+            for query in self.lakehouse.spark.streams.active:
+                query.stop()
+            raise
         finally:
             for lock in self._locks.values():
                 lock.release()
@@ -136,8 +141,8 @@ class Runner:
                         self._refresh(flow, quiet=name in seen_versions)
                     seen_versions[name] = versions
             self._collect(running)
-            if not any(q.isActive for q in running.values()) and not views:
-                break
+            if (running or not views) and not any(q.isActive for q in running.values()):
+                break  # every flow ended (failed): nothing will change the views either
             self.stop_requested.wait(max(interval, 0.5))
         self._stop_all(running)
         self._collect(running)
@@ -204,6 +209,8 @@ class Runner:
         dataset = rf.dataset
         if dataset.expectations or dataset.keep_late_rows or dataset.output_mode != "append":
             return None
+        if rf.flow.sql is not None:
+            return None  # spark.sql reads its tables itself: no batch can be substituted
         streams = [r for r in rf.reads if r.streaming]
         if len(streams) != 1:
             return None
@@ -321,9 +328,11 @@ class Runner:
             result = self.results[key]
             if result.status not in ("running", "stopped"):
                 continue
-            progress = query.recentProgress
-            result.batches = len(progress)
-            for p in progress:
+            for p in query.recentProgress:
+                if (p.runId, p.batchId) in result.counted:
+                    continue  # progress is polled repeatedly: count each batch once
+                result.counted.add((p.runId, p.batchId))
+                result.batches += 1
                 for metrics_name, row in (p.observedMetrics or {}).items():
                     if metrics_name.startswith("expectations:"):
                         for metric, value in row.asDict().items():
@@ -354,12 +363,13 @@ class Runner:
         try:
             started = time.monotonic()
             df = self.graph.rebuild(rf)
+            bad = None
             if dataset.expectations:
                 df, bad = expect_mod.split(df, dataset.expectations, name, 0)
-                if any(r.action == "drop" for r in dataset.expectations):
-                    # A recomputed view's quarantine is recomputed with it.
-                    self.lakehouse.write(bad, name + QUARANTINE_SUFFIX, mode="overwrite")
             result.rows_written = self._replace_table(rf, df)
+            if bad is not None and any(r.action == "drop" for r in dataset.expectations):
+                # A recomputed view's quarantine is recomputed with it.
+                self.lakehouse.write(bad, name + QUARANTINE_SUFFIX, mode="overwrite")
             result.status = "completed"
             result.batches += 1
             if not quiet:
@@ -377,6 +387,7 @@ class Runner:
         current = self.lakehouse.read(name).schema
         if as_nullable(current).simpleString() != as_nullable(df.schema).simpleString():
             self.lakehouse.drop(name)
+            self.lakehouse.drop(name + QUARANTINE_SUFFIX)
             self.lakehouse.create_table(name, df.schema, rf.dataset.partition_by,
                                         rf.dataset.comment, rf.dataset.properties)
         return write_table(df, self.lakehouse.path(name), "overwrite")
