@@ -191,11 +191,7 @@ class Lakehouse:
         tname = parse_name(name)
         path = self.path(name)
         if not self.exists(name):
-            raise HeadwaterError(
-                "HW_TABLE_NOT_FOUND", f"Table {tname.qualified} does not exist in the lakehouse "
-                f"at {self.root}.", f"There is no Delta table at {path}.",
-                "Create it first (a stream's toTable, write_stream, or CREATE TABLE through "
-                "Lakehouse.sql), or check the name.")
+            raise self._not_found(tname)
         self.spark.dataSource.register(_per_table_source(tname, path))
         if tname.schema:
             self.spark.sql(f"CREATE DATABASE IF NOT EXISTS `{tname.schema}`")
@@ -228,18 +224,15 @@ class Lakehouse:
         from deltalake import DeltaTable
 
         from headwater.delta.schema import arrow_schema, as_nullable
+        from headwater.delta.sink import check_partitioning
 
         tname = parse_name(name)
         path = self.path(name)
         partition_by = list(partition_by)
         if self.exists(name):
-            existing = list(DeltaTable(path).metadata().partition_columns)
-            if partition_by and [c.lower() for c in partition_by] != [c.lower() for c in existing]:
-                raise HeadwaterError(
-                    "HW_SINK_PARTITION_MISMATCH",
-                    f"Table {tname.qualified} is partitioned by {existing or 'nothing'}, not "
-                    f"{partition_by}.", "A Delta table's partition columns are fixed when it "
-                    "is created.", "Drop partition_by, or full-refresh the table to rebuild it.")
+            if partition_by:  # only then is the log worth opening (side tables: every batch)
+                check_partitioning(path, list(DeltaTable(path).metadata().partition_columns),
+                                   partition_by)
         else:
             missing = [c for c in partition_by if c not in schema.fieldNames()]
             if missing:
@@ -361,13 +354,18 @@ class Lakehouse:
     def _existing(self, name: str) -> TableName:
         tname = parse_name(name)
         if not self.exists(name):
-            raise HeadwaterError(
-                "HW_TABLE_NOT_FOUND", f"Table {tname.qualified} does not exist in the lakehouse "
-                f"at {self.root}.", f"There is no Delta table at {self.path(name)}.",
-                f"Check the name; tables here: {', '.join(self.tables()) or 'none yet'}.")
+            raise self._not_found(tname)
         if tname.qualified not in self._registered:
             self.register(name)
         return tname
+
+    def _not_found(self, tname: TableName) -> HeadwaterError:
+        return HeadwaterError(
+            "HW_TABLE_NOT_FOUND", f"Table {tname.qualified} does not exist in the lakehouse at "
+            f"{self.root}.", f"There is no Delta table at {self.path(tname.qualified)}; tables "
+            f"here: {', '.join(self.tables()) or 'none yet'}.",
+            "Check the name, or create the table first (a stream's toTable, write_stream, or "
+            "CREATE TABLE through Lakehouse.sql).")
 
     # --- SQL -----------------------------------------------------------------------------
 

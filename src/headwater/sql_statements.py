@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from headwater.errors import HeadwaterError
 
@@ -61,22 +61,33 @@ def _with_delta_paths(lakehouse: "Lakehouse", text: str) -> str:
     return _DELTA_PATH.sub(view_for, text)
 
 
-def _balanced(text: str) -> tuple[str, str]:
-    """('(a, (b))', rest) for text starting with '('."""
-    depth = 0
-    quote = None
-    for i, ch in enumerate(text):
+def unquoted(text: str) -> Iterator[tuple[int, str, int]]:
+    """(index, char, parenthesis depth) of every character outside quoted text; a backslash
+    inside quotes escapes the next character, as in Spark SQL string literals."""
+    depth, quote, i = 0, None, 0
+    while i < len(text):
+        ch = text[i]
         if quote:
-            if ch == quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
                 quote = None
         elif ch in "'`\"":
             quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return text[1:i], text[i + 1:].lstrip()
+        else:
+            if ch == "(":
+                depth += 1
+            yield i, ch, depth
+            if ch == ")":
+                depth -= 1
+        i += 1
+
+
+def balanced(text: str) -> tuple[str, str]:
+    """('a, (b)', rest) for text starting with '('."""
+    for i, ch, depth in unquoted(text):
+        if ch == ")" and depth == 1:
+            return text[1:i], text[i + 1:].lstrip()
     raise _unsupported(text, "unbalanced parentheses")
 
 
@@ -95,7 +106,7 @@ def _create(lakehouse: "Lakehouse", match: re.Match) -> "DataFrame":
     replace, if_not_exists, name, rest = match.groups()
     columns = None
     if rest.startswith("("):
-        columns, rest = _balanced(rest)
+        columns, rest = balanced(rest)
     partition_by: list[str] = []
     comment = None
     properties: dict[str, str] = {}
@@ -106,12 +117,12 @@ def _create(lakehouse: "Lakehouse", match: re.Match) -> "DataFrame":
                 raise _unsupported(rest, f"USING {m.group(1)}: lakehouse tables are Delta")
             rest = rest[m.end():]
         elif m := _PARTITIONED.match(rest):
-            inner, rest = _balanced(rest[m.end():])
+            inner, rest = balanced(rest[m.end():])
             partition_by = [c.strip().strip("`") for c in inner.split(",") if c.strip()]
         elif m := _COMMENT.match(rest):
             comment, rest = m.group(1), rest[m.end():]
         elif m := _TBLPROPERTIES.match(rest):
-            inner, rest = _balanced(rest[m.end():])
+            inner, rest = balanced(rest[m.end():])
             for item in re.findall(r"'([^']*)'\s*=\s*'([^']*)'", inner):
                 properties[item[0]] = item[1]
         elif m := _AS.match(rest):

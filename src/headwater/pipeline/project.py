@@ -198,29 +198,17 @@ def _split_statements(text: str) -> list[tuple[str, int]]:
 
 def _top_level_as(text: str) -> int | None:
     """Where the defining ``AS`` starts: outside quotes and parentheses."""
-    depth, quote, i = 0, None, 0
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = None
-        elif ch in "'\"`":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif depth == 0 and re.match(r"AS\s", text[i:i + 3], re.IGNORECASE) and \
+    from headwater.sql_statements import unquoted
+
+    for i, _, depth in unquoted(text):
+        if depth == 0 and re.match(r"AS\s", text[i:i + 3], re.IGNORECASE) and \
                 (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
             return i
-        i += 1
     return None
 
 
 def load_sql_file(file: Path, registry: defs.Registry) -> None:
-    from headwater.sql_statements import _balanced
+    from headwater.sql_statements import balanced
 
     for statement, line in _split_statements(file.read_text()):
         location = defs.Location(str(file), line)
@@ -237,7 +225,7 @@ def load_sql_file(file: Path, registry: defs.Registry) -> None:
             kind_text.split()[0].lower(), defs.VIEW)
         rules: list[Expectation] = []
         if rest.startswith("("):
-            inner, rest = _balanced(rest)
+            inner, rest = balanced(rest)
             rules = [Expectation(m.group(1), m.group(2).strip(),
                                  {"drop": "drop", "fail": "fail"}.get(
                                      (m.group(3) or "warn").split()[0].lower(), "warn"))

@@ -69,7 +69,7 @@ class Runner:
             datasets = [d for d in datasets if d in chosen]
         self.datasets = datasets
         self.results: dict[str, FlowResult] = {}
-        self._locks: dict[str, CheckpointLock] = {}
+        self._locks: dict[str, CheckpointLock] = {}  # by flow key
 
     # --- the two modes -------------------------------------------------------------------
 
@@ -156,7 +156,7 @@ class Runner:
         try:
             self._check_checkpoint(rf, checkpoint)
             lock = CheckpointLock(checkpoint, f"headwater run: {rf.key}").acquire()
-            self._locks[checkpoint] = lock
+            self._locks[rf.key] = lock
             native = self._native_input(rf)
             if native is not None:
                 query = self._start_native(rf, checkpoint, native)
@@ -349,10 +349,9 @@ class Runner:
             self._release(key)
 
     def _release(self, key: str) -> None:
-        for checkpoint, lock in list(self._locks.items()):
-            if lock.owner.endswith(f": {key}"):
-                lock.release()
-                self._locks.pop(checkpoint)
+        lock = self._locks.pop(key, None)
+        if lock is not None:
+            lock.release()
 
     # --- materialized views --------------------------------------------------------------
 
