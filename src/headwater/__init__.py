@@ -1,6 +1,7 @@
 """headwater: incremental data pipelines on Spark Structured Streaming over Delta Lake."""
 
 from headwater.errors import HeadwaterError, translated, unwrap
+from headwater.ingest import read_files
 from headwater.lakehouse import Lakehouse, active_lakehouse
 from headwater.pipeline.definitions import (
     append_flow, expect, expect_all, expect_all_or_drop, expect_all_or_fail, expect_or_drop,
@@ -12,7 +13,7 @@ from headwater.session import spark_session, stop_spark
 __all__ = [
     "HeadwaterError", "Lakehouse", "active_lakehouse", "append_flow", "expect", "expect_all",
     "expect_all_or_drop", "expect_all_or_fail", "expect_or_drop", "expect_or_fail",
-    "materialized_view", "read", "read_stream", "spark_session", "stop_spark", "table",
+    "materialized_view", "read", "read_files", "read_stream", "spark_session", "stop_spark", "table",
     "translated", "unwrap", "view",
 ]
 __version__ = "0.1.0"

@@ -130,18 +130,28 @@ def spark_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.get("headwater.logLevel", "WARN"))
 
-    from headwater.delta.datasource import DeltaDataSource
-
-    spark.dataSource.register(DeltaDataSource)
-    from headwater.delta.filelist import DeltaFileListSource
-
-    spark.dataSource.register(DeltaFileListSource)
+    register_sources(spark)
     _register_stop()
     if lakehouse is not None:
         from headwater.lakehouse import Lakehouse
 
         Lakehouse(lakehouse, spark)
     return spark
+
+
+def register_sources(spark: "pyspark.sql.SparkSession") -> None:  # noqa: F821
+    """Make ``format("delta")`` and ``format("cloudFiles")`` work on ``spark`` (once)."""
+    if getattr(spark, "_headwater_sources", False):
+        return
+    from headwater.delta.datasource import DeltaDataSource
+    from headwater.delta.filelist import DeltaFileListSource
+    from headwater.ingest.clean import install_listener
+    from headwater.ingest.source import FilesDataSource
+
+    for source in (DeltaDataSource, DeltaFileListSource, FilesDataSource):
+        spark.dataSource.register(source)
+    install_listener(spark)
+    spark._headwater_sources = True
 
 
 def stop_spark() -> None:

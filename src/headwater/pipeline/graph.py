@@ -173,6 +173,10 @@ class Graph:
             _current = previous
             self._rebuild_lock.release()
 
+    def reading_dataset(self) -> str | None:
+        """The dataset whose definition is running now, if any."""
+        return self._stack[-1][0] if self._stack else None
+
     # --- reads from definitions ----------------------------------------------------------
 
     def read(self, name: str, streaming: bool, options: dict[str, Any],

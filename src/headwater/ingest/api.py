@@ -1,0 +1,144 @@
+"""``headwater.read_files``: a streaming DataFrame of the files landing in a folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from headwater.errors import HeadwaterError, translated
+from headwater.ingest.source import source_id
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+METRICS_PREFIX = "ingest:"
+
+
+def read_files(
+    path: str | os.PathLike,
+    format: str = "json",
+    *,
+    schema: "StructType | str | None" = None,
+    schema_location: str | os.PathLike | None = None,
+    schema_hints: str | None = None,
+    schema_evolution_mode: str | None = None,
+    rescued_data_column: str | None = "_rescued_data",
+    multi_line: bool = False,
+    header: bool = True,
+    sep: str = ",",
+    max_files_per_trigger: int | None = 1000,
+    max_bytes_per_trigger: int | str | None = None,
+    include_existing_files: bool = True,
+    path_glob_filter: str | None = None,
+    clean_source: str = "off",
+    archive_dir: str | os.PathLike | None = None,
+    ignore_missing_files: bool = False,
+    spark: "SparkSession | None" = None,
+) -> "DataFrame":
+    """Stream the files that land in ``path`` (and its subfolders), each file once.
+
+    format: "json" (one object per line; ``multi_line=True`` for one document per file,
+        an object or an array of objects), "csv" (``header``, ``sep``) or "parquet".
+    schema: a StructType or DDL string. Default None: inferred from the first files (up to
+        1000) and kept as version 0 in ``schema_location``; a restart never infers again.
+    schema_location: where schema versions and the list of ingested files live. Default:
+        inside the pipeline's storage in a pipeline, ``<lakehouse>/_ingest/<id>`` with a
+        lakehouse attached; otherwise it is required.
+    schema_hints: DDL fixing chosen columns' types, e.g. ``"amount decimal(10,2), ts timestamp"``.
+    schema_evolution_mode: "addNewColumns" (default without ``schema``: new columns are saved
+        as a new schema version and the stream stops to restart with them; ``headwater run``
+        restarts by itself), "rescue" (the schema never changes; unknown fields go to the
+        rescued column), "failOnNewColumns" (stop with the new columns listed), or "none"
+        (default with ``schema``; unknown fields are rescued, never added).
+    rescued_data_column: default "_rescued_data". Every field that did not fit (wrong type,
+        unknown or case-mismatched name) is kept there as JSON with ``_file_path``; a malformed
+        record (broken JSON, wrong CSV field count, bad UTF-8) becomes a row whose rescued data
+        holds ``_corrupt_record``, ``_error``, ``_file_path`` and ``_line``. None turns it off:
+        a record that does not fit then stops the stream.
+    max_files_per_trigger: files per micro-batch, default 1000 (None: no limit).
+    max_bytes_per_trigger: a soft byte limit per micro-batch ("256m" works), default None.
+    include_existing_files: default True; False starts with files landing from now on.
+    path_glob_filter: only file names matching this glob, e.g. "*.json". Files and folders
+        starting with "." or "_" are always skipped.
+    clean_source: "off" (default), "archive" (move to ``archive_dir``, keeping relative
+        paths) or "delete", once the batch that read the file is committed.
+    ignore_missing_files: default False: a file that vanished before it was read stops the
+        stream; True skips it.
+    """
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    spark = spark or SparkSession.active()
+    from headwater.session import register_sources
+
+    register_sources(spark)
+    source = str(Path(path).expanduser().resolve())
+    location = schema_location or _default_location(source)
+    options: dict[str, Any] = {
+        "format": format, "rescuedDataColumn": rescued_data_column or "none",
+        "multiLine": multi_line, "header": header, "sep": sep,
+        "includeExistingFiles": include_existing_files, "cleanSource": clean_source,
+        "ignoreMissingFiles": ignore_missing_files,
+    }
+    if location is not None:
+        options["schemaLocation"] = str(Path(location).expanduser().resolve())
+    if schema is not None:
+        options["schema"] = _schema_json(schema)
+    if schema_hints:
+        options["schemaHints"] = schema_hints
+    if schema_evolution_mode:
+        options["schemaEvolutionMode"] = schema_evolution_mode
+    if max_files_per_trigger is not None:
+        options["maxFilesPerTrigger"] = max_files_per_trigger
+    if max_bytes_per_trigger is not None:
+        options["maxBytesPerTrigger"] = max_bytes_per_trigger
+    if path_glob_filter:
+        options["pathGlobFilter"] = path_glob_filter
+    if archive_dir is not None:
+        options["sourceArchiveDir"] = str(Path(archive_dir).expanduser().resolve())
+    reader = spark.readStream.format("cloudFiles")
+    for key, value in options.items():
+        reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))
+    with translated():
+        df = reader.load(source)
+    if not rescued_data_column:
+        return df
+    rescued = F.col(f"`{rescued_data_column}`")
+    return df.observe(
+        f"{METRICS_PREFIX}{source_id(source)}",
+        F.count(F.lit(1)).alias("rows"),
+        F.count(rescued).alias("rescued_rows"),
+        F.count(F.when(rescued.contains('"_corrupt_record"'), 1)).alias("malformed_rows"))
+
+
+def _schema_json(schema: Any) -> str:
+    from pyspark.sql.types import StructType
+
+    if isinstance(schema, StructType):
+        return schema.json()
+    if isinstance(schema, str):
+        from headwater.ingest.types import parse_ddl
+
+        return parse_ddl(schema, "schema").json()
+    raise HeadwaterError("HW_INGEST_BAD_OPTION",
+                         f"schema must be a StructType or a DDL string, not {type(schema).__name__}.",
+                         "read_files needs the columns and their types.",
+                         "Pass e.g. schema=\"id bigint, name string\".")
+
+
+def _default_location(source: str) -> str | None:
+    """Inside the pipeline's storage, or the attached lakehouse; None when neither."""
+    from headwater.lakehouse import active_lakehouse
+    from headwater.pipeline.graph import current_graph
+
+    graph = current_graph()
+    name = graph.reading_dataset() if graph is not None else None
+    if graph is not None and name:
+        store = graph.store_for(name)
+        return str(Path(store.checkpoint(name)) / "_ingest" / source_id(source))
+    lake = active_lakehouse()
+    if lake is not None:
+        return str(lake.root / "_ingest" / source_id(source))
+    return None

@@ -1,0 +1,177 @@
+"""Which files a file stream has found, in the order it found them, kept on disk.
+
+Spark's file source keeps every file it has seen in driver memory and lists the whole
+directory tree for every batch. Here each discovered file gets a sequence number in a SQLite
+file (stream offsets are just sequence numbers), and a listing only reads directories whose
+modification time changed since the last listing: a new file changes its folder's mtime.
+Memory and planning time then follow the files that are new, not the files already seen.
+
+A directory modified within the last ``_RACY_SECONDS`` is listed again next time: file-system
+timestamps are coarse, and a file created in the same tick as the listing would otherwise
+hide behind an unchanged mtime.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import sqlite3
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from headwater.ingest.parse import FileEntry
+
+_RACY_SECONDS = 2.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    path TEXT NOT NULL,
+    dir TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    state TEXT NOT NULL DEFAULT 'new',      -- new | skipped | archived | deleted | missing
+    archived_to TEXT
+);
+CREATE UNIQUE INDEX IF NOT EXISTS files_live_path ON files(path) WHERE state IN ('new', 'skipped');
+CREATE INDEX IF NOT EXISTS files_dir ON files(dir, state);
+CREATE TABLE IF NOT EXISTS dirs (
+    path TEXT PRIMARY KEY,
+    parent TEXT,
+    mtime_ns INTEGER              -- NULL: list again next time
+);
+CREATE INDEX IF NOT EXISTS dirs_parent ON dirs(parent);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+"""
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith((".", "_")) or name.endswith(("._COPYING_", ".tmp", ".crc"))
+
+
+class FileIndex:
+    def __init__(self, db_path: str, root: str, glob: str | None = None) -> None:
+        self.db_path = db_path
+        self.root = os.path.abspath(root)
+        self.glob = glob
+        Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(db_path, timeout=60, isolation_level=None,
+                                  check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=DELETE")
+        self.db.execute("PRAGMA cache_size=-4000")  # 4 MB: memory stays flat as files grow
+        self.db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # --- meta ----------------------------------------------------------------------------
+
+    def get(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def put(self, key: str, value: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    # --- discovery -----------------------------------------------------------------------
+
+    def discover(self, state: str = "new") -> int:
+        """List what changed and record new files (as ``state``); returns the highest seq."""
+        if not os.path.isdir(self.root):
+            return self.max_seq()
+        found: list[tuple[int, str, str, int]] = []
+        dir_updates: list[tuple[str, str | None, int | None]] = []
+        known_dirs = self._known_dirs()
+        now_ns = time.time_ns()
+        stack: list[tuple[str, str | None]] = [(self.root, None)]
+        while stack:
+            directory, parent = stack.pop()
+            try:
+                mtime = os.stat(directory).st_mtime_ns
+            except FileNotFoundError:
+                continue
+            known = known_dirs.get(directory, "absent")
+            if known == mtime:  # unchanged: its files are known, but its subfolders may change
+                stack.extend((d, directory) for d in self._subdirs(directory))
+                continue
+            settled = mtime if now_ns - mtime > _RACY_SECONDS * 1e9 else None
+            dir_updates.append((directory, parent, settled))
+            seen = self._live_names(directory)
+            try:
+                entries = list(os.scandir(directory))
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                if _hidden(entry.name):
+                    continue
+                if entry.is_dir(follow_symlinks=True):
+                    stack.append((entry.path, directory))
+                    continue
+                if entry.path in seen or (self.glob and not fnmatch.fnmatch(entry.name, self.glob)):
+                    continue
+                try:
+                    st = entry.stat()
+                except FileNotFoundError:
+                    continue
+                found.append((st.st_mtime_ns, entry.path, directory, st.st_size))
+        found.sort()
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO files(path, dir, size, mtime_ns, state) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(p, d, size, m, state) for m, p, d, size in found])
+            db.executemany("INSERT OR REPLACE INTO dirs(path, parent, mtime_ns) VALUES (?, ?, ?)",
+                           dir_updates)
+        return self.max_seq()
+
+    def _known_dirs(self) -> dict[str, int | None]:
+        return dict(self.db.execute("SELECT path, mtime_ns FROM dirs"))
+
+    def _subdirs(self, directory: str) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT path FROM dirs WHERE parent=?", (directory,))]
+
+    def _live_names(self, directory: str) -> set[str]:
+        return {r[0] for r in self.db.execute(
+            "SELECT path FROM files WHERE dir=? AND state IN ('new', 'skipped')", (directory,))}
+
+    # --- offsets -------------------------------------------------------------------------
+
+    def max_seq(self) -> int:
+        return self.db.execute("SELECT coalesce(max(seq), 0) FROM files").fetchone()[0]
+
+    def end_for(self, start: int, cap: int | None, max_files: int | None,
+                max_bytes: int | None) -> int:
+        """The last seq of the next batch after ``start`` under the read limits."""
+        cap = self.max_seq() if cap is None else cap
+        if max_files is None and max_bytes is None:
+            return max(start, cap)
+        query = ("SELECT seq, size FROM files WHERE seq > ? AND seq <= ? AND state != 'skipped' "
+                 "ORDER BY seq LIMIT ?")
+        rows = self.db.execute(query, (start, cap, max_files or 1 << 62))
+        end, total = start, 0
+        for seq, size in rows:
+            if max_bytes is not None and total and total + size > max_bytes:
+                break
+            end, total = seq, total + size
+        return end if end > start else start
+
+    def files_between(self, start: int, end: int) -> list[FileEntry]:
+        rows = self.db.execute(
+            "SELECT seq, path, size, archived_to FROM files "
+            "WHERE seq > ? AND seq <= ? AND state != 'skipped' ORDER BY seq", (start, end))
+        return [FileEntry(*r) for r in rows]
+
+    def count(self) -> int:
+        return self.db.execute("SELECT count(*) FROM files").fetchone()[0]

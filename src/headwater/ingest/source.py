@@ -1,0 +1,384 @@
+"""The file stream source: ``format("cloudFiles")`` (Auto Loader's name) and ``read_files``.
+
+Spark's file source is kept for batch reads; streams use this source because the file
+source needs a fixed schema, nulls bad fields silently, and keeps every seen file in driver
+memory. Listing and file tracking are headwater's (``index.py``); parsing runs in the Python
+workers on the executors (``parse.py``), one task per group of files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxFiles, SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StringType, StructField, StructType
+
+from headwater.errors import HeadwaterError
+from headwater.ingest.parse import FileEntry, ParseSettings, RecordParser, infer_schema
+from headwater.ingest.schemas import SchemaStore
+from headwater.ingest.types import add_new_fields, apply_hints, parse_ddl
+
+FORMATS = ("json", "csv", "parquet")
+EVOLUTION_MODES = ("addNewColumns", "rescue", "failOnNewColumns", "none")
+CLEAN_MODES = ("off", "archive", "delete")
+
+
+def _flag(value: str | None, default: bool) -> bool:
+    return default if value is None else str(value).strip().lower() in ("true", "1", "yes")
+
+
+@dataclass
+class IngestOptions:
+    path: str
+    fmt: str
+    schema_location: str
+    schema_json: str | None
+    hints: str | None
+    evolution: str
+    rescued_column: str | None
+    multi_line: bool
+    header: bool
+    sep: str
+    max_files: int | None
+    max_bytes: int | None
+    include_existing: bool
+    glob: str | None
+    clean_source: str
+    archive_dir: str | None
+    sample_files: int
+    sample_bytes: int
+    ignore_missing: bool
+
+    @classmethod
+    def parse(cls, options: dict[str, str]) -> "IngestOptions":
+        opts: dict[str, str] = {}
+        for key, value in options.items():
+            key = key.lower()
+            opts[key[len("cloudfiles."):] if key.startswith("cloudfiles.") else key] = value
+        path = opts.get("path")
+        if not path:
+            raise _option_error("path", "is missing", "Pass the landing folder: "
+                                "read_files('/data/landing') or .load('/data/landing').")
+        fmt = opts.get("format", "json").lower()
+        if fmt not in FORMATS:
+            raise _option_error("format", f"is {fmt!r}", f"Use one of {', '.join(FORMATS)}.")
+        location = opts.get("schemalocation")
+        if not location:
+            raise _option_error(
+                "schema_location", "is missing",
+                "Pass schema_location= (cloudFiles.schemaLocation): a folder for the schema "
+                "versions and the list of ingested files. Inside a pipeline or with a "
+                "lakehouse attached, headwater picks one for you.")
+        explicit = opts.get("schema")
+        evolution = opts.get("schemaevolutionmode") or ("none" if explicit else "addNewColumns")
+        matched = {m.lower(): m for m in EVOLUTION_MODES}.get(evolution.lower())
+        if matched is None:
+            raise _option_error("schema_evolution_mode", f"is {evolution!r}",
+                                f"Use one of {', '.join(EVOLUTION_MODES)}.")
+        rescued = opts.get("rescueddatacolumn", "_rescued_data")
+        rescued = None if rescued.strip().lower() in ("", "none", "null") else rescued.strip()
+        if matched == "rescue" and rescued is None:
+            raise _option_error("rescued_data_column", "is off while schema_evolution_mode is "
+                                "'rescue'", "Name a rescued data column, or pick another mode.")
+        clean = opts.get("cleansource", "off").lower()
+        if clean not in CLEAN_MODES:
+            raise _option_error("clean_source", f"is {clean!r}", f"Use one of {', '.join(CLEAN_MODES)}.")
+        archive = opts.get("sourcearchivedir") or opts.get("archivedir")
+        root = os.path.abspath(path)
+        if clean == "archive":
+            if not archive:
+                raise _option_error("archive_dir", "is missing for clean_source='archive'",
+                                    "Name the folder processed files are moved to.")
+            archive = os.path.abspath(archive)
+            if archive == root or archive.startswith(root + os.sep):
+                raise _option_error("archive_dir", f"{archive} is inside the landing folder",
+                                    "Archived files would be found again: pick a folder "
+                                    "outside it.")
+        return cls(
+            path=root, fmt=fmt, schema_location=os.path.abspath(location),
+            schema_json=explicit, hints=opts.get("schemahints"), evolution=matched,
+            rescued_column=rescued, multi_line=_flag(opts.get("multiline"), False),
+            header=_flag(opts.get("header"), True), sep=opts.get("sep", opts.get("delimiter", ",")),
+            max_files=_positive(opts, "maxfilespertrigger", 1000),
+            max_bytes=_positive(opts, "maxbytespertrigger", None),
+            include_existing=_flag(opts.get("includeexistingfiles"), True),
+            glob=opts.get("pathglobfilter"), clean_source=clean, archive_dir=archive,
+            sample_files=_positive(opts, "schemainference.samplesize.numfiles", 1000),
+            sample_bytes=_positive(opts, "schemainference.samplesize.numbytes", 256 << 20),
+            ignore_missing=_flag(opts.get("ignoremissingfiles"), False),
+        )
+
+    @property
+    def index_path(self) -> str:
+        return os.path.join(self.schema_location, "_files.sqlite")
+
+    def settings(self) -> ParseSettings:
+        return ParseSettings(fmt=self.fmt, rescued_column=self.rescued_column,
+                             evolution=self.evolution, multi_line=self.multi_line,
+                             header=self.header, sep=self.sep)
+
+
+def _positive(opts: dict[str, str], key: str, default: int | None) -> int | None:
+    raw = opts.get(key)
+    if raw is None or str(raw).strip() == "":
+        return default
+    text = str(raw).strip().lower()
+    scale = 1
+    for suffix, factor in (("kb", 1 << 10), ("mb", 1 << 20), ("gb", 1 << 30), ("k", 1 << 10),
+                           ("m", 1 << 20), ("g", 1 << 30), ("b", 1)):
+        if text.endswith(suffix):
+            text, scale = text[: -len(suffix)].strip(), factor
+            break
+    try:
+        value = int(float(text) * scale)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise _option_error(key, f"is {raw!r}", "Give a positive number (bytes accept k/m/g).")
+    return value
+
+
+def _option_error(option: str, problem: str, fix: str) -> HeadwaterError:
+    return HeadwaterError("HW_INGEST_BAD_OPTION", f"File ingestion option {option} {problem}.",
+                          "The file stream cannot start without it.", fix)
+
+
+# --- schema ------------------------------------------------------------------------------
+
+
+def resolve_schema(opts: IngestOptions) -> StructType:
+    """The data schema (without the rescued column): explicit, stored, or inferred now."""
+    if opts.schema_json:
+        schema = StructType.fromJson(json.loads(opts.schema_json))
+    else:
+        store = SchemaStore(opts.schema_location)
+        latest = store.latest()
+        if latest is None:
+            samples = _sample_files(opts)
+            hints = parse_ddl(opts.hints) if opts.hints else StructType([])
+            if not samples and not hints.fields:
+                raise HeadwaterError(
+                    "HW_INGEST_NO_FILES",
+                    f"No files to infer a schema from in {opts.path}.",
+                    "Without a schema, the first files that land decide it, and none has yet.",
+                    "Land a file first, or pass schema= (or schema_hints= for the columns you "
+                    "know).")
+            inferred = infer_schema(samples, opts.settings())
+            store.save(apply_hints(inferred, hints),
+                       f"inferred from {len(samples)} file(s)")
+            latest = store.latest()
+        schema = latest[1]
+    if opts.hints:
+        schema = apply_hints(schema, parse_ddl(opts.hints))
+    if opts.rescued_column and opts.rescued_column in schema.fieldNames():
+        raise _option_error("rescued_data_column", f"{opts.rescued_column!r} is also a data "
+                            "column", "Name the rescued data column differently.")
+    return schema
+
+
+def _sample_files(opts: IngestOptions) -> list[tuple[str, bytes]]:
+    import fnmatch
+
+    found = []
+    for directory, dirs, files in os.walk(opts.path):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        for name in files:
+            if name.startswith((".", "_")) or (opts.glob and not fnmatch.fnmatch(name, opts.glob)):
+                continue
+            full = os.path.join(directory, name)
+            try:
+                found.append((os.stat(full).st_mtime_ns, full))
+            except FileNotFoundError:
+                continue
+    found.sort()
+    samples, total = [], 0
+    for _, full in found[: opts.sample_files]:
+        try:
+            data = Path(full).read_bytes()
+        except FileNotFoundError:
+            continue
+        samples.append((full, data))
+        total += len(data)
+        if total >= opts.sample_bytes:
+            break
+    return samples
+
+
+# --- the data source ---------------------------------------------------------------------
+
+
+class FilesDataSource(DataSource):
+    """``spark.readStream.format("cloudFiles").option("cloudFiles.format", "json")...``"""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.opts = IngestOptions.parse(options)
+
+    @classmethod
+    def name(cls) -> str:
+        return "cloudFiles"
+
+    def schema(self) -> StructType:
+        schema = resolve_schema(self.opts)
+        if self.opts.rescued_column:
+            schema = StructType(list(schema.fields)).add(
+                StructField(self.opts.rescued_column, StringType()))
+        return schema
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        data = StructType([f for f in schema.fields if f.name != self.opts.rescued_column])
+        return FilesStreamReader(self.opts, data)
+
+
+class FilesPartition(InputPartition):
+    def __init__(self, files: list[FileEntry]) -> None:
+        super().__init__(None)
+        self.files = files
+
+
+class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, opts: IngestOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+        self.cap: int | None = None
+        self._index = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_index"] = None  # the index stays on the driver
+        return state
+
+    @property
+    def index(self):
+        if self._index is None:
+            from headwater.ingest.index import FileIndex
+
+            self._index = FileIndex(self.opts.index_path, self.opts.path, self.opts.glob)
+            with self._index.transaction():
+                self._index.put("root", self.opts.path)
+                self._index.put("clean_source", self.opts.clean_source)
+                self._index.put("archive_dir", self.opts.archive_dir or "")
+        return self._index
+
+    def _offset(self, seq: int) -> dict:
+        return {"seq": seq, "hw_file_index": self.opts.index_path}
+
+    def initialOffset(self) -> dict:
+        if self.opts.include_existing:
+            self.index.discover()
+            return self._offset(0)
+        return self._offset(self.index.discover(state="skipped"))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_files is not None:
+            return ReadMaxFiles(self.opts.max_files)
+        if self.opts.max_bytes is not None:
+            return ReadMaxBytes(self.opts.max_bytes)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.cap = self.index.discover()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = int(start["seq"])
+        if self.opts.clean_source != "off":
+            from headwater.ingest.clean import clean_through
+
+            clean_through(self.opts.index_path, begin)  # ``start`` is committed by now
+        max_files = max_bytes = None
+        if isinstance(limit, ReadMaxFiles):
+            max_files, max_bytes = limit.max_files, self.opts.max_bytes
+        elif isinstance(limit, ReadMaxBytes):
+            max_bytes = limit.max_bytes
+        if self.cap is None:
+            known = self.index.max_seq()
+            if max_files is None or known - begin < max_files:
+                self.index.discover()  # the backlog is short: look for new files
+        end = self.index.end_for(begin, self.cap, max_files, max_bytes)
+        return self._offset(end)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        from headwater.delta.source import default_parallelism
+
+        files = self.index.files_between(int(start["seq"]), int(end["seq"]))
+        if not files:
+            return []
+        total = sum(f.size for f in files)
+        count = max(default_parallelism(), total // (128 << 20))
+        count = min(count, len(files))
+        groups: list[list[FileEntry]] = [[] for _ in range(count)]
+        sizes = [0] * count
+        for entry in files:  # in seq order, each to the lightest group so far
+            i = sizes.index(min(sizes))
+            groups[i].append(entry)
+            sizes[i] += entry.size
+        return [FilesPartition(g) for g in groups if g]
+
+    def read(self, partition: InputPartition) -> Iterator:
+        parser = RecordParser(self.schema, self.opts.settings())
+        yield from parser.parse(partition.files, self._read_bytes)
+        if parser.observed.fields:
+            self._evolve(parser)
+
+    def _read_bytes(self, entry: FileEntry) -> bytes | None:
+        candidates = [entry.path]
+        if entry.archived_to:
+            candidates.append(entry.archived_to)
+        if self.opts.archive_dir:
+            candidates.append(os.path.join(self.opts.archive_dir,
+                                           os.path.relpath(entry.path, self.opts.path)))
+        for candidate in candidates:
+            try:
+                with open(candidate, "rb") as handle:
+                    return handle.read()
+            except FileNotFoundError:
+                continue
+        if self.opts.ignore_missing:
+            return None
+        raise HeadwaterError(
+            "HW_INGEST_FILE_MISSING",
+            f"{entry.path} was found by the stream but is gone before it was read.",
+            "A file was deleted or moved out of the landing folder while the stream was "
+            "behind, or a replayed batch needs a file cleanSource deleted.",
+            "Put the file back, or set ignore_missing_files=True to skip missing files.")
+
+    def _evolve(self, parser: RecordParser) -> None:
+        _, added = add_new_fields(self.schema, parser.observed)
+        if not added:
+            return
+        columns = ", ".join(added)
+        if self.opts.evolution == "failOnNewColumns":
+            raise HeadwaterError(
+                "HW_INGEST_NEW_COLUMNS",
+                f"New columns in {parser.new_in}: {columns}.",
+                "schema_evolution_mode is 'failOnNewColumns'.",
+                "Add them with schema_hints or a new schema, or use "
+                "schema_evolution_mode='addNewColumns' (or 'rescue' to keep them in "
+                f"{self.opts.rescued_column or 'the rescued data column'}).")
+        store = SchemaStore(self.opts.schema_location)
+        latest = store.latest()
+        base = latest[1] if latest else self.schema
+        evolved, new = add_new_fields(base, parser.observed)
+        version = latest[0] if latest else None
+        if new:
+            version = store.save(evolved, f"new columns in {parser.new_in}", new)
+        raise HeadwaterError(
+            "HW_INGEST_SCHEMA_EVOLVED",
+            f"New columns in {parser.new_in}: {columns}; schema version {version} in "
+            f"{self.opts.schema_location} has them.",
+            "With schema_evolution_mode='addNewColumns' the stream stops so that it can "
+            "restart with the new schema (no row of this batch was written).",
+            "Restart the stream: it picks the new schema up. `headwater run` restarts it "
+            "by itself.")
+
+
+def source_id(path: str) -> str:
+    return hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:12]
