@@ -41,12 +41,14 @@ def _column_mapped(table) -> bool:
 
 def write_native(df: "DataFrame", path: str, mode: str = "append",
                  txn: tuple[str, int] | None = None,
-                 partition_by: list[str] | None = None) -> int | None:
+                 partition_by: list[str] | None = None,
+                 merge_schema: bool = False) -> int | None:
     """Write ``df`` with Spark's parquet writer and commit it as one Delta transaction.
 
     mode: "append" or "overwrite" (the whole table, one commit). Returns the rows committed
     (0 when ``txn`` was already committed: nothing is written twice), or None when the table
-    needs the Python writer (column mapping).
+    needs the Python writer (column mapping). merge_schema: new columns in ``df`` are added
+    to the table (as ``mergeSchema``); otherwise they are an error.
     """
     uri = normalize_uri(path)
     log = DeltaLog(uri)
@@ -61,7 +63,7 @@ def write_native(df: "DataFrame", path: str, mode: str = "append",
                 return 0
         existing = list(table.metadata().partition_columns)
         check_partitioning(uri, existing, partition_columns)
-        check_schema(uri, spark_schema(table.schema().to_json()), df.schema, False)
+        check_schema(uri, spark_schema(table.schema().to_json()), df.schema, merge_schema)
         partition_columns = existing
     spark = df.sparkSession
     if spark.conf.get("spark.sql.parquet.outputTimestampType") == "INT96":
@@ -74,7 +76,8 @@ def write_native(df: "DataFrame", path: str, mode: str = "append",
     if not adds and mode == "append":
         _remove_dir(uri, staging)
     _fault("native_before_commit", uri)
-    committed = commit_files(uri, adds, df.schema, mode, partition_columns, txn=txn)
+    committed = commit_files(uri, adds, df.schema, mode, partition_columns, txn=txn,
+                             merge_schema=merge_schema)
     _fault("native_after_commit", uri)
     return sum(json.loads(a["stats"])["numRecords"] for a in adds) if committed else 0
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from headwater.checkpoint_lock import CheckpointLock
-from headwater.errors import HeadwaterError, unwrap
+from headwater.errors import HeadwaterError, find_code, unwrap
 from headwater.pipeline import expectations as expect_mod
 from headwater.pipeline.definitions import MATERIALIZED_VIEW, TABLE
 from headwater.pipeline.graph import Graph, ResolvedFlow
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 FLOW_STATE = "headwater-flow.json"
+INGEST_METRICS = "ingest:"
+MAX_SCHEMA_RESTARTS = 20  # new columns per run; a feed adding more is likely broken
 QUARANTINE_SUFFIX = "__quarantine"
 LATE_SUFFIX = "__late"
 
@@ -44,6 +46,9 @@ class FlowResult:
     rows_written: int = 0
     quarantined: int = 0
     late_rows: int = 0
+    rescued: int = 0      # ingested rows with rescued data (malformed ones included)
+    malformed: int = 0
+    schema_changes: int = 0
     expectations: dict[str, int] = field(default_factory=dict)
     counted: set[tuple[str, int]] = field(default_factory=set, repr=False)  # (run id, batch)
 
@@ -295,7 +300,10 @@ class Runner:
                     merge_batch(rows, lake.path(name), merge_keys, app_id, batch_id)
                 else:
                     mode = "overwrite" if dataset.output_mode == "complete" else "append"
-                    written = write_table(rows, lake.path(name), mode, (app_id, batch_id))
+                    # A streaming table follows its query's schema: columns a file source
+                    # added (schema evolution) are added to the table too.
+                    written = write_table(rows, lake.path(name), mode, (app_id, batch_id),
+                                          merge_schema=True)
                     # complete mode rewrites the whole result: count the latest, not the sum
                     result.rows_written = written if mode == "overwrite" else \
                         result.rows_written + written
@@ -306,11 +314,14 @@ class Runner:
         return write_batch
 
     def _await(self, running: dict[str, "StreamingQuery"]) -> None:
-        while any(q.isActive for q in running.values()):
-            if self.stop_requested.wait(0.1):
-                self._stop_all(running)
-                break
-        self._collect(running)
+        while True:
+            while any(q.isActive for q in running.values()):
+                if self.stop_requested.wait(0.1):
+                    self._stop_all(running)
+                    self._collect(running)
+                    return
+            if not self._collect(running):
+                return  # nothing restarted: the wave is done
 
     def _stop_all(self, running: dict[str, "StreamingQuery"]) -> None:
         """Stop each query between micro-batches (bounded wait for a running batch)."""
@@ -323,7 +334,9 @@ class Runner:
                 query.stop()
                 self.results[key].status = "stopped"
 
-    def _collect(self, running: dict[str, "StreamingQuery"]) -> None:
+    def _collect(self, running: dict[str, "StreamingQuery"]) -> bool:
+        """Count finished batches; settle ended queries. True if a flow was restarted."""
+        restarts = []
         for key, query in running.items():
             result = self.results[key]
             if result.status not in ("running", "stopped"):
@@ -334,6 +347,9 @@ class Runner:
                 result.counted.add((p.runId, p.batchId))
                 result.batches += 1
                 for metrics_name, row in (p.observedMetrics or {}).items():
+                    if metrics_name.startswith(INGEST_METRICS):
+                        result.rescued += int(row["rescued_rows"] or 0)
+                        result.malformed += int(row["malformed_rows"] or 0)
                     if metrics_name.startswith("expectations:"):
                         for metric, value in row.asDict().items():
                             result.expectations[metric] = result.expectations.get(metric, 0) + \
@@ -341,12 +357,28 @@ class Runner:
             if query.isActive:
                 continue
             error = query.exception()
+            if error is not None and find_code(error) is not None \
+                    and find_code(error)[0] == "HW_INGEST_SCHEMA_EVOLVED" \
+                    and result.schema_changes < MAX_SCHEMA_RESTARTS:
+                result.schema_changes += 1
+                self.echo(f"evolved   {key}: {find_code(error)[1].split(' Why:')[0]} "
+                          "Restarting with the new schema.")
+                self._release(key)
+                restarts.append(key)
+                continue
             if error is not None:
                 self._fail(result, error)
-            elif result.status == "running":
-                result.status = "completed"
-                self.echo(f"completed {key}: {_summary(result)}")
+            else:
+                _clean_committed(query)  # the last batch's files (no later batch will)
+                if result.status == "running":
+                    result.status = "completed"
+                    self.echo(f"completed {key}: {_summary(result)}")
             self._release(key)
+        for key in restarts:
+            query = self._start(self.graph.flows[key])
+            if query is not None:
+                running[key] = query
+        return bool(restarts)
 
     def _release(self, key: str) -> None:
         lock = self._locks.pop(key, None)
@@ -476,7 +508,8 @@ def _append_side(lake: Any, df: Any, name: str, app_id: str, batch_id: int) -> i
     return write_table(df, lake.path(name), "append", (app_id, batch_id))
 
 
-def write_table(df: Any, path: str, mode: str, txn: tuple[str, int] | None = None) -> int:
+def write_table(df: Any, path: str, mode: str, txn: tuple[str, int] | None = None,
+                merge_schema: bool = False) -> int:
     """Spark's parquet writer plus a Delta commit; the Python writer where a table needs it.
 
     By path: foreachBatch runs in a clone of the session taken at query start, which does not
@@ -484,9 +517,9 @@ def write_table(df: Any, path: str, mode: str, txn: tuple[str, int] | None = Non
     """
     from headwater.delta.native import write_native
 
-    written = write_native(df, path, mode, txn)
+    written = write_native(df, path, mode, txn, merge_schema=merge_schema)
     if written is None:
-        writer = df.write.format("delta").mode(mode)
+        writer = df.write.format("delta").mode(mode).option("mergeSchema", merge_schema)
         if txn is not None:
             writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
         writer.save(path)
@@ -507,8 +540,23 @@ def _translate_spark_failure(key: str, exc: BaseException) -> HeadwaterError:
                           "Read the error above; fix the definition or the input and run again.")
 
 
+def _clean_committed(query: "StreamingQuery") -> None:
+    """cleanSource for the files of a cleanly ended query's last batch."""
+    from headwater.ingest.clean import clean_through, committed_offsets
+
+    progress = query.lastProgress
+    if not progress:
+        return
+    for index_path, seq in committed_offsets(progress.get("sources", []), "endOffset"):
+        clean_through(index_path, seq)
+
+
 def _summary(result: FlowResult) -> str:
     parts = [f"{result.batches} batches", f"{result.rows_written} rows written"]
+    if result.rescued:
+        parts.append(f"{result.rescued} with rescued data ({result.malformed} malformed)")
+    if result.schema_changes:
+        parts.append(f"schema evolved {result.schema_changes}x")
     if result.quarantined:
         parts.append(f"{result.quarantined} quarantined")
     if result.late_rows:

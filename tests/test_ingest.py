@@ -1,0 +1,328 @@
+"""File ingestion with real files: schema inference and evolution, rescued data, limits,
+archiving, and every input record accounted for (table rows, rescued or malformed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+import headwater
+from headwater import HeadwaterError
+from headwater.errors import unwrap
+from headwater.ingest.index import FileIndex
+from headwater.ingest.parse import FileEntry, ParseSettings, RecordParser
+from headwater.ingest.schemas import SchemaStore
+from headwater.ingest.types import parse_ddl
+
+# --- parsing, no Spark -------------------------------------------------------------------
+
+
+def parse(schema: str, files: dict[str, bytes], **settings) -> tuple[list[dict], RecordParser]:
+    parser = RecordParser(parse_ddl(schema), ParseSettings(**settings))
+    entries = [FileEntry(i, path, len(data)) for i, (path, data) in enumerate(files.items())]
+    batches = list(parser.parse(entries, lambda e: files[e.path]))
+    out = pa.Table.from_batches(batches, schema=parser.out_schema).to_pylist() if batches else []
+    return out, parser
+
+
+def rescued(row: dict) -> dict:
+    return json.loads(row["_rescued_data"]) if row["_rescued_data"] else {}
+
+
+def test_type_mismatches_unknown_and_case_mismatched_fields_are_rescued_with_their_file():
+    out, parser = parse("id bigint, name string, price double, tags array<string>", {
+        "/l/a.json": b'{"id": 1, "name": "a", "price": 2, "tags": ["x"]}\n'
+                     b'{"id": "two", "name": 7, "Price": 3.5, "tags": "x", "extra": {"k": 1}}\n',
+    }, evolution="rescue")
+    assert out[0] == {"id": 1, "name": "a", "price": 2.0, "tags": ["x"], "_rescued_data": None}
+    # a number in a string column is kept as its text, as Spark does
+    assert (out[1]["id"], out[1]["name"], out[1]["price"], out[1]["tags"]) == (None, "7", None, None)
+    assert rescued(out[1]) == {"id": "two", "Price": 3.5, "tags": "x", "extra": {"k": 1},
+                               "_file_path": "/l/a.json", "_line": 2}
+    assert (parser.rows, parser.rescued_rows, parser.malformed) == (2, 1, 0)
+    assert parser.observed.fields == []  # rescue mode does not collect new columns
+
+
+def test_malformed_truncated_empty_non_utf8_and_a_10mb_line_are_all_accounted_for():
+    big = "x" * (10 << 20)
+    files = {
+        "/l/good.json": b'{"id": 1, "name": "a"}\n{"id": 2, "name": "b"}\n',
+        "/l/empty.json": b"",
+        "/l/blank.json": b"\n  \n",
+        "/l/broken.json": b'{"id": 3, "name": "c"}\n{"id": 4, "na\n[1, 2]\n',
+        "/l/truncated.json": b'{"id": 5, "name": "e"}\n{"id": 6, "name": "f',
+        "/l/latin1.json": b'{"id": 7, "name": "caf\xe9"}\n{"id": 8, "name": "ok"}\n',
+        "/l/big.json": json.dumps({"id": 9, "name": big}).encode() + b"\n",
+    }
+    out, parser = parse("id bigint, name string", files)
+    assert len(out) == 10 == parser.rows  # 6 good records, 4 malformed lines, none dropped
+    good = sorted(r["id"] for r in out if r["id"] is not None)
+    assert good == [1, 2, 3, 5, 8, 9]
+    bad = [rescued(r) for r in out if r["_rescued_data"]]
+    assert {(b["_file_path"], b["_line"], b["_error"]) for b in bad} == {
+        ("/l/broken.json", 2, "not valid JSON"), ("/l/broken.json", 3, "not a JSON object"),
+        ("/l/truncated.json", 2, "not valid JSON"), ("/l/latin1.json", 1, "not UTF-8")}
+    latin = next(b for b in bad if b["_file_path"] == "/l/latin1.json")
+    assert "caf\\xe9" in latin["_corrupt_record"]  # the bad byte stays visible
+    assert next(r for r in out if r["id"] == 9)["name"] == big
+    assert parser.malformed == 4 == parser.rescued_rows
+
+
+def test_csv_wrong_column_count_and_bad_values_are_rescued_with_their_line():
+    data = b'id,name,price,Notes\n1,a,2.5,x\n2,b\n3,"c, d",oops,y\n4,d,1,z,extra\n'
+    out, parser = parse("id int, name string, price double", {"/l/a.csv": data},
+                        fmt="csv", evolution="rescue")
+    assert [r["id"] for r in out] == [1, None, 3, None]
+    assert rescued(out[0]) == {"Notes": "x", "_file_path": "/l/a.csv", "_line": 2}
+    assert rescued(out[1])["_error"] == "2 fields where the header has 4"
+    assert rescued(out[1])["_corrupt_record"] == "2,b"
+    assert (out[2]["name"], rescued(out[2])["price"]) == ("c, d", "oops")
+    assert rescued(out[3])["_line"] == 5
+    assert (parser.rows, parser.malformed) == (4, 2)
+
+
+def test_multiline_documents_and_arrays():
+    out, _ = parse("id int, name string", {
+        "/l/one.json": b'{\n "id": 1,\n "name": "a"\n}\n',
+        "/l/many.json": b'[{"id": 2}, {"id": 3, "name": "c"}]',
+        "/l/bad.json": b'{"id": 4,\n',
+    }, multi_line=True)
+    assert [r["id"] for r in out] == [1, 2, 3, None]
+    assert rescued(out[3])["_error"] == "not valid JSON"
+
+
+def test_nested_new_fields_and_new_columns_are_collected_for_evolution():
+    _, parser = parse("id int, s struct<a: int>", {
+        "/l/a.json": b'{"id": 1, "s": {"a": 1, "b": "new"}, "n": [1.5]}\n'})
+    from headwater.ingest.types import add_new_fields
+
+    evolved, added = add_new_fields(parse_ddl("id int, s struct<a: int>"), parser.observed)
+    assert added == ["s.b", "n"]
+    assert evolved.simpleString() == "struct<id:int,s:struct<a:int,b:string>,n:array<double>>"
+    assert parser.new_in == "/l/a.json"
+
+
+def test_schema_hint_and_schema_text_errors_name_the_problem():
+    with pytest.raises(HeadwaterError) as err:
+        parse_ddl("a bigint, b strang")
+    assert err.value.code == "HW_INGEST_BAD_SCHEMA" and "strang" in str(err.value)
+    assert parse_ddl("`a b` decimal(10,2), m map<string, array<int>>").simpleString() == \
+        "struct<a b:decimal(10,2),m:map<string,array<int>>>"
+
+
+# --- file index, no Spark ----------------------------------------------------------------
+
+
+def test_index_lists_only_changed_folders_and_numbers_files_in_arrival_order(tmp):
+    land = tmp / "land"
+    for day in ("d1", "d2"):
+        (land / day).mkdir(parents=True)
+    (land / "d1" / "a.json").write_text("{}")
+    (land / "d1" / "_tmp.json").write_text("{}")     # hidden: never listed
+    (land / "d1" / ".part").write_text("{}")
+    (land / "d2" / "b.csv").write_text("x")          # filtered by the glob
+    index = FileIndex(str(tmp / "idx.sqlite"), str(land), glob="*.json")
+    assert index.discover() == 1
+    old = time.time() - 60  # settle the folders' mtimes (recent ones are listed again)
+    for folder in (land, land / "d1", land / "d2"):
+        os.utime(folder, (old, old))
+    assert index.discover() == 1
+    assert index.db.execute("SELECT count(*) FROM dirs WHERE mtime_ns IS NULL").fetchone()[0] == 0
+    (land / "d2" / "c.json").write_text("{}")
+    (land / "d3").mkdir()
+    (land / "d3" / "d.json").write_text("{}")
+    assert index.discover() == 3
+    assert [Path(f.path).name for f in index.files_between(0, 3)] == ["a.json", "c.json", "d.json"]
+    assert index.end_for(0, None, 2, None) == 2
+    assert index.end_for(0, None, None, 1) == 1  # a byte limit still takes one file
+    # the file already seen is not found again, even when its folder changes
+    (land / "d1" / "e.json").write_text("{}")
+    assert index.discover() == 4
+    assert index.count() == 4
+
+
+# --- streams through Spark ---------------------------------------------------------------
+
+
+def land(folder: Path, name: str, text: str | bytes) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    return path
+
+
+def ingest(spark, tmp: Path, df=None, name: str = "out", **options):
+    df = df if df is not None else headwater.read_files(
+        tmp / "landing", schema_location=tmp / "schema", **options)
+    query = (df.writeStream.format("delta").option("mergeSchema", "true")
+             .option("checkpointLocation", str(tmp / f"cp_{name}"))
+             .trigger(availableNow=True).start(str(tmp / name)))
+    try:
+        query.awaitTermination()
+    except Exception as exc:  # noqa: BLE001
+        raise unwrap(exc) from exc
+    return query
+
+
+def table(spark, tmp: Path, name: str = "out") -> list[dict]:
+    return [r.asDict() for r in spark.read.format("delta").load(str(tmp / name)).collect()]
+
+
+def test_inferred_schema_is_kept_and_a_restart_does_not_infer_again(spark, tmp):
+    land(tmp / "landing", "a.json", '{"id": 1, "amount": 2.5, "ts": "2026-01-01 10:00:00"}\n')
+    ingest(spark, tmp, schema_hints="ts timestamp")
+    store = SchemaStore(str(tmp / "schema"))
+    assert store.versions() == [0]
+    assert store.read(0).simpleString() == "struct<id:bigint,amount:double,ts:timestamp>"
+    # a file that would infer amount as string: the kept schema wins, the value is rescued
+    land(tmp / "landing", "b.json", '{"id": 2, "amount": "n/a", "ts": "2026-01-02T00:00:00Z"}\n')
+    ingest(spark, tmp, schema_hints="ts timestamp")
+    assert store.versions() == [0]
+    got = sorted(table(spark, tmp), key=lambda r: r["id"])
+    assert [(r["id"], r["amount"]) for r in got] == [(1, 2.5), (2, None)]
+    assert rescued(got[1])["amount"] == "n/a"
+    assert str(got[1]["ts"]) == "2026-01-02 00:00:00"
+
+
+def test_seed_style_explicit_schema_rescues_what_does_not_fit(spark, tmp):
+    schema = StructType([
+        StructField("order_id", StringType()),
+        StructField("customer", StructType([StructField("customer_id", IntegerType())]))])
+    land(tmp / "landing", "day1.json",
+         '[{"order_id": "o1", "customer": {"customer_id": 7}},'
+         ' {"order_id": "o2", "customer": {"customer_id": "x"}, "coupon": "SAVE"}]')
+    ingest(spark, tmp, schema=schema, multi_line=True)
+    got = sorted(table(spark, tmp), key=lambda r: r["order_id"])
+    assert got[0]["customer"]["customer_id"] == 7 and got[0]["_rescued_data"] is None
+    assert got[1]["customer"] is None
+    assert rescued(got[1]) == {"customer": {"customer_id": "x"}, "coupon": "SAVE",
+                               "_file_path": str(tmp / "landing" / "day1.json")}
+    assert SchemaStore(str(tmp / "schema")).versions() == []  # an explicit schema is not stored
+
+
+def test_add_new_columns_stops_with_the_new_schema_saved_then_the_restart_has_them(spark, tmp):
+    land(tmp / "landing", "1.json", '{"id": 1}\n')
+    ingest(spark, tmp)
+    land(tmp / "landing", "2.json", '{"id": 2, "color": "red", "size": 3}\n')
+    with pytest.raises(HeadwaterError) as err:
+        ingest(spark, tmp)
+    assert err.value.code == "HW_INGEST_SCHEMA_EVOLVED"
+    assert "color, size" in str(err.value)
+    assert [r["id"] for r in table(spark, tmp)] == [1]  # nothing of the failed batch
+    ingest(spark, tmp)
+    got = sorted(table(spark, tmp), key=lambda r: r["id"])
+    assert [(r["id"], r["color"], r["size"]) for r in got] == [(1, None, None), (2, "red", 3)]
+    assert all(r["_rescued_data"] is None for r in got)
+    assert SchemaStore(str(tmp / "schema")).versions() == [0, 1]
+
+
+def test_rescue_mode_never_changes_the_schema(spark, tmp):
+    land(tmp / "landing", "1.json", '{"id": 1}\n{"id": 2, "color": "red"}\n')
+    land(tmp / "landing", "2.json", '{"id": 3, "color": "blue"}\n')
+    ingest(spark, tmp, schema="id bigint", schema_evolution_mode="rescue")
+    got = sorted(table(spark, tmp), key=lambda r: r["id"])
+    assert list(got[0]) == ["id", "_rescued_data"]
+    assert [rescued(r).get("color") for r in got] == [None, "red", "blue"]
+
+
+def test_fail_on_new_columns_lists_them(spark, tmp):
+    land(tmp / "landing", "1.json", '{"id": 1, "Color": "red", "shape": "round"}\n')
+    with pytest.raises(HeadwaterError) as err:
+        ingest(spark, tmp, schema="id bigint", schema_evolution_mode="failOnNewColumns")
+    assert err.value.code == "HW_INGEST_NEW_COLUMNS"
+    assert "Color, shape" in str(err.value) and "1.json" in str(err.value)
+
+
+def test_a_messy_feed_accounts_for_every_record_and_counts_them(spark, tmp):
+    landing = tmp / "landing"
+    land(landing, "a.json", '{"id": 1, "v": 1.5}\n{"id": 2, "v": "bad"}\n')
+    land(landing, "b.json", b'{"id": 3, "v": 1}\n{"id": 4, "v": 2\n\xff\xfe\n')
+    land(landing, "c.json", "")
+    land(landing, "d.csv", "not json at all\n")
+    query = ingest(spark, tmp, schema="id bigint, v double", max_files_per_trigger=2)
+    got = table(spark, tmp)
+    assert len(got) == 6  # 3 records (one with a rescued value) + 3 malformed lines
+    assert sorted(r["id"] for r in got if r["id"] is not None) == [1, 2, 3]
+    metrics = {}
+    for progress in query.recentProgress:
+        for key, row in progress.observedMetrics.items():
+            for k, v in row.asDict().items():
+                metrics[k] = metrics.get(k, 0) + v
+    assert metrics == {"rows": 6, "rescued_rows": 4, "malformed_rows": 3}
+    assert len([p for p in query.recentProgress if p.numInputRows]) == 2  # 4 files, 2 per batch
+
+
+def test_csv_stream_with_a_wrong_column_count(spark, tmp):
+    land(tmp / "landing", "a.csv", "id,name\n1,a\n2\n3,c,extra\n")
+    ingest(spark, tmp, format="csv", schema="id int, name string")
+    got = sorted(table(spark, tmp), key=lambda r: rescued(r).get("_line", 0))
+    assert [r["id"] for r in got] == [1, None, None]
+    assert [rescued(r).get("_corrupt_record") for r in got[1:]] == ["2", "3,c,extra"]
+
+
+def test_limits_existing_files_and_glob(spark, tmp):
+    landing = tmp / "landing"
+    for i in range(5):
+        land(landing, f"f{i}.json", json.dumps({"id": i, "pad": "x" * 100}) + "\n")
+    land(landing, "skip.txt", '{"id": 99}\n')
+    q = ingest(spark, tmp, schema="id int, pad string", max_files_per_trigger=None,
+               max_bytes_per_trigger=250, path_glob_filter="*.json")
+    assert [p.numInputRows for p in q.recentProgress if p.numInputRows] == [2, 2, 1]
+    assert sorted(r["id"] for r in table(spark, tmp)) == [0, 1, 2, 3, 4]
+    q = ingest(spark, tmp, name="new_only", schema="id int, pad string",
+               include_existing_files=False)
+    land(landing, "f9.json", '{"id": 9}\n')
+    ingest(spark, tmp, name="new_only", schema="id int, pad string", include_existing_files=False)
+    assert [r["id"] for r in table(spark, tmp, "new_only")] == [9]
+
+
+@pytest.mark.parametrize("mode", ["archive", "delete"])
+def test_clean_source_moves_files_only_after_their_batch_commits(spark, tmp, mode):
+    landing = tmp / "landing"
+    for i in range(4):
+        land(landing, f"day{i % 2}/f{i}.json", json.dumps({"id": i}) + "\n")
+    options = dict(schema="id int", max_files_per_trigger=1, clean_source=mode,
+                   archive_dir=tmp / "archive" if mode == "archive" else None)
+    ingest(spark, tmp, **options)
+    deadline = time.time() + 30  # the listener runs on Spark's listener thread
+    while any(landing.rglob("*.json")) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not list(landing.rglob("*.json"))
+    archived = sorted(str(p.relative_to(tmp / "archive")) for p in (tmp / "archive").rglob("*")
+                      if p.is_file()) if mode == "archive" else []
+    assert archived == (["day0/f0.json", "day0/f2.json", "day1/f1.json", "day1/f3.json"]
+                        if mode == "archive" else [])
+    assert sorted(r["id"] for r in table(spark, tmp)) == [0, 1, 2, 3]
+    # a file landing again under an archived name is new data, and archived beside it
+    land(landing, "day0/f0.json", json.dumps({"id": 10}) + "\n")
+    ingest(spark, tmp, **options)
+    assert sorted(r["id"] for r in table(spark, tmp)) == [0, 1, 2, 3, 10]
+    if mode == "archive":
+        deadline = time.time() + 30
+        while not list((tmp / "archive").rglob("f0.json.*")) and time.time() < deadline:
+            time.sleep(0.2)
+        assert len(list((tmp / "archive").rglob("f0.json*"))) == 2
+
+
+def test_option_mistakes_are_clear(spark, tmp):
+    (tmp / "landing").mkdir()
+    with pytest.raises(HeadwaterError) as err:
+        headwater.read_files(tmp / "landing", schema="id int")
+    assert err.value.code == "HW_INGEST_BAD_OPTION" and "schema_location" in str(err.value)
+    with pytest.raises(HeadwaterError) as err:
+        headwater.read_files(tmp / "landing", schema_location=tmp / "s")
+    assert err.value.code == "HW_INGEST_NO_FILES"
+    with pytest.raises(HeadwaterError) as err:
+        headwater.read_files(tmp / "landing", schema="id int", schema_location=tmp / "s",
+                             clean_source="archive", archive_dir=tmp / "landing" / "done")
+    assert "inside the landing folder" in str(err.value)
+    with pytest.raises(HeadwaterError) as err:
+        headwater.read_files(tmp / "landing", schema="id int", schema_location=tmp / "s",
+                             schema_evolution_mode="addColumns")
+    assert "addNewColumns" in str(err.value)
