@@ -326,3 +326,85 @@ def test_option_mistakes_are_clear(spark, tmp):
         headwater.read_files(tmp / "landing", schema="id int", schema_location=tmp / "s",
                              schema_evolution_mode="addColumns")
     assert "addNewColumns" in str(err.value)
+
+
+# --- in a pipeline -----------------------------------------------------------------------
+
+PIPELINE = """
+LANDING = {landing!r}
+
+@headwater.table(comment="raw files")
+def bronze():
+    return headwater.read_files(LANDING, schema_hints="v double", clean_source="archive",
+                                archive_dir={archive!r})
+
+@headwater.table
+def silver():
+    return headwater.read_stream("bronze").where("_rescued_data IS NULL")
+"""
+
+
+def test_a_pipeline_ingests_evolves_by_itself_and_archives(spark, tmp_path):
+    from tests.test_pipeline import project, run
+
+    landing, archive = tmp_path / "landing", tmp_path / "archive"
+    land(landing, "1.json", '{"id": 1, "v": 1.0}\n{"id": 2, "v": "oops"}\n')
+    root = project(tmp_path, {"p.py": PIPELINE.format(landing=str(landing),
+                                                        archive=str(archive))})
+    lake, results = run(spark, root)
+    assert results["bronze"].status == "completed", results["bronze"].error
+    assert (results["bronze"].rescued, results["bronze"].malformed) == (1, 0)
+    assert lake.exists("bronze")
+    schema_dir = Path(lake.checkpoint("bronze")) / "_ingest"
+    assert len(list(schema_dir.glob("*/_schemas/0.json"))) == 1  # in the pipeline's storage
+    assert not list(landing.rglob("*.json")) and len(list(archive.rglob("*.json"))) == 1
+
+    land(landing, "2.json", '{"id": 3, "v": 2.0, "color": "red"}\n')
+    lake, results = run(spark, root)
+    assert results["bronze"].status == "completed", results["bronze"].error
+    assert results["bronze"].schema_changes == 1
+    bronze = sorted((r.asDict() for r in lake.read("bronze").collect()), key=lambda r: r["id"])
+    assert [(r["id"], r["color"]) for r in bronze] == [(1, None), (2, None), (3, "red")]
+    silver = sorted((r.asDict() for r in lake.read("silver").collect()), key=lambda r: r["id"])
+    assert [(r["id"], r["color"]) for r in silver] == [(1, None), (3, "red")]
+    assert not list(landing.rglob("*.json")) and len(list(archive.rglob("*.json"))) == 2
+
+
+# --- a driver killed mid-batch -----------------------------------------------------------
+
+DRIVER = """
+import sys, headwater
+spark = headwater.spark_session("local[1]", conf={{"spark.ui.enabled": "false"}})
+df = headwater.read_files({landing!r}, schema="id int, day string", max_files_per_trigger=2,
+                          schema_location={schema!r}, clean_source={mode!r},
+                          archive_dir={archive!r})
+(df.writeStream.format("delta").option("checkpointLocation", {cp!r})
+ .trigger(availableNow=True).start({out!r}).awaitTermination())
+print("DONE")
+"""
+
+
+@pytest.mark.parametrize("mode,fault", [("archive", "sink_before_commit"),
+                                        ("delete", "sink_after_commit")])
+def test_killed_driver_then_restart_ingests_and_cleans_each_file_exactly_once(spark, tmp, mode,
+                                                                                fault):
+    from tests.conftest import run_script
+
+    landing = tmp / "landing"
+    for i in range(6):
+        land(landing, f"day{i % 2}/f{i}.json", json.dumps({"id": i, "day": f"day{i % 2}"}) + "\n")
+    code = DRIVER.format(landing=str(landing), schema=str(tmp / "schema"), mode=mode,
+                         archive=str(tmp / "archive") if mode == "archive" else None,
+                         cp=str(tmp / "cp"), out=str(tmp / "out"))
+    crashed = run_script(code, env={"HEADWATER_FAULT": fault}, timeout=240)
+    assert crashed.returncode == -9, (crashed.returncode, crashed.stderr[-2000:])
+    committed = [] if fault == "sink_before_commit" else table(spark, tmp)
+    assert len(committed) == (0 if fault == "sink_before_commit" else 2)
+    assert len(list(landing.rglob("*.json"))) == 6  # nothing cleaned before a commit
+
+    again = run_script(code, env={"HEADWATER_FAULT": ""}, timeout=240)
+    assert "DONE" in again.stdout, again.stderr[-3000:]
+    assert sorted(r["id"] for r in table(spark, tmp)) == list(range(6))  # each exactly once
+    assert not list(landing.rglob("*.json"))
+    archived = list((tmp / "archive").rglob("*.json")) if mode == "archive" else []
+    assert len(archived) == (6 if mode == "archive" else 0)

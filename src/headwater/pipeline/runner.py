@@ -300,10 +300,7 @@ class Runner:
                     merge_batch(rows, lake.path(name), merge_keys, app_id, batch_id)
                 else:
                     mode = "overwrite" if dataset.output_mode == "complete" else "append"
-                    # A streaming table follows its query's schema: columns a file source
-                    # added (schema evolution) are added to the table too.
-                    written = write_table(rows, lake.path(name), mode, (app_id, batch_id),
-                                          merge_schema=True)
+                    written = write_table(rows, lake.path(name), mode, (app_id, batch_id))
                     # complete mode rewrites the whole result: count the latest, not the sum
                     result.rows_written = written if mode == "overwrite" else \
                         result.rows_written + written
@@ -509,8 +506,11 @@ def _append_side(lake: Any, df: Any, name: str, app_id: str, batch_id: int) -> i
 
 
 def write_table(df: Any, path: str, mode: str, txn: tuple[str, int] | None = None,
-                merge_schema: bool = False) -> int:
+                merge_schema: bool = True) -> int:
     """Spark's parquet writer plus a Delta commit; the Python writer where a table needs it.
+
+    Pipeline tables follow their query's schema: new columns (a file source's schema
+    evolved) are added to the table; a changed type is still an error.
 
     By path: foreachBatch runs in a clone of the session taken at query start, which does not
     see the per-table data sources registered later.
