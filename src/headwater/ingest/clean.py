@@ -46,7 +46,7 @@ def clean_through(index_path: str, seq: int) -> int:
             root = index.get("root") or ""
             archive = index.get("archive_dir") or ""
             rows = index.db.execute(
-                "SELECT seq, path FROM files WHERE seq > ? AND seq <= ? AND state = 'new' "
+                "SELECT seq, path FROM file_paths WHERE seq > ? AND seq <= ? AND state = 'new' "
                 "ORDER BY seq", (done, seq)).fetchall()
             updates = []
             for file_seq, path in rows:

@@ -26,23 +26,27 @@ from headwater.ingest.parse import FileEntry
 _RACY_SECONDS = 2.0
 
 _SCHEMA = """
+CREATE TABLE IF NOT EXISTS dirs (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    parent INTEGER,
+    mtime_ns INTEGER              -- NULL: list again next time
+);
+CREATE INDEX IF NOT EXISTS dirs_parent ON dirs(parent);
 CREATE TABLE IF NOT EXISTS files (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    path TEXT NOT NULL,
-    dir TEXT NOT NULL,
+    dir INTEGER NOT NULL,         -- dirs.id: paths are stored once per folder
+    name TEXT NOT NULL,
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
     state TEXT NOT NULL DEFAULT 'new',      -- new | skipped | archived | deleted | missing
     archived_to TEXT
 );
-CREATE UNIQUE INDEX IF NOT EXISTS files_live_path ON files(path) WHERE state IN ('new', 'skipped');
-CREATE INDEX IF NOT EXISTS files_dir ON files(dir, state);
-CREATE TABLE IF NOT EXISTS dirs (
-    path TEXT PRIMARY KEY,
-    parent TEXT,
-    mtime_ns INTEGER              -- NULL: list again next time
-);
-CREATE INDEX IF NOT EXISTS dirs_parent ON dirs(parent);
+-- a name is live once per folder; an archived name may land again as a new file
+CREATE UNIQUE INDEX IF NOT EXISTS files_live ON files(dir, name) WHERE state IN ('new', 'skipped');
+CREATE VIEW IF NOT EXISTS file_paths AS
+    SELECT f.seq, d.path || '/' || f.name AS path, f.size, f.state, f.archived_to
+    FROM files f JOIN dirs d ON d.id = f.dir;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 """
 
@@ -91,8 +95,8 @@ class FileIndex:
         """List what changed and record new files (as ``state``); returns the highest seq."""
         if not os.path.isdir(self.root):
             return self.max_seq()
-        found: list[tuple[int, str, str, int]] = []
-        dir_updates: list[tuple[str, str | None, int | None]] = []
+        found: list[tuple[int, str, str, int]] = []  # (mtime, name, folder, size)
+        listed: list[tuple[str, str | None, int | None]] = []  # (folder, parent, mtime)
         known_dirs = self._known_dirs()
         now_ns = time.time_ns()
         stack: list[tuple[str, str | None]] = [(self.root, None)]
@@ -102,13 +106,13 @@ class FileIndex:
                 mtime = os.stat(directory).st_mtime_ns
             except FileNotFoundError:
                 continue
-            known = known_dirs.get(directory, "absent")
+            dir_id, known = known_dirs.get(directory, (None, "absent"))
             if known == mtime:  # unchanged: its files are known, but its subfolders may change
-                stack.extend((d, directory) for d in self._subdirs(directory))
+                stack.extend((d, directory) for d in self._subdirs(dir_id))
                 continue
             settled = mtime if now_ns - mtime > _RACY_SECONDS * 1e9 else None
-            dir_updates.append((directory, parent, settled))
-            seen = self._live_names(directory)
+            listed.append((directory, parent, settled))
+            seen = self._live_names(dir_id) if dir_id is not None else set()
             try:
                 entries = list(os.scandir(directory))
             except FileNotFoundError:
@@ -119,32 +123,37 @@ class FileIndex:
                 if entry.is_dir(follow_symlinks=True):
                     stack.append((entry.path, directory))
                     continue
-                if entry.path in seen or (self.glob and not fnmatch.fnmatch(entry.name, self.glob)):
+                if entry.name in seen or (self.glob and not fnmatch.fnmatch(entry.name, self.glob)):
                     continue
                 try:
                     st = entry.stat()
                 except FileNotFoundError:
                     continue
-                found.append((st.st_mtime_ns, entry.path, directory, st.st_size))
+                found.append((st.st_mtime_ns, entry.name, directory, st.st_size))
         found.sort()
         with self.transaction() as db:
+            for directory, parent, settled in listed:  # parents come before their children
+                parent_id = known_dirs[parent][0] if parent else None
+                db.execute("INSERT INTO dirs(path, parent, mtime_ns) VALUES (?, ?, ?) "
+                           "ON CONFLICT(path) DO UPDATE SET mtime_ns=excluded.mtime_ns",
+                           (directory, parent_id, settled))
+                row = db.execute("SELECT id FROM dirs WHERE path=?", (directory,)).fetchone()
+                known_dirs[directory] = (row[0], settled)
             db.executemany(
-                "INSERT OR IGNORE INTO files(path, dir, size, mtime_ns, state) "
+                "INSERT OR IGNORE INTO files(dir, name, size, mtime_ns, state) "
                 "VALUES (?, ?, ?, ?, ?)",
-                [(p, d, size, m, state) for m, p, d, size in found])
-            db.executemany("INSERT OR REPLACE INTO dirs(path, parent, mtime_ns) VALUES (?, ?, ?)",
-                           dir_updates)
+                [(known_dirs[d][0], name, size, m, state) for m, name, d, size in found])
         return self.max_seq()
 
-    def _known_dirs(self) -> dict[str, int | None]:
-        return dict(self.db.execute("SELECT path, mtime_ns FROM dirs"))
+    def _known_dirs(self) -> dict[str, tuple[int, int | None]]:
+        return {path: (i, m) for i, path, m in self.db.execute("SELECT id, path, mtime_ns FROM dirs")}
 
-    def _subdirs(self, directory: str) -> list[str]:
-        return [r[0] for r in self.db.execute("SELECT path FROM dirs WHERE parent=?", (directory,))]
+    def _subdirs(self, dir_id: int) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT path FROM dirs WHERE parent=?", (dir_id,))]
 
-    def _live_names(self, directory: str) -> set[str]:
+    def _live_names(self, dir_id: int) -> set[str]:
         return {r[0] for r in self.db.execute(
-            "SELECT path FROM files WHERE dir=? AND state IN ('new', 'skipped')", (directory,))}
+            "SELECT name FROM files WHERE dir=? AND state IN ('new', 'skipped')", (dir_id,))}
 
     # --- offsets -------------------------------------------------------------------------
 
@@ -169,7 +178,7 @@ class FileIndex:
 
     def files_between(self, start: int, end: int) -> list[FileEntry]:
         rows = self.db.execute(
-            "SELECT seq, path, size, archived_to FROM files "
+            "SELECT seq, path, size, archived_to FROM file_paths "
             "WHERE seq > ? AND seq <= ? AND state != 'skipped' ORDER BY seq", (start, end))
         return [FileEntry(*r) for r in rows]
 

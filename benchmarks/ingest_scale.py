@@ -1,0 +1,305 @@
+"""File ingestion benchmark: headwater's read_files against Spark's plain file source.
+
+    .venv/bin/python benchmarks/ingest_scale.py [--files 100000] [--throughput-files 5000]
+                                                [--runs 3] [--smoke] [--json PATH]
+
+Both sources read the same small JSON files (ROWS_PER_FILE records each, FILES_PER_FOLDER
+files per folder, as a feed landing in hourly folders would) with the same fixed schema and
+the same read limit (maxFilesPerTrigger), into Spark's ``noop`` sink. headwater runs with its
+rescue features on (rescued data column, record counting through ``observe``).
+
+1. Throughput: one discarded warm-up per source, then ``--runs`` interleaved runs over
+   ``--throughput-files`` files; medians of wall time, files/s, rows/s and CPU seconds of the
+   whole process tree (driver, JVM, Python workers).
+2. Scale: each source in its own driver process (its own JVM, so heaps are not mixed) ingests
+   files landing in waves up to 1k, 10k and 100k files, one availableNow run per wave on one
+   checkpoint. After each wave: driver JVM heap after GC above its baseline, peak RSS of the
+   Python driver and of the largest Python worker (the stream reader runs in its own worker),
+   checkpoint size (and headwater's file index, kept beside the schema), and the median
+   planning time per batch (latestOffset + getBatch + queryPlanning).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from delta_io import tree_cpu_seconds  # noqa: E402
+
+SCHEMA = "id BIGINT, device STRING, ts STRING, value DOUBLE, ok BOOLEAN"
+ROWS_PER_FILE = 20
+FILES_PER_FOLDER = 1000
+MAX_FILES = 500  # maxFilesPerTrigger, both sources
+TASKS = 2
+
+
+def land(root: Path, start: int, stop: int) -> None:
+    """Files start..stop-1, in folders of FILES_PER_FOLDER."""
+    for n in range(start, stop):
+        folder = root / f"hour={n // FILES_PER_FOLDER:05d}"
+        if n % FILES_PER_FOLDER == 0 or n == start:
+            folder.mkdir(parents=True, exist_ok=True)
+        base = n * ROWS_PER_FILE
+        lines = [
+            f'{{"id": {base + i}, "device": "d{(base + i) % 97}", '
+            f'"ts": "2026-11-23T10:{i % 60:02d}:00", "value": {(base + i) * 0.5}, '
+            f'"ok": {"true" if i % 7 else "false"}}}'
+            for i in range(ROWS_PER_FILE)]
+        tmp = folder / f".f{n:07d}.json.tmp"
+        tmp.write_text("\n".join(lines) + "\n")
+        os.rename(tmp, folder / f"f{n:07d}.json")  # whole files only, as a feed should land
+
+
+def session():
+    import headwater
+
+    return headwater.spark_session(
+        f"local[{TASKS}]", app_name="ingest-bench",
+        conf={"spark.sql.shuffle.partitions": str(TASKS), "spark.ui.enabled": "false",
+              "spark.driver.memory": "2g"})
+
+
+def start_query(spark, source: str, landing: Path, work: Path, name: str):
+    import headwater
+
+    if source == "headwater":
+        df = headwater.read_files(landing, schema=SCHEMA, schema_location=work / f"{name}_schema",
+                                  max_files_per_trigger=MAX_FILES)
+    else:
+        df = (spark.readStream.format("json").schema(SCHEMA)
+              .option("maxFilesPerTrigger", MAX_FILES).load(str(landing / "hour=*")))
+    return (df.writeStream.format("noop").option("checkpointLocation", str(work / f"{name}_cp"))
+            .trigger(availableNow=True).start())
+
+
+def run_once(spark, source: str, landing: Path, work: Path, name: str) -> dict:
+    cpu0, t0 = tree_cpu_seconds(), time.perf_counter()
+    query = start_query(spark, source, landing, work, name)
+    query.awaitTermination()
+    wall, cpu = time.perf_counter() - t0, tree_cpu_seconds() - cpu0
+    rows = sum(p["numInputRows"] for p in query.recentProgress)
+    return {"wall_s": wall, "cpu_s": cpu, "rows": rows, "progress": query.recentProgress}
+
+
+# --- 1. throughput -------------------------------------------------------------------------
+
+
+def throughput(files: int, runs: int, work: Path) -> dict:
+    spark = session()
+    landing = work / "throughput"
+    land(landing, 0, files)
+    results: dict[str, dict[str, list[float]]] = {"spark": {}, "headwater": {}}
+    for attempt in range(runs + 1):  # attempt 0 is the discarded warm-up
+        for source in ("spark", "headwater"):
+            out = run_once(spark, source, landing, work, f"tp_{source}_{attempt}")
+            assert out["rows"] == files * ROWS_PER_FILE, (source, out["rows"])
+            if attempt:
+                for key in ("wall_s", "cpu_s"):
+                    results[source].setdefault(key, []).append(out[key])
+    summary = {}
+    for source, r in results.items():
+        wall = statistics.median(r["wall_s"])
+        summary[source] = {"median_wall_s": wall, "files_per_s": files / wall,
+                           "rows_per_s": files * ROWS_PER_FILE / wall,
+                           "median_cpu_s": statistics.median(r["cpu_s"]), **r}
+    summary["ratio"] = summary["spark"]["median_wall_s"] / summary["headwater"]["median_wall_s"]
+    return summary
+
+
+# --- 2. scale (one driver per source) ------------------------------------------------------
+
+
+def _python_rss() -> dict[int, int]:
+    """RSS in bytes of every Python process under this one, this one included."""
+    me = os.getpid()
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                text = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(text[text.rindex(")") + 2:].split()[1])
+    tree, frontier = set(), [me]
+    while frontier:
+        pid = frontier.pop()
+        tree.add(pid)
+        frontier.extend(p for p, pp in parents.items() if pp == pid and p not in tree)
+    out = {}
+    for pid in tree:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        if b"python" not in cmd.split(b"\0")[0]:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                out[pid] = int(line.split()[1]) * 1024
+    return out
+
+
+class RssSampler:
+    def __init__(self) -> None:
+        self.peak: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.25):
+            for pid, rss in _python_rss().items():
+                self.peak[pid] = max(self.peak.get(pid, 0), rss)
+
+    def __enter__(self) -> "RssSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _heap_after_gc(spark) -> int:
+    jvm = spark.sparkContext._jvm
+    for _ in range(3):
+        jvm.java.lang.System.gc()
+        time.sleep(0.3)
+    rt = jvm.java.lang.Runtime.getRuntime()
+    return rt.totalMemory() - rt.freeMemory()
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def scale_driver(source: str, waves: list[int], work: Path) -> dict:
+    spark = session()
+    warm = work / "warm"
+    land(warm, 0, 50)
+    run_once(spark, source, warm, work, "warm")
+    baseline = _heap_after_gc(spark)
+    landing = work / "landing"
+    results, landed = [], 0
+    for wave in waves:
+        land(landing, landed, wave)
+        landed = wave
+        with RssSampler() as rss:
+            out = run_once(spark, source, landing, work, "scale")
+        planning = [sum(p["durationMs"].get(k, 0) for k in ("latestOffset", "getBatch",
+                                                            "queryPlanning"))
+                    for p in out["progress"] if p["numInputRows"]]
+        steady = planning[1:] or planning  # the first batch of a run pays the query start
+        me = os.getpid()
+        results.append({
+            "files": wave, "batches": len(planning), "rows": out["rows"],
+            "wall_s": out["wall_s"],
+            "heap_growth_mb": (_heap_after_gc(spark) - baseline) / 2**20,
+            "driver_rss_mb": rss.peak.get(me, 0) / 2**20,
+            "worker_rss_mb": max([v for k, v in rss.peak.items() if k != me] or [0]) / 2**20,
+            "checkpoint_kb": _size(work / "scale_cp") / 1024,
+            "file_index_kb": _size(work / "scale_schema") / 1024,
+            "planning_ms": statistics.median(steady) if steady else 0.0,
+        })
+        print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    return {"source": source, "baseline_heap_mb": baseline / 2**20, "waves": results}
+
+
+def scale(files: int, work: Path) -> dict:
+    waves = [w for w in (1000, 10_000, 100_000) if w <= files] or [files]
+    out = {}
+    for source in ("spark", "headwater"):
+        folder = work / f"scale_{source}"
+        folder.mkdir()
+        proc = subprocess.run(
+            [sys.executable, __file__, "--scale-driver", source, "--waves",
+             ",".join(map(str, waves)), "--work", str(folder)],
+            capture_output=True, text=True)
+        if proc.returncode:
+            raise SystemExit(f"{source} scale driver failed:\n{proc.stderr[-4000:]}")
+        out[source] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def _table(header: tuple, rows: list[tuple]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    line = lambda r: "  ".join(str(c).rjust(w) for c, w in zip(r, widths))  # noqa: E731
+    return "\n".join([line(header), line(tuple("-" * w for w in widths)), *map(line, rows)])
+
+
+def report(tp: dict, sc: dict, args, json_path: str | None) -> None:
+    print(f"\nThroughput: {args.throughput_files} files x {ROWS_PER_FILE} rows, "
+          f"maxFilesPerTrigger={MAX_FILES}, local[{TASKS}], noop sink, median of {args.runs}")
+    print(_table(("source", "wall s", "files/s", "rows/s", "CPU s"), [
+        (name, f"{tp[name]['median_wall_s']:.2f}", f"{tp[name]['files_per_s']:,.0f}",
+         f"{tp[name]['rows_per_s']:,.0f}", f"{tp[name]['median_cpu_s']:.1f}")
+        for name in ("spark", "headwater")]))
+    print(f"headwater throughput / Spark file source: {tp['ratio']:.2f}x (target >= 1.0x)")
+    for source in ("spark", "headwater"):
+        waves = sc[source]["waves"]
+        print(f"\nScale, {source} (one driver; baseline heap "
+              f"{sc[source]['baseline_heap_mb']:.0f} MB)")
+        print(_table(("files", "batches", "wall s", "heap +MB", "driver RSS MB",
+                      "worker RSS MB", "checkpoint KB", "file index KB", "plan ms/batch"), [
+            (f"{w['files']:,}", w["batches"], f"{w['wall_s']:.1f}", f"{w['heap_growth_mb']:.1f}",
+             f"{w['driver_rss_mb']:.0f}", f"{w['worker_rss_mb']:.0f}",
+             f"{w['checkpoint_kb']:.0f}", f"{w['file_index_kb']:.0f}", f"{w['planning_ms']:.0f}")
+            for w in waves]))
+        first, last = waves[0], waves[-1]
+        ratios = {k: (last[k] / first[k] if first[k] else float("nan"))
+                  for k in ("heap_growth_mb", "driver_rss_mb", "worker_rss_mb", "checkpoint_kb",
+                            "planning_ms")}
+        print(f"{last['files']:,} vs {first['files']:,} files: " + ", ".join(
+            f"{k} {v:.2f}x" for k, v in ratios.items()) + " (target <= 1.5x each)")
+    if json_path:
+        Path(json_path).write_text(json.dumps({
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+            "throughput": {k: v for k, v in tp.items()}, "scale": sc}, indent=1, default=str))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--files", type=int, default=100_000)
+    parser.add_argument("--throughput-files", type=int, default=5000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for CI")
+    parser.add_argument("--json")
+    parser.add_argument("--scale-driver")
+    parser.add_argument("--waves")
+    parser.add_argument("--work")
+    args = parser.parse_args()
+    if args.scale_driver:
+        result = scale_driver(args.scale_driver, [int(w) for w in args.waves.split(",")],
+                              Path(args.work))
+        print(json.dumps(result))
+        return
+    if args.smoke:
+        args.files, args.throughput_files, args.runs = 1000, 200, 1
+    work = Path(tempfile.mkdtemp(prefix="hw-ingest-bench-"))
+    try:
+        tp = throughput(args.throughput_files, args.runs, work)
+        from headwater import stop_spark
+
+        stop_spark()
+        sc = scale(args.files, work)
+        report(tp, sc, args, args.json)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
