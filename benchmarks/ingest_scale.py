@@ -16,7 +16,8 @@ rescue features on (rescued data column, record counting through ``observe``).
    checkpoint. After each wave: driver JVM heap after GC above its baseline, peak RSS of the
    Python driver and of the largest Python worker (the stream reader runs in its own worker),
    checkpoint size (and headwater's file index, kept beside the schema), and the median
-   planning time per batch (latestOffset + getBatch + queryPlanning).
+   planning time per batch (latestOffset + getBatch + queryPlanning). Spark's own per-batch
+   history (retained batches, progress, UI executions) is bounded to HISTORY on both sides.
 """
 
 from __future__ import annotations
@@ -61,13 +62,66 @@ def land(root: Path, start: int, stop: int) -> None:
         os.rename(tmp, folder / f"f{n:07d}.json")  # whole files only, as a feed should land
 
 
+# Spark keeps per-batch history whatever the source: offsets/commits logs of the last
+# minBatchesToRetain batches, progress updates, and SQL executions for the UI. Bounded to the
+# same small numbers on both sides, so that growth after 1k/10k/100k files is the source's own.
+HISTORY = "2"
+HISTORY_CONF = {
+    "spark.sql.streaming.minBatchesToRetain": HISTORY,
+    "spark.sql.streaming.numRecentProgressUpdates": HISTORY,
+    "spark.sql.ui.retainedExecutions": HISTORY,
+    "spark.ui.retainedJobs": HISTORY,
+    "spark.ui.retainedStages": HISTORY,
+    "spark.ui.retainedTasks": "100",
+    "spark.sql.streaming.ui.retainedQueries": HISTORY,
+    "spark.sql.streaming.ui.retainedProgressUpdates": HISTORY,
+}
+
+
+class Progress:
+    """Every progress event (recentProgress keeps only the last few)."""
+
+    def __init__(self, spark) -> None:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        self.events: dict[str, list[dict]] = {}
+        outer = self
+
+        class Collect(StreamingQueryListener):
+            def onQueryStarted(self, event) -> None:
+                pass
+
+            def onQueryProgress(self, event) -> None:
+                outer.events.setdefault(str(event.progress.runId), []).append(
+                    json.loads(event.progress.json))
+
+            def onQueryIdle(self, event) -> None:
+                pass
+
+            def onQueryTerminated(self, event) -> None:
+                pass
+
+        spark.streams.addListener(Collect())
+
+    def of(self, query, expected_rows: int | None = None) -> list[dict]:
+        deadline = time.time() + 30  # listener events arrive asynchronously
+        while time.time() < deadline:
+            events = self.events.get(str(query.runId), [])
+            if expected_rows is None or sum(e["numInputRows"] for e in events) >= expected_rows:
+                break
+            time.sleep(0.1)
+        return self.events.get(str(query.runId), [])
+
+
 def session():
     import headwater
 
-    return headwater.spark_session(
+    spark = headwater.spark_session(
         f"local[{TASKS}]", app_name="ingest-bench",
         conf={"spark.sql.shuffle.partitions": str(TASKS), "spark.ui.enabled": "false",
-              "spark.driver.memory": "2g"})
+              "spark.driver.memory": "2g", **HISTORY_CONF})
+    spark._bench_progress = Progress(spark)
+    return spark
 
 
 def start_query(spark, source: str, landing: Path, work: Path, name: str):
@@ -83,13 +137,15 @@ def start_query(spark, source: str, landing: Path, work: Path, name: str):
             .trigger(availableNow=True).start())
 
 
-def run_once(spark, source: str, landing: Path, work: Path, name: str) -> dict:
+def run_once(spark, source: str, landing: Path, work: Path, name: str,
+             expected_rows: int | None = None) -> dict:
     cpu0, t0 = tree_cpu_seconds(), time.perf_counter()
     query = start_query(spark, source, landing, work, name)
     query.awaitTermination()
     wall, cpu = time.perf_counter() - t0, tree_cpu_seconds() - cpu0
-    rows = sum(p["numInputRows"] for p in query.recentProgress)
-    return {"wall_s": wall, "cpu_s": cpu, "rows": rows, "progress": query.recentProgress}
+    progress = spark._bench_progress.of(query, expected_rows)
+    rows = sum(p["numInputRows"] for p in progress)
+    return {"wall_s": wall, "cpu_s": cpu, "rows": rows, "progress": progress}
 
 
 # --- 1. throughput -------------------------------------------------------------------------
@@ -102,7 +158,8 @@ def throughput(files: int, runs: int, work: Path) -> dict:
     results: dict[str, dict[str, list[float]]] = {"spark": {}, "headwater": {}}
     for attempt in range(runs + 1):  # attempt 0 is the discarded warm-up
         for source in ("spark", "headwater"):
-            out = run_once(spark, source, landing, work, f"tp_{source}_{attempt}")
+            out = run_once(spark, source, landing, work, f"tp_{source}_{attempt}",
+                           files * ROWS_PER_FILE)
             assert out["rows"] == files * ROWS_PER_FILE, (source, out["rows"])
             if attempt:
                 for key in ("wall_s", "cpu_s"):
@@ -194,9 +251,11 @@ def scale_driver(source: str, waves: list[int], work: Path) -> dict:
     results, landed = [], 0
     for wave in waves:
         land(landing, landed, wave)
-        landed = wave
         with RssSampler() as rss:
-            out = run_once(spark, source, landing, work, "scale")
+            out = run_once(spark, source, landing, work, "scale",
+                           (wave - landed) * ROWS_PER_FILE)
+        assert out["rows"] == (wave - landed) * ROWS_PER_FILE, (out["rows"], wave, landed)
+        landed = wave
         planning = [sum(p["durationMs"].get(k, 0) for k in ("latestOffset", "getBatch",
                                                             "queryPlanning"))
                     for p in out["progress"] if p["numInputRows"]]

@@ -174,6 +174,32 @@ def table(spark, tmp: Path, name: str = "out") -> list[dict]:
     return [r.asDict() for r in spark.read.format("delta").load(str(tmp / name)).collect()]
 
 
+def input_records(*folders: Path, fmt: str = "json", multi_line: bool = False) -> int:
+    """Records in the landed files as a reader would count them: each non-blank JSON line or
+    CSV row (good or malformed) is one, each element of a multi-line document is one."""
+    total = 0
+    for folder in folders:
+        for path in sorted(folder.rglob("*")):
+            if not path.is_file() or path.name.startswith((".", "_")):
+                continue
+            data = path.read_bytes()
+            if multi_line:
+                try:
+                    doc = json.loads(data)
+                    total += len(doc) if isinstance(doc, list) else 1
+                except ValueError:
+                    total += 1
+                continue
+            lines = [ln for ln in data.split(b"\n") if ln.strip()]
+            total += len(lines) - (1 if fmt == "csv" and lines else 0)
+    return total
+
+
+def assert_accounted(rows: list[dict], records: int) -> None:
+    """Table rows = input records, and every row either fits or says what did not."""
+    assert len(rows) == records, (len(rows), records)
+
+
 def test_inferred_schema_is_kept_and_a_restart_does_not_infer_again(spark, tmp):
     land(tmp / "landing", "a.json", '{"id": 1, "amount": 2.5, "ts": "2026-01-01 10:00:00"}\n')
     ingest(spark, tmp, schema_hints="ts timestamp")
@@ -199,6 +225,7 @@ def test_seed_style_explicit_schema_rescues_what_does_not_fit(spark, tmp):
          ' {"order_id": "o2", "customer": {"customer_id": "x"}, "coupon": "SAVE"}]')
     ingest(spark, tmp, schema=schema, multi_line=True)
     got = sorted(table(spark, tmp), key=lambda r: r["order_id"])
+    assert_accounted(got, input_records(tmp / "landing", multi_line=True))
     assert got[0]["customer"]["customer_id"] == 7 and got[0]["_rescued_data"] is None
     assert got[1]["customer"] is None
     assert rescued(got[1]) == {"customer": {"customer_id": "x"}, "coupon": "SAVE",
@@ -219,6 +246,7 @@ def test_add_new_columns_stops_with_the_new_schema_saved_then_the_restart_has_th
     got = sorted(table(spark, tmp), key=lambda r: r["id"])
     assert [(r["id"], r["color"], r["size"]) for r in got] == [(1, None, None), (2, "red", 3)]
     assert all(r["_rescued_data"] is None for r in got)
+    assert_accounted(got, input_records(tmp / "landing"))
     assert SchemaStore(str(tmp / "schema")).versions() == [0, 1]
 
 
@@ -229,6 +257,7 @@ def test_rescue_mode_never_changes_the_schema(spark, tmp):
     got = sorted(table(spark, tmp), key=lambda r: r["id"])
     assert list(got[0]) == ["id", "_rescued_data"]
     assert [rescued(r).get("color") for r in got] == [None, "red", "blue"]
+    assert_accounted(got, input_records(tmp / "landing"))
 
 
 def test_fail_on_new_columns_lists_them(spark, tmp):
@@ -245,17 +274,22 @@ def test_a_messy_feed_accounts_for_every_record_and_counts_them(spark, tmp):
     land(landing, "b.json", b'{"id": 3, "v": 1}\n{"id": 4, "v": 2\n\xff\xfe\n')
     land(landing, "c.json", "")
     land(landing, "d.csv", "not json at all\n")
+    land(landing, "e.json", '{"id": 5, "v": 1}\n{"id": 6, "v": 2.')  # truncated mid-write
+    land(landing, "f.json", json.dumps({"id": 7, "v": 3, "blob": "y" * (10 << 20)}) + "\n")
     query = ingest(spark, tmp, schema="id bigint, v double", max_files_per_trigger=2)
     got = table(spark, tmp)
-    assert len(got) == 6  # 3 records (one with a rescued value) + 3 malformed lines
-    assert sorted(r["id"] for r in got if r["id"] is not None) == [1, 2, 3]
+    assert len(got) == 9  # 5 records (two with rescued values) + 4 malformed lines
+    assert_accounted(got, input_records(landing))
+    assert sorted(r["id"] for r in got if r["id"] is not None) == [1, 2, 3, 5, 7]
+    big = next(r for r in got if r["id"] == 7)
+    assert len(rescued(big)["blob"]) == 10 << 20  # the 10 MB field, kept whole
     metrics = {}
     for progress in query.recentProgress:
         for key, row in progress.observedMetrics.items():
             for k, v in row.asDict().items():
                 metrics[k] = metrics.get(k, 0) + v
-    assert metrics == {"rows": 6, "rescued_rows": 4, "malformed_rows": 3}
-    assert len([p for p in query.recentProgress if p.numInputRows]) == 2  # 4 files, 2 per batch
+    assert metrics == {"rows": 9, "rescued_rows": 6, "malformed_rows": 4}
+    assert len([p for p in query.recentProgress if p.numInputRows]) == 3  # 6 files, 2 per batch
 
 
 def test_csv_stream_with_a_wrong_column_count(spark, tmp):
@@ -264,6 +298,7 @@ def test_csv_stream_with_a_wrong_column_count(spark, tmp):
     got = sorted(table(spark, tmp), key=lambda r: rescued(r).get("_line", 0))
     assert [r["id"] for r in got] == [1, None, None]
     assert [rescued(r).get("_corrupt_record") for r in got[1:]] == ["2", "3,c,extra"]
+    assert_accounted(got, input_records(tmp / "landing", fmt="csv"))
 
 
 def test_limits_existing_files_and_glob(spark, tmp):
@@ -289,7 +324,9 @@ def test_clean_source_moves_files_only_after_their_batch_commits(spark, tmp, mod
         land(landing, f"day{i % 2}/f{i}.json", json.dumps({"id": i}) + "\n")
     options = dict(schema="id int", max_files_per_trigger=1, clean_source=mode,
                    archive_dir=tmp / "archive" if mode == "archive" else None)
+    records = input_records(landing)
     ingest(spark, tmp, **options)
+    assert_accounted(table(spark, tmp), records)
     deadline = time.time() + 30  # the listener runs on Spark's listener thread
     while any(landing.rglob("*.json")) and time.time() < deadline:
         time.sleep(0.2)
@@ -408,3 +445,25 @@ def test_killed_driver_then_restart_ingests_and_cleans_each_file_exactly_once(sp
     assert not list(landing.rglob("*.json"))
     archived = list((tmp / "archive").rglob("*.json")) if mode == "archive" else []
     assert len(archived) == (6 if mode == "archive" else 0)
+
+
+def test_auto_loader_code_runs_unchanged(spark, tmp):
+    land(tmp / "landing", "a.json", '{"id": 1, "name": "a"}\n{"id": "x", "name": "b"}\n')
+    df = (spark.readStream.format("cloudFiles")
+          .option("cloudFiles.format", "json")
+          .option("cloudFiles.schemaLocation", str(tmp / "schema"))
+          .option("cloudFiles.schemaHints", "id bigint")
+          .load(str(tmp / "landing")))
+    assert df.columns == ["id", "name", "_rescued_data"]
+    ingest(spark, tmp, df=df)
+    got = sorted(table(spark, tmp), key=lambda r: r["name"])
+    assert [(r["id"], r["name"]) for r in got] == [(1, "a"), (None, "b")]
+    assert rescued(got[1])["id"] == "x"
+    assert_accounted(got, input_records(tmp / "landing"))
+    # a user schema without the rescued column: a misfit stops the stream, naming the file
+    df = (spark.readStream.format("cloudFiles").schema("id bigint, name string")
+          .option("cloudFiles.format", "json")
+          .option("cloudFiles.schemaLocation", str(tmp / "schema2")).load(str(tmp / "landing")))
+    with pytest.raises(HeadwaterError) as err:
+        ingest(spark, tmp, df=df, name="strict")
+    assert err.value.code == "HW_INGEST_BAD_RECORD" and "a.json:2" in str(err.value)

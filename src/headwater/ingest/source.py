@@ -8,6 +8,7 @@ workers on the executors (``parse.py``), one task per group of files.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -234,8 +235,13 @@ class FilesDataSource(DataSource):
         return schema
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        data = StructType([f for f in schema.fields if f.name != self.opts.rescued_column])
-        return FilesStreamReader(self.opts, data)
+        opts = self.opts
+        if opts.rescued_column and opts.rescued_column not in schema.fieldNames():
+            # ``.schema(...)`` given without the rescued column: nowhere to keep misfits, so
+            # a record that does not fit stops the stream (HW_INGEST_BAD_RECORD) instead.
+            opts = dataclasses.replace(opts, rescued_column=None)
+        data = StructType([f for f in schema.fields if f.name != opts.rescued_column])
+        return FilesStreamReader(opts, data)
 
 
 class FilesPartition(InputPartition):

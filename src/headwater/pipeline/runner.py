@@ -31,7 +31,10 @@ if TYPE_CHECKING:
 
 FLOW_STATE = "headwater-flow.json"
 INGEST_METRICS = "ingest:"
-MAX_SCHEMA_RESTARTS = 20  # new columns per run; a feed adding more is likely broken
+# A flow stopped by a schema change it can resume from restarts by itself: a file source
+# that saved new columns, or a Delta input that gained columns while the flow ran.
+SCHEMA_RESTART_CODES = ("HW_INGEST_SCHEMA_EVOLVED", "HW_SOURCE_SCHEMA_CHANGED")
+MAX_SCHEMA_RESTARTS = 20  # per flow and run; a feed changing more often is likely broken
 QUARANTINE_SUFFIX = "__quarantine"
 LATE_SUFFIX = "__late"
 
@@ -354,11 +357,11 @@ class Runner:
             if query.isActive:
                 continue
             error = query.exception()
-            if error is not None and find_code(error) is not None \
-                    and find_code(error)[0] == "HW_INGEST_SCHEMA_EVOLVED" \
+            code = find_code(error) if error is not None else None
+            if code is not None and code[0] in SCHEMA_RESTART_CODES \
                     and result.schema_changes < MAX_SCHEMA_RESTARTS:
                 result.schema_changes += 1
-                self.echo(f"evolved   {key}: {find_code(error)[1].split(' Why:')[0]} "
+                self.echo(f"evolved   {key}: {code[1].split(' Why:')[0]} "
                           "Restarting with the new schema.")
                 self._release(key)
                 restarts.append(key)
