@@ -229,6 +229,9 @@ class RssSampler:
 
 
 def _heap_after_gc(spark) -> int:
+    import gc
+
+    gc.collect()  # Python proxies of JVM objects (progress events) release them when collected
     jvm = spark.sparkContext._jvm
     for _ in range(3):
         jvm.java.lang.System.gc()

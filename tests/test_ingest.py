@@ -59,11 +59,12 @@ def test_malformed_truncated_empty_non_utf8_and_a_10mb_line_are_all_accounted_fo
         "/l/truncated.json": b'{"id": 5, "name": "e"}\n{"id": 6, "name": "f',
         "/l/latin1.json": b'{"id": 7, "name": "caf\xe9"}\n{"id": 8, "name": "ok"}\n',
         "/l/big.json": json.dumps({"id": 9, "name": big}).encode() + b"\n",
+        "/l/bom.json": b'\xef\xbb\xbf{"id": 10, "name": "windows"}\r\n',
     }
     out, parser = parse("id bigint, name string", files)
-    assert len(out) == 10 == parser.rows  # 6 good records, 4 malformed lines, none dropped
+    assert len(out) == 11 == parser.rows  # 7 good records, 4 malformed lines, none dropped
     good = sorted(r["id"] for r in out if r["id"] is not None)
-    assert good == [1, 2, 3, 5, 8, 9]
+    assert good == [1, 2, 3, 5, 8, 9, 10]
     bad = [rescued(r) for r in out if r["_rescued_data"]]
     assert {(b["_file_path"], b["_line"], b["_error"]) for b in bad} == {
         ("/l/broken.json", 2, "not valid JSON"), ("/l/broken.json", 3, "not a JSON object"),

@@ -90,6 +90,7 @@ class RecordParser:
 
     def parse(self, files: Sequence[FileEntry], read_bytes) -> Iterator[pa.RecordBatch]:
         """Batches for ``files``; ``read_bytes(entry)`` returns a file's content or None."""
+        read_bytes = _without_bom(read_bytes)
         if self.settings.fmt == "json" and not self.settings.multi_line:
             contents = [(f, read_bytes(f)) for f in files]
             yield from self._json_lines_group([(f, c) for f, c in contents if c is not None])
@@ -305,6 +306,14 @@ class RecordParser:
         self.rows += 1
         self.malformed += 1
         self._rescue({"_corrupt_record": text, "_error": why}, path, line)
+
+
+def _without_bom(read_bytes):
+    """Files saved by Windows tools often start with a UTF-8 byte order mark: drop it."""
+    def read(entry):
+        data = read_bytes(entry)
+        return data[3:] if data is not None and data.startswith(b"\xef\xbb\xbf") else data
+    return read
 
 
 def _csv_rows(reader, path: str) -> Iterator[list[str] | None]:
