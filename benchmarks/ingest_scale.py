@@ -10,7 +10,9 @@ rescue features on (rescued data column, record counting through ``observe``).
 
 1. Throughput: one discarded warm-up per source, then ``--runs`` interleaved runs over
    ``--throughput-files`` files; medians of wall time, files/s, rows/s and CPU seconds of the
-   whole process tree (driver, JVM, Python workers).
+   whole process tree (driver, JVM, Python workers). A third variant is the Python limit: a
+   Python source serving the same rows already parsed (Arrow, in memory), MAX_FILES files'
+   rows per micro-batch, TASKS tasks each.
 2. Scale: each source in its own driver process (its own JVM, so heaps are not mixed) ingests
    files landing in waves up to 1k, 10k and 100k files, one availableNow run per wave on one
    checkpoint. After each wave: driver JVM heap after GC above its baseline, peak RSS of the
@@ -43,6 +45,7 @@ ROWS_PER_FILE = 20
 FILES_PER_FOLDER = 1000
 MAX_FILES = 500  # maxFilesPerTrigger, both sources
 TASKS = 2
+SOURCES = ("spark", "headwater", "python-limit")
 
 
 def land(root: Path, start: int, stop: int) -> None:
@@ -124,10 +127,89 @@ def session():
     return spark
 
 
+# --- the limit: a Python source serving already-parsed rows ---------------------------------
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition  # noqa: E402
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow  # noqa: E402
+
+
+class _ServeParsed(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The same rows (and a null rescued column) from Arrow IPC bytes, one chunk of
+    MAX_FILES files per micro-batch: what any Python source costs before it parses a byte."""
+
+    def __init__(self, chunks: list[list[bytes]]) -> None:
+        self.chunks = chunks
+
+    def initialOffset(self) -> dict:
+        return {"chunk": 0}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        pass
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        return {"chunk": min(start["chunk"] + 1, len(self.chunks))}
+
+    def partitions(self, start: dict, end: dict):
+        return [InputPartition(part) for i in range(start["chunk"], end["chunk"])
+                for part in self.chunks[i]]
+
+    def read(self, partition: InputPartition):
+        import pyarrow as pa
+
+        yield from pa.ipc.open_stream(partition.value).read_all().to_batches()
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+class ParsedLimit(DataSource):
+    chunks: list[list[bytes]] = []
+
+    @classmethod
+    def name(cls) -> str:
+        return "hw_bench_parsed"
+
+    def schema(self) -> str:
+        return SCHEMA + ", _rescued_data STRING"
+
+    def streamReader(self, schema):
+        return _ServeParsed(ParsedLimit.chunks)
+
+
+def parsed_chunks(landing: Path) -> list[list[bytes]]:
+    """The landed files parsed once, as IPC bytes: MAX_FILES files a chunk, TASKS parts each."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    from headwater.delta.schema import arrow_schema
+    from headwater.ingest.types import parse_ddl
+
+    target = arrow_schema(parse_ddl(SCHEMA + ", _rescued_data string"))
+    files = sorted(landing.rglob("*.json"))
+    chunks = []
+    for i in range(0, len(files), MAX_FILES):
+        group = files[i:i + MAX_FILES]
+        parts = []
+        for j in range(TASKS):
+            blob = b"".join(f.read_bytes() for f in group[j::TASKS])
+            table = pj.read_json(pa.BufferReader(blob))
+            table = pa.Table.from_arrays(
+                [table.column(f.name).cast(f.type) if f.name in table.column_names
+                 else pa.nulls(table.num_rows, f.type) for f in target], schema=target)
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, target) as writer:
+                writer.write_table(table)
+            parts.append(sink.getvalue().to_pybytes())
+        chunks.append(parts)
+    return chunks
+
+
 def start_query(spark, source: str, landing: Path, work: Path, name: str):
     import headwater
 
-    if source == "headwater":
+    if source == "python-limit":
+        df = spark.readStream.format("hw_bench_parsed").load()
+    elif source == "headwater":
         df = headwater.read_files(landing, schema=SCHEMA, schema_location=work / f"{name}_schema",
                                   max_files_per_trigger=MAX_FILES)
     else:
@@ -155,9 +237,11 @@ def throughput(files: int, runs: int, work: Path) -> dict:
     spark = session()
     landing = work / "throughput"
     land(landing, 0, files)
-    results: dict[str, dict[str, list[float]]] = {"spark": {}, "headwater": {}}
+    ParsedLimit.chunks = parsed_chunks(landing)
+    spark.dataSource.register(ParsedLimit)
+    results: dict[str, dict[str, list[float]]] = {s: {} for s in SOURCES}
     for attempt in range(runs + 1):  # attempt 0 is the discarded warm-up
-        for source in ("spark", "headwater"):
+        for source in SOURCES:
             out = run_once(spark, source, landing, work, f"tp_{source}_{attempt}",
                            files * ROWS_PER_FILE)
             assert out["rows"] == files * ROWS_PER_FILE, (source, out["rows"])
@@ -171,6 +255,8 @@ def throughput(files: int, runs: int, work: Path) -> dict:
                            "rows_per_s": files * ROWS_PER_FILE / wall,
                            "median_cpu_s": statistics.median(r["cpu_s"]), **r}
     summary["ratio"] = summary["spark"]["median_wall_s"] / summary["headwater"]["median_wall_s"]
+    summary["ratio_limit"] = (summary["python-limit"]["median_wall_s"]
+                              / summary["headwater"]["median_wall_s"])
     return summary
 
 
@@ -309,8 +395,9 @@ def report(tp: dict, sc: dict, args, json_path: str | None) -> None:
     print(_table(("source", "wall s", "files/s", "rows/s", "CPU s"), [
         (name, f"{tp[name]['median_wall_s']:.2f}", f"{tp[name]['files_per_s']:,.0f}",
          f"{tp[name]['rows_per_s']:,.0f}", f"{tp[name]['median_cpu_s']:.1f}")
-        for name in ("spark", "headwater")]))
-    print(f"headwater throughput / Spark file source: {tp['ratio']:.2f}x (target >= 1.0x)")
+        for name in SOURCES]))
+    print(f"headwater throughput / Spark file source: {tp['ratio']:.2f}x (target >= 1.0x); "
+          f"/ Python source serving parsed rows: {tp['ratio_limit']:.2f}x")
     for source in ("spark", "headwater"):
         waves = sc[source]["waves"]
         print(f"\nScale, {source} (one driver; baseline heap "

@@ -75,6 +75,50 @@ def test_malformed_truncated_empty_non_utf8_and_a_10mb_line_are_all_accounted_fo
     assert parser.malformed == 4 == parser.rescued_rows
 
 
+def test_the_fast_path_never_accepts_what_the_record_path_would_rescue():
+    # grouped together these would reach pyarrow's one-call parser: each answer must be the
+    # per-record one (pyarrow alone joins objects across lines and files, takes 19000 as a
+    # date, crashes on a bare null line)
+    files = {
+        "/l/a.json": b'{"id": 1, "d": "2026-01-02"}\n',
+        "/l/b.json": b'{"id":\n',               # truncated mid-object ...
+        "/l/c.json": b'2, "d": "2026-01-03"}\n',  # ... and the next file's first line
+        "/l/d.json": b"null\n",
+        "/l/e.json": b'{"id": 5}{"id": 6}\n',
+        "/l/f.json": b'{"id": 7, "d": 19000}\n',
+        "/l/g.json": b'{"id": 8, "s": "\\ud800"}\n',
+    }
+    out, parser = parse("id bigint, d date, s string", files)
+    assert [r["id"] for r in out] == [1, None, None, None, None, 7, None]
+    assert str(out[0]["d"]) == "2026-01-02"
+    assert rescued(out[5])["d"] == 19000 and out[5]["d"] is None
+    assert parser.malformed == 5
+    assert {rescued(r)["_error"] for r in out if r["id"] is None} == {
+        "not valid JSON", "not a JSON object", "a lone surrogate escape"}
+
+
+def test_parquet_values_are_cast_only_when_nothing_is_lost(tmp):
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int32()), "n": ["12", "x"],
+                             "s": [{"x": 1, "y": 2}, None]}), tmp / "a.parquet")
+    entry = FileEntry(1, str(tmp / "a.parquet"), 0)
+    parser = RecordParser(parse_ddl("id bigint, n bigint, s struct<x: int>"),
+                          ParseSettings(fmt="parquet", evolution="rescue"))
+    out = pa.Table.from_batches(list(parser.parse([entry], lambda e: Path(e.path).read_bytes())))
+    got = out.to_pylist()
+    assert [r["id"] for r in got] == [1, 2]
+    assert [r["n"] for r in got] == [None, None]  # text is not a number: rescued, not cast
+    assert rescued(got[0])["n"] == "12" and rescued(got[0])["s"] == {"x": 1, "y": 2}
+
+
+def test_decimals_keep_every_digit_or_are_rescued():
+    out, _ = parse("a decimal(38,18), b decimal(10,2)", {
+        "/l/a.json": b'{"a": 12345678901.5, "b": 1.25}\n{"a": "7", "b": 1.234}\n'})
+    assert str(out[0]["a"]) == "12345678901.500000000000000000" and str(out[0]["b"]) == "1.25"
+    assert out[1]["b"] is None and rescued(out[1])["b"] == 1.234  # would need rounding
+
+
 def test_csv_wrong_column_count_and_bad_values_are_rescued_with_their_line():
     data = b'id,name,price,Notes\n1,a,2.5,x\n2,b\n3,"c, d",oops,y\n4,d,1,z,extra\n'
     out, parser = parse("id int, name string, price double", {"/l/a.csv": data},
@@ -120,7 +164,7 @@ def test_schema_hint_and_schema_text_errors_name_the_problem():
 # --- file index, no Spark ----------------------------------------------------------------
 
 
-def test_index_lists_only_changed_folders_and_numbers_files_in_arrival_order(tmp):
+def test_index_lists_only_changed_folders_and_numbers_files_in_arrival_order(tmp, monkeypatch):
     land = tmp / "land"
     for day in ("d1", "d2"):
         (land / day).mkdir(parents=True)
@@ -130,15 +174,20 @@ def test_index_lists_only_changed_folders_and_numbers_files_in_arrival_order(tmp
     (land / "d2" / "b.csv").write_text("x")          # filtered by the glob
     index = FileIndex(str(tmp / "idx.sqlite"), str(land), glob="*.json")
     assert index.discover() == 1
-    old = time.time() - 60  # settle the folders' mtimes (recent ones are listed again)
-    for folder in (land, land / "d1", land / "d2"):
-        os.utime(folder, (old, old))
+    # folders changed in the last 2 s are listed again next time (coarse timestamps)
+    assert index.db.execute("SELECT count(*) FROM dirs WHERE mtime_ns IS NULL").fetchone()[0] == 3
+    monkeypatch.setattr("headwater.ingest.index._RACY_SECONDS", 0.0)
     assert index.discover() == 1
     assert index.db.execute("SELECT count(*) FROM dirs WHERE mtime_ns IS NULL").fetchone()[0] == 0
+    listed = []
+    monkeypatch.setattr("headwater.ingest.index.os.scandir",
+                        lambda d, real=os.scandir: listed.append(d) or real(d))
+    assert index.discover() == 1 and listed == []  # nothing changed: no folder is read
     (land / "d2" / "c.json").write_text("{}")
     (land / "d3").mkdir()
     (land / "d3" / "d.json").write_text("{}")
     assert index.discover() == 3
+    assert sorted(Path(d).name for d in listed) == ["d2", "d3", "land"]  # d1 is not read
     assert [Path(f.path).name for f in index.files_between(0, 3)] == ["a.json", "c.json", "d.json"]
     assert index.end_for(0, None, 2, None) == 2
     assert index.end_for(0, None, None, 1) == 1  # a byte limit still takes one file
@@ -159,8 +208,8 @@ def land(folder: Path, name: str, text: str | bytes) -> Path:
 
 
 def ingest(spark, tmp: Path, df=None, name: str = "out", **options):
-    df = df if df is not None else headwater.read_files(
-        tmp / "landing", schema_location=tmp / "schema", **options)
+    options.setdefault("schema_location", tmp / "schema")
+    df = df if df is not None else headwater.read_files(tmp / "landing", **options)
     query = (df.writeStream.format("delta").option("mergeSchema", "true")
              .option("checkpointLocation", str(tmp / f"cp_{name}"))
              .trigger(availableNow=True).start(str(tmp / name)))
@@ -311,11 +360,30 @@ def test_limits_existing_files_and_glob(spark, tmp):
                max_bytes_per_trigger=250, path_glob_filter="*.json")
     assert [p.numInputRows for p in q.recentProgress if p.numInputRows] == [2, 2, 1]
     assert sorted(r["id"] for r in table(spark, tmp)) == [0, 1, 2, 3, 4]
-    q = ingest(spark, tmp, name="new_only", schema="id int, pad string",
-               include_existing_files=False)
+    new_only = dict(name="new_only", schema="id int, pad string", include_existing_files=False,
+                    schema_location=tmp / "schema_new", path_glob_filter="*.json")
+    ingest(spark, tmp, **new_only)
     land(landing, "f9.json", '{"id": 9}\n')
-    ingest(spark, tmp, name="new_only", schema="id int, pad string", include_existing_files=False)
+    ingest(spark, tmp, **new_only)
     assert [r["id"] for r in table(spark, tmp, "new_only")] == [9]
+    with pytest.raises(HeadwaterError) as err:  # one schema location, one stream
+        ingest(spark, tmp, name="other", schema="id int", schema_location=tmp / "schema_new")
+    assert err.value.code == "HW_INGEST_BAD_OPTION" and "another stream" in str(err.value)
+
+
+def test_without_existing_files_an_available_now_run_neither_reads_nor_cleans_them(spark, tmp):
+    landing = tmp / "landing"
+    for i in range(3):
+        land(landing, f"old{i}.json", json.dumps({"id": i}) + "\n")
+    options = dict(schema="id int", include_existing_files=False, clean_source="delete")
+    ingest(spark, tmp, **options)
+    land(landing, "new.json", '{"id": 9}\n')
+    ingest(spark, tmp, **options)
+    assert [r["id"] for r in table(spark, tmp)] == [9]
+    deadline = time.time() + 30
+    while (landing / "new.json").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert sorted(p.name for p in landing.iterdir()) == ["old0.json", "old1.json", "old2.json"]
 
 
 @pytest.mark.parametrize("mode", ["archive", "delete"])

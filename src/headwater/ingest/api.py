@@ -75,7 +75,8 @@ def read_files(
 
     register_sources(spark)
     source = str(Path(path).expanduser().resolve())
-    location = schema_location or _default_location(source)
+    location = schema_location or _default_location(
+        source_id(source, format, path_glob_filter))
     options: dict[str, Any] = {
         "format": format, "rescuedDataColumn": rescued_data_column or "none",
         "multiLine": multi_line, "header": header, "sep": sep,
@@ -90,8 +91,8 @@ def read_files(
         options["schemaHints"] = schema_hints
     if schema_evolution_mode:
         options["schemaEvolutionMode"] = schema_evolution_mode
-    if max_files_per_trigger is not None:
-        options["maxFilesPerTrigger"] = max_files_per_trigger
+    options["maxFilesPerTrigger"] = "none" if max_files_per_trigger is None \
+        else max_files_per_trigger
     if max_bytes_per_trigger is not None:
         options["maxBytesPerTrigger"] = max_bytes_per_trigger
     if path_glob_filter:
@@ -107,10 +108,10 @@ def read_files(
         return df
     rescued = F.col(f"`{rescued_data_column}`")
     return df.observe(
-        f"{METRICS_PREFIX}{source_id(source)}",
+        f"{METRICS_PREFIX}{source_id(source, format, path_glob_filter)}",
         F.count(F.lit(1)).alias("rows"),
         F.count(rescued).alias("rescued_rows"),
-        F.count(F.when(rescued.contains('"_corrupt_record"'), 1)).alias("malformed_rows"))
+        F.count(F.when(rescued.startswith('{"_corrupt_record"'), 1)).alias("malformed_rows"))
 
 
 def _schema_json(schema: Any) -> str:
@@ -128,7 +129,7 @@ def _schema_json(schema: Any) -> str:
                          "Pass e.g. schema=\"id bigint, name string\".")
 
 
-def _default_location(source: str) -> str | None:
+def _default_location(sid: str) -> str | None:
     """Inside the pipeline's storage, or the attached lakehouse; None when neither."""
     from headwater.lakehouse import active_lakehouse
     from headwater.pipeline.graph import current_graph
@@ -137,8 +138,8 @@ def _default_location(source: str) -> str | None:
     name = graph.reading_dataset() if graph is not None else None
     if graph is not None and name:
         store = graph.store_for(name)
-        return str(Path(store.checkpoint(name)) / "_ingest" / source_id(source))
+        return str(Path(store.checkpoint(name)) / "_ingest" / sid)
     lake = active_lakehouse()
     if lake is not None:
-        return str(lake.root / "_ingest" / source_id(source))
+        return str(lake.root / "_ingest" / sid)
     return None

@@ -19,17 +19,23 @@ and rebuilt) reads archived files from the archive.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import threading
 from pathlib import Path
 from typing import Any
 
+log = logging.getLogger("headwater.ingest")
 _lock = threading.Lock()
 
 
 def clean_through(index_path: str, seq: int) -> int:
-    """Archive or delete the files up to ``seq`` per the index's cleanSource setting."""
+    """Archive or delete the files up to ``seq`` per the index's cleanSource setting.
+
+    The listener (driver) and the stream reader (its own Python worker) both clean: the whole
+    pass holds the index's write lock, so each file is moved once and recorded once.
+    """
     from headwater.ingest.index import FileIndex
 
     if not os.path.exists(index_path):
@@ -37,29 +43,19 @@ def clean_through(index_path: str, seq: int) -> int:
     with _lock:
         index = FileIndex(index_path, root=os.path.dirname(index_path))
         try:
-            mode = index.get("clean_source") or "off"
-            if mode == "off":
-                return 0
-            done = int(index.get("cleaned_through") or 0)
-            if seq <= done:
-                return 0
-            root = index.get("root") or ""
-            archive = index.get("archive_dir") or ""
-            rows = index.db.execute(
-                "SELECT seq, path FROM file_paths WHERE seq > ? AND seq <= ? AND state = 'new' "
-                "ORDER BY seq", (done, seq)).fetchall()
-            updates = []
-            for file_seq, path in rows:
-                if mode == "delete":
-                    try:
-                        os.remove(path)
-                    except FileNotFoundError:
-                        pass
-                    updates.append(("deleted", None, file_seq))
-                else:
-                    target = _archive(path, root, archive, file_seq)
-                    updates.append(("archived" if target else "missing", target, file_seq))
             with index.transaction() as db:
+                mode = index.get("clean_source") or "off"
+                done = int(index.get("cleaned_through") or 0)
+                if mode == "off" or seq <= done:
+                    return 0
+                root = index.get("root") or ""
+                archive = index.get("archive_dir") or ""
+                rows = db.execute(
+                    "SELECT f.seq, p.path, f.size, f.mtime_ns FROM files f JOIN file_paths p "
+                    "ON p.seq = f.seq WHERE f.seq > ? AND f.seq <= ? AND f.state = 'new' "
+                    "ORDER BY f.seq", (done, seq)).fetchall()
+                updates = [_clean_one(mode, path, size, mtime, root, archive, file_seq)
+                           for file_seq, path, size, mtime in rows]
                 db.executemany("UPDATE files SET state=?, archived_to=? WHERE seq=?", updates)
                 db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('cleaned_through', ?)",
                            (str(seq),))
@@ -68,18 +64,46 @@ def clean_through(index_path: str, seq: int) -> int:
             index.close()
 
 
-def _archive(path: str, root: str, archive: str, seq: int) -> str | None:
-    relative = os.path.relpath(path, root)
-    target = Path(archive, relative)
+def clean_quietly(index_path: str, seq: int) -> None:
+    """clean_through for callers that must not fail (a stream, the end of a run): a file that
+    cannot be moved stays where it is, with a warning, and is tried again next time."""
+    try:
+        clean_through(index_path, seq)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("cleanSource through file %s of %s failed: %s", seq, index_path, exc)
+
+
+def _clean_one(mode: str, path: str, size: int, mtime: int, root: str, archive: str,
+               seq: int) -> tuple[str, str | None, int]:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and (st.st_size, st.st_mtime_ns) != (size, mtime):
+        # Rewritten in place since it was read: that content was never ingested. Leave it.
+        log.warning("%s changed after it was ingested; cleanSource leaves it in place", path)
+        return "changed", None, seq
+    if mode == "delete":
+        if st is not None:
+            os.remove(path)
+        return "deleted", None, seq
+    target = _archive(path, root, archive, seq, present=st is not None)
+    return ("archived" if target else "missing"), target, seq
+
+
+def _archive(path: str, root: str, archive: str, seq: int, present: bool) -> str | None:
+    target = Path(archive, os.path.relpath(path, root))
+    renamed = target.with_name(f"{target.name}.{seq}")
+    if not present:  # moved by an earlier, interrupted clean (not yet recorded)
+        for candidate in (renamed, target):
+            if candidate.exists():
+                return str(candidate)
+        return None
     if target.exists():
-        target = target.with_name(f"{target.name}.{seq}")
-        if target.exists():
-            return str(target)  # moved by an earlier, interrupted clean
+        target = renamed  # an earlier file of the same name is archived already
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.rename(path, target)
-    except FileNotFoundError:
-        return str(target) if target.exists() else None
     except OSError:  # another file system
         shutil.move(path, target)
     return str(target)
@@ -124,14 +148,11 @@ def install_listener(spark: Any) -> None:
 
         def onQueryProgress(self, event: Any) -> None:
             progress = event.progress
-            try:
-                for index_path, seq in committed_offsets(progress.sources, "startOffset"):
-                    clean_through(index_path, seq)
-                ends = committed_offsets(progress.sources, "endOffset")
-                if ends:
-                    self.last_end[str(progress.runId)] = ends
-            except Exception:  # noqa: BLE001 - the reader's backstop cleans later
-                pass
+            for index_path, seq in committed_offsets(progress.sources, "startOffset"):
+                clean_quietly(index_path, seq)  # the reader's backstop retries later
+            ends = committed_offsets(progress.sources, "endOffset")
+            if ends:
+                self.last_end[str(progress.runId)] = ends
 
         def onQueryIdle(self, event: Any) -> None:
             pass
@@ -141,10 +162,7 @@ def install_listener(spark: Any) -> None:
             if event.exception:
                 return  # the last batch may not be committed
             for index_path, seq in ends:
-                try:
-                    clean_through(index_path, seq)
-                except Exception:  # noqa: BLE001
-                    pass
+                clean_quietly(index_path, seq)
 
     listener = CleanSourceListener()
     spark.streams.addListener(listener)

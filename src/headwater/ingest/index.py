@@ -3,12 +3,14 @@
 Spark's file source keeps every file it has seen in driver memory and lists the whole
 directory tree for every batch. Here each discovered file gets a sequence number in a SQLite
 file (stream offsets are just sequence numbers), and a listing only reads directories whose
-modification time changed since the last listing: a new file changes its folder's mtime.
-Memory and planning time then follow the files that are new, not the files already seen.
+change time (ctime) moved since the last listing: a file created, renamed in or removed
+changes its folder's ctime, which no tool can set back (``rsync -a`` or ``tar`` restore
+mtimes, not ctimes). Memory and planning time then follow the files that are new, not the
+files already seen.
 
-A directory modified within the last ``_RACY_SECONDS`` is listed again next time: file-system
+A directory changed within the last ``_RACY_SECONDS`` is listed again next time: file-system
 timestamps are coarse, and a file created in the same tick as the listing would otherwise
-hide behind an unchanged mtime.
+hide behind an unchanged ctime.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ CREATE TABLE IF NOT EXISTS dirs (
     id INTEGER PRIMARY KEY,
     path TEXT NOT NULL UNIQUE,
     parent INTEGER,
-    mtime_ns INTEGER              -- NULL: list again next time
+    mtime_ns INTEGER              -- the folder's ctime when listed; NULL: list again next time
 );
 CREATE INDEX IF NOT EXISTS dirs_parent ON dirs(parent);
 CREATE TABLE IF NOT EXISTS files (
@@ -51,7 +53,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 """
 
 
-def _hidden(name: str) -> bool:
+def hidden(name: str) -> bool:
+    """Names every listing skips: hidden, temporary or in-progress files, as Spark does."""
     return name.startswith((".", "_")) or name.endswith(("._COPYING_", ".tmp", ".crc"))
 
 
@@ -100,12 +103,17 @@ class FileIndex:
         known_dirs = self._known_dirs()
         now_ns = time.time_ns()
         stack: list[tuple[str, str | None]] = [(self.root, None)]
+        visited: set[tuple[int, int]] = set()  # (device, inode): symlinked folders once
         while stack:
             directory, parent = stack.pop()
             try:
-                mtime = os.stat(directory).st_mtime_ns
-            except FileNotFoundError:
+                st = os.stat(directory)
+            except (FileNotFoundError, PermissionError):
                 continue
+            if (st.st_dev, st.st_ino) in visited:
+                continue
+            visited.add((st.st_dev, st.st_ino))
+            mtime = st.st_ctime_ns
             dir_id, known = known_dirs.get(directory, (None, "absent"))
             if known == mtime:  # unchanged: its files are known, but its subfolders may change
                 stack.extend((d, directory) for d in self._subdirs(dir_id))
@@ -115,10 +123,10 @@ class FileIndex:
             seen = self._live_names(dir_id) if dir_id is not None else set()
             try:
                 entries = list(os.scandir(directory))
-            except FileNotFoundError:
+            except (FileNotFoundError, PermissionError):
                 continue
             for entry in entries:
-                if _hidden(entry.name):
+                if hidden(entry.name):
                     continue
                 if entry.is_dir(follow_symlinks=True):
                     stack.append((entry.path, directory))

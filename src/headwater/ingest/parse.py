@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
@@ -28,6 +29,34 @@ from headwater.ingest.types import (
 from pyspark.sql.types import StringType, StructField
 
 BATCH_ROWS = 65536
+_FAST_MAX_BYTES = 1 << 30  # pyarrow's block size is an int32; larger groups are split
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")  # escapes of lone surrogates: slow path
+
+
+def _fast_schema(schema: pa.Schema) -> pa.Schema | None:
+    """The schema pyarrow parses with: dates and naive timestamps as text (cast after)."""
+    fields = []
+    for field in schema:
+        kind = field.type
+        if pa.types.is_date(kind) or (pa.types.is_timestamp(kind) and kind.tz is None):
+            fields.append(pa.field(field.name, pa.string()))
+        elif _has_naive_time(kind):
+            return None  # nested: the per-record path only
+        else:
+            fields.append(field)
+    return pa.schema(fields)
+
+
+def _has_naive_time(kind: pa.DataType) -> bool:
+    if pa.types.is_date(kind) or (pa.types.is_timestamp(kind) and kind.tz is None):
+        return True
+    if pa.types.is_struct(kind):
+        return any(_has_naive_time(kind.field(i).type) for i in range(kind.num_fields))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return _has_naive_time(kind.value_type)
+    if pa.types.is_map(kind):
+        return _has_naive_time(kind.key_type) or _has_naive_time(kind.item_type)
+    return False
 
 
 @dataclass(frozen=True)
@@ -64,6 +93,7 @@ class RecordParser:
             full = full.add(StructField(settings.rescued_column, StringType()))
         self.out_schema = arrow_schema(full)
         self.data_schema = arrow_schema(schema)
+        self.fast_schema = _fast_schema(self.data_schema)
         self.observed = StructType([])  # fields seen that the schema lacks (for evolution)
         self.new_in: str | None = None  # first file with a new field
         self.rows = self.rescued_rows = self.malformed = 0
@@ -114,7 +144,8 @@ class RecordParser:
     def _json_lines_group(self, group: list[tuple[FileEntry, bytes]]) -> Iterator[pa.RecordBatch]:
         if not group:
             return
-        fast = self._json_fast(group)
+        fast = self._json_fast(group) if sum(len(d) for _, d in group) < _FAST_MAX_BYTES \
+            else None
         if fast is not None:
             yield from fast
             return
@@ -129,26 +160,46 @@ class RecordParser:
             yield self._flush()
 
     def _json_fast(self, group: list[tuple[FileEntry, bytes]]) -> list[pa.RecordBatch] | None:
+        """The group parsed by pyarrow in one call, or None if any record needs the slow path.
+
+        pyarrow must agree with the per-record path on every record it accepts, so it only
+        gets groups whose every line is one whole object (it would join an object broken
+        across lines or files, and crashes on a bare ``null`` line), checks UTF-8 first (it
+        replaces invalid bytes silently) and reads dates and wall-clock timestamps as text
+        (it would take a number as a date).
+        """
         import pyarrow.json as pj
 
-        parts = []
+        if self.fast_schema is None:
+            return None
+        parts, records = [], 0
         for _, data in group:
             try:
-                data.decode("utf-8")  # pyarrow would replace invalid bytes silently
+                data.decode("utf-8")
             except UnicodeDecodeError:
                 return None
+            for line in data.split(b"\n"):
+                line = line.strip()
+                if line:
+                    if line[:1] != b"{" or line[-1:] != b"}":
+                        return None
+                    records += 1
             parts.append(data if data.endswith(b"\n") else data + b"\n")
         blob = b"".join(parts)
-        if not blob.strip():
+        if not records:
             return []
+        if len(blob) >= _FAST_MAX_BYTES or _SURROGATE.search(blob):
+            return None
         try:
             table = pj.read_json(
                 io.BytesIO(blob),
                 read_options=pj.ReadOptions(use_threads=False, block_size=len(blob) + 1),
-                parse_options=pj.ParseOptions(explicit_schema=self.data_schema,
+                parse_options=pj.ParseOptions(explicit_schema=self.fast_schema,
                                               unexpected_field_behavior="error"))
+            if table.num_rows != records:  # two objects on one line, say
+                return None
             arrays = [table.column(f.name).cast(f.type) for f in self.data_schema]
-        except (pa.ArrowException, KeyError, ValueError):
+        except (pa.ArrowException, KeyError, ValueError, OverflowError):
             return None
         if self.settings.rescued_column:
             arrays.append(pa.nulls(table.num_rows, pa.string()))
@@ -173,6 +224,9 @@ class RecordParser:
                 continue
             if not isinstance(record, dict):
                 self._malformed(path, number, text.rstrip("\r"), "not a JSON object")
+                continue
+            if _SURROGATE.search(raw) and not _encodable(record):
+                self._malformed(path, number, text.rstrip("\r"), "a lone surrogate escape")
                 continue
             self._record(record, path, self.json_convs, number)
 
@@ -199,7 +253,7 @@ class RecordParser:
 
     def _csv_file(self, path: str, data: bytes) -> None:
         text = data.decode("utf-8", "surrogateescape")  # bad bytes: found per row below
-        lines = text.splitlines(keepends=True)
+        lines = _split_lines(text)
         reader = csv.reader(iter(lines), delimiter=self.settings.sep)
         header: list[str] | None = None if self.settings.header else list(self.names)
         consumed = 0
@@ -210,10 +264,10 @@ class RecordParser:
             if row is None:
                 self._malformed(path, first_line, _visible(raw), "not valid CSV")
                 continue
-            if header is None:
-                header = row
-                continue
             if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if header is None:
+                header = _header(row)
                 continue
             if any("\udc80" <= ch <= "\udcff" for ch in raw):
                 self._malformed(path, first_line, _visible(raw), "not UTF-8")
@@ -235,11 +289,14 @@ class RecordParser:
             return
         names = table.column_names
         if set(names) <= set(self.names):
-            try:
-                arrays = [table.column(f.name).cast(f.type) if f.name in names
-                          else pa.nulls(table.num_rows, f.type) for f in self.data_schema]
-            except pa.ArrowException:
-                arrays = None
+            arrays = None
+            if all(_lossless(table.schema.field(f.name).type, f.type)
+                   for f in self.data_schema if f.name in names):
+                try:
+                    arrays = [table.column(f.name).cast(f.type) if f.name in names
+                              else pa.nulls(table.num_rows, f.type) for f in self.data_schema]
+                except pa.ArrowException:
+                    arrays = None
             if arrays is not None:
                 if self.settings.rescued_column:
                     arrays.append(pa.nulls(table.num_rows, pa.string()))
@@ -267,7 +324,7 @@ class RecordParser:
                     if evolving and isinstance(value, dict):
                         self._observe(key, value, path)  # maybe a new nested field
                 continue
-            if key.lower() not in self.lower and evolving:
+            if key.lower() not in self.lower and evolving and key != self.settings.rescued_column:
                 self._observe(key, value, path)
             rescued[key] = value
         for column, value in zip(self.cols, row):
@@ -308,12 +365,56 @@ class RecordParser:
         self._rescue({"_corrupt_record": text, "_error": why}, path, line)
 
 
+def _lossless(source: pa.DataType, target: pa.DataType) -> bool:
+    """Casts the per-record path would make too: same type, wider numbers, timestamp units."""
+    if source == target:
+        return True
+    if pa.types.is_integer(source) and pa.types.is_integer(target):
+        return pa.types.is_signed_integer(source) and source.bit_width <= target.bit_width
+    if pa.types.is_floating(source) and pa.types.is_floating(target):
+        return source.bit_width <= target.bit_width
+    if pa.types.is_timestamp(source) and pa.types.is_timestamp(target):
+        return (source.tz is None) == (target.tz is None)
+    if pa.types.is_large_string(source) and pa.types.is_string(target):
+        return True
+    return False
+
+
+def _encodable(record: dict) -> bool:
+    try:
+        json.dumps(record, ensure_ascii=False).encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _split_lines(text: str) -> list[str]:
+    """Lines ending at "\\n" only (str.splitlines also splits at form feeds, U+2028, ...)."""
+    parts = text.split("\n")
+    lines = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
 def _without_bom(read_bytes):
     """Files saved by Windows tools often start with a UTF-8 byte order mark: drop it."""
     def read(entry):
         data = read_bytes(entry)
         return data[3:] if data is not None and data.startswith(b"\xef\xbb\xbf") else data
     return read
+
+
+def _header(row: list[str]) -> list[str]:
+    """Column names from a CSV header: visible, and a repeated name gets its position."""
+    names, seen = [], set()
+    for i, name in enumerate(row):
+        name = _visible(name.strip())
+        if name in seen:
+            name = f"{name}_{i}"  # an unknown column: rescued, never lost
+        seen.add(name)
+        names.append(name)
+    return names
 
 
 def _csv_rows(reader, path: str) -> Iterator[list[str] | None]:
@@ -345,6 +446,29 @@ def infer_schema(samples: Sequence[tuple[str, bytes]], settings: ParseSettings) 
         for record in _sample_records(path, data, settings):
             merged = merge_types(merged, _infer_record(record, settings.fmt))
     return finish(merged)
+
+
+def _parquet_struct(schema: pa.Schema) -> StructType:
+    """Spark types of a parquet file's columns; ones Spark cannot hold are read as text."""
+    from pyspark.sql.pandas.types import from_arrow_type
+    from pyspark.sql.types import DoubleType, LongType
+
+    fields = []
+    for field in schema:
+        kind = field.type
+        if pa.types.is_unsigned_integer(kind):
+            dtype = LongType()
+        elif pa.types.is_float16(kind):
+            dtype = DoubleType()
+        else:
+            try:
+                dtype = from_arrow_type(kind)
+            except Exception:  # noqa: BLE001 - time, duration, binary views, ...
+                dtype = StringType()
+        if dtype.typeName() in ("binary", "time"):
+            dtype = StringType()
+        fields.append(StructField(field.name, dtype))
+    return StructType(fields)
 
 
 def _infer_record(record: Any, fmt: str):
@@ -388,19 +512,20 @@ def _sample_records(path: str, data: bytes, settings: ParseSettings) -> Iterator
             schema = pq.read_schema(io.BytesIO(data))
         except (pa.ArrowException, OSError):
             return
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        yield from_arrow_schema(schema)  # a StructType: merged as the file's type
+        yield _parquet_struct(schema)  # a StructType: merged as the file's type
         return
     text = data.decode("utf-8", "replace")
     if settings.fmt == "csv":
-        reader = csv.reader(io.StringIO(text, newline=""), delimiter=settings.sep)
-        try:
-            header = next(reader)
-        except (StopIteration, csv.Error):
-            return
+        reader = csv.reader(iter(_split_lines(text)), delimiter=settings.sep)
+        header = None
         for row in _csv_rows(reader, path):
-            if row and len(row) == len(header):
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if header is None:
+                header = _header(row) if settings.header else [f"_c{i}" for i in range(len(row))]
+                if settings.header:
+                    continue
+            if len(row) == len(header):
                 yield {n: (None if v == "" else v) for n, v in zip(header, row)}
         return
     if settings.multi_line:
@@ -412,7 +537,7 @@ def _sample_records(path: str, data: bytes, settings: ParseSettings) -> Iterator
             if isinstance(record, dict):
                 yield record
         return
-    for line in text.splitlines():
+    for line in text.split("\n"):
         if line.strip():
             try:
                 record = json.loads(line)

@@ -84,6 +84,14 @@ class IngestOptions:
         if matched is None:
             raise _option_error("schema_evolution_mode", f"is {evolution!r}",
                                 f"Use one of {', '.join(EVOLUTION_MODES)}.")
+        if explicit and matched == "addNewColumns":
+            raise _option_error("schema_evolution_mode", "is 'addNewColumns' with an explicit "
+                                "schema", "An explicit schema is used as given, so new columns "
+                                "could never be added: drop schema= (schema_hints= fixes "
+                                "chosen types), or use 'rescue' or 'failOnNewColumns'.")
+        sep = opts.get("sep", opts.get("delimiter", ","))
+        if len(sep) != 1:
+            raise _option_error("sep", f"is {sep!r}", "Give one character, e.g. ',' or ';'.")
         rescued = opts.get("rescueddatacolumn", "_rescued_data")
         rescued = None if rescued.strip().lower() in ("", "none", "null") else rescued.strip()
         if matched == "rescue" and rescued is None:
@@ -107,7 +115,7 @@ class IngestOptions:
             path=root, fmt=fmt, schema_location=os.path.abspath(location),
             schema_json=explicit, hints=opts.get("schemahints"), evolution=matched,
             rescued_column=rescued, multi_line=_flag(opts.get("multiline"), False),
-            header=_flag(opts.get("header"), True), sep=opts.get("sep", opts.get("delimiter", ",")),
+            header=_flag(opts.get("header"), True), sep=sep,
             max_files=_positive(opts, "maxfilespertrigger", 1000),
             max_bytes=_positive(opts, "maxbytespertrigger", None),
             include_existing=_flag(opts.get("includeexistingfiles"), True),
@@ -131,6 +139,8 @@ def _positive(opts: dict[str, str], key: str, default: int | None) -> int | None
     raw = opts.get(key)
     if raw is None or str(raw).strip() == "":
         return default
+    if str(raw).strip().lower() == "none":  # read_files(max_files_per_trigger=None)
+        return None
     text = str(raw).strip().lower()
     scale = 1
     for suffix, factor in (("kb", 1 << 10), ("mb", 1 << 20), ("gb", 1 << 30), ("k", 1 << 10),
@@ -188,11 +198,13 @@ def resolve_schema(opts: IngestOptions) -> StructType:
 def _sample_files(opts: IngestOptions) -> list[tuple[str, bytes]]:
     import fnmatch
 
+    from headwater.ingest.index import hidden
+
     found = []
     for directory, dirs, files in os.walk(opts.path):
-        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        dirs[:] = [d for d in dirs if not hidden(d)]
         for name in files:
-            if name.startswith((".", "_")) or (opts.glob and not fnmatch.fnmatch(name, opts.glob)):
+            if hidden(name) or (opts.glob and not fnmatch.fnmatch(name, opts.glob)):
                 continue
             full = os.path.join(directory, name)
             try:
@@ -240,6 +252,11 @@ class FilesDataSource(DataSource):
             # ``.schema(...)`` given without the rescued column: nowhere to keep misfits, so
             # a record that does not fit stops the stream (HW_INGEST_BAD_RECORD) instead.
             opts = dataclasses.replace(opts, rescued_column=None)
+        if opts.evolution == "addNewColumns" and not opts.schema_json and \
+                not SchemaStore(opts.schema_location).versions():
+            # ``.schema(...)``: Spark never asked schema(), so nothing was inferred or stored
+            # and the given schema cannot evolve. Keep it, rescue unknown fields.
+            opts = dataclasses.replace(opts, evolution="none")
         data = StructType([f for f in schema.fields if f.name != opts.rescued_column])
         return FilesStreamReader(opts, data)
 
@@ -267,21 +284,36 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._index is None:
             from headwater.ingest.index import FileIndex
 
-            self._index = FileIndex(self.opts.index_path, self.opts.path, self.opts.glob)
-            with self._index.transaction():
-                self._index.put("root", self.opts.path)
-                self._index.put("clean_source", self.opts.clean_source)
-                self._index.put("archive_dir", self.opts.archive_dir or "")
+            index = FileIndex(self.opts.index_path, self.opts.path, self.opts.glob)
+            identity = f"{self.opts.path} {self.opts.fmt} {self.opts.glob or '*'}"
+            owner = index.get("stream")
+            if owner is not None and owner != identity:
+                index.close()
+                raise _option_error(
+                    "schema_location", f"{self.opts.schema_location} belongs to another "
+                    f"stream ({owner}), not this one ({identity})",
+                    "Its file list says which of that stream's files were read: give each "
+                    "stream (folder, format, path filter) its own schema location.")
+            with index.transaction():
+                index.put("stream", identity)
+                index.put("root", self.opts.path)
+                index.put("clean_source", self.opts.clean_source)
+                index.put("archive_dir", self.opts.archive_dir or "")
+            if index.get("first_listing") is None:
+                # The first listing of this schema location decides what "existing" means.
+                index.discover(state="new" if self.opts.include_existing else "skipped")
+                index.put("first_listing", "done")
+            self._index = index
         return self._index
 
     def _offset(self, seq: int) -> dict:
         return {"seq": seq, "hw_file_index": self.opts.index_path}
 
     def initialOffset(self) -> dict:
-        if self.opts.include_existing:
-            self.index.discover()
-            return self._offset(0)
-        return self._offset(self.index.discover(state="skipped"))
+        # Always 0: Spark asks more than once (and again after a restart before batch 0
+        # commits), so a start that moved would lose files. Files that existed before the
+        # stream's first listing are marked 'skipped' instead, when include_existing is off.
+        return self._offset(0)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_files is not None:
@@ -296,9 +328,9 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = int(start["seq"])
         if self.opts.clean_source != "off":
-            from headwater.ingest.clean import clean_through
+            from headwater.ingest.clean import clean_quietly
 
-            clean_through(self.opts.index_path, begin)  # ``start`` is committed by now
+            clean_quietly(self.opts.index_path, begin)  # ``start`` is committed by now
         max_files = max_bytes = None
         if isinstance(limit, ReadMaxFiles):
             max_files, max_bytes = limit.max_files, self.opts.max_bytes
@@ -335,9 +367,10 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._evolve(parser)
 
     def _read_bytes(self, entry: FileEntry) -> bytes | None:
-        candidates = [entry.path]
-        if entry.archived_to:
-            candidates.append(entry.archived_to)
+        # A replayed batch reads the archived copy first: a newer file may have landed
+        # under the same name since.
+        candidates = [entry.archived_to] if entry.archived_to else []
+        candidates.append(entry.path)
         if self.opts.archive_dir:
             candidates.append(os.path.join(self.opts.archive_dir,
                                            os.path.relpath(entry.path, self.opts.path)))
@@ -369,13 +402,8 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "Add them with schema_hints or a new schema, or use "
                 "schema_evolution_mode='addNewColumns' (or 'rescue' to keep them in "
                 f"{self.opts.rescued_column or 'the rescued data column'}).")
-        store = SchemaStore(self.opts.schema_location)
-        latest = store.latest()
-        base = latest[1] if latest else self.schema
-        evolved, new = add_new_fields(base, parser.observed)
-        version = latest[0] if latest else None
-        if new:
-            version = store.save(evolved, f"new columns in {parser.new_in}", new)
+        version = SchemaStore(self.opts.schema_location).add_columns(
+            parser.observed, self.schema, f"new columns in {parser.new_in}")
         raise HeadwaterError(
             "HW_INGEST_SCHEMA_EVOLVED",
             f"New columns in {parser.new_in}: {columns}; schema version {version} in "
@@ -386,5 +414,7 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             "by itself.")
 
 
-def source_id(path: str) -> str:
-    return hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:12]
+def source_id(path: str, fmt: str = "json", glob: str | None = None) -> str:
+    """Names a file stream's default schema location: its folder, format and filter."""
+    key = f"{os.path.abspath(path)}|{fmt.lower()}|{glob or ''}"
+    return hashlib.sha1(key.encode()).hexdigest()[:12]

@@ -162,6 +162,9 @@ def parse_ddl(ddl: str, what: str = "schema_hints") -> StructType:
                     take(",")
                     scale = int(take())
                 take(")")
+                if not 0 < precision <= 38 or not 0 <= scale <= precision:
+                    raise _ddl_error(ddl, what, f"decimal({precision},{scale}) needs "
+                                     "1 <= precision <= 38 and 0 <= scale <= precision")
                 return DecimalType(precision, scale)
             return DecimalType(10, 0)
         if word == "array":
@@ -237,6 +240,8 @@ def apply_hints(schema: StructType, hints: StructType) -> StructType:
 
 Converter = Callable[[Any], Any]
 _INT_RANGES = {ByteType: 7, ShortType: 15, IntegerType: 31, LongType: 63}
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 def converter(dtype: DataType, from_text: bool = False) -> Converter:
@@ -314,7 +319,11 @@ def _to_string(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return json.dumps(value)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    if isinstance(value, (decimal.Decimal, dt.date, dt.time)):  # from parquet files
+        return value.isoformat() if not isinstance(value, decimal.Decimal) else str(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def _int_converter(bits: int, from_text: bool) -> Converter:
@@ -322,10 +331,10 @@ def _int_converter(bits: int, from_text: bool) -> Converter:
 
     def to_int(value: Any) -> int:
         if from_text and isinstance(value, str):
-            try:
-                value = int(value.strip())
-            except ValueError:
-                raise Mismatch from None
+            text = value.strip()
+            if not _INTEGER.fullmatch(text):
+                raise Mismatch
+            value = int(text)
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise Mismatch
         return value
@@ -335,13 +344,19 @@ def _int_converter(bits: int, from_text: bool) -> Converter:
 def _to_float(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise Mismatch
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # a 400-digit integer
+        raise Mismatch from None
 
 
 def _float_from_text(value: Any) -> float:
+    text = str(value).strip()
+    if not _NUMBER.fullmatch(text):  # float() also takes "1_000", "nan", "inf", Unicode digits
+        raise Mismatch
     try:
-        return float(value)
-    except (TypeError, ValueError):
+        return float(text)
+    except (OverflowError, ValueError):
         raise Mismatch from None
 
 
@@ -360,15 +375,21 @@ def _bool_from_text(value: Any) -> bool:
 
 def _decimal_converter(precision: int, scale: int) -> Converter:
     quantum = decimal.Decimal(1).scaleb(-scale)
+    context = decimal.Context(prec=precision + scale + 2, traps=[decimal.InvalidOperation])
 
     def to_decimal(value: Any) -> decimal.Decimal:
-        if isinstance(value, bool):
+        if isinstance(value, bool) or not isinstance(value, (int, float, str, decimal.Decimal)):
+            raise Mismatch
+        text = str(value).strip()
+        if not _NUMBER.fullmatch(text):
             raise Mismatch
         try:
-            number = decimal.Decimal(str(value).strip()).quantize(quantum, decimal.ROUND_HALF_UP)
-        except (decimal.InvalidOperation, ValueError):
+            exact = decimal.Decimal(text)
+            number = exact.quantize(quantum, context=context)
+        except decimal.DecimalException:
             raise Mismatch from None
-        if not number.is_finite() or len(number.as_tuple().digits) > precision:
+        # Rounding would change the value silently: rescue it instead (as pyarrow refuses it).
+        if number != exact or len(number.as_tuple().digits) > precision:
             raise Mismatch
         return number
     return to_decimal
@@ -389,11 +410,17 @@ def _to_timestamp(value: Any) -> dt.datetime:
     parsed = _parse_datetime(value)
     if parsed.tzinfo is None:
         return parsed.replace(tzinfo=dt.timezone.utc)  # the session time zone is UTC
-    return parsed.astimezone(dt.timezone.utc)
+    try:
+        return parsed.astimezone(dt.timezone.utc)
+    except OverflowError:  # year 1 with a positive offset
+        raise Mismatch from None
 
 
 def _to_timestamp_ntz(value: Any) -> dt.datetime:
-    return _parse_datetime(value).replace(tzinfo=None)
+    parsed = _parse_datetime(value)
+    if parsed.tzinfo is not None:  # an offset has no meaning for a wall-clock time: rescue it
+        raise Mismatch
+    return parsed
 
 
 def _to_date(value: Any) -> dt.date:

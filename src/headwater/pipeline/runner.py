@@ -314,12 +314,16 @@ class Runner:
         return write_batch
 
     def _await(self, running: dict[str, "StreamingQuery"]) -> None:
+        polls = 0
         while True:
             while any(q.isActive for q in running.values()):
                 if self.stop_requested.wait(0.1):
                     self._stop_all(running)
                     self._collect(running)
                     return
+                polls += 1
+                if polls % 20 == 0:  # count batches while they run: recentProgress is short
+                    self._collect(running)
             if not self._collect(running):
                 return  # nothing restarted: the wave is done
 
@@ -545,13 +549,13 @@ def _translate_spark_failure(key: str, exc: BaseException) -> HeadwaterError:
 
 def _clean_committed(query: "StreamingQuery") -> None:
     """cleanSource for the files of a cleanly ended query's last batch."""
-    from headwater.ingest.clean import clean_through, committed_offsets
+    from headwater.ingest.clean import clean_quietly, committed_offsets
 
     progress = query.lastProgress
     if not progress:
         return
     for index_path, seq in committed_offsets(progress.get("sources", []), "endOffset"):
-        clean_through(index_path, seq)
+        clean_quietly(index_path, seq)
 
 
 def _summary(result: FlowResult) -> str:
