@@ -4,6 +4,7 @@
 #   bash dev.sh test    the test suite (what CI runs)
 #   bash dev.sh bench   the Delta I/O benchmark (outside CI)
 #   bash dev.sh bench-pipeline   headwater run vs Spark Declarative Pipelines (outside CI)
+#   bash dev.sh bench-ingest     read_files vs Spark's file source, 1k..100k files (outside CI)
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
@@ -23,5 +24,6 @@ case "$cmd" in
   test)  exec .venv/bin/python -m pytest --durations=15 "$@" ;;
   bench) exec .venv/bin/python benchmarks/delta_io.py "$@" ;;
   bench-pipeline) exec .venv/bin/python benchmarks/pipeline_vs_sdp.py "$@" ;;
-  *) echo "usage: bash dev.sh demo|test|bench|bench-pipeline" >&2; exit 2 ;;
+  bench-ingest) exec .venv/bin/python benchmarks/ingest_scale.py "$@" ;;
+  *) echo "usage: bash dev.sh demo|test|bench|bench-pipeline|bench-ingest" >&2; exit 2 ;;
 esac
