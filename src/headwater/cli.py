@@ -133,6 +133,34 @@ def run(project_dir: str, trigger: str | None, full_refresh: str | None,
     sys.exit(1 if failed else 0)
 
 
+@main.command()
+@click.option("--root", default="./headwater-demo", show_default=True,
+              type=click.Path(file_okay=False), help="Folder the feeds land in.")
+@click.option("--batches", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Batches to land.")
+@click.option("--interval", default=0.0, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds between batches.")
+@click.option("--seed", default=0, show_default=True, help="Same seed, same data.")
+def factory(root: str, batches: int, interval: float, seed: int) -> None:
+    """Land the next batches of demo data: order JSON files, device readings and colour
+    events, with late, duplicate, malformed and mistyped records mixed in."""
+    import time
+
+    from headwater.factory import DataFactory
+
+    data = DataFactory(root, seed=seed)
+    for i in range(batches):
+        if i and interval:
+            time.sleep(interval)
+        number = data.load()[0]
+        click.echo(f"landed batch {number} in {data.root}")
+    truth = data.truth()
+    kinds = sorted({e["kind"] for e in truth.entries})
+    for feed in ("orders", "devices", "colors"):
+        counts = ", ".join(f"{k} {truth.count(feed, k)}" for k in kinds if truth.count(feed, k))
+        click.echo(f"  {feed}: {counts}")
+
+
 def _full_refresh(graph: Any, targets: list[str]) -> Any:
     """Drop the tables, their side tables and checkpoints, cascading to streaming tables
     downstream (their checkpoints point into data that no longer exists); then rebuild."""
