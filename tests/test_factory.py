@@ -18,19 +18,20 @@ def _files(root: Path) -> dict[str, bytes]:
 def _landed_orders(root: Path) -> list[tuple[str, object]]:
     """(file, record or raw text) for every record in the landed order files."""
     out = []
-    for path in sorted((root / "landing" / "orders").glob("*.json")):
+    for path in sorted((root / "landing" / "orders").rglob("*.json")):
         text = path.read_text()
         try:
             doc = json.loads(text)
-            out.extend((path.name, r) for r in (doc if isinstance(doc, list) else [doc]))
+            name = f"{path.parent.name}/{path.name}"
+            out.extend((name, r) for r in (doc if isinstance(doc, list) else [doc]))
             continue
         except ValueError:
             pass
         for line in text.splitlines():
             try:
-                out.append((path.name, json.loads(line)))
+                out.append((f"{path.parent.name}/{path.name}", json.loads(line)))
             except ValueError:
-                out.append((path.name, line))
+                out.append((f"{path.parent.name}/{path.name}", line))
     return out
 
 

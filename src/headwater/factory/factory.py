@@ -3,8 +3,9 @@
 
 Feeds (all deterministic for a seed and batch number):
 
-- orders: JSON files with the seeds' nested order schema in ``<root>/landing/orders/``,
-  alternately one document per file (a pretty-printed array) and one order per line;
+- orders: JSON files with the seeds' nested order schema, one document per file (a
+  pretty-printed array) in ``<root>/landing/orders/multiline/`` and one order per line in
+  ``<root>/landing/orders/lines/`` (Spark's multiLine reader needs one kind per folder);
 - devices: IoT readings appended to the Delta table ``<root>/devices_bronze``;
 - colors: colour events appended to the Delta table ``<root>/colors_bronze``.
 
@@ -144,10 +145,10 @@ class DataFactory:
         files: list[list[dict[str, Any]]] = [[] for _ in range(max(1, rates.order_files))]
         for i, entry in enumerate(entries):
             files[i % len(files)].append(entry)
-        self.orders_dir.mkdir(parents=True, exist_ok=True)
         for f, group in enumerate(files):
             multi_line = f % 2 == 1
-            name = f"orders-{number:05d}-{f}.json"
+            name = f"{'multiline' if multi_line else 'lines'}/orders-{number:05d}-{f}.json"
+            (self.orders_dir / name).parent.mkdir(parents=True, exist_ok=True)
             lines: list[str] = []
             for entry in group:
                 entry["file"] = name

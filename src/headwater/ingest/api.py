@@ -40,7 +40,8 @@ def read_files(
     """Stream the files that land in ``path`` (and its subfolders), each file once.
 
     format: "json" (one object per line; ``multi_line=True`` for one document per file,
-        an object or an array of objects), "csv" (``header``, ``sep``) or "parquet".
+        an object or an array of objects, where files of JSON lines are still read as lines),
+        "csv" (``header``, ``sep``) or "parquet".
     schema: a StructType or DDL string. Default None: inferred from the first files (up to
         1000) and kept as version 0 in ``schema_location``; a restart never infers again.
     schema_location: where schema versions and the list of ingested files live. Default:

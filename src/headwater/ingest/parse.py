@@ -231,7 +231,8 @@ class RecordParser:
             self._record(record, path, self.json_convs, number)
 
     def _json_document(self, path: str, data: bytes) -> None:
-        """multiLine: the file is one JSON object or an array of objects."""
+        """multiLine: the file is one JSON object or an array of objects. A file of JSON
+        lines (its first line an object on its own) is read as lines instead."""
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -242,7 +243,10 @@ class RecordParser:
         try:
             document = json.loads(text)
         except ValueError:
-            self._malformed(path, 1, text, "not valid JSON")
+            if _first_line_is_object(text):
+                self._json_lines_slow(path, data)
+            else:
+                self._malformed(path, 1, text, "not valid JSON")
             return
         records = document if isinstance(document, list) else [document]
         for record in records:
@@ -363,6 +367,14 @@ class RecordParser:
         self.rows += 1
         self.malformed += 1
         self._rescue({"_corrupt_record": text, "_error": why}, path, line)
+
+
+def _first_line_is_object(text: str) -> bool:
+    line = next((ln for ln in text.split("\n") if ln.strip()), "")
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
 
 
 def _lossless(source: pa.DataType, target: pa.DataType) -> bool:
