@@ -6,8 +6,10 @@ Feeds (all deterministic for a seed and batch number):
 - orders: JSON files with the seeds' nested order schema, one document per file (a
   pretty-printed array) in ``<root>/landing/orders/multiline/`` and one order per line in
   ``<root>/landing/orders/lines/`` (Spark's multiLine reader needs one kind per folder);
-- devices: IoT readings appended to the Delta table ``<root>/devices_bronze``;
-- colors: colour events appended to the Delta table ``<root>/colors_bronze``.
+- devices: IoT readings appended to the Delta table ``<root>/devices_bronze`` (another
+  name with ``device_table=``, e.g. seed 001's ``bronze``);
+- colors: colour events appended to the Delta table ``<root>/colors_bronze``
+  (``color_table=``).
 
 Each batch mixes in what real feeds bring: events out of order and late (event time well
 behind the batch's window), duplicates of earlier orders, malformed lines and mistyped values.
@@ -82,10 +84,12 @@ class GroundTruth:
 
 
 class DataFactory:
-    def __init__(self, root: str | os.PathLike, seed: int = 0, rates: Rates | None = None) -> None:
+    def __init__(self, root: str | os.PathLike, seed: int = 0, rates: Rates | None = None,
+                 device_table: str = "devices_bronze", color_table: str = "colors_bronze") -> None:
         self.root = Path(root).expanduser().resolve()
         self.seed = seed
         self.rates = rates or Rates()
+        self.tables = {"devices": device_table, "colors": color_table}
         self.state_dir = self.root / "_factory"
         self.orders_dir = self.root / "landing" / "orders"
 
@@ -230,7 +234,7 @@ class DataFactory:
         table = pa.table({name: pa.array([r[name] for r in rows], arrow[kind])
                           for name, kind in types.items()})
         # One commit per batch with a transaction id: a retried load is not appended twice.
-        path = str(self.root / f"{feed}_bronze")
+        path = str(self.root / self.tables[feed])
         app_id = "headwater-factory"
         try:
             done = DeltaTable(path).transaction_version(app_id)
