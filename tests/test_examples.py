@@ -38,3 +38,45 @@ def test_device_counts_change_as_the_factory_lands_data(spark, tmp_path):
     truth = DataFactory(root).truth()
     assert before == _device_counts(truth, 1)
     assert after == _device_counts(truth, 2) and after != before
+
+
+def _flat_rows(order: dict) -> list[tuple]:
+    """What the seed's explode_outer gives for one order: (order_id, item_id, key)."""
+    items = order.get("items") or [None]
+    metadata = order.get("metadata") or [None]
+    return [(order["order_id"], i and i["item_id"], m and m["key"])
+            for m in metadata for i in items]
+
+
+def test_orders_json_flattened_exactly_with_nothing_lost(spark, tmp_path):
+    from collections import Counter
+
+    from headwater.factory import DataFactory
+
+    root = tmp_path / "lake"
+    out = example("orders_json").main(str(root), spark)
+    truth = DataFactory(root).truth()
+    key = lambda r: (r["order_id"], r["item_id"], r["key"])  # noqa: E731
+
+    # Spark's own source over the multi-line files: exact for every well-typed order
+    multi = [e for e in truth.of("orders") if e["multi_line"]]
+    expected = Counter(t for e in multi if e["kind"] != "mistyped" for t in _flat_rows(e["record"]))
+    typed_ids = {e["record"]["order_id"] for e in multi if e["kind"] != "mistyped"}
+    got = Counter(key(r) for r in out["seed_rows"] if r["order_id"] in typed_ids)
+    assert got == expected
+
+    # read_files over every file: each order flattened, each malformed line one rescued row
+    orders = [e for e in truth.of("orders") if e["kind"] != "malformed"]
+    # a mistyped item rescues its whole items array (kept as JSON in _rescued_data)
+    expected = Counter(t for e in orders for t in _flat_rows(
+        {**e["record"], "items": None} if e["kind"] == "mistyped" else e["record"]))
+    assert Counter(key(r) for r in out["rows"] if r["order_id"]) == expected
+    malformed = [r for r in out["rows"] if r["order_id"] is None]
+    assert len(malformed) == truth.count("orders", "malformed")
+    assert all('"_corrupt_record"' in r["_rescued_data"] for r in malformed)
+    mistyped = {e["record"]["order_id"] for e in truth.of("orders", "mistyped")}
+    rescued = {r["order_id"] for r in out["rows"] if r["order_id"] and r["_rescued_data"]}
+    assert rescued == mistyped  # a quantity of "two" is kept, not nulled
+    landing = root / "landing" / "orders"
+    assert not list(landing.rglob("*.json"))  # all archived after their batches committed
+    assert len(list((root / "archive" / "orders").rglob("*.json"))) == 4
