@@ -80,3 +80,38 @@ def test_orders_json_flattened_exactly_with_nothing_lost(spark, tmp_path):
     landing = root / "landing" / "orders"
     assert not list(landing.rglob("*.json"))  # all archived after their batches committed
     assert len(list((root / "archive" / "orders").rglob("*.json"))) == 4
+
+
+def test_color_windows_in_complete_update_and_append_modes(spark, tmp_path):
+    import datetime as dt
+    from collections import Counter
+
+    mod = example("color_windows")
+    out = mod.main(str(tmp_path / "lake"), spark)
+    events = [(c, dt.datetime.fromisoformat(t)) for rows in mod.ROUNDS for c, t in rows]
+
+    def windows(size: int, slide: int) -> Counter:
+        got: Counter = Counter()
+        for color, ts in events:
+            minute = ts.replace(second=0) - dt.timedelta(minutes=ts.minute % slide)
+            start = minute
+            while start + dt.timedelta(minutes=size) > ts:
+                if start <= ts:
+                    got[(color, start, start + dt.timedelta(minutes=size))] += 1
+                start -= dt.timedelta(minutes=slide)
+        return got
+
+    def table(name: str) -> Counter:
+        return Counter({(r["color"], r["window"]["start"], r["window"]["end"]): r["count"]
+                        for r in out[name]})
+
+    assert table("tumbling_complete") == windows(5, 5)
+    assert table("sliding_update") == windows(10, 5)  # merged by (color, window)
+    # append: only windows the watermark closed, each once with its final count
+    appended = table("tumbling_append")
+    watermark = max(ts for rows in mod.ROUNDS[:2] for _, ts in
+                    [(c, dt.datetime.fromisoformat(t)) for c, t in rows]) - dt.timedelta(seconds=10)
+    closed = {k: v for k, v in windows(5, 5).items() if k[2] <= watermark}
+    assert closed and set(closed) <= set(appended)
+    assert all(appended[k] == windows(5, 5)[k] for k in appended)
+    assert not any(k[1] >= dt.datetime(2025, 6, 22, 10, 30) for k in appended)  # still open
