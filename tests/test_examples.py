@@ -115,3 +115,30 @@ def test_color_windows_in_complete_update_and_append_modes(spark, tmp_path):
     assert closed and set(closed) <= set(appended)
     assert all(appended[k] == windows(5, 5)[k] for k in appended)
     assert not any(k[1] >= dt.datetime(2025, 6, 22, 10, 30) for k in appended)  # still open
+
+
+def test_foreach_batch_writes_two_tables_exactly_once(spark, tmp_path):
+    from headwater.factory import DataFactory
+
+    root = tmp_path / "lake"
+    counts = example("foreach_batch").main(str(root), spark)
+    readings = DataFactory(root).truth().records("devices")
+    assert counts == {"ok": sum(r["status"] == "ok" for r in readings),
+                      "warn": sum(r["status"] != "ok" for r in readings)}
+
+
+def test_a_restarted_stream_reads_only_new_data(spark, tmp_path):
+    from headwater.factory import DataFactory
+
+    root = tmp_path / "lake"
+    out = example("restart_from_checkpoint").main(str(root), "1 second", spark)
+    per_batch = [e["batch"] for e in DataFactory(root).truth().of("devices")]
+    assert out == {"first_run": per_batch.count(0),
+                   "second_run": per_batch.count(1) + per_batch.count(2),
+                   "silver": len(per_batch)}
+
+
+def test_order_by_on_a_stream_gives_the_clear_error(spark, tmp_path):
+    message = example("order_by_error").main(str(tmp_path / "lake"), spark)
+    assert "Sorting is not supported" in message or "ORDER BY" in message.upper()
+    assert message.startswith("[HW_")

@@ -76,7 +76,8 @@ def unwrap(exc: BaseException) -> BaseException:
 
 @contextlib.contextmanager
 def translated() -> Iterator[None]:
-    """Re-raise Spark-wrapped headwater errors as ``HeadwaterError`` (cause kept)."""
+    """Re-raise Spark-wrapped headwater errors, and Spark's unsupported-operation errors on
+    streams, as ``HeadwaterError`` (cause kept)."""
     try:
         yield
     except HeadwaterError:
@@ -84,5 +85,9 @@ def translated() -> Iterator[None]:
     except Exception as exc:  # noqa: BLE001 - we only re-raise, never swallow
         plain = unwrap(exc)
         if plain is exc:
-            raise
+            from headwater.unsupported import as_headwater
+
+            plain = as_headwater(exc)  # ORDER BY on a stream, say: the same words as validate
+            if plain is None:
+                raise
         raise plain from exc

@@ -15,7 +15,6 @@ through Py4J and read the watermark marker Spark puts in attribute metadata.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ from py4j.java_gateway import is_instance_of
 from pyspark.errors import AnalysisException
 
 from headwater.errors import HeadwaterError
+from headwater.unsupported import fix_for, spark_message
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -32,48 +32,6 @@ if TYPE_CHECKING:
 _WATERMARK_KEY = "spark.watermarkDelayMs"
 _ATTRIBUTE = "org.apache.spark.sql.catalyst.expressions.Attribute"
 _MODES = ("append", "complete", "update")
-
-# First match wins: "Stream-stream ... join between two streaming ..." must hit the join rule
-# before the output-mode one. Matched on Spark's message in lower case.
-_FIXES: tuple[tuple[str, str], ...] = (
-    ("sorting is not supported",
-     "Remove ORDER BY from this streaming table; sort when you read it (a batch query) or in a "
-     "materialized view built from it."),
-    ("not supported for no streaming aggregations",
-     "Use output mode 'append': complete mode rewrites an aggregated result, and this query "
-     "has no aggregation."),
-    ("streaming aggregations without watermark",
-     "Add .withWatermark('<event-time column>', '<delay>') before the aggregation and group by "
-     "that column or a window() over it, or write this table in 'complete' or 'update' mode."),
-    ("stream-stream",
-     "Add .withWatermark(...) on both inputs and a time-range join condition, e.g. "
-     "b.ts BETWEEN a.ts AND a.ts + INTERVAL 1 HOUR."),
-    ("join between two streaming",
-     "Write this table in 'append' mode: Spark runs stream-stream outer joins only there."),
-    ("limits are not supported",
-     "Remove LIMIT, or write this table in 'append' or 'complete' mode."),
-    ("distinct aggregations",
-     "Use approx_count_distinct() instead of COUNT(DISTINCT ...), or count exactly in a "
-     "materialized view."),
-    ("global watermark",
-     "Split the chain: write the first aggregation or join to its own table and stream from it, "
-     "or use 'append' mode with watermarks on every stateful step."),
-    ("window function is not supported",
-     "Replace the OVER (...) window with a time window, e.g. groupBy(window('ts', '10 minutes')), "
-     "or compute it in a materialized view."),
-    ("dropduplicateswithinwatermark",
-     "Add .withWatermark('<event-time column>', '<delay>') before dropDuplicatesWithinWatermark."),
-    ("event-time timeout",
-     "Add .withWatermark('<event-time column>', '<delay>') before the *GroupsWithState call."),
-    ("union between streaming and batch",
-     "Read both sides of the UNION as streams, or join the batch table instead."),
-    ("static dataframe/dataset",
-     "Keep the stream on the preserved side of the outer join (stream LEFT JOIN static), or "
-     "read both sides as streams with watermarks."),
-)
-_DEFAULT_FIX = ("Rewrite the step Spark names so it runs on a stream (Structured Streaming guide, "
-                "'Unsupported Operations'), or build this table as a materialized view.")
-
 
 @dataclass
 class CheckResult:
@@ -111,32 +69,16 @@ def check_stream(df: "DataFrame", output_mode: str, table: str) -> CheckResult:
             jvm.org.apache.spark.sql.catalyst.analysis.UnsupportedOperationChecker \
                 .checkForStreaming(plan, jmode)
         except AnalysisException as exc:
-            message = _spark_message(exc)
+            message = spark_message(exc)
             result.errors.append(HeadwaterError(
                 "HW_STREAM_UNSUPPORTED",
                 f"Table {table}: Spark cannot run this query as a stream in {mode} mode.",
-                message, _fix_for(message),
+                message, fix_for(message),
             ))
 
     gateway = session.sparkContext._gateway
     result.warnings.extend(_state_warnings(plan, mode, table, jvm, gateway))
     return result
-
-
-def _spark_message(exc: AnalysisException) -> str:
-    """Spark's one-line reason, without the plan dump, error class or SQLSTATE."""
-    params = exc.getMessageParameters() or {}
-    text = params.get("msg") if exc.getCondition() == "_LEGACY_ERROR_TEMP_3102" else None
-    if not text:
-        text = str(exc).split("\n\nJVM stacktrace", 1)[0].split(";\n", 1)[0]
-        text = re.sub(r"^\[[A-Z0-9_.]+\]\s*", "", text)
-        text = re.sub(r"\s*SQLSTATE: \w+\s*$", "", text)
-    return " ".join(text.split()).rstrip(";")
-
-
-def _fix_for(message: str) -> str:
-    lowered = message.lower()
-    return next((fix for key, fix in _FIXES if key in lowered), _DEFAULT_FIX)
 
 
 # -- state-growth warnings -------------------------------------------------------------------

@@ -1,0 +1,82 @@
+"""Spark's unsupported-operation errors for streams, in plain words with a fix.
+
+Used by ``headwater validate`` (which runs Spark's own checker on each flow) and by
+``headwater.translated()`` (which catches the same error when a plain PySpark query starts).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from headwater.errors import HeadwaterError
+
+# First match wins: "Stream-stream ... join between two streaming ..." must hit the join rule
+# before the output-mode one. Matched on Spark's message in lower case.
+FIXES: tuple[tuple[str, str], ...] = (
+    ("sorting is not supported",
+     "Remove ORDER BY from this streaming table; sort when you read it (a batch query) or in a "
+     "materialized view built from it."),
+    ("not supported for no streaming aggregations",
+     "Use output mode 'append': complete mode rewrites an aggregated result, and this query "
+     "has no aggregation."),
+    ("streaming aggregations without watermark",
+     "Add .withWatermark('<event-time column>', '<delay>') before the aggregation and group by "
+     "that column or a window() over it, or write this table in 'complete' or 'update' mode."),
+    ("stream-stream",
+     "Add .withWatermark(...) on both inputs and a time-range join condition, e.g. "
+     "b.ts BETWEEN a.ts AND a.ts + INTERVAL 1 HOUR."),
+    ("join between two streaming",
+     "Write this table in 'append' mode: Spark runs stream-stream outer joins only there."),
+    ("limits are not supported",
+     "Remove LIMIT, or write this table in 'append' or 'complete' mode."),
+    ("distinct aggregations",
+     "Use approx_count_distinct() instead of COUNT(DISTINCT ...), or count exactly in a "
+     "materialized view."),
+    ("global watermark",
+     "Split the chain: write the first aggregation or join to its own table and stream from it, "
+     "or use 'append' mode with watermarks on every stateful step."),
+    ("window function is not supported",
+     "Replace the OVER (...) window with a time window, e.g. groupBy(window('ts', '10 minutes')), "
+     "or compute it in a materialized view."),
+    ("dropduplicateswithinwatermark",
+     "Add .withWatermark('<event-time column>', '<delay>') before dropDuplicatesWithinWatermark."),
+    ("event-time timeout",
+     "Add .withWatermark('<event-time column>', '<delay>') before the *GroupsWithState call."),
+    ("union between streaming and batch",
+     "Read both sides of the UNION as streams, or join the batch table instead."),
+    ("static dataframe/dataset",
+     "Keep the stream on the preserved side of the outer join (stream LEFT JOIN static), or "
+     "read both sides as streams with watermarks."),
+)
+DEFAULT_FIX = ("Rewrite the step Spark names so it runs on a stream (Structured Streaming guide, "
+               "'Unsupported Operations'), or build this table as a materialized view.")
+_KEYS = tuple(key for key, _ in FIXES)
+
+
+def spark_message(exc: Any) -> str:
+    """Spark's one-line reason, without the plan dump, error class or SQLSTATE."""
+    params = exc.getMessageParameters() or {}
+    text = params.get("msg") if exc.getCondition() == "_LEGACY_ERROR_TEMP_3102" else None
+    if not text:
+        text = str(exc).split("\n\nJVM stacktrace", 1)[0].split(";\n", 1)[0]
+        text = re.sub(r"^\[[A-Z0-9_.]+\]\s*", "", text)
+        text = re.sub(r"\s*SQLSTATE: \w+\s*$", "", text)
+    return " ".join(text.split()).rstrip(";")
+
+
+def fix_for(message: str) -> str:
+    lowered = message.lower()
+    return next((fix for key, fix in FIXES if key in lowered), DEFAULT_FIX)
+
+
+def as_headwater(exc: BaseException) -> HeadwaterError | None:
+    """HW_STREAM_UNSUPPORTED for Spark's unsupported-operation error, else None."""
+    if type(exc).__name__ != "AnalysisException":
+        return None
+    message = spark_message(exc)
+    lowered = message.lower()
+    if not any(key in lowered for key in _KEYS) and "streaming dataframes" not in lowered:
+        return None
+    return HeadwaterError("HW_STREAM_UNSUPPORTED", "Spark cannot run this query as a stream.",
+                          message, fix_for(message))
