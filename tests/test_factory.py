@@ -85,3 +85,24 @@ def test_an_interrupted_load_lands_the_same_batch_again_without_doubling(tmp_pat
     assert _files(tmp_path) == files and factory.truth().entries == truth
     assert DeltaTable(str(tmp_path / "devices_bronze")).count() == rows
     assert rows == factory.truth().count("devices")
+
+
+def test_factory_and_sql_commands(tmp_path):
+    from tests.test_cli import cli
+
+    landed = cli("factory", "--root", str(tmp_path / "lake"), "--batches", "2", "--seed", "3",
+                 cwd=tmp_path)
+    assert landed.returncode == 0, landed.stderr[-2000:]
+    assert "landed batch 1" in landed.stdout and "orders: " in landed.stdout
+    truth = DataFactory(tmp_path / "lake", seed=3).truth()
+    query = cli("sql", "SELECT device_id, count(*) AS n FROM devices_bronze GROUP BY device_id "
+                "ORDER BY device_id", "--root", str(tmp_path / "lake"), cwd=tmp_path)
+    assert query.returncode == 0, query.stderr[-2000:]
+    lines = query.stdout.strip().splitlines()
+    got = {int(line.split()[0]): int(line.split()[1]) for line in lines[2:-1]}
+    expected: dict[int, int] = {}
+    for r in truth.records("devices"):
+        expected[r["device_id"]] = expected.get(r["device_id"], 0) + 1
+    assert got == expected
+    bad = cli("sql", "SELECT * FROM nope", "--root", str(tmp_path / "lake"), cwd=tmp_path)
+    assert bad.returncode == 1 and "devices_bronze" in bad.stderr

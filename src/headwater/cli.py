@@ -134,6 +134,46 @@ def run(project_dir: str, trigger: str | None, full_refresh: str | None,
 
 
 @main.command()
+@click.argument("query")
+@click.option("--root", default="./headwater-demo", show_default=True,
+              type=click.Path(file_okay=False), help="The lakehouse folder.")
+@click.option("--limit", default=50, show_default=True, help="Rows to print.")
+def sql(query: str, root: str, limit: int) -> None:
+    """Run a SQL QUERY over the lakehouse's tables, e.g. "SELECT * FROM gold LIMIT 10"."""
+    import headwater
+
+    if not Path(root).is_dir():
+        _fail(HeadwaterError("HW_LAKEHOUSE_MISSING", f"{root} does not exist.",
+                             "headwater sql queries the tables of an existing lakehouse.",
+                             "Pass --root with the folder holding the tables."))
+    spark = headwater.spark_session(conf={"spark.sql.shuffle.partitions": "2"}, lakehouse=root)
+    lake = headwater.Lakehouse(root, spark)
+    try:
+        with headwater.translated():
+            df = lake.sql(query)
+            rows = df.limit(limit + 1).collect()
+    except HeadwaterError as exc:
+        _fail(exc)
+    except Exception as exc:  # noqa: BLE001 - Spark's own SQL errors: say them plainly
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        _fail(HeadwaterError("HW_SQL_FAILED", first, "Spark could not run the query.",
+                             f"Tables here: {', '.join(lake.tables()) or 'none'}."))
+    columns = df.columns
+    shown = [[_cell(r[c]) for c in columns] for r in rows[:limit]]
+    widths = [max([len(c)] + [len(row[i]) for row in shown]) for i, c in enumerate(columns)]
+    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    click.echo("  ".join("-" * w for w in widths))
+    for row in shown:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+    more = " (more not shown)" if len(rows) > limit else ""
+    click.echo(f"({len(shown)} rows{more})")
+
+
+def _cell(value: Any) -> str:
+    return "NULL" if value is None else str(value)
+
+
+@main.command()
 @click.option("--root", default="./headwater-demo", show_default=True,
               type=click.Path(file_okay=False), help="Folder the feeds land in.")
 @click.option("--batches", default=1, show_default=True, type=click.IntRange(min=1),
