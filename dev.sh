@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One entry point for a fresh clone: creates .venv, installs headwater pinned, runs a command.
-#   bash dev.sh demo    the main job (for now: examples/stream_copy.py)
+#   bash dev.sh demo    the main job: headwater demo for 60 s (pass your own options instead)
 #   bash dev.sh test    the test suite (what CI runs)
 #   bash dev.sh bench   the Delta I/O benchmark (outside CI)
 #   bash dev.sh bench-pipeline   headwater run vs Spark Declarative Pipelines (outside CI)
@@ -20,7 +20,8 @@ fi
 cmd=${1:-demo}
 shift || true
 case "$cmd" in
-  demo)  exec .venv/bin/python examples/stream_copy.py "$@" ;;
+  demo)  if [ $# -eq 0 ]; then set -- --duration 60; fi
+         exec .venv/bin/headwater demo "$@" ;;
   test)  exec .venv/bin/python -m pytest --durations=15 "$@" ;;
   bench) exec .venv/bin/python benchmarks/delta_io.py "$@" ;;
   bench-pipeline) exec .venv/bin/python benchmarks/pipeline_vs_sdp.py "$@" ;;

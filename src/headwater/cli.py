@@ -134,6 +134,45 @@ def run(project_dir: str, trigger: str | None, full_refresh: str | None,
 
 
 @main.command()
+@click.option("--root", default="./headwater-demo", show_default=True,
+              type=click.Path(file_okay=False), help="Where the demo lakehouse is created.")
+@click.option("--once", is_flag=True, help="Land --batches batches, run triggered to the end, "
+              "check gold against the ground truth, exit.")
+@click.option("--batches", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Batches landed with --once.")
+@click.option("--interval", default=5.0, show_default=True, type=click.FloatRange(min=0.5),
+              help="Seconds between landed batches (continuous).")
+@click.option("--duration", default=None, type=click.FloatRange(min=1),
+              help="Stop after this many seconds (default: run until Ctrl-C).")
+@click.option("--seed", default=0, show_default=True, help="The factory's seed.")
+def demo(root: str, once: bool, batches: int, interval: float, duration: float | None,
+         seed: int) -> None:
+    """The whole system alive: the data factory lands orders and device readings, a
+    medallion pipeline streams them bronze -> silver -> gold, and the results are checked
+    against what was landed."""
+    import threading
+
+    from headwater.demo.run import run_demo
+
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: Any) -> None:
+        if not stop.is_set():
+            click.echo("stopping after the current micro-batches...")
+        stop.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    try:
+        code = run_demo(root, once, batches, interval, duration, seed, click.echo, stop)
+    except HeadwaterError as exc:
+        _fail(exc)
+    click.echo(f"\nquery the tables: headwater sql 'SELECT * FROM revenue_by_country' "
+               f"--root {root}")
+    sys.exit(code)
+
+
+@main.command()
 @click.argument("query")
 @click.option("--root", default="./headwater-demo", show_default=True,
               type=click.Path(file_okay=False), help="The lakehouse folder.")

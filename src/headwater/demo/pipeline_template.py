@@ -1,0 +1,64 @@
+"""The demo's medallion pipeline (written by `headwater demo`; edit it and run again).
+
+orders:  JSON files -> bronze_orders (rescued data) -> silver_orders (one row per item,
+         expectations, quarantine) -> revenue_by_country, revenue_by_hour (materialized views)
+devices: devices_bronze (a Delta table the factory appends to) -> device_counts (complete mode)
+"""
+
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+import headwater
+from headwater.demo.schemas import ORDER_SCHEMA
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@headwater.table(comment="Order files as they landed; what did not fit is in _rescued_data.")
+def bronze_orders():
+    return headwater.read_files(ROOT / "landing" / "orders", multi_line=True,
+                                schema=ORDER_SCHEMA)
+
+
+@headwater.table(comment="One row per order item (line), typed; bad records quarantined.")
+@headwater.expect_or_drop("parsable", "order_id IS NOT NULL")
+@headwater.expect_or_drop("valid_quantity", "quantity IS NOT NULL AND quantity > 0")
+def silver_orders():
+    orders = headwater.read_stream("bronze_orders")
+    return (orders
+            .select("order_id", F.to_timestamp("timestamp").alias("ts"),
+                    F.col("customer.address.country").alias("country"),
+                    F.posexplode_outer("items").alias("line", "item"), "_rescued_data")
+            .select("order_id", "ts", "country", "line", F.col("item.item_id").alias("item_id"),
+                    F.col("item.quantity").alias("quantity"), F.col("item.price").alias("price"),
+                    "_rescued_data"))
+
+
+def order_lines():
+    """Feeds resend orders: each (order, line) counts once in gold."""
+    return (headwater.read("silver_orders")
+            .select("order_id", "line", "ts", "country", "quantity", "price").distinct())
+
+
+def revenue():
+    return F.round(F.sum(F.col("quantity") * F.col("price")), 2).alias("revenue")
+
+
+@headwater.materialized_view(comment="Revenue per country.")
+def revenue_by_country():
+    lines = order_lines()
+    return lines.groupBy("country").agg(revenue(), F.count("*").alias("lines"))
+
+
+@headwater.materialized_view(comment="Revenue per hour (event time) and country.")
+def revenue_by_hour():
+    lines = order_lines()
+    return (lines.groupBy(F.window("ts", "1 hour").start.alias("hour"), "country")
+            .agg(revenue()))
+
+
+@headwater.table(output_mode="complete", comment="Readings per device.")
+def device_counts():
+    return (headwater.read_stream("devices_bronze")
+            .groupBy("device_id").agg(F.count("*").alias("readings")))
