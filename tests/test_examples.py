@@ -142,3 +142,22 @@ def test_order_by_on_a_stream_gives_the_clear_error(spark, tmp_path):
     message = example("order_by_error").main(str(tmp_path / "lake"), spark)
     assert "Sorting is not supported" in message or "ORDER BY" in message.upper()
     assert message.startswith("[HW_")
+
+
+def test_seed_helpers_wait_list_stop_and_clean_up(spark, tmp_path):
+    import headwater
+
+    root = tmp_path / "lake"
+    lake = headwater.Lakehouse(root, spark)
+    lake.sql("CREATE TABLE src (id BIGINT)")
+    spark.sql("INSERT INTO src VALUES (1), (2)")
+    query = (spark.readStream.table("src").writeStream.trigger(processingTime="1 second")
+             .option("checkpointLocation", lake.checkpoint("dst")).table("dst"))
+    headwater.block_until_stream_is_ready(query, min_batches=2)
+    assert len(query.recentProgress) >= 2
+    assert query in headwater.active_streams(spark) or \
+        any(q.id == query.id for q in headwater.active_streams(spark))
+    headwater.cleanup(root, spark)
+    assert not query.isActive and not headwater.active_streams(spark)
+    assert not root.exists()
+    assert "dst" not in [t.name for t in spark.catalog.listTables()]
