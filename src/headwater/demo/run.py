@@ -157,15 +157,22 @@ def run_demo(root: str | Path, once: bool, batches: int, interval: float,
         run("available-now", False, None)
     else:
         stop = stop or threading.Event()
-        if duration:
-            threading.Timer(duration, stop.set).start()
+        timer = threading.Timer(duration, stop.set) if duration else None
+        if timer is not None:
+            timer.daemon = True  # a run that ends early must not wait for it
+            timer.start()
 
         def land() -> None:
             while not stop.wait(interval):
                 echo(f"factory: landed batch {factory.load()[0]}")
 
-        threading.Thread(target=land, daemon=True).start()
+        lander = threading.Thread(target=land, daemon=True)
+        lander.start()
         run("2 seconds", True, stop)
+        stop.set()  # the pipeline ended (a failed flow, say): stop landing too
+        if timer is not None:
+            timer.cancel()
+        lander.join()  # a batch being landed is finished before the last run reads
         echo("stopped; one triggered run processes what landed last")
         run("available-now", False, None)
 
