@@ -138,10 +138,11 @@ def test_multiline_documents_and_arrays():
         "/l/many.json": b'[{"id": 2}, {"id": 3, "name": "c"}]',
         "/l/bad.json": b'{"id": 4,\n',
         "/l/lines.json": b'{"id": 5}\n{"id": 6}\n{"id"\n',  # JSON lines: read as lines
+        "/l/broken_first.json": b'{"id": 7, "na\n{"id": 8}\n{"id": 9}\n',  # still lines
     }, multi_line=True)
-    assert [r["id"] for r in out] == [1, 2, 3, None, 5, 6, None]
+    assert [r["id"] for r in out] == [1, 2, 3, None, 5, 6, None, None, 8, 9]
     assert rescued(out[3])["_error"] == "not valid JSON"
-    assert rescued(out[6])["_line"] == 3
+    assert rescued(out[6])["_line"] == 3 and rescued(out[7])["_line"] == 1
 
 
 def test_nested_new_fields_and_new_columns_are_collected_for_evolution():

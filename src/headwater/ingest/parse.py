@@ -232,7 +232,7 @@ class RecordParser:
 
     def _json_document(self, path: str, data: bytes) -> None:
         """multiLine: the file is one JSON object or an array of objects. A file of JSON
-        lines (its first line an object on its own) is read as lines instead."""
+        lines (most lines whole objects) is read as lines instead."""
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -243,7 +243,7 @@ class RecordParser:
         try:
             document = json.loads(text)
         except ValueError:
-            if _first_line_is_object(text):
+            if _looks_like_json_lines(text):
                 self._json_lines_slow(path, data)
             else:
                 self._malformed(path, 1, text, "not valid JSON")
@@ -369,12 +369,17 @@ class RecordParser:
         self._rescue({"_corrupt_record": text, "_error": why}, path, line)
 
 
-def _first_line_is_object(text: str) -> bool:
-    line = next((ln for ln in text.split("\n") if ln.strip()), "")
-    try:
-        return isinstance(json.loads(line), dict)
-    except ValueError:
-        return False
+def _looks_like_json_lines(text: str) -> bool:
+    """Most of the first lines are whole objects on their own (a broken line may come
+    first); in a pretty-printed document hardly any line is."""
+    lines = [ln for ln in text.split("\n", 64)[:64] if ln.strip()][:20]
+    whole = 0
+    for line in lines:
+        try:
+            whole += isinstance(json.loads(line), dict)
+        except ValueError:
+            pass
+    return bool(lines) and whole * 2 >= len(lines)
 
 
 def _lossless(source: pa.DataType, target: pa.DataType) -> bool:
