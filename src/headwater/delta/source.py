@@ -20,10 +20,7 @@ from typing import Any, Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
     ReadLimit,
-    ReadMaxBytes,
-    ReadMaxFiles,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
@@ -32,6 +29,7 @@ from headwater.delta.log import DeltaLog, FileEntry, resolve_file
 from headwater.delta.schema import arrow_schema, parse_partition_value, spark_schema
 from headwater.delta.sink import parse_bool, parse_size
 from headwater.errors import HeadwaterError
+from headwater.read_limits import default_read_limit, limits_of
 
 log = logging.getLogger("headwater.delta.source")
 
@@ -434,22 +432,14 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.planner.initial_offset().to_dict()
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        if self.options.max_files is not None:
-            return ReadMaxFiles(self.options.max_files)
-        if self.options.max_bytes is not None:
-            return ReadMaxBytes(self.options.max_bytes)
-        return ReadAllAvailable()
+        return default_read_limit(self.options.max_files, self.options.max_bytes)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.cap_version = self.planner.log.latest_version()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = Offset.from_dict(start)
-        max_files = max_bytes = None
-        if isinstance(limit, ReadMaxFiles):  # maxBytesPerTrigger, if also set, applies too
-            max_files, max_bytes = limit.max_files, self.options.max_bytes
-        elif isinstance(limit, ReadMaxBytes):
-            max_bytes = limit.max_bytes
+        max_files, max_bytes = limits_of(limit, self.options.max_bytes)
         end = self.planner.latest_offset(begin, max_files, max_bytes, self.cap_version)
         return start if end == begin else end.to_dict()
 

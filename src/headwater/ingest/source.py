@@ -18,7 +18,7 @@ from typing import Any, Iterator, Sequence
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxFiles, SupportsTriggerAvailableNow,
+    ReadLimit, SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StringType, StructField, StructType
 
@@ -26,6 +26,7 @@ from headwater.errors import HeadwaterError
 from headwater.ingest.parse import FileEntry, ParseSettings, RecordParser, infer_schema
 from headwater.ingest.schemas import SchemaStore
 from headwater.ingest.types import add_new_fields, apply_hints, parse_ddl
+from headwater.read_limits import default_read_limit, limits_of
 
 FORMATS = ("json", "csv", "parquet")
 EVOLUTION_MODES = ("addNewColumns", "rescue", "failOnNewColumns", "none")
@@ -316,11 +317,7 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._offset(0)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        if self.opts.max_files is not None:
-            return ReadMaxFiles(self.opts.max_files)
-        if self.opts.max_bytes is not None:
-            return ReadMaxBytes(self.opts.max_bytes)
-        return ReadAllAvailable()
+        return default_read_limit(self.opts.max_files, self.opts.max_bytes)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.cap = self.index.discover()
@@ -331,11 +328,7 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             from headwater.ingest.clean import clean_quietly
 
             clean_quietly(self.opts.index_path, begin)  # ``start`` is committed by now
-        max_files = max_bytes = None
-        if isinstance(limit, ReadMaxFiles):
-            max_files, max_bytes = limit.max_files, self.opts.max_bytes
-        elif isinstance(limit, ReadMaxBytes):
-            max_bytes = limit.max_bytes
+        max_files, max_bytes = limits_of(limit, self.opts.max_bytes)
         if self.cap is None:
             known = self.index.max_seq()
             if max_files is None or known - begin < max_files:
