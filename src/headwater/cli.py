@@ -94,9 +94,14 @@ def validate(project_dir: str) -> None:
 @click.option("--full-refresh-all", is_flag=True, help="Rebuild every table of the pipeline.")
 @click.option("--select", default=None, help="Comma-separated datasets to run (the rest of "
                                              "the graph is left alone).")
+@click.option("--no-event-log", "no_event_log", is_flag=True,
+              help="Do not write this run's progress to the _event_log table.")
+@click.option("--plain", is_flag=True, help="Log lines instead of the live table, even on a "
+              "terminal (the default in pipes and CI).")
 def run(project_dir: str, trigger: str | None, full_refresh: str | None,
-        full_refresh_all: bool, select: str | None) -> None:
+        full_refresh_all: bool, select: str | None, no_event_log: bool, plain: bool) -> None:
     """Run the pipeline: triggered (default) or continuous."""
+    from headwater.monitor.display import Display
     from headwater.pipeline.graph import Graph
     from headwater.pipeline.runner import Runner
     from headwater.triggers import is_triggered, trigger_kwargs
@@ -111,7 +116,9 @@ def run(project_dir: str, trigger: str | None, full_refresh: str | None,
         if full_refresh or full_refresh_all:
             targets = graph.stored() if full_refresh_all else _names(full_refresh)
             graph = _full_refresh(graph, targets)
-        runner = Runner(graph, kwargs, continuous, _names(select), echo=click.echo)
+        display = Display(click.echo, live=False if plain else None, triggered=not continuous)
+        runner = Runner(graph, kwargs, continuous, _names(select), pipeline=project.name,
+                        event_log=project.event_log and not no_event_log, display=display)
     except HeadwaterError as exc:
         _fail(exc)
 
@@ -238,6 +245,63 @@ def factory(root: str, batches: int, interval: float, seed: int) -> None:
     for feed in ("orders", "devices", "colors"):
         counts = ", ".join(f"{k} {truth.count(feed, k)}" for k in kinds if truth.count(feed, k))
         click.echo(f"  {feed}: {counts}")
+
+
+_ROOT_OPTIONS = [
+    click.option("--project", "project_dir", default=None,
+                 help="Project folder (headwater.toml); default: here."),
+    click.option("--root", default=None, type=click.Path(file_okay=False),
+                 help="The lakehouse folder instead of a project's (the demo: ./headwater-demo)."),
+]
+
+
+def _root_options(command: Any) -> Any:
+    for option in reversed(_ROOT_OPTIONS):
+        command = option(command)
+    return command
+
+
+@main.command()
+@_root_options
+def status(project_dir: str | None, root: str | None) -> None:
+    """What is running now, each flow's batches and rows, and every flow's last result."""
+    from headwater.monitor.commands import resolve_root, status_lines
+
+    try:
+        for line in status_lines(resolve_root(project_dir, root)):
+            click.echo(line)
+    except HeadwaterError as exc:
+        _fail(exc)
+
+
+@main.command()
+@click.argument("table")
+@_root_options
+@click.option("--limit", default=20, show_default=True, help="Commits to show, newest first.")
+def history(table: str, project_dir: str | None, root: str | None, limit: int) -> None:
+    """The Delta commit history of TABLE: versions, operations, rows added, writers."""
+    from headwater.monitor.commands import history_lines, resolve_root
+
+    try:
+        for line in history_lines(resolve_root(project_dir, root), table, limit):
+            click.echo(line)
+    except HeadwaterError as exc:
+        _fail(exc)
+
+
+@main.command()
+@_root_options
+@click.option("--timeout", default=180.0, show_default=True,
+              help="Seconds to wait for the pipeline to exit.")
+def stop(project_dir: str | None, root: str | None, timeout: float) -> None:
+    """Stop the pipeline running on this lakehouse, cleanly, from another terminal: every
+    flow stops after its current micro-batch (as Ctrl-C in its own terminal)."""
+    from headwater.monitor.commands import resolve_root, stop_runs
+
+    try:
+        stop_runs(resolve_root(project_dir, root), click.echo, timeout)
+    except HeadwaterError as exc:
+        _fail(exc)
 
 
 def _full_refresh(graph: Any, targets: list[str]) -> Any:

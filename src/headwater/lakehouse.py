@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 _PART = re.compile(r"^[a-z_][a-z0-9_]*$")
 RESERVED_PREFIXES = ("_", ".")
+# Tables headwater writes itself, queryable like any other (names users cannot take).
+SYSTEM_TABLES = ("_event_log",)
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,8 @@ def parse_name(name: str) -> TableName:
         parts = parts[1:]
     if len(parts) > 2:
         raise _bad_name(name, "names have at most two parts, schema.table")
+    if len(parts) == 1 and parts[0] in SYSTEM_TABLES:
+        return TableName(None, parts[0])
     for part in parts:
         if not _PART.match(part) or part.startswith(RESERVED_PREFIXES):
             raise _bad_name(
@@ -106,6 +110,22 @@ def _per_table_source(name: TableName, path: str) -> type:
         "__module__": __name__,
     })
     return cls
+
+
+def list_tables(root: Path) -> list[str]:
+    """Every Delta table under ``root`` (system tables first), as qualified names."""
+    found = [n for n in SYSTEM_TABLES if (root / n / "_delta_log").is_dir()]
+    for entry in sorted(root.iterdir()):
+        if not entry.is_dir() or entry.name.startswith(RESERVED_PREFIXES):
+            continue
+        if (entry / "_delta_log").is_dir():
+            found.append(entry.name)
+            continue
+        for inner in sorted(entry.iterdir()):
+            if inner.is_dir() and (inner / "_delta_log").is_dir() \
+                    and not inner.name.startswith(RESERVED_PREFIXES):
+                found.append(f"{entry.name}.{inner.name}")
+    return [n for n in found if _PART.match(n.split(".")[-1])]
 
 
 _active: "Lakehouse | None" = None
@@ -156,18 +176,7 @@ class Lakehouse:
 
     def tables(self) -> list[str]:
         """Every Delta table under the root, as qualified names, sorted."""
-        found = []
-        for entry in sorted(self.root.iterdir()):
-            if not entry.is_dir() or entry.name.startswith(RESERVED_PREFIXES):
-                continue
-            if (entry / "_delta_log").is_dir():
-                found.append(entry.name)
-                continue
-            for inner in sorted(entry.iterdir()):
-                if inner.is_dir() and (inner / "_delta_log").is_dir() \
-                        and not inner.name.startswith(RESERVED_PREFIXES):
-                    found.append(f"{entry.name}.{inner.name}")
-        return [n for n in found if _PART.match(n.split(".")[-1])]
+        return list_tables(self.root)
 
     def checkpoint(self, name: str, flow: str | None = None) -> str:
         """The checkpoint folder of the query writing ``name`` (one per flow)."""

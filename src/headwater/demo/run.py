@@ -122,9 +122,10 @@ def print_tables(lake: Any, echo: Callable[[str], None]) -> None:
 
 def run_demo(root: str | Path, once: bool, batches: int, interval: float,
              duration: float | None, seed: int, echo: Callable[[str], None],
-             stop: threading.Event | None = None) -> int:
+             stop: threading.Event | None = None, live: bool | None = False) -> int:
     import headwater
     from headwater.factory import DataFactory
+    from headwater.monitor.display import Display
     from headwater.pipeline.graph import Graph
     from headwater.pipeline.project import Project, load_definitions
     from headwater.pipeline.runner import Runner
@@ -142,10 +143,14 @@ def run_demo(root: str | Path, once: bool, batches: int, interval: float,
     registry = load_definitions(project)
     failed = False
 
+    display = Display(echo, live=live)  # the runs' progress; the tables print plainly
+
     def run(trigger: str, continuous: bool, stop_event: threading.Event | None) -> None:
         nonlocal failed
         graph = Graph(registry, lake).build()
-        runner = Runner(graph, trigger_kwargs(trigger), continuous, echo=echo)
+        display.triggered = not continuous
+        runner = Runner(graph, trigger_kwargs(trigger), continuous, pipeline=project.name,
+                        event_log=project.event_log, display=display)
         if stop_event is not None:
             # the caller's stop (Ctrl-C, --duration) reaches the runner
             threading.Thread(target=lambda: (stop_event.wait(), runner.stop_requested.set()),
@@ -164,7 +169,7 @@ def run_demo(root: str | Path, once: bool, batches: int, interval: float,
 
         def land() -> None:
             while not stop.wait(interval):
-                echo(f"factory: landed batch {factory.load()[0]}")
+                display.echo(f"factory: landed batch {factory.load()[0]}")
 
         lander = threading.Thread(target=land, daemon=True)
         lander.start()
@@ -173,7 +178,7 @@ def run_demo(root: str | Path, once: bool, batches: int, interval: float,
         if timer is not None:
             timer.cancel()
         lander.join()  # a batch being landed is finished before the last run reads
-        echo("stopped; one triggered run processes what landed last")
+        display.echo("stopped; one triggered run processes what landed last")
         run("available-now", False, None)
 
     print_tables(lake, echo)

@@ -7,6 +7,7 @@ root = "lakehouse"                          # the lakehouse: tables and checkpoi
 definitions = ["transformations/*.py", "transformations/*.sql"]
 trigger = "available-now"                   # default of `headwater run`
 master = "local[*]"                         # optional
+event_log = true                            # every batch's progress in _event_log
 
 [spark]
 "spark.sql.shuffle.partitions" = "8"
@@ -42,6 +43,7 @@ class Project:
     definitions: list[str]
     trigger: str | None = None
     master: str | None = None
+    event_log: bool = True
     spark_conf: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -64,7 +66,8 @@ class Project:
         section = data.get("pipeline")
         if not isinstance(section, dict):
             raise _invalid(config, "it has no [pipeline] table")
-        unknown = set(section) - {"name", "root", "definitions", "trigger", "master"}
+        unknown = set(section) - {"name", "root", "definitions", "trigger", "master",
+                                 "event_log"}
         if unknown:
             raise _invalid(config, f"unknown [pipeline] keys {sorted(unknown)}")
         definitions = section.get("definitions")
@@ -72,6 +75,8 @@ class Project:
             definitions = [definitions]
         if not definitions or not all(isinstance(d, str) for d in definitions):
             raise _invalid(config, "[pipeline] definitions must list file globs")
+        if not isinstance(section.get("event_log", True), bool):
+            raise _invalid(config, "[pipeline] event_log must be true or false")
         spark_conf = data.get("spark", {})
         if not isinstance(spark_conf, dict):
             raise _invalid(config, "[spark] must be a table of Spark settings")
@@ -82,6 +87,7 @@ class Project:
             definitions=list(definitions),
             trigger=section.get("trigger"),
             master=section.get("master"),
+            event_log=section.get("event_log", True),
             spark_conf={str(k): str(v) for k, v in spark_conf.items()},
         )
 

@@ -25,8 +25,10 @@ from headwater.errors import HeadwaterError, find_code, unwrap
 from headwater.pipeline import expectations as expect_mod
 from headwater.pipeline.definitions import MATERIALIZED_VIEW, TABLE
 from headwater.pipeline.graph import Graph, ResolvedFlow
+from headwater.monitor.run import RunMonitor
 
 if TYPE_CHECKING:
+    from headwater.monitor.display import Display
     from pyspark.sql.streaming import StreamingQuery
 
 FLOW_STATE = "headwater-flow.json"
@@ -63,13 +65,19 @@ class FlowResult:
 class Runner:
     def __init__(self, graph: Graph, trigger: dict[str, Any], continuous: bool,
                  select: list[str] | None = None,
-                 echo: Callable[[str], None] = print) -> None:
+                 echo: Callable[[str], None] = print, pipeline: str = "pipeline",
+                 event_log: bool = True, display: "Display | None" = None) -> None:
         self.graph = graph
         self.lakehouse = graph.lakehouse
         self.trigger = trigger
         self.continuous = continuous
         self._t0 = time.monotonic()
-        self.echo = lambda text: echo(f"[{time.monotonic() - self._t0:7.1f}s] {text}")
+        self.display = display
+        self.echo = display.echo if display is not None else \
+            (lambda text: echo(f"[{time.monotonic() - self._t0:7.1f}s] {text}"))
+        self.pipeline = pipeline
+        self.event_log = event_log
+        self.monitor: RunMonitor | None = None
         self.stop_requested = threading.Event()
         datasets = graph.stored()
         if select:
@@ -82,6 +90,10 @@ class Runner:
     # --- the two modes -------------------------------------------------------------------
 
     def run(self) -> list[FlowResult]:
+        self.monitor = self._monitor()
+        if self.display is not None:
+            self.display.watch(self.monitor)
+        self.monitor.start(self.lakehouse.spark)
         try:
             if self.continuous:
                 self._run_continuous()
@@ -94,8 +106,28 @@ class Runner:
         finally:
             for lock in self._locks.values():
                 lock.release()
+            self.monitor.finish(list(self.results.values()), self.stop_requested.is_set())
+            if self.display is not None:
+                self.display.close()
             self.lakehouse.refresh()
         return list(self.results.values())
+
+    def _monitor(self) -> RunMonitor:
+        registry = self.graph.registry.datasets
+        flows = {rf.key: ("streaming table" if registry[name].kind == TABLE
+                          else "materialized view")
+                 for name in self.datasets for rf in self.graph.flows_of(name)}
+        graph = {name: {"kind": registry[name].kind,
+                        "upstream": sorted(self.graph.upstream(name))}
+                 for name in self.graph.registry.datasets}
+        mode = f"continuous, {self.trigger.get('processingTime')}" if self.continuous \
+            else "triggered"
+        return RunMonitor(self.lakehouse.root, self.pipeline, mode, flows,
+                          event_log=self.event_log, graph=graph)
+
+    def _status(self, key: str, status: str, message: str | None = None, **details: Any) -> None:
+        if self.monitor is not None:
+            self.monitor.flow_status(key, status, message, **details)
 
     def _depths(self) -> dict[str, int]:
         depth: dict[str, int] = {}
@@ -165,12 +197,17 @@ class Runner:
             self._check_checkpoint(rf, checkpoint)
             lock = CheckpointLock(checkpoint, f"headwater run: {rf.key}").acquire()
             self._locks[rf.key] = lock
+            recovered = self.monitor.before_start(rf.key, checkpoint) if self.monitor else 0
+            if recovered:
+                self.echo(f"event log {rf.key}: {recovered} batches of an earlier run that "
+                          "ended abruptly recovered from the checkpoint")
             native = self._native_input(rf)
             if native is not None:
                 query = self._start_native(rf, checkpoint, native)
                 self._save_state(rf, checkpoint)
                 result.status = "running"
                 result.kind = "streaming table, native read"
+                self._status(rf.key, "running", native_read=native.name)
                 self.echo(f"started   {rf.key} ({dataset.output_mode}, native read of "
                           f"{native.name})")
                 return query
@@ -196,6 +233,7 @@ class Runner:
             self._fail(result, exc)
             return None
         result.status = "running"
+        self._status(rf.key, "running")
         self.echo(f"started   {rf.key} ({dataset.output_mode}, checkpoint "
                   f"{Path(checkpoint).relative_to(self.lakehouse.root)})")
         return query
@@ -337,6 +375,7 @@ class Runner:
             if query.isActive:
                 query.stop()
                 self.results[key].status = "stopped"
+                self._status(key, "stopped")
 
     def _collect(self, running: dict[str, "StreamingQuery"]) -> bool:
         """Count finished batches; settle ended queries. True if a flow was restarted."""
@@ -360,11 +399,14 @@ class Runner:
                                 int(value or 0)
             if query.isActive:
                 continue
+            if self.monitor is not None:
+                self.monitor.query_ended(key, query)
             error = query.exception()
             code = find_code(error) if error is not None else None
             if code is not None and code[0] in SCHEMA_RESTART_CODES \
                     and result.schema_changes < MAX_SCHEMA_RESTARTS:
                 result.schema_changes += 1
+                self._status(key, "restarting", code[1].split(" Why:")[0])
                 self.echo(f"evolved   {key}: {code[1].split(' Why:')[0]} "
                           "Restarting with the new schema.")
                 self._release(key)
@@ -376,6 +418,8 @@ class Runner:
                 _clean_committed(query)  # the last batch's files (no later batch will)
                 if result.status == "running":
                     result.status = "completed"
+                    self._status(key, "completed", _summary(result),
+                                 rows_written=result.rows_written)
                     self.echo(f"completed {key}: {_summary(result)}")
             self._release(key)
         for key in restarts:
@@ -407,6 +451,9 @@ class Runner:
                 self.lakehouse.write(bad, name + QUARANTINE_SUFFIX, mode="overwrite")
             result.status = "completed"
             result.batches += 1
+            self._status(rf.key, "completed", f"{result.rows_written} rows",
+                         rows_written=result.rows_written,
+                         seconds=round(time.monotonic() - started, 3))
             if not quiet:
                 self.echo(f"refreshed {rf.key}: {result.rows_written} rows in "
                           f"{time.monotonic() - started:.1f}s")
@@ -448,6 +495,7 @@ class Runner:
             if rf.key not in self.results:
                 self.results[rf.key] = FlowResult(rf.key, rf.dataset.kind, "skipped",
                                                   f"upstream failed: {', '.join(failed)}")
+                self._status(rf.key, "skipped", f"upstream failed: {', '.join(failed)}")
                 self.echo(f"skipped   {rf.key}: upstream {', '.join(failed)} failed")
         return True
 
@@ -457,6 +505,7 @@ class Runner:
             error = _translate_spark_failure(result.key, exc)
         result.status = "failed"
         result.error = str(error)
+        self._status(result.key, "failed", result.error)
         self.echo(f"FAILED    {result.key}: {result.error}")
         self._release(result.key)
 

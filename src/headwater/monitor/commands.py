@@ -1,0 +1,199 @@
+"""``headwater status``, ``history`` and ``stop``: read from the lakehouse, no Spark.
+
+They read the run files (``_runs/``), the event log and the Delta logs with deltalake and
+pyarrow, so they answer in well under a second while a pipeline runs in another terminal.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from headwater.errors import HeadwaterError
+from headwater.monitor.events import read_events
+from headwater.monitor.run import _alive, live_runs
+
+
+def resolve_root(project_dir: str | None, root: str | None) -> Path:
+    """The lakehouse folder: ``--root``, else the project's (headwater.toml) root."""
+    if root:
+        path = Path(root).expanduser().resolve()
+    else:
+        from headwater.pipeline.project import CONFIG, Project
+
+        folder = Path(project_dir or ".")
+        if not (folder / CONFIG).is_file():
+            raise HeadwaterError(
+                "HW_LAKEHOUSE_MISSING", f"No {CONFIG} in {folder.resolve()} and no --root.",
+                "The command reads a lakehouse: a project's root or a folder of tables.",
+                "Run it in the project folder, or pass --project DIR or --root LAKEHOUSE "
+                "(the demo's is ./headwater-demo).")
+        path = Project.load(folder).root
+    if not path.is_dir():
+        raise HeadwaterError("HW_LAKEHOUSE_MISSING", f"{path} does not exist.",
+                             "The command reads the tables and run files of a lakehouse.",
+                             "Pass --root with the folder holding the tables.")
+    return path
+
+
+def _time(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (int, float)):
+        value = dt.datetime.fromtimestamp(value / 1000, dt.timezone.utc)
+    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _table(rows: list[list[str]], header: list[str]) -> list[str]:
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip(),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return lines
+
+
+def flow_summary(root: Path, run_id: str | None = None) -> dict[str, dict[str, Any]]:
+    """Per flow: batches and input rows (of one run, or ever) and its latest status event."""
+    events = read_events(root, ["ts", "run_id", "event", "flow", "status", "batch_id",
+                                "input_rows", "message", "trigger_time",
+                                "batch_duration_ms"]).to_pylist()
+    flows: dict[str, dict[str, Any]] = {}
+    for e in sorted(events, key=lambda e: e["ts"]):
+        if not e["flow"] or (run_id and e["run_id"] != run_id):
+            continue
+        f = flows.setdefault(e["flow"], {"batches": 0, "rows": 0, "status": None, "at": None,
+                                         "message": None, "last_batch": None})
+        if e["event"] == "progress":
+            f["batches"] += 1
+            f["rows"] += e["input_rows"] or 0
+            f["last_batch"] = e["trigger_time"]
+        elif e["event"] == "flow_status":
+            f.update(status=e["status"], at=e["ts"], message=e["message"])
+    return flows
+
+
+def status_lines(root: Path) -> list[str]:
+    lines = []
+    runs = live_runs(root)
+    running = [r for r in runs if r["alive"]]
+    for run in running:
+        lines.append(f"RUNNING pipeline {run['pipeline']} ({run['mode']}), pid {run['pid']}, "
+                     f"since {run['started']}, run {run['run_id']}")
+        flows = flow_summary(root, run["run_id"])
+        rows = [[key, status, str(flows.get(key, {}).get("batches", 0)),
+                 f"{flows.get(key, {}).get('rows', 0):,}",
+                 _time(flows.get(key, {}).get("last_batch"))]
+                for key, status in run["flows"].items()]
+        lines += ["  " + x for x in _table(rows, ["flow", "status", "batches", "rows",
+                                                  "last batch (UTC)"])]
+    for run in runs:
+        if not run["alive"]:
+            lines.append(f"ENDED ABRUPTLY pipeline {run['pipeline']} run {run['run_id']} "
+                         f"(pid {run['pid']} is gone without a clean stop: killed?). Its "
+                         "committed batches are recovered into the event log at the next run.")
+    if not running:
+        lines.append(f"nothing is running in {root}")
+    ended = [e for e in read_events(root, ["ts", "pipeline", "run_id", "event", "status",
+                                           "message", "details"]).to_pylist()
+             if e["event"] == "run_ended"]
+    if ended:
+        lines.append("")
+        lines.append("last runs:")
+        for e in sorted(ended, key=lambda e: e["ts"])[-5:]:
+            details = json.loads(e["details"] or "{}")
+            lines.append(f"  {_time(e['ts'])}  {e['pipeline']}  run {e['run_id']}  "
+                         f"{e['status']} after {details.get('seconds', 0):.1f} s"
+                         + (f": {e['message']}" if e["message"] else ""))
+    flows = flow_summary(root)
+    if flows:
+        lines.append("")
+        lines.append("each flow's last result:")
+        rows = [[key, f["status"] or "-", _time(f["at"]), str(f["batches"]), f"{f['rows']:,}",
+                 (f["message"] or "")[:100]] for key, f in sorted(flows.items())]
+        lines += ["  " + x for x in _table(rows, ["flow", "status", "at (UTC)", "batches",
+                                                  "rows", "message"])]
+    return lines
+
+
+def table_history(root: Path, name: str, limit: int = 20) -> list[dict[str, Any]]:
+    """The table's Delta commits, newest first, with rows added from the add actions' stats."""
+    from deltalake import DeltaTable
+
+    from headwater.lakehouse import list_tables, parse_name
+
+    path = root / parse_name(name).relative_path
+    if not (path / "_delta_log").is_dir():
+        raise HeadwaterError(
+            "HW_TABLE_NOT_FOUND", f"Table {name!r} does not exist in {root}.",
+            "history reads a Delta table's log.",
+            f"Tables here: {', '.join(list_tables(root)) or 'none'}.")
+    out = []
+    for commit in DeltaTable(str(path)).history(limit):
+        version = commit["version"]
+        info = {"version": version, "time": _time(commit.get("timestamp")),
+                "operation": commit.get("operation", "?"),
+                "mode": (commit.get("operationParameters") or {}).get("mode", ""),
+                "rows_added": None, "files_added": 0, "files_removed": 0, "txn": ""}
+        log_file = path / "_delta_log" / f"{version:020d}.json"
+        if log_file.exists():  # cleaned-up log entries keep only their commitInfo
+            rows = 0
+            known = True
+            for line in log_file.read_text().splitlines():
+                action = json.loads(line) if line.strip() else {}
+                if "add" in action:
+                    info["files_added"] += 1
+                    stats = json.loads(action["add"].get("stats") or "{}")
+                    if "numRecords" in stats:
+                        rows += int(stats["numRecords"])
+                    else:
+                        known = False
+                elif "remove" in action:
+                    info["files_removed"] += 1
+                elif "txn" in action:
+                    info["txn"] = f"{action['txn']['appId']}:{action['txn']['version']}"
+            info["rows_added"] = rows if known else None
+        out.append(info)
+    return out
+
+
+def history_lines(root: Path, name: str, limit: int = 20) -> list[str]:
+    commits = table_history(root, name, limit)
+    rows = [[str(c["version"]), c["time"], c["operation"], c["mode"],
+             "-" if c["rows_added"] is None else f"{c['rows_added']:,}",
+             str(c["files_added"]), str(c["files_removed"]), c["txn"]] for c in commits]
+    return _table(rows, ["version", "time (UTC)", "operation", "mode", "rows added",
+                         "files +", "files -", "writer (app:batch)"])
+
+
+def stop_runs(root: Path, echo: Callable[[str], None], timeout: float = 180) -> int:
+    """SIGTERM to each running pipeline of the lakehouse, then wait for it to exit.
+
+    The pipeline stops every flow after its current micro-batch, as on Ctrl-C. Returns how
+    many runs were stopped.
+    """
+    runs = [r for r in live_runs(root) if r["alive"]]
+    if not runs:
+        echo(f"nothing is running in {root}")
+        return 0
+    pids = {int(r["pid"]) for r in runs}
+    for run in runs:
+        echo(f"stopping pipeline {run['pipeline']} (pid {run['pid']}, run {run['run_id']}) "
+             "after its current micro-batches...")
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while any(_alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            raise HeadwaterError(
+                "HW_STOP_TIMEOUT", f"Pipeline process(es) {sorted(pids)} still run after "
+                f"{timeout:.0f} s.", "A micro-batch is still running, or the process ignores "
+                "SIGTERM.", "Wait, or stop it for good with `kill -9 PID`: the next run "
+                "resumes from the checkpoints, exactly once.")
+        time.sleep(0.5)
+    echo(f"stopped {len(pids)} pipeline process(es)")
+    return len(pids)

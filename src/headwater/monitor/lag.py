@@ -1,0 +1,91 @@
+"""How far a flow is behind its sources, from the end offsets of its last batch.
+
+- A Delta source (``reservoirId``/``reservoirVersion``): table versions not read yet.
+- A file source (``hw_file_index``/``seq``): files listed but not read yet (files that landed
+  since the last listing are not known until the next one).
+Other sources (rate, Kafka, ...) have no lag here.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Lag:
+    pending: int
+    unit: str  # "versions" | "files"
+
+    def __str__(self) -> str:
+        return f"{self.pending} {self.unit}"
+
+
+class LagProbe:
+    """Resolves Delta table ids to lakehouse tables once, then reads latest versions."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self._paths: dict[str, str] = {}
+
+    def _table_path(self, table_id: str) -> str | None:
+        if table_id not in self._paths:
+            self._paths.update(_table_ids(self.root))
+        return self._paths.get(table_id)
+
+    def of(self, sources: list[dict[str, Any]]) -> Lag | None:
+        total: Lag | None = None
+        for source in sources:
+            lag = self._one(source.get("endOffset"))
+            if lag is None:
+                continue
+            if total is None:
+                total = lag
+            elif total.unit == lag.unit:
+                total = Lag(total.pending + lag.pending, lag.unit)
+        return total
+
+    def _one(self, offset: Any) -> Lag | None:
+        if not isinstance(offset, dict):
+            return None
+        if "reservoirId" in offset:
+            from deltalake import DeltaTable
+
+            path = self._table_path(str(offset["reservoirId"]))
+            if path is None:
+                return None
+            try:
+                latest = DeltaTable(path).version()
+            except Exception:  # noqa: BLE001 - dropped while we looked
+                return None
+            return Lag(max(0, latest - int(offset["reservoirVersion"])), "versions")
+        if "hw_file_index" in offset:
+            return Lag(_files_after(offset["hw_file_index"], int(offset["seq"])), "files")
+        return None
+
+
+def _files_after(db_path: str, seq: int) -> int:
+    try:
+        db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
+        try:
+            row = db.execute("SELECT count(*) FROM files WHERE seq > ? AND state = 'new'",
+                             (seq,)).fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return 0
+    return int(row[0])
+
+
+def _table_ids(root: Path) -> dict[str, str]:
+    from deltalake import DeltaTable
+
+    ids = {}
+    for log in list(root.glob("*/_delta_log")) + list(root.glob("*/*/_delta_log")):
+        try:
+            ids[DeltaTable(str(log.parent)).metadata().id] = str(log.parent)
+        except Exception:  # noqa: BLE001 - half-created tables
+            continue
+    return ids

@@ -1,0 +1,206 @@
+"""One pipeline run watched: the listener, the event log, the live view and the run file.
+
+The runner reports flow status changes here; Spark's listener reports every micro-batch.
+Both go to the event log, to the per-flow statistics that the terminal view shows, and to
+``<lakehouse>/_runs/<run id>.json``, which ``headwater status`` and ``headwater stop`` read from
+another terminal (it holds the process id; it is removed when the run ends).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from headwater.monitor.events import EventLog, executed, now, progress_row
+from headwater.monitor.gaps import fill_from_checkpoint, progress_dict
+
+RUNS = "_runs"
+
+
+@dataclass
+class FlowStats:
+    key: str
+    kind: str = "streaming table"
+    status: str = "queued"
+    batches: int = 0
+    input_rows: int = 0
+    rows_per_second: float | None = None
+    last_batch_ms: int | None = None
+    watermark: dt.datetime | None = None
+    sources: list[dict] = field(default_factory=list)  # last batch's source offsets
+    first_sources: list[dict] = field(default_factory=list)  # this run's first batch
+    message: str | None = None
+
+
+class RunMonitor:
+    """Created by the runner for one run; ``start`` before the first flow, ``finish`` after."""
+
+    def __init__(self, root: str | Path, pipeline: str, mode: str,
+                 flows: dict[str, str], event_log: bool = True,
+                 on_batch: Callable[[FlowStats, dict], None] | None = None,
+                 graph: dict[str, Any] | None = None) -> None:
+        self.root = Path(root)
+        self.pipeline = pipeline
+        self.mode = mode
+        self.run_id = uuid.uuid4().hex[:12]
+        self.graph = graph or {}
+        self.stats = {key: FlowStats(key, kind) for key, kind in flows.items()}
+        self.log = EventLog(self.root, pipeline, self.run_id) if event_log else None
+        self.on_batch = on_batch
+        self._listener: Any = None
+        self._spark: Any = None
+        self._lock = threading.Lock()
+        self._run_file = self.root / RUNS / f"{self.run_id}.json"
+        self.started = now()
+
+    # --- run lifecycle -------------------------------------------------------------------
+
+    def start(self, spark: Any) -> None:
+        self._spark = spark
+        self._listener = _listener_for(self)
+        spark.streams.addListener(self._listener)
+        if self.log is not None:
+            self.log.emit("run_started", status="running",
+                          details=json.dumps({"mode": self.mode, "pid": os.getpid(),
+                                              "graph": self.graph}))
+            for key in self.stats:
+                self.log.emit("flow_status", flow=key, table_name=key.split("/")[0],
+                              status="queued")
+        self._write_run_file()
+
+    def finish(self, results: list[Any], stopped: bool) -> None:
+        if self._spark is not None and self._listener is not None:
+            try:
+                self._spark.streams.removeListener(self._listener)
+            except Exception:  # noqa: BLE001 - the session may be gone
+                pass
+        failed = sorted(r.key for r in results if r.status in ("failed", "skipped"))
+        status = "failed" if failed else ("stopped" if stopped else "completed")
+        if self.log is not None:
+            seconds = (now() - self.started).total_seconds()
+            self.log.emit("run_ended", status=status,
+                          message=f"flows failed or skipped: {', '.join(failed)}" if failed
+                          else None,
+                          details=json.dumps({"seconds": round(seconds, 3),
+                                              "flows": {r.key: r.status for r in results}}))
+            self.log.close()
+        self._run_file.unlink(missing_ok=True)
+
+    # --- flows ---------------------------------------------------------------------------
+
+    def flow_status(self, key: str, status: str, message: str | None = None,
+                    **details: Any) -> None:
+        with self._lock:
+            stats = self.stats.setdefault(key, FlowStats(key))
+            stats.status = status
+            stats.message = message
+        if self.log is not None:
+            self.log.emit("flow_status", flow=key, table_name=key.split("/")[0], status=status,
+                          message=message,
+                          details=json.dumps(details, default=str) if details else None)
+        self._write_run_file()
+
+    def before_start(self, key: str, checkpoint: str) -> int:
+        """Batches a killed earlier run committed but never logged: logged now, recovered."""
+        if self.log is None:
+            return 0
+        return fill_from_checkpoint(self.log, self.root, key, checkpoint)
+
+    def query_ended(self, key: str, query: Any) -> None:
+        """Batches whose listener events were dropped or are still on their way."""
+        if self.log is None:
+            return
+        for progress in query.recentProgress:
+            self.batch(key, progress_dict(progress))
+
+    def batch(self, key: str, progress: dict) -> None:
+        """A micro-batch's progress (from the listener or the query itself)."""
+        if key not in self.stats or not executed(progress):
+            return
+        if self.log is not None and not self.log.progress(progress, key):
+            return  # reported already
+        row = progress_row(progress, key)
+        with self._lock:
+            stats = self.stats[key]
+            stats.batches += 1
+            stats.input_rows += int(row["input_rows"] or 0)
+            stats.rows_per_second = row["processed_rows_per_second"]
+            stats.last_batch_ms = row["batch_duration_ms"]
+            stats.watermark = row["watermark"] or stats.watermark
+            stats.sources = json.loads(row["sources"])
+            if not stats.first_sources:
+                stats.first_sources = stats.sources
+        if self.on_batch is not None:
+            self.on_batch(stats, row)
+
+    def _write_run_file(self) -> None:
+        info = {"run_id": self.run_id, "pipeline": self.pipeline, "pid": os.getpid(),
+                "mode": self.mode, "started": self.started.isoformat(timespec="seconds"),
+                "flows": {k: s.status for k, s in self.stats.items()}}
+        try:
+            self._run_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._run_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(info))
+            tmp.replace(self._run_file)
+        except OSError:
+            pass  # status reporting must never fail a run
+
+
+def _listener_for(monitor: RunMonitor) -> Any:
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class HeadwaterListener(StreamingQueryListener):
+        """Spark's listener: every progress event of the run's flows goes to the monitor."""
+
+        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's names
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+            try:
+                progress = json.loads(event.progress.json)
+                monitor.batch(progress.get("name") or "", progress)
+            except Exception:  # noqa: BLE001 - an exception here would be lost in Py4J
+                pass
+
+        def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+            pass
+
+    return HeadwaterListener()
+
+
+def live_runs(root: str | Path) -> list[dict[str, Any]]:
+    """Runs whose process is alive; a run file left by a killed process is marked dead."""
+    runs = []
+    for path in sorted((Path(root) / RUNS).glob("*.json")):
+        try:
+            info = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        info["alive"] = _alive(int(info.get("pid", -1)))
+        info["file"] = str(path)
+        runs.append(info)
+    return runs
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (killed, not yet reaped) is not running
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except OSError:
+        return True

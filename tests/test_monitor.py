@@ -1,0 +1,172 @@
+"""The event log of pipeline runs on the shared session: one row per micro-batch, contiguous
+batch ids per query for runs that stop cleanly, run and flow events, queryable in SQL; the
+terminal view's plain log lines. The event log is read back with deltalake, independently."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pyarrow.dataset as ds
+from deltalake import DeltaTable
+
+from headwater.monitor.commands import history_lines, status_lines
+from headwater.monitor.display import Display
+from headwater.pipeline.runner import Runner
+from headwater.triggers import trigger_kwargs
+from tests.conftest import write
+from tests.test_pipeline import build, project
+
+PIPELINE = """
+@headwater.table
+def bronze():
+    return headwater.read_stream("src", maxFilesPerTrigger=1)
+
+@headwater.table
+@headwater.expect_or_drop("positive", "amount > 0")
+def silver():
+    return headwater.read_stream("bronze")
+
+@headwater.materialized_view
+def total():
+    return headwater.read("silver").groupBy().agg(F.sum("amount").alias("amount"))
+"""
+
+
+def events(root: Path) -> list[dict]:
+    table = DeltaTable(str(root / "_event_log")).to_pyarrow_dataset().to_table(use_threads=False)
+    return sorted(table.to_pylist(), key=lambda e: e["ts"])
+
+
+def batches_by_query(rows: list[dict]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for e in rows:
+        if e["event"] == "progress":
+            out.setdefault(e["query_id"], []).append(e["batch_id"])
+    return {q: sorted(b) for q, b in out.items()}
+
+
+def land(root: Path, start: int, commits: int) -> None:
+    for i in range(commits):  # one file per commit: one micro-batch each (maxFilesPerTrigger=1)
+        write(root / "src", {"id": [start + i], "amount": [-1 if (start + i) % 4 == 3 else 10]})
+
+
+def run(spark, proj: Path, trigger: str = "available-now", lines: list[str] | None = None,
+        stop: threading.Event | None = None):
+    graph = build(spark, proj)
+    display = Display((lines.append if lines is not None else lambda _: None), live=False)
+    runner = Runner(graph, trigger_kwargs(trigger), trigger != "available-now",
+                    pipeline="t", display=display)
+    if stop is not None:
+        threading.Thread(target=lambda: (stop.wait(), runner.stop_requested.set()),
+                         daemon=True).start()
+    return graph.lakehouse, runner.run()
+
+
+def test_every_batch_is_logged_once_with_contiguous_ids_and_the_run_events(spark, tmp_path):
+    proj = project(tmp_path, {"p.py": PIPELINE})
+    root = proj / "lake"
+    land(root, 0, 4)
+    lines: list[str] = []
+    lake, results = run(spark, proj, lines=lines)
+    assert all(r.ok for r in results), results
+    rows = events(root)
+    per_query = batches_by_query(rows)
+    assert len(per_query) == 2  # bronze and silver
+    for batch_ids in per_query.values():
+        assert batch_ids == list(range(len(batch_ids))), batch_ids  # contiguous, no duplicate
+    bronze = [e for e in rows if e["event"] == "progress" and e["flow"] == "bronze"]
+    assert len(bronze) == 4 and sum(e["input_rows"] for e in bronze) == 4
+    assert all(e["trigger_time"] and e["batch_duration_ms"] is not None and e["sources"]
+               for e in bronze)
+    assert json.loads(bronze[-1]["sources"])[0]["endOffset"]["reservoirVersion"] >= 3
+    silver = [e for e in rows if e["event"] == "progress" and e["flow"] == "silver"]
+    counts = [json.loads(e["expectations"])["positive"] for e in silver]
+    assert sum(c["failed"] for c in counts) == 1 and sum(c["passed"] for c in counts) == 3
+
+    # run and flow events, in order
+    kinds = [e["event"] for e in rows]
+    assert kinds[0] == "run_started" and kinds[-1] == "run_ended"
+    assert rows[-1]["status"] == "completed"
+    statuses = [e["status"] for e in rows if e["event"] == "flow_status" and e["flow"] == "silver"]
+    assert statuses == ["queued", "running", "completed"]
+    assert {e["run_id"] for e in rows} == {rows[0]["run_id"]}
+
+    # the plain (non-TTY) progress: one line per batch
+    batch_lines = [x for x in lines if "batch     bronze #" in x]
+    assert len(batch_lines) == 4 and "1 rows in" in batch_lines[0], lines
+    assert "lag " in batch_lines[-1] and "lag 0 versions" in batch_lines[-1], batch_lines
+
+    # queryable in SQL, like any table
+    lake.refresh()
+    logged = lake.sql("SELECT count(*) AS n FROM _event_log WHERE event = 'progress' "
+                      "AND flow = 'bronze'").collect()[0]["n"]
+    assert logged == 4
+
+    # a second run continues the ids
+    land(root, 4, 2)
+    run(spark, proj)
+    for batch_ids in batches_by_query(events(root)).values():
+        assert batch_ids == list(range(len(batch_ids)))
+    assert len(batches_by_query(events(root))) == 2
+
+    # status and history read it back without Spark
+    text = "\n".join(status_lines(root))
+    assert "nothing is running" in text and "completed" in text
+    bronze_line = next(x for x in text.splitlines() if x.strip().startswith("bronze "))
+    assert " 6 " in bronze_line  # 6 batches in all
+    history = history_lines(root, "bronze")
+    assert history[2].split()[0] == str(DeltaTable(str(root / "bronze")).version())
+    assert "headwater-bronze" in "\n".join(history)
+
+
+def test_a_continuous_run_stopped_cleanly_logs_every_batch(spark, tmp_path):
+    proj = project(tmp_path, {"p.py": PIPELINE})
+    root = proj / "lake"
+    land(root, 0, 1)
+    stop = threading.Event()
+    done: list = []
+    thread = threading.Thread(target=lambda: done.append(run(spark, proj, "1 second",
+                                                             stop=stop)))
+    thread.start()
+    try:
+        for i in range(1, 6):  # data keeps arriving while it runs
+            time.sleep(1.5)
+            land(root, i, 1)
+        deadline = time.monotonic() + 120
+        while DeltaTable(str(root / "silver")).version() < 3 and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        thread.join(timeout=180)
+    assert done and all(r.ok for r in done[0][1]), done
+    rows = events(root)
+    per_query = batches_by_query(rows)
+    assert len(per_query) == 2
+    for batch_ids in per_query.values():
+        assert len(batch_ids) >= 2 and batch_ids == list(range(len(batch_ids))), batch_ids
+    # every batch of the checkpoint is in the log (none lost on the way out)
+    for flow in ("bronze", "silver"):
+        commits = sorted(int(p.name) for p in
+                         (root / "_checkpoints" / flow / flow / "commits").iterdir()
+                         if p.name.isdigit())
+        logged = sorted(e["batch_id"] for e in rows
+                        if e["event"] == "progress" and e["flow"] == flow)
+        assert logged == commits, flow
+    assert rows[-1]["event"] == "run_ended" and rows[-1]["status"] == "stopped"
+    assert not list((root / "_runs").glob("*.json"))  # the run file is gone
+
+
+def test_event_log_is_read_with_a_filter(spark, tmp_path):
+    """read_events pushes filters down (status and the dashboard read it this way)."""
+    from headwater.monitor import read_events
+
+    assert read_events(tmp_path).num_rows == 0  # nothing logged yet: empty, with the schema
+    proj = project(tmp_path, {"p.py": PIPELINE})
+    land(proj / "lake", 0, 2)
+    run(spark, proj)
+    table = read_events(proj / "lake", ["flow", "batch_id"],
+                        (ds.field("event") == "progress") & (ds.field("flow") == "bronze"))
+    assert sorted(table.column("batch_id").to_pylist()) == [0, 1]
