@@ -152,8 +152,11 @@ def run(project_dir: str, trigger: str | None, full_refresh: str | None,
 @click.option("--duration", default=None, type=click.FloatRange(min=1),
               help="Stop after this many seconds (default: run until Ctrl-C).")
 @click.option("--seed", default=0, show_default=True, help="The factory's seed.")
+@click.option("--dashboard-port", default=8765, show_default=True,
+              help="Port of the dashboard on 127.0.0.1 (0: any free one; -1: no dashboard).")
+@click.option("--plain", is_flag=True, help="Log lines instead of the live table.")
 def demo(root: str, once: bool, batches: int, interval: float, duration: float | None,
-         seed: int) -> None:
+         seed: int, dashboard_port: int, plain: bool) -> None:
     """The whole system alive: the data factory lands orders and device readings, a
     medallion pipeline streams them bronze -> silver -> gold, and the results are checked
     against what was landed."""
@@ -171,7 +174,9 @@ def demo(root: str, once: bool, batches: int, interval: float, duration: float |
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
     try:
-        code = run_demo(root, once, batches, interval, duration, seed, click.echo, stop)
+        code = run_demo(root, once, batches, interval, duration, seed, click.echo, stop,
+                        live=False if plain else None,
+                        dashboard_port=None if dashboard_port < 0 else dashboard_port)
     except HeadwaterError as exc:
         _fail(exc)
     click.echo(f"\nquery the tables: headwater sql 'SELECT * FROM revenue_by_country' "
@@ -302,6 +307,32 @@ def stop(project_dir: str | None, root: str | None, timeout: float) -> None:
         stop_runs(resolve_root(project_dir, root), click.echo, timeout)
     except HeadwaterError as exc:
         _fail(exc)
+
+
+@main.command()
+@_root_options
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Anything but loopback shows the pipeline to your "
+                   "network (read-only, no login): do it only on a network you trust.")
+@click.option("--port", default=8765, show_default=True, help="Port (0: any free one).")
+def dashboard(project_dir: str | None, root: str | None, host: str, port: int) -> None:
+    """A read-only web page over the lakehouse: the pipeline graph, tables, rates, batch
+    durations, expectations, late rows and errors, updated every 2 s while pipelines run."""
+    import threading
+
+    from headwater.monitor.commands import resolve_root
+    from headwater.monitor.dashboard import DashboardServer
+
+    try:
+        server = DashboardServer(resolve_root(project_dir, root), host, port).start()
+    except HeadwaterError as exc:
+        _fail(exc)
+    click.echo(f"dashboard: {server.url}  (Ctrl-C to stop)")
+    done = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    done.wait()
+    server.stop()
 
 
 def _full_refresh(graph: Any, targets: list[str]) -> Any:

@@ -122,7 +122,8 @@ def print_tables(lake: Any, echo: Callable[[str], None]) -> None:
 
 def run_demo(root: str | Path, once: bool, batches: int, interval: float,
              duration: float | None, seed: int, echo: Callable[[str], None],
-             stop: threading.Event | None = None, live: bool | None = False) -> int:
+             stop: threading.Event | None = None, live: bool | None = False,
+             dashboard_port: int | None = None) -> int:
     import headwater
     from headwater.factory import DataFactory
     from headwater.monitor.display import Display
@@ -144,6 +145,12 @@ def run_demo(root: str | Path, once: bool, batches: int, interval: float,
     failed = False
 
     display = Display(echo, live=live)  # the runs' progress; the tables print plainly
+    dashboard = None
+    if dashboard_port is not None:
+        from headwater.monitor.dashboard import DashboardServer
+
+        dashboard = DashboardServer(root, port=dashboard_port).start()
+        echo(f"dashboard: {dashboard.url}")
 
     def run(trigger: str, continuous: bool, stop_event: threading.Event | None) -> None:
         nonlocal failed
@@ -181,6 +188,8 @@ def run_demo(root: str | Path, once: bool, batches: int, interval: float,
         display.echo("stopped; one triggered run processes what landed last")
         run("available-now", False, None)
 
+    if dashboard is not None:
+        dashboard.stop()
     print_tables(lake, echo)
     check = verify(lake, factory.truth())
     echo("\naccounting against the factory's ground truth:")

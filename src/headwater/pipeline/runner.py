@@ -117,9 +117,14 @@ class Runner:
         flows = {rf.key: ("streaming table" if registry[name].kind == TABLE
                           else "materialized view")
                  for name in self.datasets for rf in self.graph.flows_of(name)}
-        graph = {name: {"kind": registry[name].kind,
-                        "upstream": sorted(self.graph.upstream(name))}
-                 for name in self.graph.registry.datasets}
+        graph = {}
+        for name, dataset in registry.items():
+            reads = [r for rf in self.graph.flows_of(name) for r in rf.reads]
+            graph[name] = {"kind": dataset.kind,
+                           "upstream": sorted({r.name for r in reads}),
+                           # a streaming table reading no dataset or table reads files
+                           "reads_files": dataset.kind == TABLE
+                           and not any(r.streaming for r in reads)}
         mode = f"continuous, {self.trigger.get('processingTime')}" if self.continuous \
             else "triggered"
         return RunMonitor(self.lakehouse.root, self.pipeline, mode, flows,

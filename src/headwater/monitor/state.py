@@ -1,0 +1,226 @@
+"""What the dashboard shows, computed from the lakehouse alone (deltalake and pyarrow).
+
+Everything comes from files under the lakehouse root: the event log, the tables' Delta logs
+and the run files. Table and event-log reads are cached by Delta version, so a page polling
+every two seconds costs a log listing per table when nothing changed.
+
+Nothing here leaves the lakehouse: table names, never their paths; messages have absolute
+paths outside the root replaced and anything that looks like a credential masked.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+from headwater.monitor.events import EVENT_LOG, read_events
+from headwater.monitor.run import live_runs
+
+SERIES_POINTS = 120  # per flow, for the charts
+RECENT_ERRORS = 20
+SIDE_SUFFIXES = {"__quarantine": "quarantine", "__late": "late rows"}
+
+_SECRET = re.compile(
+    r"(?i)((?:secret|password|passwd|token|credential|access[._-]?key|secret[._-]?key|"
+    r"sas|signature)[\w.-]*\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&]+)")
+_PATH = re.compile(r"(?:file:)?(/[^\s'\"<>:,;)\]]+)")
+
+
+def redact(text: str | None, root: Path) -> str | None:
+    """``text`` without credentials or paths outside ``root`` (paths inside become relative)."""
+    if text is None:
+        return None
+    text = _SECRET.sub(lambda m: m.group(1) + "****", text)
+    root_text = str(root)
+
+    def path(match: re.Match) -> str:
+        found = match.group(1)
+        if found == root_text or found.startswith(root_text + "/"):
+            return found[len(root_text) + 1:] or "."
+        return "<path outside the lakehouse>"
+
+    return _PATH.sub(path, text)
+
+
+class DashboardState:
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).resolve()
+        self._tables: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._events: tuple[int, dict[str, Any]] | None = None
+        self._lock = threading.Lock()
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            events = self._event_part()
+            runs = [{"pipeline": r.get("pipeline"), "run_id": r.get("run_id"),
+                     "mode": r.get("mode"), "started": r.get("started"), "alive": r["alive"],
+                     "flows": r.get("flows", {})} for r in live_runs(self.root)]
+            tables = self._table_part()
+        running = [r for r in runs if r["alive"]]
+        graph = events["graph"]
+        for table in tables:
+            table["kind"] = _kind(table["name"], graph)
+        return {
+            "generated_at": _iso(dt.datetime.now(dt.timezone.utc)),
+            "lakehouse": self.root.name,
+            "pipeline": events["pipeline"],
+            "running": running,
+            "abrupt_ends": [r["run_id"] for r in runs if not r["alive"]],
+            "last_run": events["last_run"],
+            "graph": graph,
+            "tables": tables,
+            "flows": events["flows"],
+            "series": events["series"],
+            "expectations": events["expectations"],
+            "late": {"dropped_by_watermark": events["late_dropped"],
+                     "kept": {t["name"][:-len("__late")]: t["rows"] for t in tables
+                              if t["name"].endswith("__late")}},
+            "quarantined": {t["name"][:-len("__quarantine")]: t["rows"] for t in tables
+                            if t["name"].endswith("__quarantine")},
+            "errors": events["errors"],
+        }
+
+    # --- tables --------------------------------------------------------------------------
+
+    def _table_part(self) -> list[dict[str, Any]]:
+        from deltalake import DeltaTable
+
+        from headwater.lakehouse import list_tables, parse_name
+
+        out = []
+        for name in list_tables(self.root):
+            if name == EVENT_LOG:
+                continue
+            path = self.root / parse_name(name).relative_path
+            try:
+                table = DeltaTable(str(path))
+                version = table.version()
+                cached = self._tables.get(name)
+                if cached is None or cached[0] != version:
+                    history = table.history(1)
+                    committed = history[0].get("timestamp") if history else None
+                    info = {"name": name, "version": version,
+                            "rows": table.to_pyarrow_dataset().count_rows(),
+                            "last_commit": _iso(_ms(committed)),
+                            "operation": history[0].get("operation") if history else None}
+                    self._tables[name] = (version, info)
+                info = dict(self._tables[name][1])
+            except Exception:  # noqa: BLE001 - a table being created or dropped right now
+                continue
+            last = _parse(info["last_commit"])
+            info["freshness_seconds"] = None if last is None else round(
+                (dt.datetime.now(dt.timezone.utc) - last).total_seconds(), 1)
+            out.append(info)
+        return out
+
+    # --- the event log -------------------------------------------------------------------
+
+    def _event_part(self) -> dict[str, Any]:
+        from deltalake import DeltaTable
+
+        path = self.root / EVENT_LOG
+        try:
+            version = DeltaTable(str(path)).version()
+        except Exception:  # noqa: BLE001 - nothing logged yet
+            version = -1
+        if self._events is not None and self._events[0] == version:
+            return self._events[1]
+        part = self._summarize(read_events(self.root).to_pylist() if version >= 0 else [])
+        self._events = (version, part)
+        return part
+
+    def _summarize(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        rows.sort(key=lambda e: e["ts"])
+        starts = [e for e in rows if e["event"] == "run_started"]
+        graph: dict[str, Any] = {}
+        pipeline = None
+        if starts:
+            pipeline = starts[-1]["pipeline"]
+            graph = json.loads(starts[-1]["details"] or "{}").get("graph", {})
+        ended = [e for e in rows if e["event"] == "run_ended"]
+        last_run = None
+        if ended:
+            e = ended[-1]
+            last_run = {"run_id": e["run_id"], "status": e["status"], "ended": _iso(e["ts"]),
+                        "seconds": json.loads(e["details"] or "{}").get("seconds"),
+                        "message": redact(e["message"], self.root)}
+        flows: dict[str, dict[str, Any]] = {}
+        series: dict[str, list[dict[str, Any]]] = {}
+        expectations: dict[str, dict[str, dict[str, int]]] = {}
+        late: dict[str, int] = {}
+        errors = []
+        for e in rows:
+            key = e["flow"]
+            if key:
+                f = flows.setdefault(key, {"flow": key, "table": e["table_name"],
+                                           "status": None, "batches": 0, "input_rows": 0,
+                                           "rows_per_second": None, "last_batch_ms": None,
+                                           "watermark": None, "last_batch_at": None,
+                                           "state_rows": None, "recovered_batches": 0})
+            if e["event"] == "progress":
+                f["batches"] += 1
+                f["input_rows"] += e["input_rows"] or 0
+                f["recovered_batches"] += 1 if e["recovered"] else 0
+                if e["recovered"]:
+                    continue
+                f.update(rows_per_second=e["processed_rows_per_second"],
+                         last_batch_ms=e["batch_duration_ms"],
+                         last_batch_at=_iso(e["trigger_time"]),
+                         watermark=_iso(e["watermark"]) or f["watermark"],
+                         state_rows=e["state_rows"])
+                series.setdefault(key, []).append({
+                    "t": _iso(e["trigger_time"]), "batch": e["batch_id"],
+                    "rows": e["input_rows"], "input_rate": e["input_rows_per_second"],
+                    "processing_rate": e["processed_rows_per_second"],
+                    "duration_ms": e["batch_duration_ms"]})
+                if e["late_rows_dropped"]:
+                    late[key] = late.get(key, 0) + e["late_rows_dropped"]
+                for rule, c in json.loads(e["expectations"] or "{}").items():
+                    totals = expectations.setdefault(e["table_name"], {}).setdefault(
+                        rule, {"passed": 0, "failed": 0})
+                    totals["passed"] += c["passed"]
+                    totals["failed"] += c["failed"]
+            elif e["event"] == "flow_status":
+                f["status"] = e["status"]
+                if e["status"] == "failed":
+                    errors.append({"at": _iso(e["ts"]), "flow": key, "run_id": e["run_id"],
+                                   "message": redact(e["message"], self.root)})
+            elif e["event"] == "run_ended" and e["status"] == "failed":
+                errors.append({"at": _iso(e["ts"]), "flow": None, "run_id": e["run_id"],
+                               "message": redact(e["message"], self.root)})
+        return {"pipeline": pipeline, "graph": graph, "last_run": last_run,
+                "flows": sorted(flows.values(), key=lambda f: f["flow"]),
+                "series": {k: v[-SERIES_POINTS:] for k, v in series.items()},
+                "expectations": expectations, "late_dropped": late,
+                "errors": errors[-RECENT_ERRORS:][::-1]}
+
+
+def _kind(name: str, graph: dict[str, Any]) -> str:
+    for suffix, kind in SIDE_SUFFIXES.items():
+        if name.endswith(suffix):
+            return kind
+    if name in graph:
+        return str(graph[name]["kind"]).replace("_", " ")
+    return "table"
+
+
+def _ms(value: Any) -> dt.datetime | None:
+    if value is None:
+        return None
+    return dt.datetime.fromtimestamp(value / 1000, dt.timezone.utc)
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    return value.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _parse(text: str | None) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(text) if text else None
