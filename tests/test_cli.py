@@ -383,6 +383,18 @@ def test_failing_expectation_fails_its_flow_only(demo):
 # --- continuous ------------------------------------------------------------------------------
 
 
+def event_log(lakehouse: Path) -> list[dict]:
+    import deltalake
+
+    table = deltalake.DeltaTable(str(lakehouse / "_event_log")).to_pyarrow_dataset().to_table(
+        use_threads=False)
+    return sorted(table.to_pylist(), key=lambda e: e["ts"])
+
+
+def batch_ids(events: list[dict], flow: str) -> list[int]:
+    return sorted(e["batch_id"] for e in events if e["event"] == "progress" and e["flow"] == flow)
+
+
 def wait_for(condition, timeout: float, proc: subprocess.Popen, what: str,
              output: Path) -> None:
     deadline = time.monotonic() + timeout
@@ -424,7 +436,17 @@ def test_continuous_run_stops_cleanly_on_sigterm(tmp_path):
                              for r in rows(project, "device_summary")),
                  120, proc, "device_summary to be recomputed", out_file)
 
-        proc.send_signal(signal.SIGTERM)  # the driver only: it stops the JVM itself
+        # another terminal: what runs, then a clean stop (SIGTERM to the driver only: it
+        # stops the JVM itself)
+        status = cli("status", cwd=project)
+        assert status.returncode == 0, show(status)
+        assert re.search(rf"RUNNING pipeline live \(continuous, [^)]+\), pid {proc.pid}",
+                         status.stdout), status.stdout
+        assert re.search(r"^\s+bronze\s+running\s+\d+", status.stdout, re.M), status.stdout
+        stopped = cli("stop", cwd=project)
+        assert stopped.returncode == 0, show(stopped)
+        assert f"stopping pipeline live (pid {proc.pid}" in stopped.stdout
+        assert "stopped 1 pipeline process(es)" in stopped.stdout
         try:
             code = proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -449,6 +471,16 @@ def test_continuous_run_stops_cleanly_on_sigterm(tmp_path):
 
         silver, _ = assert_silver_split(project)
         assert_device_summary(project, silver)
+        # the event log: every committed batch once, ids contiguous, the run stopped
+        events = event_log(project / "lakehouse")
+        for flow in ("bronze", "silver", "readings_per_minute"):
+            commits = sorted(int(p.name) for p in (project / "lakehouse" / "_checkpoints" / flow
+                                                   / flow / "commits").iterdir()
+                             if p.name.isdigit())
+            assert batch_ids(events, flow) == commits == list(range(len(commits))), flow
+        assert events[-1]["event"] == "run_ended" and events[-1]["status"] == "stopped"
+        after = cli("status", cwd=project)
+        assert "nothing is running" in after.stdout and "stopped after" in after.stdout
     finally:
         if proc.poll() is None or not group_gone:  # ours: the session Popen started
             try:
@@ -475,7 +507,9 @@ def test_a_killed_run_resumes_exactly_once(tmp_path):
 
     write(project / "lake" / "src", {"id": list(range(100))})
     cli = [sys.executable, "-m", "headwater.cli", "run", "--project", str(project)]
-    env = dict(os.environ, HEADWATER_FAULT="native_after_commit", HEADWATER_FAULT_TABLE="copy2")
+    env = dict(os.environ, HEADWATER_FAULT="native_after_commit", HEADWATER_FAULT_TABLE="copy2",
+               # the killed runs flush nothing: their batches reach the log from checkpoints
+               HEADWATER_EVENT_FLUSH_SECONDS="3600")
     crashed = subprocess.run(cli, env=env, capture_output=True, text=True, timeout=300,
                              start_new_session=True)
     assert crashed.returncode == -9, crashed.stdout + crashed.stderr[-2000:]
@@ -487,9 +521,23 @@ def test_a_killed_run_resumes_exactly_once(tmp_path):
     crashed = subprocess.run(cli, env=env, capture_output=True, text=True, timeout=300,
                              start_new_session=True)
     assert crashed.returncode == -9
+    status = subprocess.run([sys.executable, "-m", "headwater.cli", "status", "--project",
+                             str(project)], capture_output=True, text=True, timeout=60)
+    # the second run closed the first one's record; its own is left
+    assert status.stdout.count("ENDED ABRUPTLY pipeline crash") == 1, status.stdout
     done = subprocess.run(cli, capture_output=True, text=True, timeout=300,
                           start_new_session=True)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    assert "recovered from the checkpoint" in done.stdout
+    # every committed batch is in the event log once, the killed runs' ones recovered
+    events = event_log(project / "lake")
+    assert any(e["event"] == "run_ended" and e["status"] == "killed" for e in events)
+    recovered = [e for e in events if e["recovered"]]
+    assert recovered and all(e["input_rows"] is None and e["sources"] for e in recovered)
+    for flow in ("copy", "copy2"):
+        commits = sorted(int(p.name) for p in (project / "lake" / "_checkpoints" / flow / flow
+                                               / "commits").iterdir() if p.name.isdigit())
+        assert batch_ids(events, flow) == commits == list(range(len(commits))), flow
     for name in ("copy", "copy2"):
         ids = sorted(deltalake.DeltaTable(str(project / "lake" / name)).to_pyarrow_dataset()
                      .to_table(use_threads=False).column("id").to_pylist())

@@ -63,6 +63,7 @@ class RunMonitor:
 
     def start(self, spark: Any) -> None:
         self._spark = spark
+        self._close_abrupt_runs()
         self._listener = _listener_for(self)
         spark.streams.addListener(self._listener)
         if self.log is not None:
@@ -73,6 +74,19 @@ class RunMonitor:
                 self.log.emit("flow_status", flow=key, table_name=key.split("/")[0],
                               status="queued")
         self._write_run_file()
+
+    def _close_abrupt_runs(self) -> None:
+        """Run files of killed processes: the end they never logged, then gone (their
+        batches are recovered from the checkpoints as each flow starts)."""
+        for run in live_runs(self.root):
+            if run["alive"]:
+                continue
+            if self.log is not None:
+                self.log.emit("run_ended", pipeline=run.get("pipeline"), run_id=run.get("run_id"),
+                              status="killed",
+                              message=f"process {run.get('pid')} ended without a clean stop",
+                              details=json.dumps({"started": run.get("started")}))
+            Path(run["file"]).unlink(missing_ok=True)
 
     def finish(self, results: list[Any], stopped: bool) -> None:
         if self._spark is not None and self._listener is not None:
