@@ -5,6 +5,7 @@
 #   bash dev.sh bench   the Delta I/O benchmark (outside CI)
 #   bash dev.sh bench-pipeline   headwater run vs Spark Declarative Pipelines (outside CI)
 #   bash dev.sh bench-ingest     read_files vs Spark's file source, 1k..100k files (outside CI)
+#   bash dev.sh bench-eventlog   the demo pipeline with and without the event log (outside CI)
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
@@ -26,5 +27,6 @@ case "$cmd" in
   bench) exec .venv/bin/python benchmarks/delta_io.py "$@" ;;
   bench-pipeline) exec .venv/bin/python benchmarks/pipeline_vs_sdp.py "$@" ;;
   bench-ingest) exec .venv/bin/python benchmarks/ingest_scale.py "$@" ;;
-  *) echo "usage: bash dev.sh demo|test|bench|bench-pipeline|bench-ingest" >&2; exit 2 ;;
+  bench-eventlog) exec .venv/bin/python benchmarks/event_log_overhead.py "$@" ;;
+  *) echo "usage: bash dev.sh demo|test|bench|bench-pipeline|bench-ingest|bench-eventlog" >&2; exit 2 ;;
 esac

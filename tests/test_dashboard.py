@@ -164,6 +164,13 @@ def test_dashboard_follows_a_running_demo_and_shows_what_the_tables_hold(browser
             number(page, f"exp-failed-silver_orders-{rule}") == n for rule, n in failed.items())
         assert number(page, "quarantined-silver_orders") == \
             deltalake_rows(root / "silver_orders__quarantine") > 0
+        # late colour events: rows Spark dropped behind the watermark, and the rows kept
+        dropped = sum(e["late_rows_dropped"] or 0 for e in events
+                      if e["event"] == "progress" and e["flow"] == "color_counts")
+        assert dropped > 0  # one late event in 20 per landing, 2 hours behind
+        assert number(page, "late-dropped-color_counts") == dropped
+        assert number(page, "late-kept-color_counts") == \
+            deltalake_rows(root / "color_counts__late") >= dropped
         assert shown(page, "errors") == "No errors."
         graph = page.get_by_test_id("graph")
         for node in ("(files)", "bronze_orders", "silver_orders", "revenue_by_hour",

@@ -170,3 +170,49 @@ def test_event_log_is_read_with_a_filter(spark, tmp_path):
     table = read_events(proj / "lake", ["flow", "batch_id"],
                         (ds.field("event") == "progress") & (ds.field("flow") == "bronze"))
     assert sorted(table.column("batch_id").to_pylist()) == [0, 1]
+
+
+def test_the_live_terminal_table_shows_each_flow_and_the_backlog(spark, tmp_path):
+    import io
+
+    from rich.console import Console
+
+    proj = project(tmp_path, {"p.py": PIPELINE})
+    land(proj / "lake", 0, 3)
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=160, color_system=None)
+    display = Display(live=True, triggered=True, console=console)
+    graph = build(spark, proj)
+    results = Runner(graph, trigger_kwargs("available-now"), False, pipeline="t",
+                     display=display).run()
+    assert all(r.ok for r in results)
+    text = screen.getvalue()
+    for header in ("flow", "status", "batches", "rows/s", "last batch", "watermark", "lag",
+                   "backlog"):
+        assert header in text
+    final = text[text.rindex("pipeline t (triggered)"):]  # the last frame drawn
+    bronze = next(line for line in final.splitlines() if line.strip("│ ").startswith("bronze"))
+    cells = [c.strip() for c in bronze.split("│") if c.strip()]
+    assert cells[:4] == ["bronze", "completed", "3", "3"], bronze
+    assert cells[7] == "0 versions", bronze  # nothing left behind the source
+    assert "started   bronze" in text  # the runner's messages scroll above the table
+
+
+def test_overhead_benchmark_smoke_compares_like_with_like(spark, tmp_path, monkeypatch):
+    """benchmarks/event_log_overhead.py at its smallest: the three variants do the same work
+    (same rows written) and differ only in what watches them."""
+    import sys
+
+    import headwater.lakehouse
+
+    monkeypatch.setattr(headwater.lakehouse, "_active", headwater.lakehouse._active)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        from event_log_overhead import VARIANTS, measure
+    finally:
+        sys.path.pop(0)
+    results = measure(spark, rounds=1, landings=1, base=tmp_path)
+    runs = {v: results[v][0] for v in VARIANTS}
+    assert len({r["rows"] for r in runs.values()}) == 1 and runs["bare"]["rows"] > 0
+    assert [runs[v]["logged"] for v in VARIANTS] == [False, False, True]
+    assert runs["bare"]["lines"] == 0 and runs["progress"]["lines"] > 0

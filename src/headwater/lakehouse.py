@@ -212,6 +212,8 @@ class Lakehouse:
     def refresh(self) -> None:
         """Re-register every table (after schema changes written by other processes)."""
         for name in self.tables():
+            if name in SYSTEM_TABLES and name in self._registered:
+                continue  # their schema never changes: registered once is enough
             self.register(name)
 
     def create_table(

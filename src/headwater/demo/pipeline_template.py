@@ -3,6 +3,8 @@
 orders:  JSON files -> bronze_orders (rescued data) -> silver_orders (one row per item,
          expectations, quarantine) -> revenue_by_country, revenue_by_hour (materialized views)
 devices: devices_bronze (a Delta table the factory appends to) -> device_counts (complete mode)
+colours: colors_bronze (a Delta table) -> color_counts (10-minute event-time windows behind a
+         watermark; events that arrive after their window closed are kept in color_counts__late)
 """
 
 from pathlib import Path
@@ -62,3 +64,13 @@ def revenue_by_hour():
 def device_counts():
     return (headwater.read_stream("devices_bronze")
             .groupBy("device_id").agg(F.count("*").alias("readings")))
+
+
+@headwater.table(keep_late_rows=True,
+                 comment="Colour events per 10-minute window (event time), emitted when the "
+                         "window closes; late events are in color_counts__late.")
+def color_counts():
+    return (headwater.read_stream("colors_bronze")
+            .withWatermark("event_date", "10 minutes")
+            .groupBy(F.window("event_date", "10 minutes").alias("window"), "color")
+            .agg(F.count("*").alias("events")))

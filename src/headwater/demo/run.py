@@ -149,7 +149,10 @@ def run_demo(root: str | Path, once: bool, batches: int, interval: float,
     if dashboard_port is not None:
         from headwater.monitor.dashboard import DashboardServer
 
-        dashboard = DashboardServer(root, port=dashboard_port).start()
+        try:
+            dashboard = DashboardServer(root, port=dashboard_port).start()
+        except headwater.HeadwaterError:  # the port is taken (another demo?): any free one
+            dashboard = DashboardServer(root, port=0).start()
         echo(f"dashboard: {dashboard.url}")
 
     def run(trigger: str, continuous: bool, stop_event: threading.Event | None) -> None:

@@ -22,10 +22,10 @@ LAG_SECONDS = 2.0  # lag reads a table version or the file index: not on every r
 
 class Display:
     def __init__(self, echo: Callable[[str], None] | None = None, live: bool | None = None,
-                 triggered: bool = False) -> None:
+                 triggered: bool = False, console: Any = None) -> None:
         from rich.console import Console
 
-        self.console = Console(stderr=False)
+        self.console = console or Console()
         self.live_mode = self.console.is_terminal if live is None else live
         self.triggered = triggered
         self._echo = echo or (lambda text: print(text, flush=True))

@@ -8,6 +8,7 @@ Other sources (rate, Kafka, ...) have no lag here.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,19 +52,29 @@ class LagProbe:
         if not isinstance(offset, dict):
             return None
         if "reservoirId" in offset:
-            from deltalake import DeltaTable
-
             path = self._table_path(str(offset["reservoirId"]))
-            if path is None:
-                return None
-            try:
-                latest = DeltaTable(path).version()
-            except Exception:  # noqa: BLE001 - dropped while we looked
+            latest = -1 if path is None else local_version(path)
+            if latest < 0:
                 return None
             return Lag(max(0, latest - int(offset["reservoirVersion"])), "versions")
         if "hw_file_index" in offset:
             return Lag(_files_after(offset["hw_file_index"], int(offset["seq"])), "files")
         return None
+
+
+def local_version(table_path: str | Path) -> int:
+    """The newest commit of a local Delta table from its log's file names (-1: no table).
+
+    Listing ``_delta_log`` is far cheaper than loading the snapshot, and it is all a lag or
+    a "did it change" check needs.
+    """
+    try:
+        names = os.listdir(Path(table_path) / "_delta_log")
+    except OSError:
+        return -1
+    versions = [int(n[:20]) for n in names
+                if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()]
+    return max(versions, default=-1)
 
 
 def _files_after(db_path: str, seq: int) -> int:

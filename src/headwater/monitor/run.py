@@ -58,14 +58,16 @@ class RunMonitor:
         self._lock = threading.Lock()
         self._run_file = self.root / RUNS / f"{self.run_id}.json"
         self.started = now()
+        self.after_abrupt_end = False
 
     # --- run lifecycle -------------------------------------------------------------------
 
     def start(self, spark: Any) -> None:
         self._spark = spark
         self._close_abrupt_runs()
-        self._listener = _listener_for(self)
-        spark.streams.addListener(self._listener)
+        if self.log is not None or self.on_batch is not None:  # nobody watches: no listener
+            self._listener = _listener_for(self)
+            spark.streams.addListener(self._listener)
         if self.log is not None:
             self.log.emit("run_started", status="running",
                           details=json.dumps({"mode": self.mode, "pid": os.getpid(),
@@ -81,6 +83,7 @@ class RunMonitor:
         for run in live_runs(self.root):
             if run["alive"]:
                 continue
+            self.after_abrupt_end = True
             if self.log is not None:
                 self.log.emit("run_ended", pipeline=run.get("pipeline"), run_id=run.get("run_id"),
                               status="killed",
@@ -121,8 +124,12 @@ class RunMonitor:
         self._write_run_file()
 
     def before_start(self, key: str, checkpoint: str) -> int:
-        """Batches a killed earlier run committed but never logged: logged now, recovered."""
-        if self.log is None:
+        """Batches a killed earlier run committed but never logged: logged now, recovered.
+
+        Only after a run ended abruptly (its run file is left): a clean run logs every batch
+        itself, and reading the log for every flow start would slow every run down.
+        """
+        if self.log is None or not self.after_abrupt_end:
             return 0
         return fill_from_checkpoint(self.log, self.root, key, checkpoint)
 

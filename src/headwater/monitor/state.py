@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from headwater.monitor.events import EVENT_LOG, read_events
+from headwater.monitor.lag import local_version
 from headwater.monitor.run import live_runs
 
 SERIES_POINTS = 120  # per flow, for the charts
@@ -97,10 +98,11 @@ class DashboardState:
                 continue
             path = self.root / parse_name(name).relative_path
             try:
-                table = DeltaTable(str(path))
-                version = table.version()
+                version = local_version(path)
                 cached = self._tables.get(name)
                 if cached is None or cached[0] != version:
+                    table = DeltaTable(str(path))
+                    version = table.version()
                     history = table.history(1)
                     committed = history[0].get("timestamp") if history else None
                     info = {"name": name, "version": version,
@@ -120,13 +122,7 @@ class DashboardState:
     # --- the event log -------------------------------------------------------------------
 
     def _event_part(self) -> dict[str, Any]:
-        from deltalake import DeltaTable
-
-        path = self.root / EVENT_LOG
-        try:
-            version = DeltaTable(str(path)).version()
-        except Exception:  # noqa: BLE001 - nothing logged yet
-            version = -1
+        version = local_version(self.root / EVENT_LOG)
         if self._events is not None and self._events[0] == version:
             return self._events[1]
         part = self._summarize(read_events(self.root).to_pylist() if version >= 0 else [])
