@@ -64,6 +64,23 @@ function drawGraph(graph, tables, flows) {
   for (const node of nodes.values()) (columns[node.depth] ||= []).push(node);
   const W = 190, H = 50, GX = 60, GY = 16;
   const levels = Object.keys(columns).map(Number).sort((a, b) => a - b);
+  // fewer crossings: order each column by where its inputs sit, then the first by its outputs
+  const ups = name => name === "(files)" ? [] :
+    (graph[name] ? graph[name].upstream.concat(graph[name].reads_files ? ["(files)"] : []) : []);
+  const rank = {};
+  const place = level => columns[level].forEach((node, j) => { rank[node.name] = j; });
+  const mean = xs => xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0;
+  levels.forEach(place);
+  for (const level of levels.slice(1)) {
+    columns[level].sort((a, b) => mean(ups(a.name).map(u => rank[u] ?? 0)) -
+                                  mean(ups(b.name).map(u => rank[u] ?? 0)));
+    place(level);
+  }
+  if (levels.length > 1) {
+    const downs = name => [...nodes.keys()].filter(n => ups(n).includes(name));
+    columns[levels[0]].sort((a, b) => mean(downs(a.name).map(d => rank[d] ?? 0)) -
+                                      mean(downs(b.name).map(d => rank[d] ?? 0)));
+  }
   const height = Math.max(...levels.map(l => columns[l].length)) * (H + GY) + GY;
   const svg = el("svg:svg", {width: levels.length * (W + GX), height, "data-testid": "graph"});
   const pos = {};
