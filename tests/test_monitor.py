@@ -216,3 +216,17 @@ def test_overhead_benchmark_smoke_compares_like_with_like(spark, tmp_path, monke
     assert len({r["rows"] for r in runs.values()}) == 1 and runs["bare"]["rows"] > 0
     assert [runs[v]["logged"] for v in VARIANTS] == [False, False, True]
     assert runs["bare"]["lines"] == 0 and runs["progress"]["lines"] > 0
+
+
+def test_an_unwritable_event_log_warns_and_never_fails_the_run(spark, tmp_path):
+    proj = project(tmp_path, {"p.py": PIPELINE})
+    root = proj / "lake"
+    land(root, 0, 2)
+    write(root / "_event_log", {"something_else": [1]})  # not an event log: appends fail
+    lines: list[str] = []
+    lake, results = run(spark, proj, lines=lines)
+    assert all(r.ok for r in results), results
+    assert lake.read("silver").count() == 2
+    warning = [x for x in lines if "warning: the event log" in x]
+    assert len(warning) == 1 and "could not be written" in warning[0], lines
+    assert "event rows not logged" in warning[0]

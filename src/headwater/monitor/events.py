@@ -25,6 +25,7 @@ import pyarrow as pa
 EVENT_LOG = "_event_log"
 # Seconds between appends: what a SIGKILL can lose (recovered from checkpoints next run).
 FLUSH_ENV = "HEADWATER_EVENT_FLUSH_SECONDS"
+MAX_PENDING = 100_000  # rows kept while the table cannot be written (oldest dropped first)
 
 SCHEMA = pa.schema([
     ("ts", pa.timestamp("us", tz="UTC")),
@@ -217,12 +218,19 @@ class EventLog:
             try:
                 write_deltalake(self.path, table, mode="append")
             except Exception as exc:  # noqa: BLE001 - monitoring must not stop a pipeline
-                self.failures.append(f"{type(exc).__name__}: {exc}")
-                with self._lock:
+                self.failures.append(f"the event log {self.path} could not be written: "
+                                     f"{type(exc).__name__}: {str(exc)[:300]}")
+                with self._lock:  # kept for the next attempt, within a bound
                     self._rows[:0] = rows
+                    del self._rows[:max(0, len(self._rows) - MAX_PENDING)]
                 return 0
             self.written += len(rows)
             return len(rows)
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._rows)
 
     def close(self) -> None:
         self._closed.set()

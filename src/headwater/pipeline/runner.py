@@ -109,6 +109,9 @@ class Runner:
             self.monitor.finish(list(self.results.values()), self.stop_requested.is_set())
             if self.display is not None:
                 self.display.close()
+            if self.monitor.log is not None and self.monitor.log.failures:
+                self.echo(f"warning: {self.monitor.log.failures[-1]} (the pipeline's tables "
+                          f"are unaffected; {self.monitor.log.pending} event rows not logged)")
             self.lakehouse.refresh()
         return list(self.results.values())
 
