@@ -230,3 +230,18 @@ def test_an_unwritable_event_log_warns_and_never_fails_the_run(spark, tmp_path):
     warning = [x for x in lines if "warning: the event log" in x]
     assert len(warning) == 1 and "could not be written" in warning[0], lines
     assert "event rows not logged" in warning[0]
+
+
+def test_event_log_appends_are_compacted(tmp_path):
+    from headwater.monitor.events import EventLog, read_events
+
+    log = EventLog(tmp_path, "p", "r", flush_seconds=3600, compact_every=3)
+    for i in range(6):
+        log.emit("flow_status", flow=f"f{i}", status="running")
+        assert log.flush() == 1
+    log.close()
+    table = DeltaTable(str(tmp_path / "_event_log"))
+    assert len(table.file_uris()) <= 2 and table.version() >= 7  # 6 appends + 2 compactions
+    assert sorted(read_events(tmp_path, ["flow"]).column("flow").to_pylist()) == \
+        [f"f{i}" for i in range(6)]
+    assert not log.failures

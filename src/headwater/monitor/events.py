@@ -26,6 +26,9 @@ EVENT_LOG = "_event_log"
 # Seconds between appends: what a SIGKILL can lose (recovered from checkpoints next run).
 FLUSH_ENV = "HEADWATER_EVENT_FLUSH_SECONDS"
 MAX_PENDING = 100_000  # rows kept while the table cannot be written (oldest dropped first)
+# A long continuous run appends a small file every few seconds: compacted every this many
+# appends, so readers (status, the dashboard) open a few files, not thousands.
+COMPACT_EVERY = 200
 
 SCHEMA = pa.schema([
     ("ts", pa.timestamp("us", tz="UTC")),
@@ -148,7 +151,7 @@ class EventLog:
     """
 
     def __init__(self, root: str | Path, pipeline: str, run_id: str,
-                 flush_seconds: float | None = None) -> None:
+                 flush_seconds: float | None = None, compact_every: int = COMPACT_EVERY) -> None:
         self.path = str(Path(root) / EVENT_LOG)
         self.pipeline = pipeline
         self.run_id = run_id
@@ -160,6 +163,8 @@ class EventLog:
         self._closed = threading.Event()
         self.failures: list[str] = []
         self.written = 0
+        self.appends = 0
+        self.compact_every = compact_every
         self._thread = threading.Thread(target=self._flush_loop, name="headwater-event-log",
                                         daemon=True)
         self._thread.start()
@@ -225,7 +230,19 @@ class EventLog:
                     del self._rows[:max(0, len(self._rows) - MAX_PENDING)]
                 return 0
             self.written += len(rows)
+            self.appends += 1
+            if self.appends % self.compact_every == 0:
+                self._compact()
             return len(rows)
+
+    def _compact(self) -> None:
+        from deltalake import DeltaTable
+
+        try:
+            DeltaTable(self.path).optimize.compact()
+        except Exception as exc:  # noqa: BLE001 - a concurrent writer won: next time
+            self.failures.append(f"compacting {self.path} failed: {type(exc).__name__}: "
+                                 f"{str(exc)[:200]}")
 
     @property
     def pending(self) -> int:

@@ -24,6 +24,11 @@ from headwater.monitor.run import live_runs
 SERIES_POINTS = 120  # per flow, for the charts
 RECENT_ERRORS = 20
 SIDE_SUFFIXES = {"__quarantine": "quarantine", "__late": "late rows"}
+# what the page needs; the offsets, durations and observed metrics (the bulk) stay on disk
+STATE_COLUMNS = ["ts", "pipeline", "run_id", "event", "flow", "table_name", "status",
+                 "batch_id", "trigger_time", "input_rows", "input_rows_per_second",
+                 "processed_rows_per_second", "batch_duration_ms", "watermark", "state_rows",
+                 "late_rows_dropped", "expectations", "recovered", "message", "details"]
 
 _SECRET = re.compile(
     r"(?i)((?:secret|password|passwd|token|credential|access[._-]?key|secret[._-]?key|"
@@ -125,7 +130,8 @@ class DashboardState:
         version = local_version(self.root / EVENT_LOG)
         if self._events is not None and self._events[0] == version:
             return self._events[1]
-        part = self._summarize(read_events(self.root).to_pylist() if version >= 0 else [])
+        part = self._summarize(read_events(self.root, STATE_COLUMNS).to_pylist()
+                               if version >= 0 else [])
         self._events = (version, part)
         return part
 
