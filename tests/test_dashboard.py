@@ -107,7 +107,8 @@ def logged(root: Path) -> list[dict]:
 def test_dashboard_follows_a_running_demo_and_shows_what_the_tables_hold(browser, tmp_path):
     root = tmp_path / "demo"
     log = tmp_path / "demo.log"
-    demo, url = start(["demo", "--root", str(root), "--duration", "45", "--interval", "4",
+    # stopped by `headwater stop` once the page has shown what the test needs (duration: a bound)
+    demo, url = start(["demo", "--root", str(root), "--duration", "400", "--interval", "3",
                        "--dashboard-port", "0", "--plain"], log, tmp_path)
     folder = shots(tmp_path)
     try:
@@ -127,9 +128,16 @@ def test_dashboard_follows_a_running_demo_and_shows_what_the_tables_hold(browser
         assert shown(page, "run-status") == "running"
         page.screenshot(path=str(folder / "dashboard-running.png"), full_page=True)
         wait_until(lambda: batches() > first, 120, "the page to show a later batch", log)
+        late = page.get_by_test_id("late-dropped-color_counts")
+        wait_until(lambda: late.count() > 0, 180, "a late colour event on the page", log)
+        assert shown(page, "run-status") == "running"
         assert not errors, errors
-        code = demo.wait(timeout=300)
+        stop = subprocess.run(HEADWATER + ["stop", "--root", str(root)], capture_output=True,
+                              text=True, timeout=300, env=_env())
+        assert stop.returncode == 0 and "stopped 1 pipeline" in stop.stdout, stop.stdout
+        code = demo.wait(timeout=60)
         assert code == 0, log.read_text()[-4000:]
+        assert "stopping after the current micro-batches" in log.read_text()
     finally:
         end(demo)
 

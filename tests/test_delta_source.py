@@ -256,3 +256,30 @@ def test_starting_timestamp(spark, tmp):
     since = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=10)).isoformat()
     stream(spark, src, tmp / "dst", tmp / "cp", startingTimestamp=since)
     assert [r[0] for r in rows(spark, str(tmp / "dst"))] == [4, 5]
+
+
+def test_batch_zero_replanned_after_new_commits_reads_the_same_rows(spark, tmp):
+    """Spark asks initialOffset() again when it plans batch 0 (and when a restart replays
+    it); a commit landing in between must not be read by batch 0 and again by batch 1."""
+    src = str(tmp / "src")
+    for i in range(3):
+        write(src, ids(i * 10, i * 10 + 10))
+
+    def planner() -> SourcePlanner:  # a new reader instance: what a restart gets
+        table = DeltaTable(src)
+        return SourcePlanner(DeltaLog(src), spark_schema(table.schema().to_json()), [],
+                             table.metadata().id, SourceOptions())
+
+    first = planner()
+    start = first.initial_offset()
+    end = first.latest_offset(start, max_files=1000, max_bytes=None)
+    planned = sorted(e.path for e in first.files_between(start, end))
+    assert len(planned) == 3
+    write(src, ids(30, 40))  # lands between planning and reading
+    for again in (first, planner()):
+        restart = again.initial_offset()
+        assert restart.version > start.version  # the re-asked start moved
+        assert sorted(e.path for e in again.files_between(restart, end)) == planned
+    following = first.latest_offset(end, max_files=1000, max_bytes=None)
+    later = first.files_between(end, following)
+    assert len(later) == 1 and later[0].path not in planned  # the new commit, once

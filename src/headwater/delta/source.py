@@ -173,6 +173,7 @@ class SourcePlanner:
 
     def files_between(self, start: Offset, end: Offset) -> list[FileEntry]:
         out: list[FileEntry] = []
+        start = _starting_within(start, end)
         if start == end:
             return out
         for entry, after in self._walk(start, None):
@@ -395,6 +396,24 @@ def split_entries(entries: Sequence[FileEntry], parallelism: int,
     if current:
         groups.append(current)
     return groups
+
+
+def _starting_within(start: Offset, end: Offset) -> Offset:
+    """A starting snapshot no newer than what ``end`` covers.
+
+    For batch 0 Spark asks ``initialOffset()`` again when it plans the batch (and again after
+    a restart that replays batch 0), and the answer, the table's latest version, may have
+    moved past the versions the batch's end offset was computed over: reading that newer
+    snapshot would take rows the next batch reads again. On an append-only table the snapshot
+    at the last version the end covers holds exactly the rows of the older snapshot plus the
+    commits between, so the batch reads the same rows either way.
+    """
+    if not start.is_starting:
+        return start
+    covered = end.version if end.is_starting else end.version - 1
+    if start.version <= covered:
+        return start
+    return Offset(start.table_id, covered, -1, True)
 
 
 def default_parallelism() -> int:
