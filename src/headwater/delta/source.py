@@ -116,9 +116,17 @@ class SourcePlanner:
         self._snapshots: dict[int, list[FileEntry]] = {}
         self._mtimes: dict[int, int] = {}
         self._types = {f.name: f.dataType for f in schema.fields}
+        self._initial: Offset | None = None
 
     # -- where a new stream starts --------------------------------------------------
     def initial_offset(self) -> Offset:
+        """Where a new stream starts, decided once per reader: Spark asks again when it
+        plans batch 0, and the latest version may have moved by then."""
+        if self._initial is None:
+            self._initial = self._initial_offset()
+        return self._initial
+
+    def _initial_offset(self) -> Offset:
         opts = self.options
         if opts.starting_version is not None:
             text = str(opts.starting_version).strip().lower()
@@ -399,17 +407,18 @@ def split_entries(entries: Sequence[FileEntry], parallelism: int,
 
 
 def _starting_within(start: Offset, end: Offset) -> Offset:
-    """A starting snapshot no newer than what ``end`` covers.
+    """A start no later than what ``end`` covers.
 
-    For batch 0 Spark asks ``initialOffset()`` again when it plans the batch (and again after
-    a restart that replays batch 0), and the answer, the table's latest version, may have
+    For batch 0 Spark asks ``initialOffset()`` again when it plans the batch; a restart that
+    replays batch 0 asks a new reader, whose answer, the table's latest version, may have
     moved past the versions the batch's end offset was computed over: reading that newer
     snapshot would take rows the next batch reads again. On an append-only table the snapshot
     at the last version the end covers holds exactly the rows of the older snapshot plus the
     commits between, so the batch reads the same rows either way.
     """
     if not start.is_starting:
-        return start
+        # startingVersion=latest asked again by a restart replaying batch 0: never past its end
+        return end if _position(start) > _position(end) else start
     covered = end.version if end.is_starting else end.version - 1
     if start.version <= covered:
         return start
