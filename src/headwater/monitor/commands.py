@@ -1,7 +1,7 @@
 """``headwater status``, ``history`` and ``stop``: read from the lakehouse, no Spark.
 
 They read the run files (``_runs/``), the event log and the Delta logs with deltalake and
-pyarrow, so they answer in well under a second while a pipeline runs in another terminal.
+pyarrow, so they answer in about a second while a pipeline runs in another terminal.
 """
 
 from __future__ import annotations
