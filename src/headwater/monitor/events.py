@@ -173,15 +173,8 @@ class EventLog:
         row = {"ts": now(), "event": event, **fields}
         self._append(row)
 
-    def progress(self, progress: dict, flow: str | None = None, recovered: bool = False) -> bool:
-        """Log one executed micro-batch once; False if it was logged already (or idle)."""
-        if not recovered and not executed(progress):
-            return False
-        row = progress_row(progress, flow)
-        row["recovered"] = recovered
-        return self.batch_row(row)
-
     def batch_row(self, row: dict[str, Any]) -> bool:
+        """Log one micro-batch's row once; False if its (query, batch) was logged already."""
         key = (row["query_id"], int(row["batch_id"]))
         with self._lock:
             if key in self._batches:

@@ -144,9 +144,11 @@ class RunMonitor:
         """A micro-batch's progress (from the listener or the query itself)."""
         if key not in self.stats or not executed(progress):
             return
-        if self.log is not None and not self.log.progress(progress, key):
-            return  # reported already
+        if self.log is not None and self.log.knows(progress["id"], int(progress["batchId"])):
+            return  # reported already: checked before the row is built
         row = progress_row(progress, key)
+        if self.log is not None and not self.log.batch_row(row):
+            return  # the listener and the query's own report raced: the first one is logged
         with self._lock:
             stats = self.stats[key]
             stats.batches += 1
