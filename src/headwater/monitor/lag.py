@@ -93,10 +93,13 @@ def _files_after(db_path: str, seq: int) -> int:
 def _table_ids(root: Path) -> dict[str, str]:
     from deltalake import DeltaTable
 
+    from headwater.lakehouse import list_tables, parse_name
+
     ids = {}
-    for log in list(root.glob("*/_delta_log")) + list(root.glob("*/*/_delta_log")):
+    for name in list_tables(root):
+        path = str(root / parse_name(name).relative_path)
         try:
-            ids[DeltaTable(str(log.parent)).metadata().id] = str(log.parent)
+            ids[DeltaTable(path).metadata().id] = path
         except Exception:  # noqa: BLE001 - half-created tables
             continue
     return ids
