@@ -209,13 +209,11 @@ def sql(query: str, root: str, limit: int) -> None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         _fail(HeadwaterError("HW_SQL_FAILED", first, "Spark could not run the query.",
                              f"Tables here: {', '.join(lake.tables()) or 'none'}."))
-    columns = df.columns
-    shown = [[_cell(r[c]) for c in columns] for r in rows[:limit]]
-    widths = [max([len(c)] + [len(row[i]) for row in shown]) for i, c in enumerate(columns)]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
-    click.echo("  ".join("-" * w for w in widths))
-    for row in shown:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+    from headwater.text_table import text_table
+
+    shown = [[_cell(r[c]) for c in df.columns] for r in rows[:limit]]
+    for line in text_table(df.columns, shown):
+        click.echo(line)
     more = " (more not shown)" if len(rows) > limit else ""
     click.echo(f"({len(shown)} rows{more})")
 

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from headwater.errors import HeadwaterError
 from headwater.monitor.events import read_events
 from headwater.monitor.run import _alive, live_runs
+from headwater.text_table import text_table
 
 
 def resolve_root(project_dir: str | None, root: str | None) -> Path:
@@ -47,14 +48,6 @@ def _time(value: Any) -> str:
     if isinstance(value, (int, float)):
         value = dt.datetime.fromtimestamp(value / 1000, dt.timezone.utc)
     return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _table(rows: list[list[str]], header: list[str]) -> list[str]:
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip(),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    return lines
 
 
 def flow_summary(root: Path, run_id: str | None = None) -> dict[str, dict[str, Any]]:
@@ -89,8 +82,8 @@ def status_lines(root: Path) -> list[str]:
                  f"{flows.get(key, {}).get('rows', 0):,}",
                  _time(flows.get(key, {}).get("last_batch"))]
                 for key, status in run["flows"].items()]
-        lines += ["  " + x for x in _table(rows, ["flow", "status", "batches", "rows",
-                                                  "last batch (UTC)"])]
+        lines += ["  " + x for x in text_table(["flow", "status", "batches", "rows",
+                                                    "last batch (UTC)"], rows)]
     for run in runs:
         if not run["alive"]:
             lines.append(f"ENDED ABRUPTLY pipeline {run['pipeline']} run {run['run_id']} "
@@ -115,8 +108,8 @@ def status_lines(root: Path) -> list[str]:
         lines.append("each flow's last result:")
         rows = [[key, f["status"] or "-", _time(f["at"]), str(f["batches"]), f"{f['rows']:,}",
                  (f["message"] or "")[:100]] for key, f in sorted(flows.items())]
-        lines += ["  " + x for x in _table(rows, ["flow", "status", "at (UTC)", "batches",
-                                                  "rows", "message"])]
+        lines += ["  " + x for x in text_table(["flow", "status", "at (UTC)", "batches",
+                                                    "rows", "message"], rows)]
     return lines
 
 
@@ -166,8 +159,8 @@ def history_lines(root: Path, name: str, limit: int = 20) -> list[str]:
     rows = [[str(c["version"]), c["time"], c["operation"], c["mode"],
              "-" if c["rows_added"] is None else f"{c['rows_added']:,}",
              str(c["files_added"]), str(c["files_removed"]), c["txn"]] for c in commits]
-    return _table(rows, ["version", "time (UTC)", "operation", "mode", "rows added",
-                         "files +", "files -", "writer (app:batch)"])
+    return text_table(["version", "time (UTC)", "operation", "mode", "rows added",
+                       "files +", "files -", "writer (app:batch)"], rows)
 
 
 def stop_runs(root: Path, echo: Callable[[str], None], timeout: float = 180) -> int:
