@@ -50,9 +50,10 @@ def one_round(spark, seeds: Path, work: Path, variant: str, landings: int) -> di
     import headwater
     from headwater.monitor.display import Display
     from headwater.pipeline.graph import Graph
-    from headwater.pipeline.project import Project, load_definitions
+    from headwater.conf.project import Project
+    from headwater.pipeline.loader import load_definitions
     from headwater.pipeline.runner import Runner
-    from headwater.triggers import trigger_kwargs
+    from headwater.conf.triggers import trigger_kwargs
 
     wall = cpu = 0.0
     rows = 0

@@ -31,7 +31,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from headwater.checkpoint_lock import CheckpointLock
+from headwater.spark.checkpoint_lock import CheckpointLock
 from headwater.errors import HeadwaterError
 
 _SCRIPT = Path(sys.executable).with_name("headwater")

@@ -10,7 +10,7 @@ import pytest
 import headwater
 from headwater import HeadwaterError, Lakehouse
 from headwater.lakehouse import parse_name
-from headwater.triggers import trigger_kwargs
+from headwater.conf.triggers import trigger_kwargs
 from tests.conftest import REPO, run_script, write
 
 
@@ -105,7 +105,7 @@ def test_second_query_on_a_checkpoint_is_refused_even_from_another_process(lake,
         with pytest.raises(HeadwaterError, match="HW_CHECKPOINT_IN_USE"):
             lake.write_stream(lake.read_stream("bronze"), "mirror", trigger="10 seconds")
         code = textwrap.dedent(f"""
-            from headwater.checkpoint_lock import CheckpointLock
+            from headwater.spark.checkpoint_lock import CheckpointLock
             from headwater import HeadwaterError
             try:
                 CheckpointLock({lake.checkpoint('mirror')!r}, "other").acquire()
@@ -125,13 +125,13 @@ def test_a_lock_left_by_a_killed_process_does_not_block(tmp_path):
     checkpoint = tmp_path / "cp"
     code = textwrap.dedent(f"""
         import os, signal
-        from headwater.checkpoint_lock import CheckpointLock
+        from headwater.spark.checkpoint_lock import CheckpointLock
         CheckpointLock({str(checkpoint)!r}, "doomed").acquire()
         os.kill(os.getpid(), signal.SIGKILL)
     """)
     assert run_script(code).returncode == -9
     assert "doomed" in (checkpoint / ".headwater.lock").read_text()
-    from headwater.checkpoint_lock import CheckpointLock
+    from headwater.spark.checkpoint_lock import CheckpointLock
 
     CheckpointLock(checkpoint, "next").acquire().release()
 

@@ -15,7 +15,7 @@ from deltalake import DeltaTable
 from headwater.monitor.commands import history_lines, status_lines
 from headwater.monitor.display import Display
 from headwater.pipeline.runner import Runner
-from headwater.triggers import trigger_kwargs
+from headwater.conf.triggers import trigger_kwargs
 from tests.conftest import write
 from tests.test_pipeline import build, project
 
@@ -203,9 +203,9 @@ def test_overhead_benchmark_smoke_compares_like_with_like(spark, tmp_path, monke
     (same rows written) and differ only in what watches them."""
     import sys
 
-    import headwater.lakehouse
+    import headwater.lakehouse.catalog
 
-    monkeypatch.setattr(headwater.lakehouse, "_active", headwater.lakehouse._active)
+    monkeypatch.setattr(headwater.lakehouse.catalog, "_active", headwater.lakehouse.catalog._active)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     try:
         from event_log_overhead import VARIANTS, measure

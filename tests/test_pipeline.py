@@ -9,10 +9,11 @@ import pytest
 
 from headwater import HeadwaterError, Lakehouse
 from headwater.pipeline.graph import Graph
-from headwater.pipeline.project import Project, load_definitions
+from headwater.conf.project import Project
+from headwater.pipeline.loader import load_definitions
 from headwater.pipeline.runner import Runner
 from headwater.pipeline.validate import validate_project
-from headwater.triggers import trigger_kwargs
+from headwater.conf.triggers import trigger_kwargs
 from tests.conftest import write
 
 HEADER = """

@@ -14,7 +14,7 @@ import pytest
 from conftest import run_script, write
 
 import headwater
-from headwater.session import java_major_version
+from headwater.spark.session import java_major_version
 
 STREAMING_DRIVER = textwrap.dedent("""
     import headwater
@@ -35,7 +35,7 @@ def test_java_too_old_is_a_clear_error(tmp, monkeypatch):
     monkeypatch.setenv("JAVA_HOME", str(tmp / "jdk"))
     assert java_major_version() == 11
     with pytest.raises(headwater.HeadwaterError) as err:
-        headwater.session._check_java()
+        headwater.spark.session._check_java()
     assert err.value.code == "HW_JAVA_TOO_OLD"
 
 
@@ -87,7 +87,7 @@ def test_exception_and_sigterm_exit_without_abort(tmp):
 
 
 def test_split_target_follows_the_master():
-    from headwater.session import _local_parallelism
+    from headwater.spark.session import _local_parallelism
 
     assert _local_parallelism("local[3]") == 3
     assert _local_parallelism("local") == 1

@@ -9,7 +9,8 @@ from headwater.pipeline.definitions import (
     expect_or_fail, materialized_view, table, view,
 )
 from headwater.pipeline.graph import read, read_stream
-from headwater.session import spark_session, stop_spark
+from headwater.lakehouse.session import spark_session
+from headwater.spark.session import stop_spark
 
 __all__ = [
     "HeadwaterError", "Lakehouse", "active_streams", "block_until_stream_is_ready", "cleanup",

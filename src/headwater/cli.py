@@ -50,7 +50,8 @@ def _session(project: Any):
 
 
 def _load(project_dir: str):
-    from headwater.pipeline.project import Project, load_definitions
+    from headwater.conf.project import Project
+    from headwater.pipeline.loader import load_definitions
 
     project = Project.load(project_dir)
     spark = _session(project)
@@ -104,7 +105,7 @@ def run(project_dir: str, trigger: str | None, full_refresh: str | None,
     from headwater.monitor.display import Display
     from headwater.pipeline.graph import Graph
     from headwater.pipeline.runner import Runner
-    from headwater.triggers import is_triggered, trigger_kwargs
+    from headwater.conf.triggers import is_triggered, trigger_kwargs
 
     try:
         project, _, registry, lakehouse = _load(project_dir)
@@ -209,7 +210,7 @@ def sql(query: str, root: str, limit: int) -> None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         _fail(HeadwaterError("HW_SQL_FAILED", first, "Spark could not run the query.",
                              f"Tables here: {', '.join(lake.tables()) or 'none'}."))
-    from headwater.text_table import text_table
+    from headwater.monitor.text_table import text_table
 
     shown = [[_cell(r[c]) for c in df.columns] for r in rows[:limit]]
     for line in text_table(df.columns, shown):
@@ -336,7 +337,7 @@ def dashboard(project_dir: str | None, root: str | None, host: str, port: int) -
 def _full_refresh(graph: Any, targets: list[str]) -> Any:
     """Drop the tables, their side tables and checkpoints, cascading to streaming tables
     downstream (their checkpoints point into data that no longer exists); then rebuild."""
-    from headwater.checkpoint_lock import CheckpointLock
+    from headwater.spark.checkpoint_lock import CheckpointLock
     from headwater.pipeline.definitions import TABLE
     from headwater.pipeline.graph import Graph
     from headwater.pipeline.runner import LATE_SUFFIX, QUARANTINE_SUFFIX

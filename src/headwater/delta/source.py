@@ -29,7 +29,7 @@ from headwater.delta.log import DeltaLog, FileEntry, resolve_file
 from headwater.delta.schema import arrow_schema, parse_partition_value, spark_schema
 from headwater.delta.sink import parse_bool, parse_size
 from headwater.errors import HeadwaterError
-from headwater.read_limits import default_read_limit, limits_of
+from headwater.conf.read_limits import default_read_limit, limits_of
 
 log = logging.getLogger("headwater.delta.source")
 

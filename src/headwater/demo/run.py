@@ -128,9 +128,10 @@ def run_demo(root: str | Path, once: bool, batches: int, interval: float,
     from headwater.factory import DataFactory
     from headwater.monitor.display import Display
     from headwater.pipeline.graph import Graph
-    from headwater.pipeline.project import Project, load_definitions
+    from headwater.conf.project import Project
+    from headwater.pipeline.loader import load_definitions
     from headwater.pipeline.runner import Runner
-    from headwater.triggers import trigger_kwargs
+    from headwater.conf.triggers import trigger_kwargs
 
     root = Path(root).expanduser().resolve()
     setup_project(root)

@@ -72,7 +72,7 @@ def read_files(
     from pyspark.sql import functions as F
 
     spark = spark or SparkSession.active()
-    from headwater.session import register_sources
+    from headwater.lakehouse.session import register_sources
 
     register_sources(spark)
     source = str(Path(path).expanduser().resolve())

@@ -26,7 +26,7 @@ from headwater.errors import HeadwaterError
 from headwater.ingest.parse import FileEntry, ParseSettings, RecordParser, infer_schema
 from headwater.ingest.schemas import SchemaStore
 from headwater.ingest.types import add_new_fields, apply_hints, parse_ddl
-from headwater.read_limits import default_read_limit, limits_of
+from headwater.conf.read_limits import default_read_limit, limits_of
 
 FORMATS = ("json", "csv", "parquet")
 EVOLUTION_MODES = ("addNewColumns", "rescue", "failOnNewColumns", "none")

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from headwater.errors import HeadwaterError
 from headwater.monitor.events import read_events
 from headwater.monitor.run import _alive, live_runs
-from headwater.text_table import text_table
+from headwater.monitor.text_table import text_table
 
 
 def resolve_root(project_dir: str | None, root: str | None) -> Path:
@@ -25,7 +25,7 @@ def resolve_root(project_dir: str | None, root: str | None) -> Path:
     if root:
         path = Path(root).expanduser().resolve()
     else:
-        from headwater.pipeline.project import CONFIG, Project
+        from headwater.conf.project import CONFIG, Project
 
         folder = Path(project_dir or ".")
         if not (folder / CONFIG).is_file():

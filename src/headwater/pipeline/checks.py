@@ -22,7 +22,7 @@ from py4j.java_gateway import is_instance_of
 from pyspark.errors import AnalysisException
 
 from headwater.errors import HeadwaterError
-from headwater.unsupported import fix_for, spark_message
+from headwater.errors.spark import fix_for, spark_message
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

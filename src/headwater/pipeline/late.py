@@ -56,7 +56,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampType
 
 from headwater.errors import HeadwaterError
-from headwater.pipeline.plan import analyzed, node_name, nodes
+from headwater.spark.plan import analyzed, node_name, nodes
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

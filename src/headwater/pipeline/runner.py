@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from headwater.checkpoint_lock import CheckpointLock
+from headwater.spark.checkpoint_lock import CheckpointLock
 from headwater.errors import HeadwaterError, find_code, unwrap
 from headwater.pipeline import expectations as expect_mod
 from headwater.pipeline.definitions import MATERIALIZED_VIEW, TABLE
@@ -258,7 +258,7 @@ class Runner:
         """
         from headwater.delta.log import DeltaLog
         from headwater.delta.native import natively_readable
-        from headwater.pipeline.plan import analyzed, node_name, nodes
+        from headwater.spark.plan import analyzed, node_name, nodes
 
         dataset = rf.dataset
         if dataset.expectations or dataset.keep_late_rows or dataset.output_mode != "append":
@@ -343,7 +343,7 @@ class Runner:
                             lake, bad, name + QUARANTINE_SUFFIX, app_id, batch_id)
                 if dataset.output_mode == "update":
                     from headwater.delta.merge import merge_batch
-                    from headwater.pipeline.plan import group_keys
+                    from headwater.spark.plan import group_keys
 
                     merge_keys = keys or group_keys(rf.df)
                     merge_batch(rows, lake.path(name), merge_keys, app_id, batch_id)
@@ -552,7 +552,7 @@ _STATEFUL_NODES = {
 
 
 def _flow_state(rf: ResolvedFlow) -> dict[str, Any]:
-    from headwater.pipeline.plan import analyzed, node_name, nodes
+    from headwater.spark.plan import analyzed, node_name, nodes
 
     stateful = any(node_name(n) in ("Aggregate", "Deduplicate", "Join", "FlatMapGroupsWithState")
                    and n.isStreaming() for n in nodes(analyzed(rf.df)))

@@ -15,7 +15,7 @@ from typing import Any
 
 from headwater.errors import HeadwaterError
 
-_LOG4J = Path(__file__).with_name("log4j2.properties")
+_LOG4J = Path(__file__).parent.parent / "log4j2.properties"
 
 # Defaults a laptop wants; anything in ``conf`` wins.
 _DEFAULT_CONF: dict[str, str] = {
@@ -83,24 +83,16 @@ def _local_parallelism(master: str) -> int:
     return 8  # a cluster: unknown here, a reasonable split target
 
 
-def spark_session(
+def build_session(
     master: str | None = None,
     app_name: str = "headwater",
     conf: dict[str, Any] | None = None,
-    lakehouse: str | os.PathLike | None = None,
+    warehouse: str | os.PathLike | None = None,
 ) -> "pyspark.sql.SparkSession":  # noqa: F821
-    """Start (or return) a SparkSession with Delta Lake registered as ``format("delta")``.
+    """Start (or return) a SparkSession with headwater's defaults; no sources registered.
 
-    master: a Spark master URL; ``local[*]`` when None.
-    app_name: the application name shown in the Spark UI; default ``"headwater"``.
-    conf: extra Spark settings; they override headwater's defaults (UTC session time zone,
-        quiet logs, no console progress bar, filter pushdown on, 8 shuffle partitions).
-    lakehouse: a folder of Delta tables; every table in it is registered by name, so
-        ``spark.table("bronze")``, ``readStream.table``, ``toTable`` and SQL work on them.
-        ``headwater.Lakehouse(root)`` gives the same from an existing session.
-
-    Python workers use this interpreter, and Spark is stopped on every exit path
-    (normal exit, exception, SIGTERM, Ctrl-C).
+    warehouse: Spark's managed-table folder (``spark.sql.warehouse.dir``), unless ``conf``
+    names one.
     """
     _check_java()
     master = master or "local[*]"
@@ -118,10 +110,8 @@ def spark_session(
     log_opt = f"-Dlog4j2.configurationFile=file:{_LOG4J}"
     settings["spark.driver.extraJavaOptions"] = log_opt
     settings["spark.executor.extraJavaOptions"] = log_opt
-    if lakehouse is not None:
-        # Spark's managed-table folders (always empty: the data lives in the lakehouse).
-        settings["spark.sql.warehouse.dir"] = str(Path(lakehouse).expanduser().resolve()
-                                                  / "_warehouse")
+    if warehouse is not None:
+        settings["spark.sql.warehouse.dir"] = str(warehouse)
     settings.update({k: str(v) for k, v in (conf or {}).items()})
 
     builder = SparkSession.builder.master(master).appName(app_name)
@@ -129,29 +119,8 @@ def spark_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(settings.get("headwater.logLevel", "WARN"))
-
-    register_sources(spark)
     _register_stop()
-    if lakehouse is not None:
-        from headwater.lakehouse import Lakehouse
-
-        Lakehouse(lakehouse, spark)
     return spark
-
-
-def register_sources(spark: "pyspark.sql.SparkSession") -> None:  # noqa: F821
-    """Make ``format("delta")`` and ``format("cloudFiles")`` work on ``spark`` (once)."""
-    if getattr(spark, "_headwater_sources", False):
-        return
-    from headwater.delta.datasource import DeltaDataSource
-    from headwater.delta.filelist import DeltaFileListSource
-    from headwater.ingest.clean import install_listener
-    from headwater.ingest.source import FilesDataSource
-
-    for source in (DeltaDataSource, DeltaFileListSource, FilesDataSource):
-        spark.dataSource.register(source)
-    install_listener(spark)
-    spark._headwater_sources = True
 
 
 def stop_spark() -> None:

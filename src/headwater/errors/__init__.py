@@ -85,7 +85,7 @@ def translated() -> Iterator[None]:
     except Exception as exc:  # noqa: BLE001 - we only re-raise, never swallow
         plain = unwrap(exc)
         if plain is exc:
-            from headwater.unsupported import as_headwater
+            from headwater.errors.spark import as_headwater
 
             plain = as_headwater(exc)  # ORDER BY on a stream, say: the same words as validate
             if plain is None:

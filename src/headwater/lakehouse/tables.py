@@ -17,124 +17,23 @@ The catalog lives in memory, so every table under the root is registered at sess
 
 from __future__ import annotations
 
-import re
 import shutil
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from headwater.checkpoint_lock import CheckpointLock
+from headwater.conf.triggers import Trigger, trigger_kwargs
 from headwater.errors import HeadwaterError
-from headwater.triggers import Trigger, trigger_kwargs
+from headwater.lakehouse import catalog
+from headwater.lakehouse.catalog import columns_option as _columns
+from headwater.lakehouse.catalog import per_table_source
+from headwater.lakehouse.names import SYSTEM_TABLES, TableName, list_tables, parse_name
+from headwater.spark.checkpoint_lock import CheckpointLock
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
     from pyspark.sql.types import StructType
-
-_PART = re.compile(r"^[a-z_][a-z0-9_]*$")
-RESERVED_PREFIXES = ("_", ".")
-# Tables headwater writes itself, queryable like any other (names users cannot take).
-SYSTEM_TABLES = ("_event_log",)
-
-
-@dataclass(frozen=True)
-class TableName:
-    """A validated table name: ``table`` or ``schema.table``, lower case."""
-
-    schema: str | None
-    table: str
-
-    @property
-    def qualified(self) -> str:
-        return f"{self.schema}.{self.table}" if self.schema else self.table
-
-    @property
-    def sql(self) -> str:
-        return f"`{self.schema}`.`{self.table}`" if self.schema else f"`{self.table}`"
-
-    @property
-    def relative_path(self) -> Path:
-        return Path(self.schema, self.table) if self.schema else Path(self.table)
-
-    @property
-    def source_name(self) -> str:
-        """The per-table data source's name (an identifier Spark's parser accepts)."""
-        return f"hw_{self.schema}__{self.table}" if self.schema else f"hw_{self.table}"
-
-
-def parse_name(name: str) -> TableName:
-    """``bronze``, ``sales.orders``, ``default.bronze`` or with backticks; never a path."""
-    if not isinstance(name, str) or not name.strip():
-        raise _bad_name(name, "a table name is a non-empty string")
-    parts = [p.strip().strip("`").lower() for p in name.strip().split(".")]
-    if parts[0] == "spark_catalog" and len(parts) == 3:
-        parts = parts[1:]
-    if parts[0] == "default" and len(parts) == 2:
-        parts = parts[1:]
-    if len(parts) > 2:
-        raise _bad_name(name, "names have at most two parts, schema.table")
-    if len(parts) == 1 and parts[0] in SYSTEM_TABLES:
-        return TableName(None, parts[0])
-    for part in parts:
-        if not _PART.match(part) or part.startswith(RESERVED_PREFIXES):
-            raise _bad_name(
-                name, f"{part!r} must be letters, digits and underscores, not starting with a "
-                "digit or underscore")
-    return TableName(parts[0] if len(parts) == 2 else None, parts[-1])
-
-
-def _bad_name(name: Any, why: str) -> HeadwaterError:
-    return HeadwaterError(
-        "HW_TABLE_NAME_INVALID", f"{name!r} is not a valid table name: {why}.",
-        "Table names become folders under the lakehouse root and must not leave it.",
-        "Use names like 'bronze' or 'sales.orders'.",
-    )
-
-
-def _per_table_source(name: TableName, path: str) -> type:
-    """A DeltaDataSource subclass whose path is fixed: Spark's catalog keeps the name only."""
-    from headwater.delta.datasource import DeltaDataSource
-
-    source_name = name.source_name
-
-    def __init__(self, options: dict[str, str]) -> None:
-        opts = {k: v for k, v in options.items() if k.lower() != "path"}
-        opts["path"] = path
-        DeltaDataSource.__init__(self, opts)
-
-    cls = type(source_name, (DeltaDataSource,), {
-        "__init__": __init__,
-        "name": classmethod(lambda cls: source_name),
-        "__module__": __name__,
-    })
-    return cls
-
-
-def list_tables(root: Path) -> list[str]:
-    """Every Delta table under ``root`` (system tables first), as qualified names."""
-    found = [n for n in SYSTEM_TABLES if (root / n / "_delta_log").is_dir()]
-    for entry in sorted(root.iterdir()):
-        if not entry.is_dir() or entry.name.startswith(RESERVED_PREFIXES):
-            continue
-        if (entry / "_delta_log").is_dir():
-            found.append(entry.name)
-            continue
-        for inner in sorted(entry.iterdir()):
-            if inner.is_dir() and (inner / "_delta_log").is_dir() \
-                    and not inner.name.startswith(RESERVED_PREFIXES):
-                found.append(f"{entry.name}.{inner.name}")
-    return [n for n in found if _PART.match(n.split(".")[-1])]
-
-
-_active: "Lakehouse | None" = None
-_active_guard = threading.Lock()
-
-
-def active_lakehouse() -> "Lakehouse | None":
-    """The lakehouse attached to the current session, if any."""
-    return _active
 
 
 class Lakehouse:
@@ -154,7 +53,7 @@ class Lakehouse:
 
             spark = SparkSession.getActiveSession()
         if spark is None:
-            from headwater.session import spark_session
+            from headwater.lakehouse.session import spark_session
 
             spark = spark_session(conf={"spark.sql.warehouse.dir": str(self.root / "_warehouse")})
         self.spark = spark
@@ -187,10 +86,8 @@ class Lakehouse:
 
     def attach(self) -> "Lakehouse":
         """Register every table under the root and make this the session's lakehouse."""
-        global _active
-        with _active_guard:
-            _active = self
-        _install_catalog_hooks()
+        catalog.set_active(self)
+        catalog.install_catalog_hooks()
         for name in self.tables():
             self.register(name)
         return self
@@ -201,7 +98,7 @@ class Lakehouse:
         path = self.path(name)
         if not self.exists(name):
             raise self._not_found(tname)
-        self.spark.dataSource.register(_per_table_source(tname, path))
+        self.spark.dataSource.register(per_table_source(tname, path))
         if tname.schema:
             self.spark.sql(f"CREATE DATABASE IF NOT EXISTS `{tname.schema}`")
         # The catalog keeps the schema seen at CREATE; re-creating refreshes it.
@@ -310,7 +207,7 @@ class Lakehouse:
     ) -> "StreamingQuery":
         """Start a streaming write of ``df`` into table ``name`` and return the query.
 
-        trigger: see :mod:`headwater.triggers`; default a micro-batch every 500 ms.
+        trigger: see :mod:`headwater.conf.triggers`; default a micro-batch every 500 ms.
         output_mode: "append" (default), "complete" (the table is replaced each batch) or
             "update" (changed rows are MERGEd by ``keys``, default the aggregate's group keys).
         query_name: default the table name.
@@ -328,7 +225,7 @@ class Lakehouse:
                       .queryName(query_name or tname.qualified))
             if mode == "update":
                 from headwater.delta.merge import merge_batch
-                from headwater.pipeline.plan import group_keys
+                from headwater.spark.plan import group_keys
 
                 merge_keys = list(keys) if keys else group_keys(df)
                 path = self.path(name)
@@ -384,7 +281,7 @@ class Lakehouse:
         """``spark.sql`` plus what Spark cannot do alone with Python sources:
         ``CREATE TABLE`` (columns or AS SELECT) and ``DROP TABLE`` go through the lakehouse, and
         ``delta.`/path``` reads a Delta table by path."""
-        from headwater.sql_statements import run_sql
+        from headwater.lakehouse.sql import run_sql
 
         return run_sql(self, query)
 
@@ -394,12 +291,6 @@ def _strs(options: dict[str, Any]) -> dict[str, str]:
             if v is not None}
 
 
-def _columns(value: Any) -> list[str]:
-    if not value:
-        return []
-    if isinstance(value, str):
-        return [c.strip() for c in value.split(",") if c.strip()]
-    return list(value)
 
 
 def _output_mode(mode: str) -> str:
@@ -411,66 +302,3 @@ def _output_mode(mode: str) -> str:
             "Use 'append' (new rows), 'complete' (whole result) or 'update' (changed rows).")
     return text
 
-
-# --- seed-style table creation -------------------------------------------------------------
-
-_hooks_installed = False
-
-
-def _install_catalog_hooks() -> None:
-    """Make a stream's first ``toTable``/a first ``saveAsTable`` create the table in the
-    lakehouse (Spark alone would create it at a default location headwater cannot see)."""
-    global _hooks_installed
-    if _hooks_installed:
-        return
-    _hooks_installed = True
-    from pyspark.sql.readwriter import DataFrameWriter
-    from pyspark.sql.streaming.readwriter import DataStreamWriter
-
-    original_to_table = DataStreamWriter.toTable
-    original_save_as_table = DataFrameWriter.saveAsTable
-
-    def toTable(self, tableName, format=None, outputMode=None, partitionBy=None,  # noqa: N802
-                queryName=None, **options):
-        _create_for(self._df, tableName, format, partitionBy)
-        return original_to_table(self, tableName, format=None, outputMode=outputMode,
-                                 partitionBy=None, queryName=queryName, **options)
-
-    def saveAsTable(self, name, format=None, mode=None, partitionBy=None,  # noqa: N802
-                    **options):
-        lakehouse = active_lakehouse()
-        if lakehouse is None or not _is_delta(format):
-            return original_save_as_table(self, name, format=format, mode=mode,
-                                          partitionBy=partitionBy, **options)
-        existed = lakehouse.exists(name)
-        mode_text = (mode or "errorifexists").lower()
-        if existed and mode_text in ("error", "errorifexists"):
-            raise HeadwaterError(
-                "HW_TABLE_EXISTS", f"Table {parse_name(name).qualified} already exists.",
-                "saveAsTable's default mode refuses to write into an existing table.",
-                "Use .mode('append') or .mode('overwrite').")
-        if existed and mode_text == "ignore":
-            return None
-        lakehouse.write(self._df, name, mode="overwrite" if mode_text == "overwrite" else
-                        "append", partitionBy=partitionBy, **options)
-        return None
-
-    DataStreamWriter.toTable = toTable
-    if not hasattr(DataStreamWriter, "table"):
-        # Databricks' spelling, used throughout the seeds: writeStream...table("silver").
-        DataStreamWriter.table = toTable
-    DataFrameWriter.saveAsTable = saveAsTable
-
-
-def _is_delta(fmt: str | None) -> bool:
-    return fmt is None or fmt.lower() == "delta"
-
-
-def _create_for(df: "DataFrame", name: str, fmt: str | None, partition_by: Any) -> None:
-    lakehouse = active_lakehouse()
-    if lakehouse is None or not _is_delta(fmt):
-        return
-    if not lakehouse.exists(name):
-        lakehouse.create_table(name, df.schema, partition_by=_columns(partition_by))
-    else:
-        lakehouse._existing(name)

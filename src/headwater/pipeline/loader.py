@@ -1,30 +1,17 @@
-"""A pipeline project: ``headwater.toml`` plus the definition files it names.
-
-```toml
-[pipeline]
-name = "orders"
-root = "lakehouse"                          # the lakehouse: tables and checkpoints
-definitions = ["transformations/*.py", "transformations/*.sql"]
-trigger = "available-now"                   # default of `headwater run`
-master = "local[*]"                         # optional
-event_log = true                            # every batch's progress in _event_log
-
-[spark]
-"spark.sql.shuffle.partitions" = "8"
-```
-"""
+"""Loading a pipeline project's definition files: Python files run with the registry
+collecting, SQL files parsed statement by statement."""
 
 from __future__ import annotations
 
 import re
 import runpy
 import sys
-import tomllib
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from headwater.conf.project import Project
 from headwater.errors import HeadwaterError
 from headwater.pipeline import definitions as defs
 from headwater.pipeline.expectations import Expectation
@@ -32,83 +19,6 @@ from headwater.pipeline.expectations import Expectation
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-CONFIG = "headwater.toml"
-
-
-@dataclass
-class Project:
-    dir: Path
-    name: str
-    root: Path
-    definitions: list[str]
-    trigger: str | None = None
-    master: str | None = None
-    event_log: bool = True
-    spark_conf: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, project_dir: str | Path = ".") -> "Project":
-        path = Path(project_dir).resolve()
-        config = path / CONFIG if path.is_dir() else path
-        if not config.is_file():
-            raise HeadwaterError(
-                "HW_PROJECT_NOT_FOUND", f"No {CONFIG} in {path}.",
-                "A pipeline project is a folder with a headwater.toml naming its definitions.",
-                "Run the command in the project folder, pass --project DIR, or create one with "
-                "`headwater init NAME`.")
-        try:
-            data = tomllib.loads(config.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise HeadwaterError(
-                "HW_PROJECT_INVALID", f"{config} is not valid TOML: {exc}.",
-                "headwater.toml is read with Python's TOML parser.",
-                "Fix the syntax at the position given.") from exc
-        section = data.get("pipeline")
-        if not isinstance(section, dict):
-            raise _invalid(config, "it has no [pipeline] table")
-        unknown = set(section) - {"name", "root", "definitions", "trigger", "master",
-                                 "event_log"}
-        if unknown:
-            raise _invalid(config, f"unknown [pipeline] keys {sorted(unknown)}")
-        definitions = section.get("definitions")
-        if isinstance(definitions, str):
-            definitions = [definitions]
-        if not definitions or not all(isinstance(d, str) for d in definitions):
-            raise _invalid(config, "[pipeline] definitions must list file globs")
-        if not isinstance(section.get("event_log", True), bool):
-            raise _invalid(config, "[pipeline] event_log must be true or false")
-        spark_conf = data.get("spark", {})
-        if not isinstance(spark_conf, dict):
-            raise _invalid(config, "[spark] must be a table of Spark settings")
-        return cls(
-            dir=config.parent,
-            name=str(section.get("name") or config.parent.name),
-            root=(config.parent / str(section.get("root", "lakehouse"))).resolve(),
-            definitions=list(definitions),
-            trigger=section.get("trigger"),
-            master=section.get("master"),
-            event_log=section.get("event_log", True),
-            spark_conf={str(k): str(v) for k, v in spark_conf.items()},
-        )
-
-    def files(self) -> list[Path]:
-        found: list[Path] = []
-        for pattern in self.definitions:
-            matches = sorted(p for p in self.dir.glob(pattern) if p.is_file())
-            if not matches:
-                raise HeadwaterError(
-                    "HW_PROJECT_INVALID", f"definitions pattern {pattern!r} matches no file in "
-                    f"{self.dir}.", "Every pattern in [pipeline] definitions should find files.",
-                    "Fix the glob (relative to headwater.toml) or remove it.")
-            found.extend(m for m in matches if m not in found)
-        return found
-
-
-def _invalid(config: Path, why: str) -> HeadwaterError:
-    return HeadwaterError(
-        "HW_PROJECT_INVALID", f"{config}: {why}.",
-        "headwater.toml names the pipeline, its lakehouse root and its definition files.",
-        'Minimal form: [pipeline] name = "p", root = "lakehouse", definitions = ["*.py"].')
 
 
 def load_definitions(project: Project) -> defs.Registry:
@@ -204,7 +114,7 @@ def _split_statements(text: str) -> list[tuple[str, int]]:
 
 def _top_level_as(text: str) -> int | None:
     """Where the defining ``AS`` starts: outside quotes and parentheses."""
-    from headwater.sql_statements import unquoted
+    from headwater.lakehouse.sql import unquoted
 
     for i, _, depth in unquoted(text):
         if depth == 0 and re.match(r"AS\s", text[i:i + 3], re.IGNORECASE) and \
@@ -214,7 +124,7 @@ def _top_level_as(text: str) -> int | None:
 
 
 def load_sql_file(file: Path, registry: defs.Registry) -> None:
-    from headwater.sql_statements import balanced
+    from headwater.lakehouse.sql import balanced
 
     for statement, line in _split_statements(file.read_text()):
         location = defs.Location(str(file), line)
@@ -277,7 +187,7 @@ def _sql_function(query: str, location: defs.Location):
 
 def _relations(spark: Any, query: str, location: defs.Location) -> list[tuple[str, bool]]:
     """(table name, read as a stream) for every table the query reads, via Spark's parser."""
-    from headwater.pipeline.plan import node_name
+    from headwater.spark.plan import node_name
 
     try:
         plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(query)
