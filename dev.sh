@@ -2,6 +2,8 @@
 # One entry point for a fresh clone: creates .venv, installs headwater pinned, runs a command.
 #   bash dev.sh demo    the main job: headwater demo for 60 s (pass your own options instead)
 #   bash dev.sh test    the test suite (what CI runs)
+#   bash dev.sh fast    the fast tier: every test that starts no other JVM (under 8 minutes)
+#   bash dev.sh lint    ruff, mypy, and the import rules (rooms import only downward, no cycles)
 #   bash dev.sh bench   the Delta I/O benchmark (outside CI)
 #   bash dev.sh bench-pipeline   headwater run vs Spark Declarative Pipelines (outside CI)
 #   bash dev.sh bench-ingest     read_files vs Spark's file source, 1k..100k files (outside CI)
@@ -24,9 +26,13 @@ case "$cmd" in
   demo)  if [ $# -eq 0 ]; then set -- --duration 60; fi
          exec .venv/bin/headwater demo "$@" ;;
   test)  exec .venv/bin/python -m pytest --durations=15 "$@" ;;
+  fast)  exec .venv/bin/python -m pytest --durations=15 -m "not procs" "$@" ;;
+  lint)  .venv/bin/ruff check src tests benchmarks examples tools
+         .venv/bin/mypy
+         exec .venv/bin/python tools/check_imports.py ;;
   bench) exec .venv/bin/python benchmarks/delta_io.py "$@" ;;
   bench-pipeline) exec .venv/bin/python benchmarks/pipeline_vs_sdp.py "$@" ;;
   bench-ingest) exec .venv/bin/python benchmarks/ingest_scale.py "$@" ;;
   bench-eventlog) exec .venv/bin/python benchmarks/event_log_overhead.py "$@" ;;
-  *) echo "usage: bash dev.sh demo|test|bench|bench-pipeline|bench-ingest|bench-eventlog" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh demo|test|fast|lint|bench|bench-pipeline|bench-ingest|bench-eventlog" >&2; exit 2 ;;
 esac

@@ -1,19 +1,12 @@
-"""One SparkSession for the whole run (every JVM costs ~7 s): local[2], 2 shuffle partitions."""
+"""Fixtures: one SparkSession for the whole run (every JVM costs ~7 s): local[2], 2 shuffle
+partitions. Shared helper functions live in tests/support.py."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import tempfile
 from pathlib import Path
 
-import tempfile
-
-import pyarrow as pa
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-GOLDEN = REPO.parent / "shared" / "delta-golden"
 
 
 @pytest.fixture(scope="session")
@@ -34,24 +27,3 @@ def spark():
 @pytest.fixture
 def tmp(tmp_path: Path) -> Path:
     return tmp_path
-
-
-def run_script(code: str, env: dict | None = None, timeout: int = 180,
-               new_session: bool = True) -> subprocess.CompletedProcess:
-    """Run Python code in a fresh interpreter (a real driver process)."""
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=timeout, env=full_env, start_new_session=new_session)
-
-
-def rows(spark, path: str, order: str = "id") -> list[tuple]:
-    df = spark.read.format("delta").load(path)
-    return [tuple(r) for r in df.orderBy(order).collect()]
-
-
-def write(path, data: dict | pa.Table, mode: str = "append", **kwargs) -> None:
-    from deltalake import write_deltalake
-
-    table = data if isinstance(data, pa.Table) else pa.table(data)
-    write_deltalake(str(path), table, mode=mode, **kwargs)

@@ -33,30 +33,17 @@ import pytest
 
 from headwater.spark.checkpoint_lock import CheckpointLock
 from headwater.errors import HeadwaterError
+from tests.support import CALL_TIMEOUT, HEADWATER, cli, show
+from tests.support import cli_env as _env
 
-_SCRIPT = Path(sys.executable).with_name("headwater")
-HEADWATER = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "headwater.cli"]
-CALL_TIMEOUT = 480  # one CLI call; a loaded 2-core machine makes a run take ~90 s
+# Starts other JVMs or headwater processes: not in the fast tier.
+pytestmark = pytest.mark.procs
+
 MINUTE = dt.timedelta(minutes=1)
 DELAY = MINUTE  # withWatermark("ts", "1 minute") in the scaffold
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(HEADWATER + list(args), cwd=cwd, capture_output=True, text=True,
-                          timeout=CALL_TIMEOUT, env=_env(), start_new_session=True)
-
-
-def show(proc: subprocess.CompletedProcess) -> str:
-    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr[-4000:]}"
 
 
 def table_path(project: Path, name: str) -> Path:
@@ -503,7 +490,7 @@ def test_a_killed_run_resumes_exactly_once(tmp_path):
         "import headwater\n\n"
         "@headwater.table\ndef copy():\n    return headwater.read_stream('src')\n\n"
         "@headwater.table\ndef copy2():\n    return headwater.read_stream('copy')\n")
-    from tests.conftest import write
+    from tests.support import write
 
     write(project / "lake" / "src", {"id": list(range(100))})
     cli = [sys.executable, "-m", "headwater.cli", "run", "--project", str(project)]

@@ -16,6 +16,9 @@ from conftest import run_script
 
 import pyspark
 
+# Starts other JVMs or headwater processes: not in the fast tier.
+pytestmark = pytest.mark.procs
+
 SPARK_HOME = Path(pyspark.__file__).parent
 
 

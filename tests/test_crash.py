@@ -10,6 +10,9 @@ import pytest
 from conftest import rows, run_script, write
 from deltalake import DeltaTable
 
+# Starts other JVMs or headwater processes: not in the fast tier.
+pytestmark = pytest.mark.procs
+
 DRIVER = textwrap.dedent("""
     import sys
     import headwater

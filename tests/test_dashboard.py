@@ -23,7 +23,11 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from tests.test_cli import HEADWATER, _env
+from tests.support import HEADWATER
+from tests.support import cli_env as _env
+
+# Starts other JVMs or headwater processes: not in the fast tier.
+pytestmark = pytest.mark.procs
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -3,7 +3,12 @@ to the ground truth, every landed record accounted for."""
 
 from __future__ import annotations
 
-from tests.test_cli import cli, show
+import pytest
+
+from tests.support import cli, show
+
+# Starts other JVMs or headwater processes: not in the fast tier.
+pytestmark = pytest.mark.procs
 
 
 def test_demo_once_verifies_gold_against_the_ground_truth(tmp_path):

@@ -88,7 +88,7 @@ def test_an_interrupted_load_lands_the_same_batch_again_without_doubling(tmp_pat
 
 
 def test_factory_and_sql_commands(tmp_path):
-    from tests.test_cli import cli
+    from tests.support import cli
 
     landed = cli("factory", "--root", str(tmp_path / "lake"), "--batches", "2", "--seed", "3",
                  cwd=tmp_path)

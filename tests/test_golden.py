@@ -11,9 +11,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import GOLDEN
+from tests.support import GOLDEN
 from deltalake import DeltaTable
-from golden_compare import normalize
+from tests.golden_compare import normalize
 
 import headwater
 

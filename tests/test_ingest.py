@@ -497,9 +497,10 @@ print("DONE")
 
 @pytest.mark.parametrize("mode,fault", [("archive", "sink_before_commit"),
                                         ("delete", "sink_after_commit")])
+@pytest.mark.procs
 def test_killed_driver_then_restart_ingests_and_cleans_each_file_exactly_once(spark, tmp, mode,
                                                                                 fault):
-    from tests.conftest import run_script
+    from tests.support import run_script
 
     landing = tmp / "landing"
     for i in range(6):

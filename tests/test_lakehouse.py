@@ -11,7 +11,7 @@ import headwater
 from headwater import HeadwaterError, Lakehouse
 from headwater.lakehouse import parse_name
 from headwater.conf.triggers import trigger_kwargs
-from tests.conftest import REPO, run_script, write
+from tests.support import REPO, run_script, write
 
 
 @pytest.fixture
@@ -165,6 +165,7 @@ def test_a_delta_write_without_a_path_is_an_error_not_a_default_location(spark, 
     assert headwater.unwrap(info.value).code == "HW_SINK_NO_PATH"
 
 
+@pytest.mark.procs
 def test_spark_session_with_a_lakehouse_registers_tables(tmp_path):
     write(tmp_path / "lake" / "bronze", {"id": [1, 2]})
     code = textwrap.dedent(f"""

@@ -7,7 +7,7 @@ import datetime as dt
 from deltalake import DeltaTable
 
 from headwater.delta.native import read_native, write_native
-from tests.conftest import rows
+from tests.support import rows
 
 
 def test_native_write_commits_once_with_stats_and_escaped_partitions(spark, tmp_path):

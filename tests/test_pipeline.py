@@ -14,7 +14,7 @@ from headwater.pipeline.loader import load_definitions
 from headwater.pipeline.runner import Runner
 from headwater.pipeline.validate import validate_project
 from headwater.conf.triggers import trigger_kwargs
-from tests.conftest import write
+from tests.support import write
 
 HEADER = """
 import headwater

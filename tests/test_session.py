@@ -52,6 +52,7 @@ def _driver(tmp, tail: str = "") -> str:
                                    cp=str(tmp / "cp"), tail=tail)
 
 
+@pytest.mark.procs
 def test_ten_runs_exit_zero_without_abort(tmp):
     """Drivers that ran Python-source streams and never call spark.stop() exit cleanly."""
     write(tmp / "src", {"id": pa.array(range(20), pa.int64())})
@@ -63,6 +64,7 @@ def test_ten_runs_exit_zero_without_abort(tmp):
     assert results == [(0, False)] * 10
 
 
+@pytest.mark.procs
 def test_exception_and_sigterm_exit_without_abort(tmp):
     write(tmp / "src", {"id": pa.array(range(5), pa.int64())})
     failed = run_script(_driver(tmp, "raise RuntimeError('user code failed')"), timeout=180)
