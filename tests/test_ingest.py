@@ -371,7 +371,7 @@ def test_limits_existing_files_and_glob(spark, tmp):
     assert [r["id"] for r in table(spark, tmp, "new_only")] == [9]
     with pytest.raises(HeadwaterError) as err:  # one schema location, one stream
         ingest(spark, tmp, name="other", schema="id int", schema_location=tmp / "schema_new")
-    assert err.value.code == "HW_INGEST_BAD_OPTION" and "another stream" in str(err.value)
+    assert err.value.code == "HW_OPTION_INVALID" and "another stream" in str(err.value)
 
 
 def test_without_existing_files_an_available_now_run_neither_reads_nor_cleans_them(spark, tmp):
@@ -425,7 +425,7 @@ def test_option_mistakes_are_clear(spark, tmp, monkeypatch):
     monkeypatch.setattr("headwater.lakehouse.catalog._active", None)
     with pytest.raises(HeadwaterError) as err:
         headwater.read_files(tmp / "landing", schema="id int")
-    assert err.value.code == "HW_INGEST_BAD_OPTION" and "schema_location" in str(err.value)
+    assert err.value.code == "HW_OPTION_INVALID" and "schema_location" in str(err.value)
     with pytest.raises(HeadwaterError) as err:
         headwater.read_files(tmp / "landing", schema_location=tmp / "s")
     assert err.value.code == "HW_INGEST_NO_FILES"

@@ -260,7 +260,7 @@ class DeltaBatchWriter(DataSourceArrowWriter):
                 self.filters = parse_replace_where(self.replace_where, existing)
         elif self.replace_where:
             raise HeadwaterError(
-                "HW_TABLE_NOT_FOUND",
+                "HW_DELTA_TABLE_NOT_FOUND",
                 f"replaceWhere needs an existing table at {self.opts.path}.",
                 "There is nothing to replace in a table that does not exist.",
                 "Write the table first without replaceWhere.",

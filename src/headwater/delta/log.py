@@ -132,7 +132,7 @@ class DeltaLog:
             table = DeltaTable(self.uri, storage_options=self.storage_options)
         except TableNotFoundError as exc:
             raise HeadwaterError(
-                "HW_TABLE_NOT_FOUND",
+                "HW_DELTA_TABLE_NOT_FOUND",
                 f"No Delta table at {self.uri}.",
                 "The folder has no Delta log (no _delta_log commits), so it is not a Delta "
                 "table (yet).",

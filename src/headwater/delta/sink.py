@@ -210,7 +210,7 @@ def commit_files(
     config = table.metadata().configuration or {}
     if config.get("delta.columnMapping.mode", "none") != "none":
         raise HeadwaterError(
-            "HW_SINK_UNSUPPORTED_FEATURE",
+            "HW_DELTA_UNSUPPORTED_FEATURE",
             f"The table at {path} uses column mapping, which headwater's writer does not "
             "support yet.",
             "Files in a column-mapped table use physical column names.",

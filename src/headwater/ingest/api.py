@@ -124,7 +124,7 @@ def _schema_json(schema: Any) -> str:
         from headwater.ingest.types import parse_ddl
 
         return parse_ddl(schema, "schema").json()
-    raise HeadwaterError("HW_INGEST_BAD_OPTION",
+    raise HeadwaterError("HW_OPTION_INVALID",
                          f"schema must be a StructType or a DDL string, not {type(schema).__name__}.",
                          "read_files needs the columns and their types.",
                          "Pass e.g. schema=\"id bigint, name string\".")

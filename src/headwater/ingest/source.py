@@ -159,7 +159,7 @@ def _positive(opts: dict[str, str], key: str, default: int | None) -> int | None
 
 
 def _option_error(option: str, problem: str, fix: str) -> HeadwaterError:
-    return HeadwaterError("HW_INGEST_BAD_OPTION", f"File ingestion option {option} {problem}.",
+    return HeadwaterError("HW_OPTION_INVALID", f"File ingestion option {option} {problem}.",
                           "The file stream cannot start without it.", fix)
 
 

@@ -30,7 +30,7 @@ def resolve_root(project_dir: str | None, root: str | None) -> Path:
         folder = Path(project_dir or ".")
         if not (folder / CONFIG).is_file():
             raise HeadwaterError(
-                "HW_LAKEHOUSE_MISSING", f"No {CONFIG} in {folder.resolve()} and no --root.",
+                "HW_PROJECT_NOT_FOUND", f"No {CONFIG} in {folder.resolve()} and no --root.",
                 "The command reads a lakehouse: a project's root or a folder of tables.",
                 "Run it in the project folder, or pass --project DIR or --root LAKEHOUSE "
                 "(the demo's is ./headwater-demo).")

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
 from headwater.errors import HeadwaterError
+from headwater.errors.spark import first_line
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -85,7 +86,7 @@ def validate_rules(rules: Iterable[RuleLike], table: str, df: "DataFrame | None"
         except HeadwaterError:
             raise
         except Exception as exc:  # noqa: BLE001 - ParseException, AnalysisException
-            detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else repr(exc)
+            detail = first_line(exc, 300)
             raise _invalid(table, rule.name, f"condition {rule.condition!r} is not valid: "
                            f"{detail}", "Fix the SQL so it names existing columns and "
                            "returns true/false per row.") from exc
