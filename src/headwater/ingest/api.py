@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from headwater.errors import HeadwaterError, translated
+from headwater.ingest.registration import register_sources
 from headwater.ingest.source import source_id
 
 if TYPE_CHECKING:
@@ -72,8 +73,6 @@ def read_files(
     from pyspark.sql import functions as F
 
     spark = spark or SparkSession.active()
-    from headwater.lakehouse.session import register_sources
-
     register_sources(spark)
     source = str(Path(path).expanduser().resolve())
     location = schema_location or _default_location(

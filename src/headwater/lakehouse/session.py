@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from headwater.ingest.registration import register_sources
 from headwater.spark.session import build_session
 
 if TYPE_CHECKING:
@@ -41,18 +42,3 @@ def spark_session(
 
         Lakehouse(lakehouse, spark)
     return spark
-
-
-def register_sources(spark: "SparkSession") -> None:
-    """Make ``format("delta")`` and ``format("cloudFiles")`` work on ``spark`` (once)."""
-    if getattr(spark, "_headwater_sources", False):
-        return
-    from headwater.delta.datasource import DeltaDataSource
-    from headwater.delta.filelist import DeltaFileListSource
-    from headwater.ingest.clean import install_listener
-    from headwater.ingest.source import FilesDataSource
-
-    for source in (DeltaDataSource, DeltaFileListSource, FilesDataSource):
-        spark.dataSource.register(source)
-    install_listener(spark)
-    spark._headwater_sources = True
