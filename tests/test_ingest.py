@@ -18,7 +18,7 @@ from headwater.errors import unwrap
 from headwater.ingest.index import FileIndex
 from headwater.ingest.parse import FileEntry, ParseSettings, RecordParser
 from headwater.ingest.schemas import SchemaStore
-from headwater.ingest.types import parse_ddl
+from headwater.ingest.ddl import parse_ddl
 
 # --- parsing, no Spark -------------------------------------------------------------------
 
@@ -148,7 +148,7 @@ def test_multiline_documents_and_arrays():
 def test_nested_new_fields_and_new_columns_are_collected_for_evolution():
     _, parser = parse("id int, s struct<a: int>", {
         "/l/a.json": b'{"id": 1, "s": {"a": 1, "b": "new"}, "n": [1.5]}\n'})
-    from headwater.ingest.types import add_new_fields
+    from headwater.ingest.infer import add_new_fields
 
     evolved, added = add_new_fields(parse_ddl("id int, s struct<a: int>"), parser.observed)
     assert added == ["s.b", "n"]

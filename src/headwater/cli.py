@@ -341,7 +341,7 @@ def _full_refresh(graph: Any, targets: list[str]) -> Any:
     from headwater.spark.checkpoint_lock import CheckpointLock
     from headwater.pipeline.definitions import TABLE
     from headwater.pipeline.graph import Graph
-    from headwater.pipeline.runner import LATE_SUFFIX, QUARANTINE_SUFFIX
+    from headwater.conf.layout import LATE_SUFFIX, QUARANTINE_SUFFIX
 
     chosen = graph.datasets_named(targets, "--full-refresh")
     cascade = sorted({d for t in chosen for d in graph.downstream(t)

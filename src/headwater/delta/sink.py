@@ -22,12 +22,10 @@ from pyspark.sql.types import StructType
 from headwater.delta.files import collect_adds, write_task
 from headwater.delta.log import DeltaLog, filesystem_for, normalize_uri, resolve_file
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
+from headwater.conf.layout import FAULT_ENV  # a test hook: crash tests kill the driver here
 from headwater.conf.options import parse_bool, parse_columns, parse_size
 from headwater.errors import HeadwaterError
 
-# Fault injection for crash tests: "sink_before_commit" (files written, nothing committed) or
-# "sink_after_commit" (Delta committed, Spark's commit log not yet written).
-FAULT_ENV = "HEADWATER_FAULT"
 DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
 
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from headwater.conf.layout import RESCUED_DATA, ingest_metrics
 from headwater.errors import HeadwaterError, translated
 from headwater.ingest.registration import register_sources
 from headwater.ingest.source import source_id
@@ -13,9 +14,6 @@ from headwater.ingest.source import source_id
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
-
-METRICS_PREFIX = "ingest:"
-
 
 def read_files(
     path: str | os.PathLike,
@@ -25,7 +23,7 @@ def read_files(
     schema_location: str | os.PathLike | None = None,
     schema_hints: str | None = None,
     schema_evolution_mode: str | None = None,
-    rescued_data_column: str | None = "_rescued_data",
+    rescued_data_column: str | None = RESCUED_DATA,
     multi_line: bool = False,
     header: bool = True,
     sep: str = ",",
@@ -108,7 +106,7 @@ def read_files(
         return df
     rescued = F.col(f"`{rescued_data_column}`")
     return df.observe(
-        f"{METRICS_PREFIX}{source_id(source, format, path_glob_filter)}",
+        ingest_metrics(source_id(source, format, path_glob_filter)),
         F.count(F.lit(1)).alias("rows"),
         F.count(rescued).alias("rescued_rows"),
         F.count(F.when(rescued.startswith('{"_corrupt_record"'), 1)).alias("malformed_rows"))
@@ -120,7 +118,7 @@ def _schema_json(schema: Any) -> str:
     if isinstance(schema, StructType):
         return schema.json()
     if isinstance(schema, str):
-        from headwater.ingest.types import parse_ddl
+        from headwater.ingest.ddl import parse_ddl
 
         return parse_ddl(schema, "schema").json()
     raise HeadwaterError("HW_OPTION_INVALID",

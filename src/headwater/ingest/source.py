@@ -22,11 +22,14 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StringType, StructField, StructType
 
+from headwater.conf.layout import FILE_INDEX, RESCUED_DATA
 from headwater.conf.options import parse_bool, parse_choice, parse_int, parse_size
 from headwater.errors import HeadwaterError
-from headwater.ingest.parse import FileEntry, ParseSettings, RecordParser, infer_schema
+from headwater.ingest.ddl import apply_hints, parse_ddl
+from headwater.ingest.formats.common import FileEntry, ParseSettings
+from headwater.ingest.infer import add_new_fields, infer_schema
+from headwater.ingest.parse import RecordParser
 from headwater.ingest.schemas import SchemaStore
-from headwater.ingest.types import add_new_fields, apply_hints, parse_ddl
 from headwater.conf.read_limits import default_read_limit, limits_of
 from headwater.delta.source import MACHINE_PARALLELISM
 
@@ -86,7 +89,7 @@ class IngestOptions:
         sep = opts.get("sep", opts.get("delimiter", ","))
         if len(sep) != 1:
             raise _option_error("sep", f"is {sep!r}", "Give one character, e.g. ',' or ';'.")
-        rescued = opts.get("rescueddatacolumn", "_rescued_data")
+        rescued = opts.get("rescueddatacolumn", RESCUED_DATA)
         rescued = None if rescued.strip().lower() in ("", "none", "null") else rescued.strip()
         if matched == "rescue" and rescued is None:
             raise _option_error("rescued_data_column", "is off while schema_evolution_mode is "
@@ -125,7 +128,7 @@ class IngestOptions:
 
     @property
     def index_path(self) -> str:
-        return os.path.join(self.schema_location, "_files.sqlite")
+        return os.path.join(self.schema_location, FILE_INDEX)
 
     def settings(self) -> ParseSettings:
         return ParseSettings(fmt=self.fmt, rescued_column=self.rescued_column,

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from headwater.conf.layout import WAREHOUSE
 from headwater.ingest.registration import register_sources
 from headwater.spark.session import build_session
 
@@ -34,7 +35,7 @@ def spark_session(
     (normal exit, exception, SIGTERM, Ctrl-C).
     """
     # Spark's managed-table folders (always empty: the data lives in the lakehouse).
-    warehouse = Path(lakehouse).expanduser().resolve() / "_warehouse" if lakehouse else None
+    warehouse = Path(lakehouse).expanduser().resolve() / WAREHOUSE if lakehouse else None
     spark = build_session(master, app_name, conf, warehouse)
     register_sources(spark)
     if lakehouse is not None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
+from headwater.conf.layout import expectations_metrics
 from headwater.errors import HeadwaterError
 from headwater.errors.spark import first_line
 
@@ -50,7 +51,7 @@ def _rules(rules: Iterable[RuleLike]) -> list[Expectation]:
 
 def metrics_name(table: str) -> str:
     """The name the counts carry in ``observedMetrics``."""
-    return f"expectations:{table}"
+    return expectations_metrics(table)
 
 
 def _invalid(table: str, rule: str, what: str, fix: str) -> HeadwaterError:

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from headwater.conf.layout import LOG_LEVEL_CONF
 from headwater.errors import HeadwaterError
 
 _LOG4J = Path(__file__).parent.parent / "log4j2.properties"
@@ -125,7 +126,7 @@ def build_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(settings.get("headwater.logLevel", "WARN"))
+    spark.sparkContext.setLogLevel(settings.get(LOG_LEVEL_CONF, "WARN"))
     _register_stop()
     return spark
 
