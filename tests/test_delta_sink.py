@@ -155,7 +155,7 @@ def test_read_missing_table_is_a_clear_error(spark, tmp):
     with pytest.raises(headwater.HeadwaterError) as err:
         with headwater.translated():
             spark.read.format("delta").load(str(tmp / "nothing")).count()
-    assert err.value.code == "HW_TABLE_NOT_FOUND"
+    assert err.value.code == "HW_DELTA_TABLE_NOT_FOUND"
 
 
 def test_time_travel(spark, tmp):

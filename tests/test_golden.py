@@ -37,9 +37,9 @@ EXPECTED: dict[str, str] = {
     "checkpoint": "HW_DELTA_FILE_NOT_FOUND",
     "corrupted-last-checkpoint": "HW_DELTA_UNREADABLE",
     "data-reader-absolute-paths-escaped-chars": "HW_DELTA_UNREADABLE",
-    "data-reader-date-types-America": "HW_TABLE_NOT_FOUND",
-    "data-reader-date-types-Asia": "HW_TABLE_NOT_FOUND",
-    "data-reader-date-types-Etc": "HW_TABLE_NOT_FOUND",
+    "data-reader-date-types-America": "HW_DELTA_TABLE_NOT_FOUND",
+    "data-reader-date-types-Asia": "HW_DELTA_TABLE_NOT_FOUND",
+    "data-reader-date-types-Etc": "HW_DELTA_TABLE_NOT_FOUND",
     "delete-re-add-same-file-different-transactions": "HW_DELTA_FILE_NOT_FOUND",
     "deltalog-commit-info": "HW_DELTA_UNREADABLE",
     "deltalog-invalid-protocol-version": "HW_DELTA_UNREADABLE",
@@ -47,11 +47,11 @@ EXPECTED: dict[str, str] = {
     "deltalog-state-reconstruction-from-checkpoint-missing-protocol": "HW_DELTA_UNREADABLE",
     "deltalog-state-reconstruction-without-metadata": "HW_DELTA_UNREADABLE",
     "deltalog-state-reconstruction-without-protocol": "HW_DELTA_UNREADABLE",
-    "hive": "HW_TABLE_NOT_FOUND",
+    "hive": "HW_DELTA_TABLE_NOT_FOUND",
     "log-replay-special-characters-b": "HW_DELTA_FILE_NOT_FOUND",
-    "log-store-listFrom": "HW_TABLE_NOT_FOUND",
-    "log-store-read": "HW_TABLE_NOT_FOUND",
-    "no-delta-log-folder": "HW_TABLE_NOT_FOUND",
+    "log-store-listFrom": "HW_DELTA_TABLE_NOT_FOUND",
+    "log-store-read": "HW_DELTA_TABLE_NOT_FOUND",
+    "no-delta-log-folder": "HW_DELTA_TABLE_NOT_FOUND",
 }
 
 BIG = 100_000  # above this many rows, compare column fingerprints instead of every row

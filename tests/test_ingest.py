@@ -18,7 +18,7 @@ from headwater.errors import unwrap
 from headwater.ingest.index import FileIndex
 from headwater.ingest.parse import FileEntry, ParseSettings, RecordParser
 from headwater.ingest.schemas import SchemaStore
-from headwater.ingest.types import parse_ddl
+from headwater.ingest.ddl import parse_ddl
 
 # --- parsing, no Spark -------------------------------------------------------------------
 
@@ -148,7 +148,7 @@ def test_multiline_documents_and_arrays():
 def test_nested_new_fields_and_new_columns_are_collected_for_evolution():
     _, parser = parse("id int, s struct<a: int>", {
         "/l/a.json": b'{"id": 1, "s": {"a": 1, "b": "new"}, "n": [1.5]}\n'})
-    from headwater.ingest.types import add_new_fields
+    from headwater.ingest.infer import add_new_fields
 
     evolved, added = add_new_fields(parse_ddl("id int, s struct<a: int>"), parser.observed)
     assert added == ["s.b", "n"]
@@ -371,7 +371,7 @@ def test_limits_existing_files_and_glob(spark, tmp):
     assert [r["id"] for r in table(spark, tmp, "new_only")] == [9]
     with pytest.raises(HeadwaterError) as err:  # one schema location, one stream
         ingest(spark, tmp, name="other", schema="id int", schema_location=tmp / "schema_new")
-    assert err.value.code == "HW_INGEST_BAD_OPTION" and "another stream" in str(err.value)
+    assert err.value.code == "HW_OPTION_INVALID" and "another stream" in str(err.value)
 
 
 def test_without_existing_files_an_available_now_run_neither_reads_nor_cleans_them(spark, tmp):
@@ -425,7 +425,7 @@ def test_option_mistakes_are_clear(spark, tmp, monkeypatch):
     monkeypatch.setattr("headwater.lakehouse.catalog._active", None)
     with pytest.raises(HeadwaterError) as err:
         headwater.read_files(tmp / "landing", schema="id int")
-    assert err.value.code == "HW_INGEST_BAD_OPTION" and "schema_location" in str(err.value)
+    assert err.value.code == "HW_OPTION_INVALID" and "schema_location" in str(err.value)
     with pytest.raises(HeadwaterError) as err:
         headwater.read_files(tmp / "landing", schema_location=tmp / "s")
     assert err.value.code == "HW_INGEST_NO_FILES"

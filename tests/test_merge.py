@@ -113,7 +113,7 @@ def test_missing_table_and_bad_keys(spark, tmp_path):
     df = spark.createDataFrame([("a", 1)], "k string, count long")
     with pytest.raises(headwater.HeadwaterError) as raised:
         merge_batch(df, str(tmp_path / "nope"), ["k"], "app", 0)
-    assert raised.value.code == "HW_TABLE_NOT_FOUND"
+    assert raised.value.code == "HW_DELTA_TABLE_NOT_FOUND"
     assert not (tmp_path / "nope").exists()  # creates nothing
 
     create_table(spark, tmp_path / "t", df.schema)

@@ -207,8 +207,9 @@ def sql(query: str, root: str, limit: int) -> None:
     except HeadwaterError as exc:
         _fail(exc)
     except Exception as exc:  # noqa: BLE001 - Spark's own SQL errors: say them plainly
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        _fail(HeadwaterError("HW_SQL_FAILED", first, "Spark could not run the query.",
+        from headwater.errors.spark import first_line
+
+        _fail(HeadwaterError("HW_SQL_FAILED", first_line(exc), "Spark could not run the query.",
                              f"Tables here: {', '.join(lake.tables()) or 'none'}."))
     from headwater.monitor.text_table import text_table
 
@@ -340,7 +341,7 @@ def _full_refresh(graph: Any, targets: list[str]) -> Any:
     from headwater.spark.checkpoint_lock import CheckpointLock
     from headwater.pipeline.definitions import TABLE
     from headwater.pipeline.graph import Graph
-    from headwater.pipeline.runner import LATE_SUFFIX, QUARANTINE_SUFFIX
+    from headwater.conf.layout import LATE_SUFFIX, QUARANTINE_SUFFIX
 
     chosen = graph.datasets_named(targets, "--full-refresh")
     cascade = sorted({d for t in chosen for d in graph.downstream(t)

@@ -26,6 +26,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from headwater.conf.options import parse_int
 from headwater.delta.files import collect_adds, write_task
 from headwater.delta.log import DeltaLog, FileEntry, deletion_vectors
 from headwater.delta.schema import arrow_schema, parse_partition_value, spark_schema
@@ -36,7 +37,7 @@ from headwater.delta.sink import (
     check_schema,
     commit_files,
 )
-from headwater.delta.source import default_parallelism, split_entries
+from headwater.delta.source import MACHINE_PARALLELISM, split_entries
 from headwater.errors import HeadwaterError
 
 # --- reading -------------------------------------------------------------------------------
@@ -103,8 +104,10 @@ class DeltaBatchReader(DataSourceReader):
     new commits at every micro-batch, as delta-spark does."""
 
     def __init__(self, path: str, schema: StructType, table_schema: StructType,
-                 partition_columns: list[str], version: int | str | None) -> None:
+                 partition_columns: list[str], version: int | str | None,
+                 parallelism: int = MACHINE_PARALLELISM) -> None:
         self.path = path
+        self.parallelism = parallelism
         self.schema = schema
         self.table_schema = table_schema
         self.partition_columns = partition_columns
@@ -129,11 +132,11 @@ class DeltaBatchReader(DataSourceReader):
         log = DeltaLog(self.path)
         if self.version is not None:
             table = log.table(self.version)
-            groups = split_entries(self._entries(log, table), default_parallelism())
+            groups = split_entries(self._entries(log, table), self.parallelism)
             return [DeltaBatchPartition(i, len(groups), g, table.version())
                     for i, g in enumerate(groups)] or [DeltaBatchPartition(0, 1, [], None)]
         table = latest_table(log)
-        count = max(1, len(split_entries(self._entries(log, table), default_parallelism())))
+        count = max(1, len(split_entries(self._entries(log, table), self.parallelism)))
         return [DeltaBatchPartition(i, count, None, None) for i in range(count)]
 
     def read(self, partition: DeltaBatchPartition) -> Iterator:
@@ -238,13 +241,8 @@ class DeltaBatchWriter(DataSourceArrowWriter):
                 "Together they identify one write, so a repeated write is skipped.",
                 "Set both options, e.g. txnAppId=<job id> and txnVersion=<batch id>.",
             )
-        try:
-            self.txn = (app_id, int(version)) if app_id is not None else None
-        except ValueError as exc:
-            raise HeadwaterError(
-                "HW_OPTION_INVALID", f"txnVersion must be a whole number, got {version!r}.",
-                "It orders the writes of one txnAppId.", "Pass e.g. the foreachBatch batchId.",
-            ) from exc
+        self.txn = (app_id, parse_int("txnVersion", version, 0, minimum=0)) \
+            if app_id is not None else None
         self.partition_columns = list(self.opts.partition_by)
         self.filters: list[tuple[str, str, Any]] | None = None
         log = DeltaLog(self.opts.path)
@@ -260,7 +258,7 @@ class DeltaBatchWriter(DataSourceArrowWriter):
                 self.filters = parse_replace_where(self.replace_where, existing)
         elif self.replace_where:
             raise HeadwaterError(
-                "HW_TABLE_NOT_FOUND",
+                "HW_DELTA_TABLE_NOT_FOUND",
                 f"replaceWhere needs an existing table at {self.opts.path}.",
                 "There is nothing to replace in a table that does not exist.",
                 "Write the table first without replaceWhere.",

@@ -15,6 +15,8 @@ from pyspark.sql.types import StructType
 
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.schema import spark_schema, strip_field_metadata
+from headwater.delta.source import MACHINE_PARALLELISM
+from headwater.conf.options import parse_int
 from headwater.errors import HeadwaterError
 
 
@@ -40,13 +42,7 @@ def _version_spec(options: dict[str, str]) -> int | str | None:
             "Time travel reads one version of the table.", "Keep only one of the two options.",
         )
     if version is not None:
-        try:
-            return int(version)
-        except ValueError as exc:
-            raise HeadwaterError(
-                "HW_OPTION_INVALID", f"versionAsOf must be a whole number, got {version!r}.",
-                "It names a commit of the table.", "Use e.g. versionAsOf=3.",
-            ) from exc
+        return parse_int("versionAsOf", version, None, minimum=0)
     if timestamp is not None:
         text = timestamp.strip()
         return text if "T" in text or " " in text else text + "T00:00:00Z"
@@ -55,6 +51,9 @@ def _version_spec(options: dict[str, str]) -> int | str | None:
 
 class DeltaDataSource(DataSource):
     """Delta Lake tables by path, through delta-rs: batch and streaming, read and write."""
+
+    #: partitions a scan aims for; a session registers a subclass with its own value
+    parallelism: int = MACHINE_PARALLELISM
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
@@ -77,7 +76,8 @@ class DeltaDataSource(DataSource):
         version = _version_spec(self.opts)
         table = self._table(version)
         return DeltaBatchReader(_path(self.opts), schema, spark_schema(table.schema().to_json()),
-                                list(table.metadata().partition_columns), version)
+                                list(table.metadata().partition_columns), version,
+                                self.parallelism)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from headwater.delta.source import DeltaStreamReader
@@ -85,7 +85,7 @@ class DeltaDataSource(DataSource):
         table = self._table()
         return DeltaStreamReader(
             _path(self.opts), self.opts, schema, spark_schema(table.schema().to_json()),
-            list(table.metadata().partition_columns), table.metadata().id,
+            list(table.metadata().partition_columns), table.metadata().id, self.parallelism,
         )
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:

@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from headwater.conf.layout import DELTA_LOG
 from headwater.errors import HeadwaterError
 
 
@@ -75,7 +76,7 @@ class DeltaLog:
 
     # -- single files -----------------------------------------------------------------
     def commit_path(self, version: int) -> str:
-        return f"{self.root}/_delta_log/{version:020d}.json"
+        return f"{self.root}/{DELTA_LOG}/{version:020d}.json"
 
     def _read_text(self, path: str) -> str | None:
         try:
@@ -105,7 +106,7 @@ class DeltaLog:
 
     def last_checkpoint_version(self) -> int | None:
         """Version in ``_last_checkpoint``; re-read only when the file changes (a stat)."""
-        path = f"{self.root}/_delta_log/_last_checkpoint"
+        path = f"{self.root}/{DELTA_LOG}/_last_checkpoint"
         info = self.fs.get_file_info(path)
         if info.type == pafs.FileType.NotFound:
             return None
@@ -120,7 +121,7 @@ class DeltaLog:
         return version
 
     def exists(self) -> bool:
-        info = self.fs.get_file_info(f"{self.root}/_delta_log")
+        info = self.fs.get_file_info(f"{self.root}/{DELTA_LOG}")
         return info.type == pafs.FileType.Directory
 
     # -- snapshots (delta-rs) ---------------------------------------------------------
@@ -132,7 +133,7 @@ class DeltaLog:
             table = DeltaTable(self.uri, storage_options=self.storage_options)
         except TableNotFoundError as exc:
             raise HeadwaterError(
-                "HW_TABLE_NOT_FOUND",
+                "HW_DELTA_TABLE_NOT_FOUND",
                 f"No Delta table at {self.uri}.",
                 "The folder has no Delta log (no _delta_log commits), so it is not a Delta "
                 "table (yet).",

@@ -64,7 +64,7 @@ def merge_batch(batch_df: "DataFrame", path: str, keys: list[str], app_id: str,
         table = DeltaTable(uri)
     except TableNotFoundError as exc:
         raise HeadwaterError(
-            "HW_TABLE_NOT_FOUND", f"MERGE target {uri} is not a Delta table.",
+            "HW_DELTA_TABLE_NOT_FOUND", f"MERGE target {uri} is not a Delta table.",
             "Update mode MERGEs into an existing table and never creates one (its schema "
             "and keys are a decision, not a side effect).",
             "Create the table first, e.g. spark.createDataFrame([], df.schema).write"

@@ -23,6 +23,7 @@ from urllib.parse import unquote
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from headwater.conf.layout import FAULT_ENV, FAULT_TABLE_ENV  # test hooks (crash tests)
 from headwater.delta.files import file_stats
 from headwater.delta.log import DeltaLog, deletion_vector_paths, filesystem_for, normalize_uri
 from headwater.delta.schema import arrow_schema, spark_schema, strip_field_metadata
@@ -148,7 +149,6 @@ def natively_readable(table) -> bool:
 
 def _fault(point: str, uri: str) -> None:
     """Crash tests: SIGKILL the whole driver (this process group: Python and its JVM) at
-    ``point`` when HEADWATER_FAULT names it and HEADWATER_FAULT_TABLE is part of the path."""
-    if os.environ.get("HEADWATER_FAULT") == point and \
-            os.environ.get("HEADWATER_FAULT_TABLE", "") in uri:
+    ``point`` when the FAULT_ENV test hook names it and FAULT_TABLE_ENV is part of the path."""
+    if os.environ.get(FAULT_ENV) == point and os.environ.get(FAULT_TABLE_ENV, "") in uri:
         os.killpg(os.getpgrp(), signal.SIGKILL)

@@ -22,44 +22,11 @@ from pyspark.sql.types import StructType
 from headwater.delta.files import collect_adds, write_task
 from headwater.delta.log import DeltaLog, filesystem_for, normalize_uri, resolve_file
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
+from headwater.conf.layout import FAULT_ENV  # a test hook: crash tests kill the driver here
+from headwater.conf.options import parse_bool, parse_columns, parse_size
 from headwater.errors import HeadwaterError
 
-# Fault injection for crash tests: "sink_before_commit" (files written, nothing committed) or
-# "sink_after_commit" (Delta committed, Spark's commit log not yet written).
-FAULT_ENV = "HEADWATER_FAULT"
 DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
-
-
-def parse_bool(value: str | None, default: bool = False) -> bool:
-    if value is None:
-        return default
-    return str(value).strip().lower() in ("true", "1", "yes")
-
-
-def parse_size(value: str | None, default: int) -> int:
-    """'128m', '1g', '4096' -> bytes."""
-    if value is None or str(value).strip() == "":
-        return default
-    text = str(value).strip().lower().rstrip("b")
-    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    try:
-        if text and text[-1] in units:
-            return int(float(text[:-1]) * units[text[-1]])
-        return int(text)
-    except ValueError as exc:
-        raise HeadwaterError(
-            "HW_OPTION_INVALID", f"Size option value {value!r} is not a size.",
-            "Sizes are bytes, optionally with a k/m/g suffix.", "Use e.g. '128m' or '1g'.",
-        ) from exc
-
-
-def parse_columns(value: str | None) -> list[str]:
-    if not value:
-        return []
-    text = value.strip()
-    if text.startswith("["):
-        return [str(c) for c in json.loads(text)]
-    return [c.strip() for c in text.split(",") if c.strip()]
 
 
 @dataclass
@@ -81,14 +48,14 @@ class WriteOptions:
                 "Pass a path: .save('/data/table') / .start('/data/table'), or use a "
                 "Lakehouse table name.",
             )
-        partition_by = parse_columns(options.get("partitionby"))
+        partition_by = parse_columns("partitionBy", options.get("partitionby"))
         if not partition_by and options.get("__partition_columns"):
-            partition_by = parse_columns(options["__partition_columns"])
+            partition_by = parse_columns("partitionBy", options["__partition_columns"])
         return cls(
             path=normalize_uri(path),
             partition_by=partition_by,
-            merge_schema=parse_bool(options.get("mergeschema")),
-            target_file_bytes=parse_size(options.get("targetfilesize"),
+            merge_schema=parse_bool("mergeSchema", options.get("mergeschema"), False),
+            target_file_bytes=parse_size("targetFileSize", options.get("targetfilesize"),
                                          DEFAULT_TARGET_FILE_BYTES),
             codec=options.get("compression", "snappy").lower(),
         )
@@ -210,7 +177,7 @@ def commit_files(
     config = table.metadata().configuration or {}
     if config.get("delta.columnMapping.mode", "none") != "none":
         raise HeadwaterError(
-            "HW_SINK_UNSUPPORTED_FEATURE",
+            "HW_DELTA_UNSUPPORTED_FEATURE",
             f"The table at {path} uses column mapping, which headwater's writer does not "
             "support yet.",
             "Files in a column-mapped table use physical column names.",

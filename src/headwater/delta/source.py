@@ -27,13 +27,18 @@ from pyspark.sql.types import StructType
 
 from headwater.delta.log import DeltaLog, FileEntry, resolve_file
 from headwater.delta.schema import arrow_schema, parse_partition_value, spark_schema
-from headwater.delta.sink import parse_bool, parse_size
-from headwater.errors import HeadwaterError
+from headwater.conf.options import parse_bool, parse_int, parse_size
 from headwater.conf.read_limits import default_read_limit, limits_of
+from headwater.errors import HeadwaterError
 
 log = logging.getLogger("headwater.delta.source")
 
 DEFAULT_MAX_FILES = 1000
+# How many partitions a scan aims for, as Spark's file sources use defaultParallelism (its
+# task slots). A data source knows it from the class Spark instantiates: registration
+# (ingest/registration.py) registers a subclass per session carrying that session's
+# ``defaultParallelism``; a source class used as it is falls back to this machine's cores.
+MACHINE_PARALLELISM = os.cpu_count() or 2
 
 
 @dataclass(frozen=True)
@@ -66,18 +71,19 @@ class SourceOptions:
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> "SourceOptions":
-        max_files = options.get("maxfilespertrigger")
-        max_bytes = options.get("maxbytespertrigger")
+        max_bytes = parse_size("maxBytesPerTrigger", options.get("maxbytespertrigger"), None)
         opts = cls(
-            max_files=_positive_int("maxFilesPerTrigger", max_files)
-            if max_files is not None else (None if max_bytes else DEFAULT_MAX_FILES),
-            max_bytes=parse_size(max_bytes, 0) if max_bytes else None,
+            # maxBytesPerTrigger alone lifts the default file cap
+            max_files=parse_int("maxFilesPerTrigger", options.get("maxfilespertrigger"),
+                                None if max_bytes else DEFAULT_MAX_FILES, minimum=1),
+            max_bytes=max_bytes,
             starting_version=options.get("startingversion"),
             starting_timestamp=options.get("startingtimestamp"),
-            ignore_deletes=parse_bool(options.get("ignoredeletes")),
-            ignore_changes=parse_bool(options.get("ignorechanges")),
-            skip_change_commits=parse_bool(options.get("skipchangecommits")),
-            fail_on_data_loss=parse_bool(options.get("failondataloss"), True),
+            ignore_deletes=parse_bool("ignoreDeletes", options.get("ignoredeletes"), False),
+            ignore_changes=parse_bool("ignoreChanges", options.get("ignorechanges"), False),
+            skip_change_commits=parse_bool("skipChangeCommits",
+                                           options.get("skipchangecommits"), False),
+            fail_on_data_loss=parse_bool("failOnDataLoss", options.get("failondataloss"), True),
         )
         if opts.starting_version is not None and opts.starting_timestamp is not None:
             raise HeadwaterError(
@@ -87,19 +93,6 @@ class SourceOptions:
                 "Keep only one of the two options.",
             )
         return opts
-
-
-def _positive_int(name: str, value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number <= 0:
-        raise HeadwaterError(
-            "HW_OPTION_INVALID", f"{name} must be a positive whole number, got {value!r}.",
-            "It caps how much data one micro-batch reads.", f"Set {name} to e.g. 1000.",
-        )
-    return number
 
 
 class SourcePlanner:
@@ -132,18 +125,7 @@ class SourcePlanner:
             text = str(opts.starting_version).strip().lower()
             if text == "latest":
                 return Offset(self.table_id, self.log.latest_version() + 1, -1, False)
-            try:
-                version = int(text)
-            except ValueError:
-                version = -1
-            if version < 0:
-                raise HeadwaterError(
-                    "HW_OPTION_INVALID",
-                    f"startingVersion must be a version number or 'latest', got "
-                    f"{opts.starting_version!r}.",
-                    "The stream needs a commit of the table to start from.",
-                    "Use e.g. startingVersion=0 or startingVersion='latest'.",
-                )
+            version = parse_int("startingVersion", opts.starting_version, 0, minimum=0)
             latest = self.log.latest_version()
             if version > latest:
                 raise HeadwaterError(
@@ -425,17 +407,12 @@ def _starting_within(start: Offset, end: Offset) -> Offset:
     return Offset(start.table_id, covered, -1, True)
 
 
-def default_parallelism() -> int:
-    try:
-        return max(1, int(os.environ.get("HEADWATER_PARALLELISM", "2")))
-    except ValueError:
-        return 2
-
-
 class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, path: str, options: dict[str, str], schema: StructType,
-                 table_schema: StructType, partition_columns: list[str], table_id: str) -> None:
+                 table_schema: StructType, partition_columns: list[str], table_id: str,
+                 parallelism: int = MACHINE_PARALLELISM) -> None:
         self.path = path
+        self.parallelism = parallelism
         self.schema = schema
         self.table_schema = table_schema
         self.partition_columns = partition_columns
@@ -473,7 +450,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         entries = self.planner.files_between(Offset.from_dict(start), Offset.from_dict(end))
-        groups = split_entries(entries, default_parallelism())
+        groups = split_entries(entries, self.parallelism)
         return [DeltaInputPartition(group) for group in groups]
 
     def read(self, partition: InputPartition) -> Iterator:

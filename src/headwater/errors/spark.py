@@ -1,15 +1,22 @@
-"""Spark's unsupported-operation errors for streams, in plain words with a fix.
+"""Spark's errors in headwater's words: the one place that reads Spark's error messages.
 
-Used by ``headwater validate`` (which runs Spark's own checker on each flow) and by
-``headwater.translated()`` (which catches the same error when a plain PySpark query starts).
+- :func:`translated`: re-raises a Spark-wrapped headwater error, or Spark's unsupported-
+  operation error on a stream, as ``HeadwaterError`` (the public ``headwater.translated``);
+- :func:`spark_message` / :func:`fix_for`: Spark's one-line reason and the fix for it, used by
+  ``headwater validate`` (which runs Spark's own streaming checker on each flow);
+- :func:`error_line`: the line of a wrapped Spark/Python error that says what went wrong
+  (``headwater sql``, expectation checks, failed flows).
+
+It builds on ``errors.base`` only; ``errors/__init__`` re-exports from here, never the reverse.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
-from typing import Any
+from typing import Any, Iterator
 
-from headwater.errors import HeadwaterError
+from headwater.errors.base import HeadwaterError, unwrap
 
 # First match wins: "Stream-stream ... join between two streaming ..." must hit the join rule
 # before the output-mode one. Matched on Spark's message in lower case.
@@ -68,6 +75,43 @@ def spark_message(exc: Any) -> str:
 def fix_for(message: str) -> str:
     lowered = message.lower()
     return next((fix for key, fix in FIXES if key in lowered), DEFAULT_FIX)
+
+
+def error_line(exc_or_text: BaseException | str) -> str:
+    """The line of a wrapped Spark/Python error that says what went wrong: the last
+    ``SomeError: ...`` line or line with an ``[ERROR_CLASS]``, else the first line."""
+    text = str(exc_or_text)
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if re.match(r"^[\w.]*(Error|Exception)\b.*:", line) or re.search(r"\[[A-Z_.]+\]", line):
+            return re.sub(r"^[\w.]*(Error|Exception):\s*", "", line)
+    if lines:
+        return lines[0]
+    return type(exc_or_text).__name__ if isinstance(exc_or_text, BaseException) else ""
+
+
+def first_line(exc: BaseException, limit: int | None = None) -> str:
+    """The first line of an error's message (Spark's headline), or its type name."""
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line if limit is None else line[:limit]
+
+
+@contextlib.contextmanager
+def translated() -> Iterator[None]:
+    """Re-raise Spark-wrapped headwater errors, and Spark's unsupported-operation errors on
+    streams, as ``HeadwaterError`` (cause kept); anything else passes unchanged."""
+    try:
+        yield
+    except HeadwaterError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - we only re-raise, never swallow
+        plain = unwrap(exc)
+        if plain is exc:
+            plain = as_headwater(exc)  # ORDER BY on a stream, say: the same words as validate
+            if plain is None:
+                raise
+        raise plain from exc
 
 
 def as_headwater(exc: BaseException) -> HeadwaterError | None:

@@ -6,15 +6,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from headwater.conf.layout import RESCUED_DATA, ingest_metrics
 from headwater.errors import HeadwaterError, translated
+from headwater.ingest.registration import register_sources
 from headwater.ingest.source import source_id
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
-
-METRICS_PREFIX = "ingest:"
-
 
 def read_files(
     path: str | os.PathLike,
@@ -24,7 +23,7 @@ def read_files(
     schema_location: str | os.PathLike | None = None,
     schema_hints: str | None = None,
     schema_evolution_mode: str | None = None,
-    rescued_data_column: str | None = "_rescued_data",
+    rescued_data_column: str | None = RESCUED_DATA,
     multi_line: bool = False,
     header: bool = True,
     sep: str = ",",
@@ -72,8 +71,6 @@ def read_files(
     from pyspark.sql import functions as F
 
     spark = spark or SparkSession.active()
-    from headwater.lakehouse.session import register_sources
-
     register_sources(spark)
     source = str(Path(path).expanduser().resolve())
     location = schema_location or _default_location(
@@ -109,7 +106,7 @@ def read_files(
         return df
     rescued = F.col(f"`{rescued_data_column}`")
     return df.observe(
-        f"{METRICS_PREFIX}{source_id(source, format, path_glob_filter)}",
+        ingest_metrics(source_id(source, format, path_glob_filter)),
         F.count(F.lit(1)).alias("rows"),
         F.count(rescued).alias("rescued_rows"),
         F.count(F.when(rescued.startswith('{"_corrupt_record"'), 1)).alias("malformed_rows"))
@@ -121,10 +118,10 @@ def _schema_json(schema: Any) -> str:
     if isinstance(schema, StructType):
         return schema.json()
     if isinstance(schema, str):
-        from headwater.ingest.types import parse_ddl
+        from headwater.ingest.ddl import parse_ddl
 
         return parse_ddl(schema, "schema").json()
-    raise HeadwaterError("HW_INGEST_BAD_OPTION",
+    raise HeadwaterError("HW_OPTION_INVALID",
                          f"schema must be a StructType or a DDL string, not {type(schema).__name__}.",
                          "read_files needs the columns and their types.",
                          "Pass e.g. schema=\"id bigint, name string\".")

@@ -133,11 +133,9 @@ def _parse(text: Any) -> tuple[str, int] | None:
 
 
 def install_listener(spark: Any) -> None:
-    """Register the cleaning listener on this session (once)."""
+    """Register the cleaning listener on this session; ``register_sources`` calls it once
+    per session."""
     from pyspark.sql.streaming import StreamingQueryListener
-
-    if getattr(spark, "_headwater_clean_listener", None) is not None:
-        return
 
     class CleanSourceListener(StreamingQueryListener):
         def __init__(self) -> None:
@@ -166,4 +164,3 @@ def install_listener(spark: Any) -> None:
 
     listener = CleanSourceListener()
     spark.streams.addListener(listener)
-    spark._headwater_clean_listener = listener

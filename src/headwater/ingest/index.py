@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from headwater.ingest.parse import FileEntry
+from headwater.ingest.formats.common import FileEntry
 
 _RACY_SECONDS = 2.0
 

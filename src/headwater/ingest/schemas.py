@@ -15,10 +15,12 @@ from pathlib import Path
 
 from pyspark.sql.types import StructType
 
+from headwater.conf.layout import SCHEMAS
+
 
 class SchemaStore:
     def __init__(self, location: str) -> None:
-        self.dir = Path(location) / "_schemas"
+        self.dir = Path(location) / SCHEMAS
 
     def versions(self) -> list[int]:
         if not self.dir.is_dir():
@@ -39,7 +41,7 @@ class SchemaStore:
         """Save the latest version plus the fields only ``observed`` has; returns the version
         holding them. Concurrent writers each merge into the newest version, so none of their
         columns is lost."""
-        from headwater.ingest.types import add_new_fields
+        from headwater.ingest.infer import add_new_fields
 
         while True:
             latest = self.latest()

@@ -22,19 +22,20 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StringType, StructField, StructType
 
+from headwater.conf.layout import FILE_INDEX, RESCUED_DATA
+from headwater.conf.options import parse_bool, parse_choice, parse_int, parse_size
 from headwater.errors import HeadwaterError
-from headwater.ingest.parse import FileEntry, ParseSettings, RecordParser, infer_schema
+from headwater.ingest.ddl import apply_hints, parse_ddl
+from headwater.ingest.formats.common import FileEntry, ParseSettings
+from headwater.ingest.infer import add_new_fields, infer_schema
+from headwater.ingest.parse import RecordParser
 from headwater.ingest.schemas import SchemaStore
-from headwater.ingest.types import add_new_fields, apply_hints, parse_ddl
 from headwater.conf.read_limits import default_read_limit, limits_of
+from headwater.delta.source import MACHINE_PARALLELISM
 
 FORMATS = ("json", "csv", "parquet")
 EVOLUTION_MODES = ("addNewColumns", "rescue", "failOnNewColumns", "none")
 CLEAN_MODES = ("off", "archive", "delete")
-
-
-def _flag(value: str | None, default: bool) -> bool:
-    return default if value is None else str(value).strip().lower() in ("true", "1", "yes")
 
 
 @dataclass
@@ -69,9 +70,7 @@ class IngestOptions:
         if not path:
             raise _option_error("path", "is missing", "Pass the landing folder: "
                                 "read_files('/data/landing') or .load('/data/landing').")
-        fmt = opts.get("format", "json").lower()
-        if fmt not in FORMATS:
-            raise _option_error("format", f"is {fmt!r}", f"Use one of {', '.join(FORMATS)}.")
+        fmt = parse_choice("format", opts.get("format"), FORMATS, "json")
         location = opts.get("schemalocation")
         if not location:
             raise _option_error(
@@ -80,11 +79,8 @@ class IngestOptions:
                 "versions and the list of ingested files. Inside a pipeline or with a "
                 "lakehouse attached, headwater picks one for you.")
         explicit = opts.get("schema")
-        evolution = opts.get("schemaevolutionmode") or ("none" if explicit else "addNewColumns")
-        matched = {m.lower(): m for m in EVOLUTION_MODES}.get(evolution.lower())
-        if matched is None:
-            raise _option_error("schema_evolution_mode", f"is {evolution!r}",
-                                f"Use one of {', '.join(EVOLUTION_MODES)}.")
+        matched = parse_choice("schema_evolution_mode", opts.get("schemaevolutionmode") or None,
+                               EVOLUTION_MODES, "none" if explicit else "addNewColumns")
         if explicit and matched == "addNewColumns":
             raise _option_error("schema_evolution_mode", "is 'addNewColumns' with an explicit "
                                 "schema", "An explicit schema is used as given, so new columns "
@@ -93,14 +89,12 @@ class IngestOptions:
         sep = opts.get("sep", opts.get("delimiter", ","))
         if len(sep) != 1:
             raise _option_error("sep", f"is {sep!r}", "Give one character, e.g. ',' or ';'.")
-        rescued = opts.get("rescueddatacolumn", "_rescued_data")
+        rescued = opts.get("rescueddatacolumn", RESCUED_DATA)
         rescued = None if rescued.strip().lower() in ("", "none", "null") else rescued.strip()
         if matched == "rescue" and rescued is None:
             raise _option_error("rescued_data_column", "is off while schema_evolution_mode is "
                                 "'rescue'", "Name a rescued data column, or pick another mode.")
-        clean = opts.get("cleansource", "off").lower()
-        if clean not in CLEAN_MODES:
-            raise _option_error("clean_source", f"is {clean!r}", f"Use one of {', '.join(CLEAN_MODES)}.")
+        clean = parse_choice("clean_source", opts.get("cleansource"), CLEAN_MODES, "off")
         archive = opts.get("sourcearchivedir") or opts.get("archivedir")
         root = os.path.abspath(path)
         if clean == "archive":
@@ -115,20 +109,26 @@ class IngestOptions:
         return cls(
             path=root, fmt=fmt, schema_location=os.path.abspath(location),
             schema_json=explicit, hints=opts.get("schemahints"), evolution=matched,
-            rescued_column=rescued, multi_line=_flag(opts.get("multiline"), False),
-            header=_flag(opts.get("header"), True), sep=sep,
-            max_files=_positive(opts, "maxfilespertrigger", 1000),
-            max_bytes=_positive(opts, "maxbytespertrigger", None),
-            include_existing=_flag(opts.get("includeexistingfiles"), True),
+            rescued_column=rescued,
+            multi_line=parse_bool("multiLine", opts.get("multiline"), False),
+            header=parse_bool("header", opts.get("header"), True), sep=sep,
+            max_files=_max_files(opts.get("maxfilespertrigger")),
+            max_bytes=parse_size("maxBytesPerTrigger", opts.get("maxbytespertrigger"), None),
+            include_existing=parse_bool("includeExistingFiles",
+                                        opts.get("includeexistingfiles"), True),
             glob=opts.get("pathglobfilter"), clean_source=clean, archive_dir=archive,
-            sample_files=_positive(opts, "schemainference.samplesize.numfiles", 1000),
-            sample_bytes=_positive(opts, "schemainference.samplesize.numbytes", 256 << 20),
-            ignore_missing=_flag(opts.get("ignoremissingfiles"), False),
+            sample_files=parse_int("schemaInference.sampleSize.numFiles",
+                                   opts.get("schemainference.samplesize.numfiles"), 1000,
+                                   minimum=1),
+            sample_bytes=parse_size("schemaInference.sampleSize.numBytes",
+                                    opts.get("schemainference.samplesize.numbytes"), 256 << 20),
+            ignore_missing=parse_bool("ignoreMissingFiles", opts.get("ignoremissingfiles"),
+                                      False),
         )
 
     @property
     def index_path(self) -> str:
-        return os.path.join(self.schema_location, "_files.sqlite")
+        return os.path.join(self.schema_location, FILE_INDEX)
 
     def settings(self) -> ParseSettings:
         return ParseSettings(fmt=self.fmt, rescued_column=self.rescued_column,
@@ -136,30 +136,14 @@ class IngestOptions:
                              header=self.header, sep=self.sep)
 
 
-def _positive(opts: dict[str, str], key: str, default: int | None) -> int | None:
-    raw = opts.get(key)
-    if raw is None or str(raw).strip() == "":
-        return default
-    if str(raw).strip().lower() == "none":  # read_files(max_files_per_trigger=None)
-        return None
-    text = str(raw).strip().lower()
-    scale = 1
-    for suffix, factor in (("kb", 1 << 10), ("mb", 1 << 20), ("gb", 1 << 30), ("k", 1 << 10),
-                           ("m", 1 << 20), ("g", 1 << 30), ("b", 1)):
-        if text.endswith(suffix):
-            text, scale = text[: -len(suffix)].strip(), factor
-            break
-    try:
-        value = int(float(text) * scale)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise _option_error(key, f"is {raw!r}", "Give a positive number (bytes accept k/m/g).")
-    return value
+def _max_files(raw: str | None) -> int | None:
+    if raw is not None and str(raw).strip().lower() == "none":
+        return None  # read_files(max_files_per_trigger=None): no limit
+    return parse_int("maxFilesPerTrigger", raw, 1000, minimum=1)
 
 
 def _option_error(option: str, problem: str, fix: str) -> HeadwaterError:
-    return HeadwaterError("HW_INGEST_BAD_OPTION", f"File ingestion option {option} {problem}.",
+    return HeadwaterError("HW_OPTION_INVALID", f"File ingestion option {option} {problem}.",
                           "The file stream cannot start without it.", fix)
 
 
@@ -232,6 +216,9 @@ def _sample_files(opts: IngestOptions) -> list[tuple[str, bytes]]:
 class FilesDataSource(DataSource):
     """``spark.readStream.format("cloudFiles").option("cloudFiles.format", "json")...``"""
 
+    #: partitions a micro-batch aims for; a session registers a subclass with its own value
+    parallelism: int = MACHINE_PARALLELISM
+
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.opts = IngestOptions.parse(options)
@@ -259,7 +246,7 @@ class FilesDataSource(DataSource):
             # and the given schema cannot evolve. Keep it, rescue unknown fields.
             opts = dataclasses.replace(opts, evolution="none")
         data = StructType([f for f in schema.fields if f.name != opts.rescued_column])
-        return FilesStreamReader(opts, data)
+        return FilesStreamReader(opts, data, self.parallelism)
 
 
 class FilesPartition(InputPartition):
@@ -269,8 +256,10 @@ class FilesPartition(InputPartition):
 
 
 class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, opts: IngestOptions, schema: StructType) -> None:
+    def __init__(self, opts: IngestOptions, schema: StructType,
+                 parallelism: int = MACHINE_PARALLELISM) -> None:
         self.opts = opts
+        self.parallelism = parallelism
         self.schema = schema
         self.cap: int | None = None
         self._index = None
@@ -337,13 +326,11 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._offset(end)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        from headwater.delta.source import default_parallelism
-
         files = self.index.files_between(int(start["seq"]), int(end["seq"]))
         if not files:
             return []
         total = sum(f.size for f in files)
-        count = max(default_parallelism(), total // (128 << 20))
+        count = max(self.parallelism, total // (128 << 20))
         count = min(count, len(files))
         groups: list[list[FileEntry]] = [[] for _ in range(count)]
         sizes = [0] * count

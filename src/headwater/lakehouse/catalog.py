@@ -49,12 +49,10 @@ def set_active(lakehouse: "Lakehouse | None") -> None:
 
 
 def columns_option(value: Any) -> list[str]:
-    """``"a, b"`` or ``["a", "b"]`` (a writer's partitionBy) as a list of names."""
-    if not value:
-        return []
-    if isinstance(value, str):
-        return [c.strip() for c in value.split(",") if c.strip()]
-    return list(value)
+    """``"a, b"``, ``'["a", "b"]'`` or ``["a", "b"]`` (a writer's partitionBy) as names."""
+    from headwater.conf.options import parse_columns
+
+    return parse_columns("partitionBy", value)
 
 
 # --- seed-style table creation -------------------------------------------------------------

@@ -7,12 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from headwater.conf.layout import DELTA_LOG, RESERVED_PREFIXES, SYSTEM_TABLES
 from headwater.errors import HeadwaterError
 
 _PART = re.compile(r"^[a-z_][a-z0-9_]*$")
-RESERVED_PREFIXES = ("_", ".")
-# Tables headwater writes itself, queryable like any other (names users cannot take).
-SYSTEM_TABLES = ("_event_log",)
 
 
 @dataclass(frozen=True)
@@ -71,15 +69,15 @@ def _bad_name(name: Any, why: str) -> HeadwaterError:
 
 def list_tables(root: Path) -> list[str]:
     """Every Delta table under ``root`` (system tables first), as qualified names."""
-    found = [n for n in SYSTEM_TABLES if (root / n / "_delta_log").is_dir()]
+    found = [n for n in SYSTEM_TABLES if (root / n / DELTA_LOG).is_dir()]
     for entry in sorted(root.iterdir()):
         if not entry.is_dir() or entry.name.startswith(RESERVED_PREFIXES):
             continue
-        if (entry / "_delta_log").is_dir():
+        if (entry / DELTA_LOG).is_dir():
             found.append(entry.name)
             continue
         for inner in sorted(entry.iterdir()):
-            if inner.is_dir() and (inner / "_delta_log").is_dir() \
+            if inner.is_dir() and (inner / DELTA_LOG).is_dir() \
                     and not inner.name.startswith(RESERVED_PREFIXES):
                 found.append(f"{entry.name}.{inner.name}")
     return [n for n in found if _PART.match(n.split(".")[-1])]

@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from headwater.conf.layout import WAREHOUSE
+from headwater.ingest.registration import register_sources
 from headwater.spark.session import build_session
 
 if TYPE_CHECKING:
@@ -33,7 +35,7 @@ def spark_session(
     (normal exit, exception, SIGTERM, Ctrl-C).
     """
     # Spark's managed-table folders (always empty: the data lives in the lakehouse).
-    warehouse = Path(lakehouse).expanduser().resolve() / "_warehouse" if lakehouse else None
+    warehouse = Path(lakehouse).expanduser().resolve() / WAREHOUSE if lakehouse else None
     spark = build_session(master, app_name, conf, warehouse)
     register_sources(spark)
     if lakehouse is not None:
@@ -41,18 +43,3 @@ def spark_session(
 
         Lakehouse(lakehouse, spark)
     return spark
-
-
-def register_sources(spark: "SparkSession") -> None:
-    """Make ``format("delta")`` and ``format("cloudFiles")`` work on ``spark`` (once)."""
-    if getattr(spark, "_headwater_sources", False):
-        return
-    from headwater.delta.datasource import DeltaDataSource
-    from headwater.delta.filelist import DeltaFileListSource
-    from headwater.ingest.clean import install_listener
-    from headwater.ingest.source import FilesDataSource
-
-    for source in (DeltaDataSource, DeltaFileListSource, FilesDataSource):
-        spark.dataSource.register(source)
-    install_listener(spark)
-    spark._headwater_sources = True

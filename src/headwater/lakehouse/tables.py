@@ -22,6 +22,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
+from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, WAREHOUSE
 from headwater.conf.triggers import Trigger, trigger_kwargs
 from headwater.errors import HeadwaterError
 from headwater.lakehouse import catalog
@@ -55,7 +56,7 @@ class Lakehouse:
         if spark is None:
             from headwater.lakehouse.session import spark_session
 
-            spark = spark_session(conf={"spark.sql.warehouse.dir": str(self.root / "_warehouse")})
+            spark = spark_session(conf={"spark.sql.warehouse.dir": str(self.root / WAREHOUSE)})
         self.spark = spark
         self._locks: dict[str, tuple[CheckpointLock, Any]] = {}
         self._registered: set[str] = set()
@@ -71,7 +72,7 @@ class Lakehouse:
         return str(self.root / parse_name(name).relative_path)
 
     def exists(self, name: str) -> bool:
-        return (Path(self.path(name)) / "_delta_log").is_dir()
+        return (Path(self.path(name)) / DELTA_LOG).is_dir()
 
     def tables(self) -> list[str]:
         """Every Delta table under the root, as qualified names, sorted."""
@@ -79,7 +80,7 @@ class Lakehouse:
 
     def checkpoint(self, name: str, flow: str | None = None) -> str:
         """The checkpoint folder of the query writing ``name`` (one per flow)."""
-        base = self.root / "_checkpoints" / parse_name(name).qualified
+        base = self.root / CHECKPOINTS / parse_name(name).qualified
         return str(base / flow if flow else base)
 
     # --- catalog -------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from headwater.conf.layout import DELTA_LOG
 from headwater.errors import HeadwaterError
 from headwater.monitor.events import read_events
 from headwater.monitor.run import _alive, live_runs
@@ -30,7 +31,7 @@ def resolve_root(project_dir: str | None, root: str | None) -> Path:
         folder = Path(project_dir or ".")
         if not (folder / CONFIG).is_file():
             raise HeadwaterError(
-                "HW_LAKEHOUSE_MISSING", f"No {CONFIG} in {folder.resolve()} and no --root.",
+                "HW_PROJECT_NOT_FOUND", f"No {CONFIG} in {folder.resolve()} and no --root.",
                 "The command reads a lakehouse: a project's root or a folder of tables.",
                 "Run it in the project folder, or pass --project DIR or --root LAKEHOUSE "
                 "(the demo's is ./headwater-demo).")
@@ -120,7 +121,7 @@ def table_history(root: Path, name: str, limit: int = 20) -> list[dict[str, Any]
     from headwater.lakehouse import list_tables, parse_name
 
     path = root / parse_name(name).relative_path
-    if not (path / "_delta_log").is_dir():
+    if not (path / DELTA_LOG).is_dir():
         raise HeadwaterError(
             "HW_TABLE_NOT_FOUND", f"Table {name!r} does not exist in {root}.",
             "history reads a Delta table's log.",
@@ -132,7 +133,7 @@ def table_history(root: Path, name: str, limit: int = 20) -> list[dict[str, Any]
                 "operation": commit.get("operation", "?"),
                 "mode": (commit.get("operationParameters") or {}).get("mode", ""),
                 "rows_added": None, "files_added": 0, "files_removed": 0, "txn": ""}
-        log_file = path / "_delta_log" / f"{version:020d}.json"
+        log_file = path / DELTA_LOG / f"{version:020d}.json"
         if log_file.exists():  # cleaned-up log entries keep only their commitInfo
             rows = 0
             known = True

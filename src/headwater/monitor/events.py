@@ -22,9 +22,12 @@ from typing import Any
 
 import pyarrow as pa
 
-EVENT_LOG = "_event_log"
-# Seconds between appends: what a SIGKILL can lose (recovered from checkpoints next run).
-FLUSH_ENV = "HEADWATER_EVENT_FLUSH_SECONDS"
+from headwater.conf.layout import (  # noqa: F401 - EVENT_LOG re-exported
+    DELTA_LOG, EVENT_FLUSH_SECONDS_ENV, EVENT_LOG, EXPECTATIONS_METRICS,
+)
+
+# Seconds between appends (3 by default): what a SIGKILL can lose (recovered from
+# checkpoints next run). EVENT_FLUSH_SECONDS_ENV is a test hook (tests shorten the interval).
 MAX_PENDING = 100_000  # rows kept while the table cannot be written (oldest dropped first)
 # A long continuous run appends a small file every few seconds: compacted every this many
 # appends, so readers (status, the dashboard) open a few files, not thousands.
@@ -126,14 +129,14 @@ def _number(value: Any) -> float | None:
 
 
 def _has_rules(observed: dict) -> bool:
-    return any(name.startswith("expectations:") for name in observed)
+    return any(name.startswith(EXPECTATIONS_METRICS) for name in observed)
 
 
 def expectation_counts(observed: dict) -> dict[str, dict[str, int]]:
     """``{rule: {"passed", "failed"}}`` from the ``expectations:<table>`` metrics."""
     counts: dict[str, dict[str, int]] = {}
     for name, values in observed.items():
-        if not name.startswith("expectations:"):
+        if not name.startswith(EXPECTATIONS_METRICS):
             continue
         rows = int(values.get("rows") or 0)
         for metric, value in values.items():
@@ -155,7 +158,7 @@ class EventLog:
         self.path = str(Path(root) / EVENT_LOG)
         self.pipeline = pipeline
         self.run_id = run_id
-        self.flush_seconds = flush_seconds or float(os.environ.get(FLUSH_ENV, "3"))
+        self.flush_seconds = flush_seconds or float(os.environ.get(EVENT_FLUSH_SECONDS_ENV, "3"))
         self._rows: list[dict[str, Any]] = []
         self._batches: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
@@ -254,7 +257,7 @@ def read_events(root: str | Path, columns: list[str] | None = None,
     from deltalake import DeltaTable
 
     path = Path(root) / EVENT_LOG
-    if not (path / "_delta_log").is_dir():
+    if not (path / DELTA_LOG).is_dir():
         empty = SCHEMA.empty_table()
         return empty.select(columns) if columns else empty
     dataset = DeltaTable(str(path)).to_pyarrow_dataset()

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from headwater.conf.layout import DELTA_LOG
+
 
 @dataclass
 class Lag:
@@ -69,7 +71,7 @@ def local_version(table_path: str | Path) -> int:
     a "did it change" check needs.
     """
     try:
-        names = os.listdir(Path(table_path) / "_delta_log")
+        names = os.listdir(Path(table_path) / DELTA_LOG)
     except OSError:
         return -1
     versions = [int(n[:20]) for n in names

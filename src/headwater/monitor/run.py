@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from headwater.conf.layout import RUNS
 from headwater.monitor.events import EventLog, executed, now, progress_row
 from headwater.monitor.gaps import fill_from_checkpoint, progress_dict
 
-RUNS = "_runs"
 
 
 @dataclass

@@ -17,13 +17,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from headwater.conf.layout import LATE_SUFFIX, QUARANTINE_SUFFIX, SIDE_SUFFIXES
 from headwater.monitor.events import EVENT_LOG, read_events
 from headwater.monitor.lag import local_version
 from headwater.monitor.run import live_runs
 
 SERIES_POINTS = 120  # per flow, for the charts
 RECENT_ERRORS = 20
-SIDE_SUFFIXES = {"__quarantine": "quarantine", "__late": "late rows"}
 # what the page needs; the offsets, durations and observed metrics (the bulk) stay on disk
 STATE_COLUMNS = ["ts", "pipeline", "run_id", "event", "flow", "table_name", "status",
                  "batch_id", "trigger_time", "input_rows", "input_rows_per_second",
@@ -83,10 +83,10 @@ class DashboardState:
             "series": events["series"],
             "expectations": events["expectations"],
             "late": {"dropped_by_watermark": events["late_dropped"],
-                     "kept": {t["name"][:-len("__late")]: t["rows"] for t in tables
-                              if t["name"].endswith("__late")}},
-            "quarantined": {t["name"][:-len("__quarantine")]: t["rows"] for t in tables
-                            if t["name"].endswith("__quarantine")},
+                     "kept": {t["name"][:-len(LATE_SUFFIX)]: t["rows"] for t in tables
+                              if t["name"].endswith(LATE_SUFFIX)}},
+            "quarantined": {t["name"][:-len(QUARANTINE_SUFFIX)]: t["rows"] for t in tables
+                            if t["name"].endswith(QUARANTINE_SUFFIX)},
             "errors": events["errors"],
         }
 

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
 
+from headwater.conf.layout import expectations_metrics
 from headwater.errors import HeadwaterError
+from headwater.errors.spark import first_line
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -49,7 +51,7 @@ def _rules(rules: Iterable[RuleLike]) -> list[Expectation]:
 
 def metrics_name(table: str) -> str:
     """The name the counts carry in ``observedMetrics``."""
-    return f"expectations:{table}"
+    return expectations_metrics(table)
 
 
 def _invalid(table: str, rule: str, what: str, fix: str) -> HeadwaterError:
@@ -85,7 +87,7 @@ def validate_rules(rules: Iterable[RuleLike], table: str, df: "DataFrame | None"
         except HeadwaterError:
             raise
         except Exception as exc:  # noqa: BLE001 - ParseException, AnalysisException
-            detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else repr(exc)
+            detail = first_line(exc, 300)
             raise _invalid(table, rule.name, f"condition {rule.condition!r} is not valid: "
                            f"{detail}", "Fix the SQL so it names existing columns and "
                            "returns true/false per row.") from exc

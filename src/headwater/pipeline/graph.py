@@ -352,7 +352,7 @@ def _read(name: str, streaming: bool, options: dict[str, Any]) -> "DataFrame":
     lake = active_lakehouse()
     if lake is None:
         raise HeadwaterError(
-            "HW_NO_LAKEHOUSE", f"headwater.{'read_stream' if streaming else 'read'}({name!r}) "
+            "HW_LAKEHOUSE_NOT_ATTACHED", f"headwater.{'read_stream' if streaming else 'read'}({name!r}) "
             "was called with no lakehouse.", "Names are looked up in a lakehouse.",
             "Start the session with headwater.spark_session(lakehouse='path'), or create "
             "headwater.Lakehouse('path').")

@@ -55,6 +55,7 @@ from py4j.java_gateway import is_instance_of
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampType
 
+from headwater.conf.layout import late_table
 from headwater.errors import HeadwaterError
 from headwater.spark.plan import analyzed, node_name, nodes
 
@@ -103,7 +104,7 @@ class LateRows:
                  window_end: str | None) -> None:
         self.stream_df = stream_df
         self.table = table
-        self.late_table = f"{table}__late"
+        self.late_table = late_table(table)
         self.event_time = event_time  # the raw column Spark judges lateness by
         self.window_end = window_end  # its end field when it is a window struct
 

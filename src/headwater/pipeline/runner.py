@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from headwater.spark.checkpoint_lock import CheckpointLock
+from headwater.conf.layout import (
+    EXPECTATIONS_METRICS, FLOW_STATE, INGEST_METRICS, LATE_SUFFIX, QUARANTINE_SUFFIX,
+)
 from headwater.errors import HeadwaterError, find_code, unwrap
 from headwater.pipeline import expectations as expect_mod
 from headwater.pipeline.definitions import MATERIALIZED_VIEW, TABLE
@@ -31,14 +34,10 @@ if TYPE_CHECKING:
     from headwater.monitor.display import Display
     from pyspark.sql.streaming import StreamingQuery
 
-FLOW_STATE = "headwater-flow.json"
-INGEST_METRICS = "ingest:"
 # A flow stopped by a schema change it can resume from restarts by itself: a file source
 # that saved new columns, or a Delta input that gained columns while the flow ran.
 SCHEMA_RESTART_CODES = ("HW_INGEST_SCHEMA_EVOLVED", "HW_SOURCE_SCHEMA_CHANGED")
 MAX_SCHEMA_RESTARTS = 20  # per flow and run; a feed changing more often is likely broken
-QUARANTINE_SUFFIX = "__quarantine"
-LATE_SUFFIX = "__late"
 
 
 @dataclass
@@ -401,7 +400,7 @@ class Runner:
                     if metrics_name.startswith(INGEST_METRICS):
                         result.rescued += int(row["rescued_rows"] or 0)
                         result.malformed += int(row["malformed_rows"] or 0)
-                    if metrics_name.startswith("expectations:"):
+                    if metrics_name.startswith(EXPECTATIONS_METRICS):
                         for metric, value in row.asDict().items():
                             result.expectations[metric] = result.expectations.get(metric, 0) + \
                                 int(value or 0)

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from headwater.conf.layout import LOG_LEVEL_CONF
 from headwater.errors import HeadwaterError
 
 _LOG4J = Path(__file__).parent.parent / "log4j2.properties"
@@ -74,13 +75,21 @@ def _check_java() -> None:
         )
 
 
-def _local_parallelism(master: str) -> int:
-    match = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master)
-    if master == "local":
-        return 1
-    if match:
-        return (os.cpu_count() or 2) if match.group(1) == "*" else int(match.group(1))
-    return 8  # a cluster: unknown here, a reasonable split target
+def session_parallelism(spark: Any) -> int:
+    """Spark's ``defaultParallelism`` for ``spark``: the task slots of ``local[N]``, the
+    executors' cores on a cluster. Under Spark Connect (no SparkContext here) the
+    ``spark.default.parallelism`` setting if any, else this machine's cores."""
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # noqa: BLE001 - Spark Connect has no sparkContext
+        pass
+    try:
+        value = spark.conf.get("spark.default.parallelism", None)
+        if value:
+            return max(1, int(value))
+    except Exception:  # noqa: BLE001
+        pass
+    return os.cpu_count() or 2
 
 
 def build_session(
@@ -100,7 +109,6 @@ def build_session(
     # data-source worker honours (spark.pyspark.python alone is not enough).
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("HEADWATER_PARALLELISM", str(_local_parallelism(master)))
 
     from pyspark.sql import SparkSession
 
@@ -118,7 +126,7 @@ def build_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(settings.get("headwater.logLevel", "WARN"))
+    spark.sparkContext.setLogLevel(settings.get(LOG_LEVEL_CONF, "WARN"))
     _register_stop()
     return spark
 

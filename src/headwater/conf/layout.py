@@ -1,0 +1,85 @@
+"""Every name with a meaning to headwater, in one place: folders, tables, files, metric
+prefixes, configuration keys, and the environment variables tests use as hooks.
+
+A lakehouse root looks like this::
+
+    <root>/<table>/                    a Delta table (``<schema>/<table>/`` in a schema)
+    <root>/<table>__quarantine/        rows an expectation dropped, kept      (QUARANTINE_SUFFIX)
+    <root>/<table>__late/              rows that arrived after their window   (LATE_SUFFIX)
+    <root>/_event_log/                 the pipeline event log, a Delta table  (EVENT_LOG)
+    <root>/_checkpoints/<table>/       one Spark checkpoint per writing query (CHECKPOINTS)
+        .../headwater-flow.json        what the checkpoint's flow looked like (FLOW_STATE)
+        .../_ingest/<stream id>/       a file stream's schema versions and file list
+    <root>/_ingest/<stream id>/        the same for read_files outside a pipeline (INGEST)
+        _schemas/<n>.json, _files.sqlite                                  (SCHEMAS, FILE_INDEX)
+    <root>/_runs/<run id>.json         running and finished `headwater run`s   (RUNS)
+    <root>/_warehouse/                 Spark's managed-table folder, always empty (WAREHOUSE)
+
+Names starting with ``_`` or ``.`` are never user tables (RESERVED_PREFIXES).
+"""
+
+from __future__ import annotations
+
+# --- folders and tables under a lakehouse root -------------------------------------------
+CHECKPOINTS = "_checkpoints"
+INGEST = "_ingest"
+RUNS = "_runs"
+EVENT_LOG = "_event_log"
+WAREHOUSE = "_warehouse"
+RESERVED_PREFIXES = ("_", ".")
+# Tables headwater writes itself, queryable like any other (names users cannot take).
+SYSTEM_TABLES = (EVENT_LOG,)
+
+# --- side tables next to a pipeline table ---------------------------------------------------
+QUARANTINE_SUFFIX = "__quarantine"
+LATE_SUFFIX = "__late"
+SIDE_SUFFIXES = {QUARANTINE_SUFFIX: "quarantine", LATE_SUFFIX: "late rows"}
+
+
+def quarantine_table(table: str) -> str:
+    """``<table>__quarantine``: rows a "drop" expectation removed."""
+    return f"{table}{QUARANTINE_SUFFIX}"
+
+
+def late_table(table: str) -> str:
+    """``<table>__late``: rows that arrived after their window closed."""
+    return f"{table}{LATE_SUFFIX}"
+
+
+# --- files ----------------------------------------------------------------------------------
+DELTA_LOG = "_delta_log"             # Delta's own: a folder with one is a Delta table
+FLOW_STATE = "headwater-flow.json"   # in a flow's checkpoint: its output mode, state, schema
+SCHEMAS = "_schemas"                 # in a file stream's schema location: <version>.json
+FILE_INDEX = "_files.sqlite"         # in a file stream's schema location: every file seen
+
+# --- observed metrics (Dataset.observe names) --------------------------------------------------
+EXPECTATIONS_METRICS = "expectations:"  # + table: <rule>_failed counts and rows
+INGEST_METRICS = "ingest:"              # + stream id: rows, rescued_rows, malformed_rows
+
+
+def expectations_metrics(table: str) -> str:
+    return f"{EXPECTATIONS_METRICS}{table}"
+
+
+def ingest_metrics(stream_id: str) -> str:
+    return f"{INGEST_METRICS}{stream_id}"
+
+
+# --- columns ----------------------------------------------------------------------------------
+RESCUED_DATA = "_rescued_data"      # read_files' default rescued data column
+
+# --- configuration keys ------------------------------------------------------------------------
+# Spark runtime conf: the root of the lakehouse attached to a session (set when attached;
+# cloned foreachBatch sessions inherit it), so lower rooms find it without the lakehouse.
+LAKEHOUSE_ROOT_CONF = "headwater.lakehouse.root"
+# Spark conf: the log level headwater sets on the SparkContext (default WARN).
+LOG_LEVEL_CONF = "headwater.logLevel"
+
+# --- environment variables: test hooks, not configuration ------------------------------------
+# Seconds between event-log appends (default 3); crash and CLI tests shorten it.
+EVENT_FLUSH_SECONDS_ENV = "HEADWATER_EVENT_FLUSH_SECONDS"
+# Fault injection for crash tests: "sink_before_commit" (files written, nothing committed),
+# "sink_after_commit" (Delta committed, Spark's commit log not yet written), or a native-path
+# point; the process kills itself there. FAULT_TABLE_ENV limits it to paths containing it.
+FAULT_ENV = "HEADWATER_FAULT"
+FAULT_TABLE_ENV = "HEADWATER_FAULT_TABLE"

@@ -1,0 +1,110 @@
+"""The one catalog of headwater's error codes: code -> what it means, one line each.
+
+``HeadwaterError`` refuses a code that is not here, and tests/test_errors.py checks that every
+``"HW_..."`` literal in the source is listed and every code listed is raised somewhere, so the
+catalog neither misses a code nor keeps a dead one. Callers and tests match on these codes:
+a code, once released, keeps its meaning. To add one: pick a name after what went wrong (not
+where), add it here with its meaning, and raise it.
+"""
+
+from __future__ import annotations
+
+CODES: dict[str, str] = {
+    # --- configuration: options, triggers, projects --------------------------------------
+    "HW_OPTION_INVALID": "An option or parameter has a value headwater cannot use (a boolean "
+                         "that is not true/false, a size without a known suffix, an unknown "
+                         "mode, a missing required option).",
+    "HW_OPTION_CONFLICT": "Two options were given that exclude each other.",
+    "HW_TRIGGER_INVALID": "A trigger is not one of available-now, once, an interval or a "
+                          "PySpark trigger dict.",
+    "HW_PROJECT_NOT_FOUND": "No headwater.toml where a project was expected (and no --root).",
+    "HW_PROJECT_INVALID": "headwater.toml or the definition files it names cannot be used.",
+    "HW_PROJECT_EXISTS": "`headwater init` would write into a folder that is not empty.",
+    # --- the machine -----------------------------------------------------------------------
+    "HW_JAVA_MISSING": "No working Java runtime for Spark was found.",
+    "HW_JAVA_TOO_OLD": "The Java runtime is older than the Java 17 Spark 4 needs.",
+    # --- Delta tables by path --------------------------------------------------------------
+    "HW_DELTA_TABLE_NOT_FOUND": "No Delta table (no _delta_log commits) at the given path.",
+    "HW_DELTA_UNREADABLE": "A Delta log or its deletion vectors cannot be read consistently.",
+    "HW_DELTA_VERSION_NOT_FOUND": "A time-travel version cannot be loaded (never existed, or "
+                                  "its log was cleaned up).",
+    "HW_DELTA_UNSUPPORTED_FEATURE": "The table uses a Delta feature headwater does not read or "
+                                    "write yet (column mapping, deletion vectors in a stream).",
+    "HW_DELTA_UNSUPPORTED_TYPE": "A column type cannot be mapped between Delta, Arrow and Spark.",
+    "HW_DELTA_DV_MISSING": "A data file's deletion vector could not be loaded.",
+    "HW_DELTA_FILE_NOT_FOUND": "A data file listed in the Delta log is missing on storage.",
+    # --- the Delta streaming source ----------------------------------------------------------
+    "HW_SOURCE_NO_PATH": "A Delta read arrived without a table path.",
+    "HW_SOURCE_NOT_APPEND_ONLY": "A streamed table's commit changes or deletes existing rows.",
+    "HW_SOURCE_SCHEMA_CHANGED": "A streamed table's schema changed; the stream must restart.",
+    "HW_SOURCE_TABLE_DELETED": "A streamed table was deleted while the stream read it.",
+    "HW_SOURCE_TABLE_RECREATED": "A streamed table was deleted and recreated (a new table id).",
+    "HW_SOURCE_DATA_LOSS": "Commits a stream still needs were removed by log cleanup.",
+    "HW_SOURCE_VERSION_AFTER_LATEST": "startingVersion is after the table's latest version.",
+    "HW_SOURCE_TIMESTAMP_AFTER_LATEST": "startingTimestamp / timestampAsOf is after the table's "
+                                        "latest commit.",
+    # --- writing Delta ----------------------------------------------------------------------
+    "HW_SINK_NO_PATH": "A Delta write arrived without a table path.",
+    "HW_SINK_SCHEMA_MISMATCH": "Written data does not fit the table's schema.",
+    "HW_SINK_PARTITION_MISMATCH": "Requested partition columns differ from the table's or are "
+                                  "not columns of the data.",
+    "HW_REPLACE_WHERE_UNSUPPORTED": "A replaceWhere condition is not on partition columns.",
+    "HW_REPLACE_WHERE_MISMATCH": "Rows written with replaceWhere fall outside its condition.",
+    "HW_MERGE_KEYS_INVALID": "Update mode / MERGE has no usable key columns.",
+    "HW_CHECKPOINT_IN_USE": "Another running query holds the same checkpoint.",
+    # --- lakehouse tables by name -----------------------------------------------------------
+    "HW_LAKEHOUSE_MISSING": "The lakehouse folder does not exist.",
+    "HW_LAKEHOUSE_NOT_ATTACHED": "A table was read by name with no lakehouse attached to the "
+                                 "session.",
+    "HW_TABLE_NOT_FOUND": "No table of that name in the lakehouse.",
+    "HW_TABLE_EXISTS": "A table of that name already exists in the lakehouse.",
+    "HW_TABLE_NAME_INVALID": "A table name is not a valid [schema.]name.",
+    "HW_TABLE_SCHEMA_INVALID": "A new table's schema cannot be a Delta schema (duplicate "
+                               "columns).",
+    "HW_SQL_UNSUPPORTED": "A SQL statement cannot be run on the lakehouse as written.",
+    "HW_SQL_FAILED": "`headwater sql`: Spark could not run the query.",
+    # --- file ingestion ---------------------------------------------------------------------
+    "HW_INGEST_NO_FILES": "No files to infer a schema from, and no schema given.",
+    "HW_INGEST_BAD_SCHEMA": "A schema, hint or DDL for file ingestion cannot be parsed or "
+                            "produced from files.",
+    "HW_INGEST_BAD_RECORD": "A record does not fit the schema and rescued data is off.",
+    "HW_INGEST_FILE_MISSING": "A listed file vanished before it was read.",
+    "HW_INGEST_NEW_COLUMNS": "New columns arrived under schema_evolution_mode "
+                             "'failOnNewColumns'.",
+    "HW_INGEST_SCHEMA_EVOLVED": "New columns were saved as a new schema version; the stream "
+                                "stops to restart with them.",
+    # --- pipelines --------------------------------------------------------------------------
+    "HW_PIPELINE_DEFINITION_FAILED": "Running a definition file or function raised an error.",
+    "HW_PIPELINE_SQL_INVALID": "A SQL pipeline file has a statement that is not a pipeline "
+                               "statement or does not parse.",
+    "HW_PIPELINE_NOT_LOADING": "A pipeline decorator was used outside a pipeline run.",
+    "HW_PIPELINE_DUPLICATE": "A dataset or flow is defined twice.",
+    "HW_PIPELINE_UNKNOWN_TABLE": "A definition or option names a dataset the pipeline does not "
+                                 "have.",
+    "HW_PIPELINE_CYCLE": "The pipeline's reads form a cycle.",
+    "HW_PIPELINE_READ_MISMATCH": "read_stream() of a view over batch data.",
+    "HW_PIPELINE_BATCH_READ_OF_STREAM": "A batch read of a dataset that only exists as a "
+                                        "stream.",
+    "HW_PIPELINE_NOT_A_DATAFRAME": "A definition returned something other than a DataFrame.",
+    "HW_PIPELINE_NOT_A_STREAM": "A streaming table's definition returned a batch DataFrame.",
+    "HW_PIPELINE_STREAM_IN_MATERIALIZED_VIEW": "A materialized view's query is a stream.",
+    "HW_STREAM_UNSUPPORTED": "Spark cannot run this query as a stream (an unsupported "
+                             "operation for the output mode).",
+    "HW_EXPECTATION_INVALID": "An expectation's condition is not a valid boolean row filter.",
+    "HW_EXPECTATION_FAILED": "A 'fail' expectation failed on a row.",
+    "HW_LATE_ROWS_UNSUPPORTED": "keep_late_rows on a query that is not a windowed aggregation "
+                                "with a watermark.",
+    "HW_LATE_ROWS_CHECKPOINT": "The offset log lacks the batch whose watermark judges late rows.",
+    "HW_NATIVE_READ_DV": "A table read by Spark's parquet reader gained deletion vectors.",
+    "HW_CHECKPOINT_INCOMPATIBLE": "A flow changed in a way its checkpoint cannot survive.",
+    "HW_FLOW_FAILED": "Spark stopped a flow's query with an error.",
+    # --- running and watching ------------------------------------------------------------------
+    "HW_STREAM_NOT_READY": "A stream did not complete the awaited micro-batches in time.",
+    "HW_STOP_TIMEOUT": "`headwater stop`: pipeline processes still run after the timeout.",
+    "HW_DASHBOARD_PORT": "The dashboard's address is already in use.",
+}
+
+
+def meaning(code: str) -> str:
+    """The one-line meaning of ``code``; KeyError when it is not a headwater code."""
+    return CODES[code]

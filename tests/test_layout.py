@@ -1,0 +1,82 @@
+"""Reserved names live in conf/layout.py only; no configuration through environment variables
+or attributes set on SparkSession (issue 12)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import headwater
+from headwater.conf import layout
+
+SRC = Path(headwater.__file__).resolve().parent
+
+RESERVED = {
+    layout.CHECKPOINTS, layout.INGEST, layout.RUNS, layout.EVENT_LOG, layout.WAREHOUSE,
+    layout.SCHEMAS, layout.QUARANTINE_SUFFIX, layout.LATE_SUFFIX, layout.EXPECTATIONS_METRICS,
+    layout.INGEST_METRICS, layout.FLOW_STATE, layout.FILE_INDEX, layout.DELTA_LOG,
+    layout.LAKEHOUSE_ROOT_CONF, layout.LOG_LEVEL_CONF, layout.FAULT_ENV, layout.FAULT_TABLE_ENV,
+    layout.EVENT_FLUSH_SECONDS_ENV,
+}
+# Text written for users (generated pipeline files, demo checks) may name tables as users see
+# them; and ingest/api.py's _default_location belongs to the pipeline-model work (HOUSE.md
+# contract 3) and moves to layout.INGEST when it lands.
+ALLOWED = {("ingest/api.py", "_ingest")}
+USER_TEXT = ("demo/", "pipeline/scaffold.py")
+
+
+def _code_strings(path: Path) -> list[tuple[int, str]]:
+    """String constants in code that name things (no spaces: messages may mention a name)."""
+    tree = ast.parse(path.read_text())
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                docstrings.add(id(body[0].value))
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docstrings and " " not in node.value]
+
+
+def _pattern(name: str) -> re.Pattern[str]:
+    # "_ingest" must not match "_ingest_x" or "hw_ingest"; "ingest:" must not match "_ingest"
+    return re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])")
+
+
+def test_reserved_names_are_spelled_only_in_conf_layout():
+    patterns = {name: _pattern(name) for name in RESERVED}
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        if rel == "conf/layout.py" or rel.startswith(USER_TEXT):
+            continue
+        for line, text in _code_strings(path):
+            for name, pattern in patterns.items():
+                if pattern.search(text) and (rel, name) not in ALLOWED:
+                    found.append(f"{rel}:{line} {name!r} in {text!r}")
+    assert not found, "use headwater.conf.layout instead:\n" + "\n".join(found)
+
+
+def test_no_configuration_through_environment_or_session_attributes():
+    """Env vars read by headwater are test hooks documented in conf/layout.py; nothing is
+    set on SparkSession (spark._headwater_...)."""
+    hooks = {layout.FAULT_ENV, layout.FAULT_TABLE_ENV, layout.EVENT_FLUSH_SECONDS_ENV}
+    spark_env = {"PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "JAVA_HOME"}  # Spark's own
+    problems = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        text = path.read_text()
+        for match in re.finditer(r"\bspark\w*\._headwater\w*", text):
+            problems.append(f"{rel}: {match.group(0)}")
+        for match in re.finditer(r"os\.environ(?:\.get|\.setdefault)?[\[(]\s*([^\s,)\]]+)", text):
+            name = match.group(1).strip("\"'")
+            value = getattr(layout, name, name)
+            if value not in hooks | spark_env:
+                problems.append(f"{rel}: environment variable {name}")
+    assert not problems, problems
+    for hook in hooks:
+        assert "HEADWATER_" in hook
+    doc = Path(layout.__file__).read_text()
+    assert "test hooks, not configuration" in doc
