@@ -13,6 +13,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+_SOURCES_KEY = "headwater.sources"
+
+
 def spark_session(
     master: str | None = None,
     app_name: str = "headwater",
@@ -25,9 +28,12 @@ def spark_session(
     app_name: the application name shown in the Spark UI; default ``"headwater"``.
     conf: extra Spark settings; they override headwater's defaults (UTC session time zone,
         quiet logs, no console progress bar, filter pushdown on, 8 shuffle partitions).
-    lakehouse: a folder of Delta tables; every table in it is registered by name, so
-        ``spark.table("bronze")``, ``readStream.table``, ``toTable`` and SQL work on them.
-        ``headwater.Lakehouse(root)`` gives the same from an existing session.
+    lakehouse: a folder of Delta tables, attached to the session: every table in it is
+        registered by name, so ``spark.table("bronze")``, ``readStream.table``, ``toTable``,
+        ``saveAsTable`` and ``spark.sql`` (CREATE/ALTER/DROP TABLE included) work on them. Get
+        the :class:`~headwater.Lakehouse` object with ``headwater.Lakehouse.of(spark)``;
+        ``headwater.Lakehouse(root, spark)`` attaches one to an existing session, and its
+        ``detach()`` gives the session back Spark's own behaviour.
 
     Python workers use this interpreter, and Spark is stopped on every exit path
     (normal exit, exception, SIGTERM, Ctrl-C).
@@ -45,7 +51,9 @@ def spark_session(
 
 def register_sources(spark: "SparkSession") -> None:
     """Make ``format("delta")`` and ``format("cloudFiles")`` work on ``spark`` (once)."""
-    if getattr(spark, "_headwater_sources", False):
+    # A session conf marker, not an attribute: cloned sessions (foreachBatch) inherit both
+    # the marker and the registered sources.
+    if spark.conf.get(_SOURCES_KEY, None) == "registered":
         return
     from headwater.delta.datasource import DeltaDataSource
     from headwater.delta.filelist import DeltaFileListSource
@@ -55,4 +63,4 @@ def register_sources(spark: "SparkSession") -> None:
     for source in (DeltaDataSource, DeltaFileListSource, FilesDataSource):
         spark.dataSource.register(source)
     install_listener(spark)
-    spark._headwater_sources = True
+    spark.conf.set(_SOURCES_KEY, "registered")
