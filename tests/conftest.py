@@ -25,5 +25,23 @@ def spark():
 
 
 @pytest.fixture
+def keep_lakehouse(spark):
+    """The lakehouse attached to the shared session before the test is attached again after."""
+    from headwater import Lakehouse
+
+    before = Lakehouse.of(spark)
+    yield before
+    if before is not None and Lakehouse.of(spark) is not before:
+        before.attach()
+
+
+@pytest.fixture
+def no_lakehouse(spark, keep_lakehouse):
+    """The shared session without a lakehouse during the test (Spark's own behaviour)."""
+    if keep_lakehouse is not None:
+        keep_lakehouse.detach()
+
+
+@pytest.fixture
 def tmp(tmp_path: Path) -> Path:
     return tmp_path

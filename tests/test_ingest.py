@@ -419,10 +419,9 @@ def test_clean_source_moves_files_only_after_their_batch_commits(spark, tmp, mod
         assert len(list((tmp / "archive").rglob("f0.json*"))) == 2
 
 
-def test_option_mistakes_are_clear(spark, tmp, monkeypatch):
+def test_option_mistakes_are_clear(spark, tmp, no_lakehouse):
     (tmp / "landing").mkdir()
     # with no lakehouse attached (earlier tests attach theirs), the location is required
-    monkeypatch.setattr("headwater.lakehouse.catalog._active", None)
     with pytest.raises(HeadwaterError) as err:
         headwater.read_files(tmp / "landing", schema="id int")
     assert err.value.code == "HW_OPTION_INVALID" and "schema_location" in str(err.value)

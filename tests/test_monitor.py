@@ -198,14 +198,11 @@ def test_the_live_terminal_table_shows_each_flow_and_the_backlog(spark, tmp_path
     assert "started   bronze" in text  # the runner's messages scroll above the table
 
 
-def test_overhead_benchmark_smoke_compares_like_with_like(spark, tmp_path, monkeypatch):
+def test_overhead_benchmark_smoke_compares_like_with_like(spark, tmp_path, keep_lakehouse):
     """benchmarks/event_log_overhead.py at its smallest: the three variants do the same work
     (same rows written) and differ only in what watches them."""
     import sys
 
-    import headwater.lakehouse.catalog
-
-    monkeypatch.setattr(headwater.lakehouse.catalog, "_active", headwater.lakehouse.catalog._active)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     try:
         from event_log_overhead import VARIANTS, measure

@@ -56,9 +56,9 @@ def _load(project_dir: str):
     project = Project.load(project_dir)
     spark = _session(project)
     registry = load_definitions(project)
-    from headwater.lakehouse import active_lakehouse
+    from headwater.lakehouse import Lakehouse
 
-    return project, spark, registry, active_lakehouse()
+    return project, spark, registry, Lakehouse.of(spark)
 
 
 @main.command()

@@ -61,9 +61,9 @@ def stop_all_streams(spark: "SparkSession | None" = None, timeout: float = 60.0)
 def cleanup(root: str | Path, spark: "SparkSession | None" = None) -> None:
     """Stop all streams, forget the lakehouse's tables, and delete ``root``."""
     stop_all_streams(spark)
-    from headwater.lakehouse import active_lakehouse
+    from headwater.lakehouse import Lakehouse, active_lakehouse
 
-    lake = active_lakehouse()
+    lake = Lakehouse.of(spark) if spark is not None else active_lakehouse()
     if lake is not None and Path(lake.root).resolve() == Path(root).resolve() \
             and Path(root).is_dir():
         for name in lake.tables():

@@ -26,8 +26,9 @@ import pyarrow.parquet as pq
 from headwater.conf.layout import FAULT_ENV, FAULT_TABLE_ENV  # test hooks (crash tests)
 from headwater.delta.files import file_stats
 from headwater.delta.log import DeltaLog, deletion_vector_paths, filesystem_for, normalize_uri
-from headwater.delta.schema import arrow_schema, spark_schema, strip_field_metadata
+from headwater.delta.schema import arrow_schema, as_nullable, spark_schema, strip_field_metadata
 from headwater.delta.sink import check_partitioning, check_schema, commit_files
+from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -66,14 +67,7 @@ def write_native(df: "DataFrame", path: str, mode: str = "append",
         check_partitioning(uri, existing, partition_columns)
         check_schema(uri, spark_schema(table.schema().to_json()), df.schema, merge_schema)
         partition_columns = existing
-    spark = df.sparkSession
-    if spark.conf.get("spark.sql.parquet.outputTimestampType") == "INT96":
-        # Delta writers store timestamps as INT64 microseconds.
-        spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-    staging = f"hw-{int(time.time())}-{uuid.uuid4().hex[:12]}"
-    (df.write.mode("errorifexists").partitionBy(*partition_columns)
-     .option("compression", "snappy").parquet(f"{uri}/{staging}"))
-    adds = _adds(uri, staging, df, partition_columns)
+    staging, adds = _stage(df, uri, partition_columns)
     if not adds and mode == "append":
         _remove_dir(uri, staging)
     _fault("native_before_commit", uri)
@@ -81,6 +75,96 @@ def write_native(df: "DataFrame", path: str, mode: str = "append",
                              merge_schema=merge_schema)
     _fault("native_after_commit", uri)
     return sum(json.loads(a["stats"])["numRecords"] for a in adds) if committed else 0
+
+
+def replace_native(df: "DataFrame", path: str, partition_by: list[str] | None = None,
+                   name: str | None = None, description: str | None = None,
+                   configuration: dict[str, str] | None = None) -> int:
+    """Replace the table at ``path`` (created when missing) by ``df``: Spark's parquet writer
+    writes the new files first, then ONE commit ("CREATE OR REPLACE TABLE") removes every old
+    file and sets the new schema, partitioning, description and properties. Versions before it
+    stay readable (time travel) until VACUUM. If ``df`` fails, its partial files are deleted and
+    the table is exactly as it was. Returns the rows written.
+
+    Properties outside Delta's ``delta.*`` namespace (e.g. ``'team'='sales'``) follow in a
+    second commit: deltalake validates only Delta's own keys when it creates a table.
+
+    Tables with column mapping or other writer features newer than (1, 2) are refused: a
+    replace would have to keep their protocol, which deltalake's replace does not do.
+    """
+    from deltalake import Schema
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+
+    uri = normalize_uri(path)
+    log = DeltaLog(uri)
+    if log.exists():
+        protocol = log.table().protocol()
+        if protocol.min_reader_version > 1 or protocol.min_writer_version > 2:
+            raise HeadwaterError(
+                "HW_SINK_UNSUPPORTED_FEATURE",
+                f"The table at {path} uses Delta protocol ({protocol.min_reader_version}, "
+                f"{protocol.min_writer_version}); headwater cannot replace it in one commit "
+                "yet.", "Replacing must keep the table's features (e.g. column mapping), "
+                "which the replace commit would drop.",
+                "Drop the table and create it again, or overwrite rows with the same schema.")
+    delta_keys, user_keys = split_properties(configuration)
+    partition_columns = list(partition_by or [])
+    data_schema = as_nullable(df.schema)
+    schema = Schema.from_arrow(arrow_schema(data_schema))  # before writing: a bad type fails now
+    staging, adds = _stage(df, uri, partition_columns)
+    try:
+        _fault("native_before_commit", uri)
+        create_table_with_add_actions(
+            uri, schema,
+            [AddAction(a["path"], a["size"], a["partitionValues"], a["modificationTime"],
+                       a["dataChange"], a["stats"]) for a in adds],
+            mode="overwrite", partition_by=partition_columns or None, name=name,
+            description=description, configuration=delta_keys or None)
+    except BaseException as exc:
+        _remove_dir(uri, staging)  # never referenced by the log: safe to delete
+        raise invalid_property(exc, path) from exc
+    if not adds:
+        _remove_dir(uri, staging)
+    if user_keys:
+        from deltalake import DeltaTable
+
+        DeltaTable(uri).alter.set_table_properties(user_keys, raise_if_not_exists=False)
+    return sum(json.loads(a["stats"])["numRecords"] for a in adds)
+
+
+def split_properties(configuration: dict[str, str] | None) -> tuple[dict, dict]:
+    """(Delta's ``delta.*`` properties, the user's own): deltalake accepts only the first kind
+    when it creates or replaces a table, the second through ``alter.set_table_properties``."""
+    config = dict(configuration or {})
+    delta = {k: v for k, v in config.items() if k.startswith("delta.")}
+    return delta, {k: v for k, v in config.items() if k not in delta}
+
+
+def invalid_property(exc: BaseException, path: str) -> BaseException:
+    """deltalake's "Error parsing property" as an HW_ error; other errors unchanged."""
+    if "Error parsing property" not in str(exc):
+        return exc
+    return HeadwaterError(
+        "HW_TABLE_PROPERTY_INVALID", f"A table property of {path} is not valid: {exc}.",
+        "Delta checks the names and values of its own delta.* properties.",
+        "Use a property Delta knows with a valid value (e.g. 'delta.appendOnly'='true').")
+
+
+def _stage(df: "DataFrame", uri: str, partition_columns: list[str]) -> tuple[str, list[dict]]:
+    """Write ``df`` with Spark's parquet writer into a fresh folder under the table; return the
+    folder and the add actions of its files. A failed write leaves no folder behind."""
+    spark = df.sparkSession
+    if spark.conf.get("spark.sql.parquet.outputTimestampType") == "INT96":
+        # Delta writers store timestamps as INT64 microseconds.
+        spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    staging = f"hw-{int(time.time())}-{uuid.uuid4().hex[:12]}"
+    try:
+        (df.write.mode("errorifexists").partitionBy(*partition_columns)
+         .option("compression", "snappy").parquet(f"{uri}/{staging}"))
+    except BaseException:
+        _remove_dir(uri, staging)
+        raise
+    return staging, _adds(uri, staging, df, partition_columns)
 
 
 def _adds(uri: str, staging: str, df: "DataFrame", partition_columns: list[str]) -> list[dict]:

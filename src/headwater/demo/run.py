@@ -139,9 +139,9 @@ def run_demo(root: str | Path, once: bool, batches: int, interval: float,
     landed = factory.load(batches if once else 1)
     echo(f"factory: landed batch {landed[-1]} into {root}")
     project = Project.load(root)
-    headwater.spark_session(project.master, app_name="headwater-demo",
-                            conf=project.spark_conf, lakehouse=project.root)
-    lake = headwater.active_lakehouse()
+    spark = headwater.spark_session(project.master, app_name="headwater-demo",
+                                    conf=project.spark_conf, lakehouse=project.root)
+    lake = headwater.Lakehouse.of(spark)
     registry = load_definitions(project)
     failed = False
 

@@ -1,18 +1,28 @@
-"""Spark's catalog side of a lakehouse: a data source per table, the attached lakehouse, and the
-writer hooks that make a first ``toTable`` / ``saveAsTable`` create the table in the lakehouse."""
+"""Spark's catalog side of a lakehouse: a data source per table, and which lakehouse is attached
+to which session.
+
+There is no process-wide "active lakehouse". A lakehouse is attached to one SparkSession: its
+root is recorded in that session's runtime conf under ``headwater.lakehouse.root`` (lower rooms
+read the key without importing the lakehouse; Spark's cloned sessions, e.g. a foreachBatch
+batch's ``sparkSession``, inherit it), and :func:`lakehouse_of` finds the Lakehouse object by
+that key. The list of attachments below is bookkeeping for that lookup (several sessions may
+each have their own lakehouse), not a default: a session without the key has no lakehouse.
+"""
 
 from __future__ import annotations
 
 import threading
 from typing import TYPE_CHECKING, Any
 
-from headwater.errors import HeadwaterError
-from headwater.lakehouse.names import TableName, parse_name
+from headwater.lakehouse.names import TableName
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import SparkSession
 
     from headwater.lakehouse.tables import Lakehouse
+
+ROOT_KEY = "headwater.lakehouse.root"
+
 
 def per_table_source(name: TableName, path: str) -> type:
     """A DeltaDataSource subclass whose path is fixed: Spark's catalog keeps the name only."""
@@ -33,19 +43,77 @@ def per_table_source(name: TableName, path: str) -> type:
     return cls
 
 
-_active: "Lakehouse | None" = None
-_active_guard = threading.Lock()
+# --- attachments ------------------------------------------------------------------------------
+
+_attached: list["Lakehouse"] = []
+_guard = threading.RLock()
+
+
+def attach(lakehouse: "Lakehouse") -> None:
+    """Make ``lakehouse`` the one of its session (replacing a previous one there) and install
+    the session hooks while any lakehouse is attached."""
+    from headwater.lakehouse import hooks
+
+    with _guard:
+        previous = lakehouse_of(lakehouse.spark)
+        if previous is not None and previous is not lakehouse:
+            previous.detach()
+        if lakehouse not in _attached:
+            _attached.append(lakehouse)
+        lakehouse.spark.conf.set(ROOT_KEY, str(lakehouse.root))
+        hooks.install()
+
+
+def detach(lakehouse: "Lakehouse") -> bool:
+    """Forget the attachment; the hooks go when the last lakehouse is detached. False when it
+    was not attached."""
+    from headwater.lakehouse import hooks
+
+    with _guard:
+        if lakehouse not in _attached:
+            return False
+        _attached.remove(lakehouse)
+        if _conf_root(lakehouse.spark) == str(lakehouse.root):
+            lakehouse.spark.conf.unset(ROOT_KEY)
+        if not _attached:
+            hooks.uninstall()
+        return True
+
+
+def lakehouse_of(spark: "SparkSession | None") -> "Lakehouse | None":
+    """The lakehouse attached to ``spark`` (or to the session it was cloned from), else None."""
+    if spark is None or not _attached:
+        return None  # the common case without a lakehouse costs no JVM call
+    root = _conf_root(spark)
+    if not root:
+        return None
+    with _guard:
+        same_root = [lake for lake in _attached if str(lake.root) == root
+                     and lake.spark.sparkContext is spark.sparkContext]
+    for lake in same_root:  # the session's own first, then the one it was cloned from
+        if lake.spark is spark or lake.spark._jsparkSession.equals(spark._jsparkSession):
+            return lake
+    return same_root[0] if same_root else None
 
 
 def active_lakehouse() -> "Lakehouse | None":
-    """The lakehouse attached to the current session, if any."""
-    return _active
+    """The lakehouse attached to the active SparkSession (``Lakehouse.of(active session)``)."""
+    if not _attached:
+        return None
+    from pyspark.sql import SparkSession
+
+    try:
+        spark = SparkSession.active()
+    except Exception:  # no session at all
+        return None
+    return lakehouse_of(spark)
 
 
-def set_active(lakehouse: "Lakehouse | None") -> None:
-    global _active
-    with _active_guard:
-        _active = lakehouse
+def _conf_root(spark: "SparkSession") -> str | None:
+    try:
+        return spark.conf.get(ROOT_KEY, None)
+    except Exception:  # a stopped session, or Spark Connect without the key
+        return None
 
 
 def columns_option(value: Any) -> list[str]:
@@ -53,67 +121,3 @@ def columns_option(value: Any) -> list[str]:
     from headwater.conf.options import parse_columns
 
     return parse_columns("partitionBy", value)
-
-
-# --- seed-style table creation -------------------------------------------------------------
-
-_hooks_installed = False
-
-
-def install_catalog_hooks() -> None:
-    """Make a stream's first ``toTable``/a first ``saveAsTable`` create the table in the
-    lakehouse (Spark alone would create it at a default location headwater cannot see)."""
-    global _hooks_installed
-    if _hooks_installed:
-        return
-    _hooks_installed = True
-    from pyspark.sql.readwriter import DataFrameWriter
-    from pyspark.sql.streaming.readwriter import DataStreamWriter
-
-    original_to_table = DataStreamWriter.toTable
-    original_save_as_table = DataFrameWriter.saveAsTable
-
-    def toTable(self, tableName, format=None, outputMode=None, partitionBy=None,  # noqa: N802
-                queryName=None, **options):
-        _create_for(self._df, tableName, format, partitionBy)
-        return original_to_table(self, tableName, format=None, outputMode=outputMode,
-                                 partitionBy=None, queryName=queryName, **options)
-
-    def saveAsTable(self, name, format=None, mode=None, partitionBy=None,  # noqa: N802
-                    **options):
-        lakehouse = active_lakehouse()
-        if lakehouse is None or not _is_delta(format):
-            return original_save_as_table(self, name, format=format, mode=mode,
-                                          partitionBy=partitionBy, **options)
-        existed = lakehouse.exists(name)
-        mode_text = (mode or "errorifexists").lower()
-        if existed and mode_text in ("error", "errorifexists"):
-            raise HeadwaterError(
-                "HW_TABLE_EXISTS", f"Table {parse_name(name).qualified} already exists.",
-                "saveAsTable's default mode refuses to write into an existing table.",
-                "Use .mode('append') or .mode('overwrite').")
-        if existed and mode_text == "ignore":
-            return None
-        lakehouse.write(self._df, name, mode="overwrite" if mode_text == "overwrite" else
-                        "append", partitionBy=partitionBy, **options)
-        return None
-
-    DataStreamWriter.toTable = toTable
-    if not hasattr(DataStreamWriter, "table"):
-        # Databricks' spelling, used throughout the seeds: writeStream...table("silver").
-        DataStreamWriter.table = toTable
-    DataFrameWriter.saveAsTable = saveAsTable
-
-
-def _is_delta(fmt: str | None) -> bool:
-    return fmt is None or fmt.lower() == "delta"
-
-
-def _create_for(df: "DataFrame", name: str, fmt: str | None, partition_by: Any) -> None:
-    lakehouse = active_lakehouse()
-    if lakehouse is None or not _is_delta(fmt):
-        return
-    if not lakehouse.exists(name):
-        lakehouse.create_table(name, df.schema, partition_by=columns_option(partition_by))
-    else:
-        lakehouse._existing(name)

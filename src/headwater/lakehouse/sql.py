@@ -1,65 +1,209 @@
-"""The few SQL statements a lakehouse runs itself; everything else goes to ``spark.sql``.
+"""SQL on a lakehouse: Spark's own parser says what a statement is, a small router runs it.
 
-Spark would create a table at its own default location with a provider that has no path, so
-``CREATE TABLE`` and ``DROP TABLE`` go through the lakehouse. ``delta.`/path``` (which Spark
-refuses for Python sources) becomes a temporary view over a batch read of that path.
+``spark.sql`` (in a session with a lakehouse) and ``Lakehouse.sql`` both come here, so they
+behave the same. Each statement is parsed once by Spark's parser; the class name of the plan's
+root node (``CreateTableAsSelect``, ``AddColumns``, ``DropTable``, ...) is its *kind*, and
+:data:`HANDLERS` maps kinds to handlers. A handler gets the :class:`Statement` (text, kind,
+parsed JVM plan) and returns a DataFrame, or None to give the statement to Spark unchanged
+(e.g. ``DROP TABLE`` of a temp view). Statements nobody handles go to Spark.
+
+Delta's own grammar (OPTIMIZE, VACUUM, RESTORE, DESCRIBE HISTORY/DETAIL, CONVERT TO DELTA) is
+not Spark's: Spark cannot parse it (or parses DESCRIBE HISTORY t as column t of a table
+"history"), so :func:`parse` names those kinds by their leading keywords, before Spark's parser; without a handler they are a clear
+``HW_SQL_NOT_SUPPORTED_YET``, never a parse error. To add a statement (issue 13: DML,
+maintenance, history), write ``handler(lake, statement)`` and add it with :func:`handles`.
+
+``delta.`/path``` in a query (which Spark refuses for Python data sources) is found among the
+parsed plan's relations and replaced, at the relation's exact text span, by a temporary view
+over a batch read of that path.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import re
-from typing import TYPE_CHECKING, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from headwater.lakehouse import Lakehouse
 
-_NAME = r"((?:`[^`]+`|[\w]+)(?:\.(?:`[^`]+`|[\w]+)){0,2})"
-_CREATE = re.compile(
-    r"^\s*CREATE\s+(OR\s+REPLACE\s+)?TABLE\s+(IF\s+NOT\s+EXISTS\s+)?" + _NAME + r"\s*(.*)$",
-    re.IGNORECASE | re.DOTALL)
-_DROP = re.compile(r"^\s*DROP\s+TABLE\s+(IF\s+EXISTS\s+)?" + _NAME + r"\s*;?\s*$",
-                   re.IGNORECASE | re.DOTALL)
-_DELTA_PATH = re.compile(r"\bdelta\.`([^`]+)`", re.IGNORECASE)
-_USING = re.compile(r"^USING\s+(\w+)\s*", re.IGNORECASE)
-_PARTITIONED = re.compile(r"^PARTITIONED\s+BY\s*", re.IGNORECASE)
-_COMMENT = re.compile(r"^COMMENT\s+'((?:[^'\\]|\\.)*)'\s*", re.IGNORECASE)
-_TBLPROPERTIES = re.compile(r"^TBLPROPERTIES\s*", re.IGNORECASE)
-_AS = re.compile(r"^AS\s+(.*)$", re.IGNORECASE | re.DOTALL)
+
+@dataclass(frozen=True)
+class Statement:
+    """One SQL statement as Spark's parser sees it.
+
+    text: the statement (``delta.`path``` reads already replaced by temp views).
+    kind: the parsed plan's root class name, or a Delta kind (``Optimize``, ``Vacuum``,
+        ``Restore``, ``DescribeHistory``, ``DescribeDetail``, ``ConvertToDelta``) for Delta's
+        own grammar, or ``Unparsed`` when Spark cannot parse it (Spark then reports why).
+    plan: the parsed (unresolved) JVM logical plan; None for Delta grammar and Unparsed.
+    session: the SparkSession the statement runs in (a cloned one inside foreachBatch).
+    """
+
+    text: str
+    kind: str
+    plan: Any
+    session: "SparkSession"
 
 
-def run_sql(lakehouse: "Lakehouse", query: str) -> "DataFrame":
-    spark = lakehouse.spark
-    text = query.strip().rstrip(";")
-    drop = _DROP.match(text)
-    if drop:
-        name = drop.group(2)
-        if not lakehouse.exists(name) and not drop.group(1):
-            raise HeadwaterError(
-                "HW_TABLE_NOT_FOUND", f"DROP TABLE {name}: no such table in {lakehouse.root}.",
-                "Only existing tables can be dropped.", "Use DROP TABLE IF EXISTS.")
-        lakehouse.drop(name)
-        return spark.createDataFrame([], "result string")
-    create = _CREATE.match(text)
-    if create:
-        return _create(lakehouse, create)
-    return spark.sql(_with_delta_paths(lakehouse, text))
+Handler = Callable[["Lakehouse", Statement], "DataFrame | None"]
+HANDLERS: dict[str, Handler] = {}
+ANY_KIND = "*"  # the handler tried for kinds without one of their own (a guard, see ddl.py)
+
+# Delta statements Spark's parser does not know, by their leading keywords.
+DELTA_GRAMMAR = {
+    ("OPTIMIZE",): "Optimize", ("VACUUM",): "Vacuum", ("RESTORE",): "Restore",
+    ("CONVERT", "TO", "DELTA"): "ConvertToDelta", ("GENERATE",): "Generate",
+    ("REORG",): "Reorg", ("DESCRIBE", "HISTORY"): "DescribeHistory",
+    ("DESC", "HISTORY"): "DescribeHistory", ("DESCRIBE", "DETAIL"): "DescribeDetail",
+    ("DESC", "DETAIL"): "DescribeDetail",
+}
+# Delta statements Spark parses but cannot run on a Python data source table.
+DELTA_ON_TABLES = ("DeleteFromTable", "UpdateTable", "MergeIntoTable")
+# How error messages name a kind.
+STATEMENT_NAMES = {
+    "Optimize": "OPTIMIZE", "Vacuum": "VACUUM", "Restore": "RESTORE",
+    "ConvertToDelta": "CONVERT TO DELTA", "Generate": "GENERATE", "Reorg": "REORG",
+    "DescribeHistory": "DESCRIBE HISTORY", "DescribeDetail": "DESCRIBE DETAIL",
+    "DeleteFromTable": "DELETE FROM", "UpdateTable": "UPDATE", "MergeIntoTable": "MERGE INTO",
+}
 
 
-def _with_delta_paths(lakehouse: "Lakehouse", text: str) -> str:
-    def view_for(match: re.Match) -> str:
-        path = match.group(1)
-        view = "hw_path_" + hashlib.sha1(path.encode()).hexdigest()[:12]
-        lakehouse.spark.read.format("delta").load(path).createOrReplaceTempView(view)
-        return f"`{view}`"
+def handles(*kinds: str) -> Callable[[Handler], Handler]:
+    """Register a handler for statement kinds (a later registration wins)."""
+    def register(handler: Handler) -> Handler:
+        for kind in kinds:
+            HANDLERS[kind] = handler
+        return handler
+    return register
 
-    return _DELTA_PATH.sub(view_for, text)
 
+def run_sql(lake: "Lakehouse", query: str, session: "SparkSession | None" = None) -> "DataFrame":
+    """Run one statement in ``session`` (default the lakehouse's) with lakehouse semantics."""
+    from headwater.lakehouse import ddl  # noqa: F401  (registers the DDL handlers)
+    from headwater.lakehouse.hooks import raw_sql
+
+    spark = session or lake.spark
+    statement = parse(lake, spark, query)
+    handler = HANDLERS.get(statement.kind) or HANDLERS.get(ANY_KIND)
+    if handler is not None:
+        result = handler(lake, statement)
+        if result is not None:
+            return result
+    if statement.kind in DELTA_GRAMMAR.values():
+        raise not_supported_yet(statement.kind, statement.text)
+    return raw_sql(spark, statement.text)
+
+
+def parse(lake: "Lakehouse", spark: "SparkSession", query: str) -> Statement:
+    """Classify ``query`` with Spark's parser; ``delta.`path``` reads become temp views."""
+    from pyspark.errors import ParseException
+
+    text = query.strip().rstrip(";").strip()
+    delta_kind = _delta_kind(text)
+    if delta_kind is not None:  # Delta's grammar: Spark's parser would fail or misread it
+        return Statement(text, delta_kind, None, spark)
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    try:
+        plan = parser.parsePlan(text)
+    except ParseException:
+        return Statement(text, "Unparsed", None, spark)  # Spark says why when it runs it
+    kind = plan.getClass().getSimpleName()
+    if "delta." in text.lower():
+        replaced = _with_delta_paths(spark, text, plan)
+        if replaced != text:
+            text, plan = replaced, parser.parsePlan(replaced)
+    return Statement(text, kind, plan, spark)
+
+
+def _delta_kind(text: str) -> str | None:
+    words = tuple(w.upper() for w in text.split(None, 3)[:3])
+    for prefix, kind in DELTA_GRAMMAR.items():
+        if words[:len(prefix)] == prefix:
+            return kind
+    return None
+
+
+def not_supported_yet(kind: str, text: str) -> HeadwaterError:
+    return HeadwaterError(
+        "HW_SQL_NOT_SUPPORTED_YET",
+        f"{STATEMENT_NAMES.get(kind, kind)} is a Delta statement headwater cannot run yet "
+        f"(near {text[:60]!r}).",
+        "Spark runs it only with delta-spark's jar; headwater implements Delta statements one "
+        "by one in its SQL router.",
+        "Use the deltalake Python API on the table's path (Lakehouse.path(name)) meanwhile.")
+
+
+# --- reading parsed plans -------------------------------------------------------------------
+
+def children(node: Any) -> Iterator[Any]:
+    kids = node.children()
+    for i in range(kids.size()):
+        yield kids.apply(i)
+
+
+def walk(plan: Any) -> Iterator[Any]:
+    """Every node of a parsed plan, subqueries in expressions included, parents first."""
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(children(node))
+        if hasattr(node, "subqueries"):
+            subs = node.subqueries()
+            stack.extend(subs.apply(i) for i in range(subs.size()))
+
+
+def seq(value: Any) -> list[Any]:
+    """A Scala Seq as a Python list."""
+    return [value.apply(i) for i in range(value.size())]
+
+
+def option(value: Any) -> Any:
+    """A Scala Option as its value or None."""
+    return value.get() if value.isDefined() else None
+
+
+def target(plan: Any) -> tuple[list[str], str] | None:
+    """(name parts, Spark's command name) of the table a command acts on, if any."""
+    for node in [plan, *children(plan)]:
+        kind = node.getClass().getSimpleName()
+        if kind in ("UnresolvedTable", "UnresolvedTableOrView"):
+            return [str(p) for p in seq(node.multipartIdentifier())], str(node.commandName())
+        if kind == "UnresolvedIdentifier":
+            return [str(p) for p in seq(node.nameParts())], ""
+        if kind == "UnresolvedRelation" and node is not plan:
+            return [str(p) for p in seq(node.multipartIdentifier())], ""
+    return None
+
+
+def _with_delta_paths(spark: "SparkSession", text: str, plan: Any) -> str:
+    """Replace every *read* of ``delta.`path``` by a temp view (targets of writes are kept:
+    Spark marks them with required write privileges)."""
+    spans = []
+    for node in walk(plan):
+        if node.getClass().getSimpleName() != "UnresolvedRelation":
+            continue
+        parts = [str(p) for p in seq(node.multipartIdentifier())]
+        if len(parts) != 2 or parts[0].lower() != "delta" \
+                or node.options().containsKey("__required_write_privileges__"):
+            continue
+        start, stop = option(node.origin().startIndex()), option(node.origin().stopIndex())
+        if start is None or stop is None:
+            continue
+        view = "hw_path_" + hashlib.sha1(parts[1].encode()).hexdigest()[:12]
+        spark.read.format("delta").load(parts[1]).createOrReplaceTempView(view)
+        spans.append((int(start), int(stop), view))
+    for start, stop, view in sorted(spans, reverse=True):
+        text = f"{text[:start]}`{view}`{text[stop + 1:]}"
+    return text
+
+
+# --- kept for pipeline/loader.py until its SQL files go through Spark's parser too ----------
 
 def unquoted(text: str) -> Iterator[tuple[int, str, int]]:
     """(index, char, parenthesis depth) of every character outside quoted text; a backslash
@@ -88,66 +232,6 @@ def balanced(text: str) -> tuple[str, str]:
     for i, ch, depth in unquoted(text):
         if ch == ")" and depth == 1:
             return text[1:i], text[i + 1:].lstrip()
-    raise _unsupported(text, "unbalanced parentheses")
-
-
-def _unsupported(statement: str, why: str) -> HeadwaterError:
-    return HeadwaterError(
-        "HW_SQL_UNSUPPORTED", f"CREATE TABLE could not be run: {why} (near {statement[:60]!r}).",
-        "Lakehouse tables are Delta tables that headwater creates under the lakehouse root.",
-        "Write CREATE TABLE name (col TYPE, ...) [USING DELTA] [PARTITIONED BY (col)] "
-        "[COMMENT '...'] [TBLPROPERTIES ('k'='v')], or CREATE TABLE name AS SELECT ...")
-
-
-def _create(lakehouse: "Lakehouse", match: re.Match) -> "DataFrame":
-    from pyspark.sql.types import StructType
-
-    spark = lakehouse.spark
-    replace, if_not_exists, name, rest = match.groups()
-    columns = None
-    if rest.startswith("("):
-        columns, rest = balanced(rest)
-    partition_by: list[str] = []
-    comment = None
-    properties: dict[str, str] = {}
-    select = None
-    while rest:
-        if m := _USING.match(rest):
-            if m.group(1).lower() != "delta":
-                raise _unsupported(rest, f"USING {m.group(1)}: lakehouse tables are Delta")
-            rest = rest[m.end():]
-        elif m := _PARTITIONED.match(rest):
-            inner, rest = balanced(rest[m.end():])
-            partition_by = [c.strip().strip("`") for c in inner.split(",") if c.strip()]
-        elif m := _COMMENT.match(rest):
-            comment, rest = m.group(1), rest[m.end():]
-        elif m := _TBLPROPERTIES.match(rest):
-            inner, rest = balanced(rest[m.end():])
-            for item in re.findall(r"'([^']*)'\s*=\s*'([^']*)'", inner):
-                properties[item[0]] = item[1]
-        elif m := _AS.match(rest):
-            select, rest = m.group(1), ""
-        else:
-            raise _unsupported(rest, "unexpected clause")
-    exists = lakehouse.exists(name)
-    if exists and not (if_not_exists or replace):
-        raise HeadwaterError(
-            "HW_TABLE_EXISTS", f"Table {name} already exists in {lakehouse.root}.",
-            "CREATE TABLE does not replace a table.",
-            "Use CREATE TABLE IF NOT EXISTS, CREATE OR REPLACE TABLE, or another name.")
-    if exists and if_not_exists:
-        lakehouse.register(name)
-        return spark.createDataFrame([], "result string")
-    if exists and replace:
-        lakehouse.drop(name)
-    if select is not None:
-        df = spark.sql(_with_delta_paths(lakehouse, select))
-        lakehouse.create_table(name, df.schema, partition_by, comment, properties)
-        lakehouse.write(df, name)
-    elif columns is not None:
-        ddl = spark._jvm.org.apache.spark.sql.types.StructType.fromDDL(columns).json()
-        schema = StructType.fromJson(json.loads(ddl))
-        lakehouse.create_table(name, schema, partition_by, comment, properties)
-    else:
-        raise _unsupported(rest or name, "no column list and no AS SELECT")
-    return spark.createDataFrame([], "result string")
+    raise HeadwaterError(
+        "HW_SQL_UNSUPPORTED", f"Unbalanced parentheses near {text[:60]!r}.",
+        "Every '(' needs its ')'.", "Check the statement's parentheses.")

@@ -28,6 +28,7 @@ from headwater.errors import HeadwaterError
 from headwater.lakehouse import catalog
 from headwater.lakehouse.catalog import columns_option as _columns
 from headwater.lakehouse.catalog import per_table_source
+from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.names import SYSTEM_TABLES, TableName, list_tables, parse_name
 from headwater.spark.checkpoint_lock import CheckpointLock
 
@@ -42,7 +43,9 @@ class Lakehouse:
 
     root: the folder; created when missing.
     spark: the session; the active one when None (a local session is started if none is).
-    attach: register the tables now and make this the session's lakehouse (default True).
+    attach: register the tables now and make this the session's lakehouse (default True):
+        ``spark.sql``, ``saveAsTable`` and ``toTable`` in that session then reach this
+        lakehouse, until :meth:`detach`. ``Lakehouse.of(spark)`` returns it.
     """
 
     def __init__(self, root: str | Path, spark: "SparkSession | None" = None,
@@ -85,13 +88,33 @@ class Lakehouse:
 
     # --- catalog -------------------------------------------------------------------------
 
+    @staticmethod
+    def of(spark: "SparkSession | None") -> "Lakehouse | None":
+        """The lakehouse attached to ``spark`` (or to the session it was cloned from, such as
+        a foreachBatch batch's ``sparkSession``), or None.
+
+        ``headwater.spark_session(lakehouse=...)`` attaches one: get it back with
+        ``headwater.Lakehouse.of(spark)``.
+        """
+        return catalog.lakehouse_of(spark)
+
     def attach(self) -> "Lakehouse":
-        """Register every table under the root and make this the session's lakehouse."""
-        catalog.set_active(self)
-        catalog.install_catalog_hooks()
+        """Register every table under the root and make this the session's lakehouse (a
+        lakehouse attached to the same session before is detached)."""
+        catalog.attach(self)
         for name in self.tables():
             self.register(name)
         return self
+
+    def detach(self) -> None:
+        """Stop being the session's lakehouse: its tables leave Spark's catalog (so nothing can
+        change a catalog copy alone), and once no lakehouse is attached anywhere ``spark.sql``
+        and the writers are Spark's own methods again. The tables stay on disk."""
+        if not catalog.detach(self):
+            return
+        for qualified in sorted(self._registered):
+            raw_sql(self.spark, f"DROP TABLE IF EXISTS {parse_name(qualified).sql}")
+        self._registered.clear()
 
     def register(self, name: str) -> None:
         """(Re)register one existing table in Spark's catalog, with its current schema."""
@@ -101,10 +124,10 @@ class Lakehouse:
             raise self._not_found(tname)
         self.spark.dataSource.register(per_table_source(tname, path))
         if tname.schema:
-            self.spark.sql(f"CREATE DATABASE IF NOT EXISTS `{tname.schema}`")
+            raw_sql(self.spark, f"CREATE DATABASE IF NOT EXISTS `{tname.schema}`")
         # The catalog keeps the schema seen at CREATE; re-creating refreshes it.
-        self.spark.sql(f"DROP TABLE IF EXISTS {tname.sql}")
-        self.spark.sql(f"CREATE TABLE {tname.sql} USING {tname.source_name}")
+        raw_sql(self.spark, f"DROP TABLE IF EXISTS {tname.sql}")
+        raw_sql(self.spark, f"CREATE TABLE {tname.sql} USING {tname.source_name}")
         self._registered.add(tname.qualified)
 
     def refresh(self) -> None:
@@ -132,6 +155,7 @@ class Lakehouse:
     def _create_table(self, name, schema, partition_by, comment, properties) -> str:
         from deltalake import DeltaTable
 
+        from headwater.delta.native import invalid_property, split_properties
         from headwater.delta.schema import arrow_schema, as_nullable
         from headwater.delta.sink import check_partitioning
 
@@ -143,35 +167,55 @@ class Lakehouse:
                 check_partitioning(path, list(DeltaTable(path).metadata().partition_columns),
                                    partition_by)
         else:
-            missing = [c for c in partition_by if c not in schema.fieldNames()]
-            if missing:
-                raise HeadwaterError(
-                    "HW_SINK_PARTITION_MISMATCH",
-                    f"partition_by names columns {missing} that table {tname.qualified} does "
-                    "not have.", "Partition columns must be columns of the table.",
-                    f"Use some of: {', '.join(schema.fieldNames())}.")
-            names = [f.name.lower() for f in schema.fields]
-            dupes = sorted({n for n in names if names.count(n) > 1})
-            if dupes:
-                raise HeadwaterError(
-                    "HW_TABLE_SCHEMA_INVALID",
-                    f"Table {tname.qualified} would have duplicate columns {dupes}.",
-                    "Delta column names are unique, ignoring case (a join often repeats one).",
-                    "Rename or drop the duplicates, e.g. .select(...) or .withColumnRenamed(...).")
+            _check_new_table(tname, schema, partition_by)
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            DeltaTable.create(
-                path, arrow_schema(as_nullable(schema)), mode="ignore",
-                partition_by=partition_by or None, name=tname.table, description=comment,
-                configuration=dict(properties or {}) or None,
-            )
+            delta_keys, user_keys = split_properties(properties)
+            try:
+                DeltaTable.create(
+                    path, arrow_schema(as_nullable(schema)), mode="ignore",
+                    partition_by=partition_by or None, name=tname.table, description=comment,
+                    configuration=delta_keys or None,
+                )
+            except Exception as exc:
+                raise invalid_property(exc, path) from exc
+            if user_keys:  # deltalake's create validates delta.* keys only: these follow
+                DeltaTable(path).alter.set_table_properties(user_keys, raise_if_not_exists=False)
         if tname.qualified not in self._registered:
             self.register(name)
         return path
 
+    def replace(
+        self,
+        name: str,
+        df: "DataFrame",
+        partition_by: Iterable[str] = (),
+        comment: str | None = None,
+        properties: dict[str, str] | None = None,
+    ) -> int:
+        """Replace table ``name`` (created when missing) by the rows of ``df``; return them.
+
+        ``df`` is computed first (it may read the table itself); then ONE Delta commit
+        replaces data, schema, partitioning (``partition_by``), description (``comment``) and
+        properties (``properties``; those not given are gone, as with CREATE OR REPLACE).
+        The table's history stays: ``versionAsOf`` an older version reads the old rows until
+        VACUUM. If ``df`` fails, the table is exactly as it was (same version, same files).
+        """
+        from headwater.delta.native import replace_native
+
+        tname = parse_name(name)
+        partition_by = list(partition_by)
+        _check_new_table(tname, df.schema, partition_by)
+        with self._create_lock:
+            Path(self.path(name)).parent.mkdir(parents=True, exist_ok=True)
+            rows = replace_native(df, self.path(name), partition_by, name=tname.table,
+                                  description=comment, configuration=properties)
+            self.register(name)  # the catalog copy gets the new schema
+        return rows
+
     def drop(self, name: str) -> None:
         """Remove a table from the catalog and delete its data and its checkpoints."""
         tname = parse_name(name)
-        self.spark.sql(f"DROP TABLE IF EXISTS {tname.sql}")
+        raw_sql(self.spark, f"DROP TABLE IF EXISTS {tname.sql}")
         self._registered.discard(tname.qualified)
         shutil.rmtree(self.path(name), ignore_errors=True)
         shutil.rmtree(self.checkpoint(name), ignore_errors=True)
@@ -188,11 +232,43 @@ class Lakehouse:
         tname = self._existing(name)
         return self.spark.readStream.format(tname.source_name).options(**_strs(options)).load()
 
-    def write(self, df: "DataFrame", name: str, mode: str = "append", **options: Any) -> None:
-        """Write a batch DataFrame; the table is created from its schema when missing."""
+    def write(self, df: "DataFrame", name: str, mode: str = "append",
+              partition_by: Iterable[str] = (), **options: Any) -> None:
+        """Write a batch DataFrame; the table is created from its schema when missing.
+
+        mode: "append" (default) or "overwrite" (rows replaced; the schema must still fit).
+        partition_by: partition columns when the table is created; an existing table must
+            have the same (``partitionBy`` in ``options`` is read too, as before).
+        options: Delta writer options, e.g. ``mergeSchema="true"``.
+        """
         tname = parse_name(name)
-        self.create_table(name, df.schema, partition_by=_columns(options.get("partitionBy")))
+        partition_by = list(partition_by) or _columns(options.pop("partitionBy", None))
+        self.create_table(name, df.schema, partition_by=partition_by)
         df.write.format(tname.source_name).mode(mode).options(**_strs(options)).save()
+
+    def save_as_table(self, df: "DataFrame", name: str, mode: str = "errorifexists",
+                      partition_by: Iterable[str] = (),
+                      options: dict[str, str] | None = None) -> None:
+        """``df.write.saveAsTable(name)`` in a session with this lakehouse (the writer's mode,
+        partitionBy and options as set on it). mode: errorifexists/error (default: an existing
+        table is an error), ignore, append, overwrite; with option ``overwriteSchema=true`` an
+        overwrite replaces the schema too (one commit, as Delta does)."""
+        options = dict(options or {})
+        mode = mode.lower()
+        existed = self.exists(name)
+        if existed and mode in ("error", "errorifexists"):
+            raise HeadwaterError(
+                "HW_TABLE_EXISTS", f"Table {parse_name(name).qualified} already exists.",
+                "saveAsTable's default mode refuses to write into an existing table.",
+                "Use .mode('append') or .mode('overwrite').")
+        if existed and mode == "ignore":
+            return
+        overwrite_schema = {k.lower(): v for k, v in options.items()}.get("overwriteschema")
+        if mode == "overwrite" and str(overwrite_schema).lower() == "true":
+            self.replace(name, df, partition_by=partition_by)
+            return
+        self.write(df, name, mode="overwrite" if mode == "overwrite" else "append",
+                   partition_by=partition_by, **options)
 
     def write_stream(
         self,
@@ -279,12 +355,31 @@ class Lakehouse:
     # --- SQL -----------------------------------------------------------------------------
 
     def sql(self, query: str) -> "DataFrame":
-        """``spark.sql`` plus what Spark cannot do alone with Python sources:
-        ``CREATE TABLE`` (columns or AS SELECT) and ``DROP TABLE`` go through the lakehouse, and
-        ``delta.`/path``` reads a Delta table by path."""
+        """Run one SQL statement on this lakehouse; the same as ``spark.sql`` in the session
+        it is attached to. Spark's parser classifies the statement: CREATE [OR REPLACE] TABLE,
+        DROP TABLE and ALTER TABLE go to the Delta tables (see :mod:`headwater.lakehouse.ddl`),
+        ``delta.`/path``` reads a Delta table by path, everything else is Spark's."""
         from headwater.lakehouse.sql import run_sql
 
         return run_sql(self, query)
+
+
+def _check_new_table(tname: TableName, schema: "StructType", partition_by: list[str]) -> None:
+    missing = [c for c in partition_by if c not in schema.fieldNames()]
+    if missing:
+        raise HeadwaterError(
+            "HW_SINK_PARTITION_MISMATCH",
+            f"partition_by names columns {missing} that table {tname.qualified} does "
+            "not have.", "Partition columns must be columns of the table.",
+            f"Use some of: {', '.join(schema.fieldNames())}.")
+    names = [f.name.lower() for f in schema.fields]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise HeadwaterError(
+            "HW_TABLE_SCHEMA_INVALID",
+            f"Table {tname.qualified} would have duplicate columns {dupes}.",
+            "Delta column names are unique, ignoring case (a join often repeats one).",
+            "Rename or drop the duplicates, e.g. .select(...) or .withColumnRenamed(...).")
 
 
 def _strs(options: dict[str, Any]) -> dict[str, str]:

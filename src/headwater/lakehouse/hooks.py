@@ -1,0 +1,211 @@
+"""Session hooks: ``spark.sql`` and the table writers reach the lakehouse attached to a session.
+
+Spark alone would run ``CREATE TABLE``/``ALTER TABLE`` against its in-memory catalog only, and
+``saveAsTable``/``toTable`` would create tables at a default location headwater cannot see. So
+while a lakehouse is attached, four methods are wrapped: ``SparkSession.sql``,
+``DataFrameWriter.saveAsTable``, ``DataStreamWriter.toTable`` (and its Databricks spelling
+``.table``), plus ``format`` on both writers (only to remember whether a format was set).
+
+Scope: the wrappers look up the lakehouse of the writer's / the statement's own session
+(:func:`~headwater.lakehouse.catalog.lakehouse_of`); a session without one gets Spark's method
+with the same arguments, unchanged. The wrappers exist only while at least one lakehouse is
+attached and the original methods are put back when the last one is detached. They are
+class-level because Spark makes a new writer object per ``df.write`` and a new Python session
+object for cloned sessions (foreachBatch), so an instance patch would miss both.
+
+Writers honour what was set on them: format, mode, partitionBy and options are read back from
+the writer (Spark keeps them on the JVM side; the format is remembered here because Spark's
+default "parquet" looks the same as an explicit ``.format("parquet")``). A format other than
+delta keeps Spark's own behaviour, except into an existing lakehouse table, which is an error.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any, Callable
+
+from headwater.errors import HeadwaterError
+from headwater.lakehouse.catalog import lakehouse_of
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+_originals: dict[tuple[type, str], Any] = {}
+_guard = threading.Lock()
+# The format explicitly set on a writer (weak keys: writers are short-lived).
+_formats: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+
+
+def raw_sql(spark: "SparkSession", text: str) -> "DataFrame":
+    """Spark's own ``spark.sql`` (headwater's internal statements must not be routed)."""
+    from pyspark.sql import SparkSession
+
+    original = _originals.get((SparkSession, "sql"), SparkSession.sql)
+    return original(spark, text)
+
+
+def installed() -> bool:
+    return bool(_originals)
+
+
+def install() -> None:
+    """Wrap the methods (idempotent)."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.readwriter import DataFrameWriter
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    with _guard:
+        if _originals:
+            return
+        wrappers: list[tuple[type, str, Callable[[Any], Any]]] = [
+            (SparkSession, "sql", _sql),
+            (DataFrameWriter, "format", _format),
+            (DataFrameWriter, "saveAsTable", _save_as_table),
+            (DataStreamWriter, "format", _format),
+            (DataStreamWriter, "toTable", _to_table),
+        ]
+        for cls, attr, wrap in wrappers:
+            _originals[(cls, attr)] = cls.__dict__[attr]
+            setattr(cls, attr, wrap(cls.__dict__[attr]))
+        if not hasattr(DataStreamWriter, "table"):
+            # Databricks' spelling, used throughout the seeds: writeStream...table("silver").
+            _originals[(DataStreamWriter, "table")] = None
+            DataStreamWriter.table = DataStreamWriter.toTable  # type: ignore[attr-defined]
+
+
+def uninstall() -> None:
+    """Put Spark's methods back."""
+    with _guard:
+        for (cls, attr), original in _originals.items():
+            if original is None:
+                delattr(cls, attr)
+            else:
+                setattr(cls, attr, original)
+        _originals.clear()
+
+
+# --- the wrappers ---------------------------------------------------------------------------
+
+def _sql(original: Callable) -> Callable:
+    def sql(self, sqlQuery: str, args: Any = None, **kwargs: Any):  # noqa: N803 (Spark's name)
+        lake = lakehouse_of(self)
+        if lake is None or args is not None or kwargs or not hasattr(self, "_jsparkSession"):
+            # Parameterised / formatted statements are Spark's (the router reads plain text).
+            return original(self, sqlQuery, args, **kwargs)
+        from headwater.lakehouse.sql import run_sql
+
+        return run_sql(lake, sqlQuery, session=self)
+
+    sql.__doc__ = original.__doc__
+    return sql
+
+
+def _format(original: Callable) -> Callable:
+    def format(self, source: str):  # noqa: A001 (Spark's name)
+        _formats[self] = source
+        return original(self, source)
+
+    format.__doc__ = original.__doc__
+    return format
+
+
+def _save_as_table(original: Callable) -> Callable:
+    def saveAsTable(self, name: str, format: str | None = None,  # noqa: N802, A002
+                    mode: str | None = None, partitionBy: Any = None, **options: Any) -> None:
+        lake = lakehouse_of(self._spark)
+        if lake is None:
+            return original(self, name, format=format, mode=mode, partitionBy=partitionBy,
+                            **options)
+        # What Spark's saveAsTable does first: every argument goes onto the writer, which is
+        # then the one place to read settings from.
+        self.mode(mode).options(**options)
+        if partitionBy is not None:
+            self.partitionBy(partitionBy)
+        if format is not None:
+            self.format(format)
+        if not _delta_or_unset(self, lake, name):
+            return original(self, name)
+        jwrite = self._jwrite
+        parts = jwrite.partitioningColumns()
+        lake.save_as_table(
+            self._df, name, mode=jwrite.curmode().toString().lower(),
+            partition_by=_strings(self._spark, parts.get()) if parts.isDefined() else [],
+            options=_java_map(self._spark, jwrite.extraOptions().originalMap()))
+        return None
+
+    saveAsTable.__doc__ = original.__doc__
+    return saveAsTable
+
+
+def _to_table(original: Callable) -> Callable:
+    def toTable(self, tableName: str, format: str | None = None,  # noqa: N802, N803, A002
+                outputMode: str | None = None, partitionBy: Any = None,  # noqa: N803
+                queryName: str | None = None, **options: Any):  # noqa: N803
+        lake = lakehouse_of(self._spark)
+        if lake is None:
+            return original(self, tableName, format=format, outputMode=outputMode,
+                            partitionBy=partitionBy, queryName=queryName, **options)
+        self.options(**options)  # as Spark's toTable: arguments onto the writer first
+        if outputMode is not None:
+            self.outputMode(outputMode)
+        if partitionBy is not None:
+            self.partitionBy(partitionBy)
+        if format is not None:
+            self.format(format)
+        if queryName is not None:
+            self.queryName(queryName)
+        if not _delta_or_unset(self, lake, tableName):
+            return original(self, tableName)
+        parts = _private_field(self._jwrite, "partitioningColumns")
+        lake.create_table(tableName, self._df.schema,
+                          partition_by=_strings(self._spark, parts.get()) if parts.isDefined()
+                          else [])
+        # The Delta table now carries the partitioning; Spark's writer into a (partitionless)
+        # Python table must not be given it again.
+        _set_private_field(self._jwrite, "partitioningColumns",
+                           self._spark._jvm.scala.Option.empty())
+        return original(self, tableName)
+
+    toTable.__doc__ = original.__doc__
+    return toTable
+
+
+def _delta_or_unset(writer: Any, lake: Any, name: str) -> bool:
+    """True for the lakehouse (no format, or delta); False for Spark's own behaviour."""
+    fmt = _formats.get(writer)
+    if fmt is None or fmt.lower() == "delta":
+        return True
+    if lake.exists(name):
+        raise HeadwaterError(
+            "HW_WRITER_FORMAT_CONFLICT",
+            f"format({fmt!r}) cannot write into table {name}: it is a Delta table of the "
+            f"lakehouse at {lake.root}.",
+            "A lakehouse table is Delta; writing it in another format would make a second, "
+            "different table under the same name.",
+            "Drop .format(...) (or use .format('delta')), or write to another table name.")
+    return False
+
+
+# --- reading Spark's writer state -----------------------------------------------------------
+
+def _strings(spark: "SparkSession", seq: Any) -> list[str]:
+    return [str(s) for s in spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq)]
+
+
+def _java_map(spark: "SparkSession", scala_map: Any) -> dict[str, str]:
+    converted = spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(scala_map)
+    return {str(k): str(v) for k, v in dict(converted).items()}
+
+
+def _private_field(obj: Any, name: str) -> Any:
+    # DataStreamWriter keeps its settings in private fields (DataFrameWriter has accessors).
+    field = obj.getClass().getDeclaredField(name)
+    field.setAccessible(True)
+    return field.get(obj)
+
+
+def _set_private_field(obj: Any, name: str, value: Any) -> None:
+    field = obj.getClass().getDeclaredField(name)
+    field.setAccessible(True)
+    field.set(obj, value)
