@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from headwater.conf.layout import LAKEHOUSE_ROOT_CONF
 from headwater.lakehouse.names import TableName
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
     from headwater.lakehouse.tables import Lakehouse
 
-ROOT_KEY = "headwater.lakehouse.root"
+ROOT_KEY = LAKEHOUSE_ROOT_CONF
 
 
 def per_table_source(name: TableName, path: str) -> type:
