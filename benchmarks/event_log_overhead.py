@@ -52,7 +52,7 @@ def one_round(spark, seeds: Path, work: Path, variant: str, landings: int) -> di
     from headwater.pipeline.graph import Graph
     from headwater.conf.project import Project
     from headwater.pipeline.loader import load_definitions
-    from headwater.pipeline.runner import Runner
+    from headwater.pipeline.run import Runner
     from headwater.conf.triggers import trigger_kwargs
 
     wall = cpu = 0.0

@@ -2,6 +2,7 @@
 
 Used by ``headwater validate`` (which runs Spark's own checker on each flow) and by
 ``headwater.translated()`` (which catches the same error when a plain PySpark query starts).
+A pipeline flow's failure is put in one line by :func:`translate_flow_failure`.
 """
 
 from __future__ import annotations
@@ -80,3 +81,30 @@ def as_headwater(exc: BaseException) -> HeadwaterError | None:
         return None
     return HeadwaterError("HW_STREAM_UNSUPPORTED", "Spark cannot run this query as a stream.",
                           message, fix_for(message))
+
+
+# --- a streaming flow's failure ------------------------------------------------------------
+
+
+def translate_flow_failure(key: str, exc: BaseException) -> HeadwaterError:
+    """A flow's Spark/Python failure as one line: HW_CHECKPOINT_INCOMPATIBLE when the state
+    store no longer matches the definition, else HW_FLOW_FAILED with the error's own line."""
+    text = str(exc)
+    first = _error_line(text) or type(exc).__name__
+    if "STATE_STORE" in text or "state schema" in text.lower() or "STATEFUL_OPERATOR" in text:
+        return HeadwaterError(
+            "HW_CHECKPOINT_INCOMPATIBLE", f"Flow {key} cannot resume from its checkpoint: "
+            f"{first[:400]}", "The query's state no longer matches its definition.",
+            f"Run `headwater run --full-refresh {key.split('/')[0]}`.")
+    return HeadwaterError("HW_FLOW_FAILED", f"Flow {key} failed: {first[:600]}",
+                          "Spark stopped the query with an error.",
+                          "Read the error above; fix the definition or the input and run again.")
+
+
+def _error_line(text: str) -> str:
+    """The line of a wrapped Spark/Python error that says what went wrong."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if re.match(r"^[\w.]*(Error|Exception)\b.*:", line) or re.search(r"\[[A-Z_.]+\]", line):
+            return re.sub(r"^[\w.]*(Error|Exception):\s*", "", line)
+    return lines[0] if lines else ""
