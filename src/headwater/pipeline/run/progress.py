@@ -4,7 +4,7 @@ and the one-line summary the runner prints when the flow completes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from headwater.monitor.observer import FlowOutcome, FlowStatus
 
@@ -29,7 +29,7 @@ class FlowResult:
     malformed: int = 0
     schema_changes: int = 0
     expectations: dict[str, int] = field(default_factory=dict)
-    counted: set[tuple[str, int]] = field(default_factory=set, repr=False)  # (run id, batch)
+    counted: set[tuple[Any, int]] = field(default_factory=set, repr=False)  # (run id, batch)
 
     @property
     def ok(self) -> bool:

@@ -79,7 +79,7 @@ def load_project(project: Project | str | os.PathLike = ".",
     from headwater.pipeline.loader import load_definitions
 
     if not isinstance(project, Project):
-        project = Project.load(project)
+        project = Project.load(Path(project))
     spark = spark_session(project.master, app_name=app_name or f"headwater:{project.name}",
                           conf=project.spark_conf, lakehouse=project.root)
     lakehouse = _attached_lakehouse(spark)

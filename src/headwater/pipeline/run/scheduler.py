@@ -285,9 +285,9 @@ class Runner:
                     self.echo(f"completed {key}: {summary(result)}")
             self._release(key)
         for key in restarts:
-            query = self._start(self.graph.flows[key])
-            if query is not None:
-                running[key] = query
+            restarted = self._start(self.graph.flows[key])
+            if restarted is not None:
+                running[key] = restarted
         return bool(restarts)
 
     def _release(self, key: str) -> None:
