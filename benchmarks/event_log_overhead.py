@@ -48,12 +48,12 @@ def prepare(seed_dir: Path, landings: int) -> None:
 def one_round(spark, seeds: Path, work: Path, variant: str, landings: int) -> dict:
     """``landings`` triggered runs of the demo pipeline, each after one more batch landed."""
     import headwater
+    from headwater.conf.project import Project
+    from headwater.conf.triggers import trigger_kwargs
     from headwater.monitor.display import Display
     from headwater.pipeline.graph import Graph
-    from headwater.conf.project import Project
     from headwater.pipeline.loader import load_definitions
-    from headwater.pipeline.runner import Runner
-    from headwater.conf.triggers import trigger_kwargs
+    from headwater.pipeline.run import Runner
 
     wall = cpu = 0.0
     rows = 0

@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 
 from headwater.monitor.commands import history_lines, status_lines
 from headwater.monitor.display import Display
-from headwater.pipeline.runner import Runner
+from headwater.pipeline.run import Runner
 from headwater.conf.triggers import trigger_kwargs
 from tests.support import write
 from tests.test_pipeline import build, project

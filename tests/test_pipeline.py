@@ -11,7 +11,7 @@ from headwater import HeadwaterError, Lakehouse
 from headwater.pipeline.graph import Graph
 from headwater.conf.project import Project
 from headwater.pipeline.loader import load_definitions
-from headwater.pipeline.runner import Runner
+from headwater.pipeline.run import Runner
 from headwater.pipeline.validate import validate_project
 from headwater.conf.triggers import trigger_kwargs
 from tests.support import write

@@ -42,34 +42,16 @@ def init(name: str, parent: str) -> None:
     click.echo(f"created {path}\n  cd {path}\n  headwater validate\n  headwater run")
 
 
-def _session(project: Any):
-    import headwater
-
-    return headwater.spark_session(project.master, app_name=f"headwater:{project.name}",
-                                   conf=project.spark_conf, lakehouse=project.root)
-
-
-def _load(project_dir: str):
-    from headwater.conf.project import Project
-    from headwater.pipeline.loader import load_definitions
-
-    project = Project.load(project_dir)
-    spark = _session(project)
-    registry = load_definitions(project)
-    from headwater.lakehouse import Lakehouse
-
-    return project, spark, registry, Lakehouse.of(spark)
-
-
 @main.command()
 @click.option("--project", "project_dir", default=".", help="Project folder (headwater.toml).")
 def validate(project_dir: str) -> None:
     """Check the graph and every streaming query before anything runs."""
+    from headwater.pipeline.run import load_project
     from headwater.pipeline.validate import validate_project
 
     try:
-        _, _, registry, lakehouse = _load(project_dir)
-        report = validate_project(registry, lakehouse)
+        loaded = load_project(project_dir)
+        report = validate_project(loaded.registry, loaded.lakehouse)
     except HeadwaterError as exc:
         _fail(exc)
     for line in report.lines:
@@ -102,43 +84,32 @@ def validate(project_dir: str) -> None:
 def run(project_dir: str, trigger: str | None, full_refresh: str | None,
         full_refresh_all: bool, select: str | None, no_event_log: bool, plain: bool) -> None:
     """Run the pipeline: triggered (default) or continuous."""
-    from headwater.monitor.display import Display
-    from headwater.pipeline.graph import Graph
-    from headwater.pipeline.runner import Runner
-    from headwater.conf.triggers import is_triggered, trigger_kwargs
+    import threading
 
-    try:
-        project, _, registry, lakehouse = _load(project_dir)
-        choice = (trigger or project.trigger or "available-now").strip().lower()
-        kwargs = trigger_kwargs(None if choice == "continuous" else choice)
-        # Decide from the parsed trigger, not the spelling ("available_now" is triggered too).
-        continuous = not is_triggered(kwargs)
-        graph = Graph(registry, lakehouse).build()
-        if full_refresh or full_refresh_all:
-            targets = graph.stored() if full_refresh_all else _names(full_refresh)
-            graph = _full_refresh(graph, targets)
-        display = Display(click.echo, live=False if plain else None, triggered=not continuous)
-        runner = Runner(graph, kwargs, continuous, _names(select), pipeline=project.name,
-                        event_log=project.event_log and not no_event_log, display=display)
-    except HeadwaterError as exc:
-        _fail(exc)
+    from headwater.monitor.display import Display
+    from headwater.pipeline.run import run_project
+
+    stop = threading.Event()
 
     def request_stop(signum: int, frame: Any) -> None:
-        if not runner.stop_requested.is_set():
+        if not stop.is_set():
             click.echo(f"{signal.Signals(signum).name}: stopping every flow after its "
                        "current micro-batch...")
-        runner.stop_requested.set()
+        stop.set()
 
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
-    mode = f"continuous, {kwargs['processingTime']}" if continuous else choice
-    click.echo(f"running pipeline {project.name} ({mode}) in {lakehouse.root}")
-    results = runner.run()
-    failed = [r for r in results if r.status in ("failed", "skipped")]
-    done = sum(1 for r in results if r.ok)
-    click.echo(f"{done} flows ok, {len(failed)} failed or skipped"
-               + (" (stopped on request)" if runner.stop_requested.is_set() else ""))
-    sys.exit(1 if failed else 0)
+    try:
+        outcome = run_project(
+            project_dir, trigger=trigger,
+            full_refresh="all" if full_refresh_all else _names(full_refresh),
+            select=_names(select), event_log=False if no_event_log else None,
+            display=Display(click.echo, live=False if plain else None),
+            echo=click.echo, stop_event=stop)
+    except HeadwaterError as exc:
+        _fail(exc)
+    click.echo(outcome.summary())
+    sys.exit(0 if outcome.ok else 1)
 
 
 @main.command()
@@ -207,9 +178,8 @@ def sql(query: str, root: str, limit: int) -> None:
     except HeadwaterError as exc:
         _fail(exc)
     except Exception as exc:  # noqa: BLE001 - Spark's own SQL errors: say them plainly
-        from headwater.errors.spark import first_line
-
-        _fail(HeadwaterError("HW_SQL_FAILED", first_line(exc), "Spark could not run the query.",
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        _fail(HeadwaterError("HW_SQL_FAILED", first, "Spark could not run the query.",
                              f"Tables here: {', '.join(lake.tables()) or 'none'}."))
     from headwater.monitor.text_table import text_table
 
@@ -333,41 +303,6 @@ def dashboard(project_dir: str | None, root: str | None, host: str, port: int) -
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     done.wait()
     server.stop()
-
-
-def _full_refresh(graph: Any, targets: list[str]) -> Any:
-    """Drop the tables, their side tables and checkpoints, cascading to streaming tables
-    downstream (their checkpoints point into data that no longer exists); then rebuild."""
-    from headwater.spark.checkpoint_lock import CheckpointLock
-    from headwater.pipeline.definitions import TABLE
-    from headwater.pipeline.graph import Graph
-    from headwater.conf.layout import LATE_SUFFIX, QUARANTINE_SUFFIX
-
-    chosen = graph.datasets_named(targets, "--full-refresh")
-    cascade = sorted({d for t in chosen for d in graph.downstream(t)
-                      if graph.registry.datasets[d].kind == TABLE} - set(chosen))
-    click.echo(f"full refresh: {', '.join(chosen)}"
-               + (f" (+ downstream streaming tables: {', '.join(cascade)})" if cascade else ""))
-    lake = graph.lakehouse
-    # A running pipeline holds its flows' checkpoint locks: refuse before deleting anything
-    # (dropping would delete its checkpoint, lock file included, under the running query).
-    locks = []
-    try:
-        for name in chosen + cascade:
-            for rf in graph.flows_of(name):
-                checkpoint = lake.checkpoint(name, rf.flow.name)
-                if Path(checkpoint).is_dir():
-                    locks.append(CheckpointLock(
-                        checkpoint, f"headwater run --full-refresh: {rf.key}").acquire())
-        for name in chosen + cascade:
-            if graph.registry.datasets[name].stored:
-                for table in (name, name + QUARANTINE_SUFFIX, name + LATE_SUFFIX):
-                    lake.drop(table)
-    finally:
-        for lock in locks:
-            lock.release()
-    graph.close()
-    return Graph(graph.registry, lake).build()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -127,22 +127,15 @@ def run_demo(root: str | Path, once: bool, batches: int, interval: float,
     import headwater
     from headwater.factory import DataFactory
     from headwater.monitor.display import Display
-    from headwater.pipeline.graph import Graph
-    from headwater.conf.project import Project
-    from headwater.pipeline.loader import load_definitions
-    from headwater.pipeline.runner import Runner
-    from headwater.conf.triggers import trigger_kwargs
+    from headwater.pipeline.run import load_project, run_project
 
     root = Path(root).expanduser().resolve()
     setup_project(root)
     factory = DataFactory(root, seed=seed)
     landed = factory.load(batches if once else 1)
     echo(f"factory: landed batch {landed[-1]} into {root}")
-    project = Project.load(root)
-    spark = headwater.spark_session(project.master, app_name="headwater-demo",
-                                    conf=project.spark_conf, lakehouse=project.root)
-    lake = headwater.Lakehouse.of(spark)
-    registry = load_definitions(project)
+    loaded = load_project(root, app_name="headwater-demo")
+    lake = loaded.lakehouse
     failed = False
 
     display = Display(echo, live=live)  # the runs' progress; the tables print plainly
@@ -158,16 +151,10 @@ def run_demo(root: str | Path, once: bool, batches: int, interval: float,
 
     def run(trigger: str, continuous: bool, stop_event: threading.Event | None) -> None:
         nonlocal failed
-        graph = Graph(registry, lake).build()
-        display.triggered = not continuous
-        runner = Runner(graph, trigger_kwargs(trigger), continuous, pipeline=project.name,
-                        event_log=project.event_log, display=display)
-        if stop_event is not None:
-            # the caller's stop (Ctrl-C, --duration) reaches the runner
-            threading.Thread(target=lambda: (stop_event.wait(), runner.stop_requested.set()),
-                             daemon=True).start()
-        results = runner.run()
-        failed = failed or any(r.status in ("failed", "skipped") for r in results)
+        # the caller's stop (Ctrl-C, --duration) reaches the runner through stop_event
+        outcome = run_project(loaded, trigger=trigger, continuous=continuous, display=display,
+                              echo=display.echo, stop_event=stop_event)
+        failed = failed or not outcome.ok
 
     if once:
         run("available-now", False, None)

@@ -5,7 +5,8 @@
 - :func:`spark_message` / :func:`fix_for`: Spark's one-line reason and the fix for it, used by
   ``headwater validate`` (which runs Spark's own streaming checker on each flow);
 - :func:`error_line`: the line of a wrapped Spark/Python error that says what went wrong
-  (``headwater sql``, expectation checks, failed flows).
+  (``headwater sql``, expectation checks, failed flows);
+- :func:`translate_flow_failure`: a pipeline flow's failure in one line.
 
 It builds on ``errors.base`` only; ``errors/__init__`` re-exports from here, never the reverse.
 """
@@ -124,3 +125,22 @@ def as_headwater(exc: BaseException) -> HeadwaterError | None:
         return None
     return HeadwaterError("HW_STREAM_UNSUPPORTED", "Spark cannot run this query as a stream.",
                           message, fix_for(message))
+
+
+# --- a streaming flow's failure ------------------------------------------------------------
+
+
+def translate_flow_failure(key: str, exc: BaseException) -> HeadwaterError:
+    """A flow's Spark/Python failure as one line: HW_CHECKPOINT_INCOMPATIBLE when the state
+    store no longer matches the definition, else HW_FLOW_FAILED with the error's own line."""
+    text = str(exc)
+    first = error_line(text) or type(exc).__name__
+    if "STATE_STORE" in text or "state schema" in text.lower() or "STATEFUL_OPERATOR" in text:
+        return HeadwaterError(
+            "HW_CHECKPOINT_INCOMPATIBLE", f"Flow {key} cannot resume from its checkpoint: "
+            f"{first[:400]}", "The query's state no longer matches its definition.",
+            f"Run `headwater run --full-refresh {key.split('/')[0]}`.")
+    return HeadwaterError("HW_FLOW_FAILED", f"Flow {key} failed: {first[:600]}",
+                          "Spark stopped the query with an error.",
+                          "Read the error above; fix the definition or the input and run again.")
+

@@ -1,7 +1,8 @@
 """One pipeline run watched: the listener, the event log, the live view and the run file.
 
-The runner reports flow status changes here; Spark's listener reports every micro-batch.
-Both go to the event log, to the per-flow statistics that the terminal view shows, and to
+:class:`RunMonitor` is the :class:`~headwater.monitor.observer.RunObserver` a run reports to:
+the runner reports flow status changes; Spark's listener reports every micro-batch. Both go
+to the event log, to the per-flow statistics that the terminal view shows, and to
 ``<lakehouse>/_runs/<run id>.json``, which ``headwater status`` and ``headwater stop`` read from
 another terminal (it holds the process id; it is removed when the run ends).
 """
@@ -15,11 +16,15 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from headwater.conf.layout import RUNS
 from headwater.monitor.events import EventLog, executed, now, progress_row
 from headwater.monitor.gaps import fill_from_checkpoint, progress_dict
+from headwater.monitor.observer import FlowOutcome, FlowStatus, RunDescription
+
+if TYPE_CHECKING:
+    from headwater.monitor.display import Display
 
 
 
@@ -27,7 +32,7 @@ from headwater.monitor.gaps import fill_from_checkpoint, progress_dict
 class FlowStats:
     key: str
     kind: str = "streaming table"
-    status: str = "queued"
+    status: FlowStatus = FlowStatus.QUEUED
     batches: int = 0
     input_rows: int = 0
     rows_per_second: float | None = None
@@ -39,20 +44,25 @@ class FlowStats:
 
 
 class RunMonitor:
-    """Created by the runner for one run; ``start`` before the first flow, ``finish`` after."""
+    """The observer of one run: ``run_started`` before the first flow, ``run_finished`` after.
 
-    def __init__(self, root: str | Path, pipeline: str, mode: str,
-                 flows: dict[str, str], event_log: bool = True,
-                 on_batch: Callable[[FlowStats, dict], None] | None = None,
-                 graph: dict[str, Any] | None = None) -> None:
+    root: the lakehouse folder (event log, run files).
+    event_log: write this run's events to ``<root>/_event_log`` (default True).
+    display: the live terminal view to drive, if any (it is closed when the run finishes).
+    """
+
+    def __init__(self, root: str | Path, event_log: bool = True,
+                 display: "Display | None" = None) -> None:
         self.root = Path(root)
-        self.pipeline = pipeline
-        self.mode = mode
         self.run_id = uuid.uuid4().hex[:12]
-        self.graph = graph or {}
-        self.stats = {key: FlowStats(key, kind) for key, kind in flows.items()}
-        self.log = EventLog(self.root, pipeline, self.run_id) if event_log else None
-        self.on_batch = on_batch
+        self.pipeline = "pipeline"
+        self.mode = ""
+        self.graph: dict[str, Any] = {}
+        self.stats: dict[str, FlowStats] = {}
+        self.event_log = event_log
+        self.log: EventLog | None = None
+        self.display = display
+        self.on_batch: Callable[[FlowStats, dict], None] | None = None
         self._listener: Any = None
         self._spark: Any = None
         self._lock = threading.Lock()
@@ -62,7 +72,14 @@ class RunMonitor:
 
     # --- run lifecycle -------------------------------------------------------------------
 
-    def start(self, spark: Any) -> None:
+    def run_started(self, spark: Any, run: RunDescription) -> None:
+        self.pipeline, self.mode, self.graph = run.pipeline, run.mode, run.graph
+        self.stats = {key: FlowStats(key, kind) for key, kind in run.flows.items()}
+        self.started = now()
+        if self.event_log:
+            self.log = EventLog(self.root, self.pipeline, self.run_id)
+        if self.display is not None:
+            self.display.watch(self)
         self._spark = spark
         self._close_abrupt_runs()
         if self.log is not None or self.on_batch is not None:  # nobody watches: no listener
@@ -74,7 +91,7 @@ class RunMonitor:
                                               "graph": self.graph}))
             for key in self.stats:
                 self.log.emit("flow_status", flow=key, table_name=key.split("/")[0],
-                              status="queued")
+                              status=FlowStatus.QUEUED.value)
         self._write_run_file()
 
     def _close_abrupt_runs(self) -> None:
@@ -91,13 +108,13 @@ class RunMonitor:
                               details=json.dumps({"started": run.get("started")}))
             Path(run["file"]).unlink(missing_ok=True)
 
-    def finish(self, results: list[Any], stopped: bool) -> None:
+    def run_finished(self, flows: list[FlowOutcome], stopped: bool) -> str | None:
         if self._spark is not None and self._listener is not None:
             try:
                 self._spark.streams.removeListener(self._listener)
             except Exception:  # noqa: BLE001 - the session may be gone
                 pass
-        failed = sorted(r.key for r in results if r.status in ("failed", "skipped"))
+        failed = sorted(f.key for f in flows if f.status.failed_or_skipped)
         status = "failed" if failed else ("stopped" if stopped else "completed")
         if self.log is not None:
             seconds = (now() - self.started).total_seconds()
@@ -105,25 +122,32 @@ class RunMonitor:
                           message=f"flows failed or skipped: {', '.join(failed)}" if failed
                           else None,
                           details=json.dumps({"seconds": round(seconds, 3),
-                                              "flows": {r.key: r.status for r in results}}))
+                                              "flows": {f.key: f.status for f in flows}}))
             self.log.close()
         self._run_file.unlink(missing_ok=True)
+        if self.display is not None:
+            self.display.close()
+        if self.log is not None and self.log.failures:
+            return (f"{self.log.failures[-1]} (the pipeline's tables are unaffected; "
+                    f"{self.log.pending} event rows not logged)")
+        return None
 
     # --- flows ---------------------------------------------------------------------------
 
-    def flow_status(self, key: str, status: str, message: str | None = None,
+    def flow_status(self, key: str, status: FlowStatus, message: str | None = None,
                     **details: Any) -> None:
+        status = FlowStatus(status)
         with self._lock:
             stats = self.stats.setdefault(key, FlowStats(key))
             stats.status = status
             stats.message = message
         if self.log is not None:
-            self.log.emit("flow_status", flow=key, table_name=key.split("/")[0], status=status,
-                          message=message,
+            self.log.emit("flow_status", flow=key, table_name=key.split("/")[0],
+                          status=status.value, message=message,
                           details=json.dumps(details, default=str) if details else None)
         self._write_run_file()
 
-    def before_start(self, key: str, checkpoint: str) -> int:
+    def flow_starting(self, key: str, checkpoint: str) -> int:
         """Batches a killed earlier run committed but never logged: logged now, recovered.
 
         Only after a run ended abruptly (its run file is left): a clean run logs every batch

@@ -1,0 +1,127 @@
+"""A streaming table's flow: its stream started, and every micro-batch written through
+foreachBatch.
+
+Every flow writes through foreachBatch: Spark's own parquet writer writes the files and the
+driver commits them with txn(flow, batch id), exactly once. A batch's rows go to the table
+(appended, overwritten in complete mode, merged by key in update mode); rows an expectation
+drops go to ``<table>__quarantine`` and rows behind the watermark to ``<table>__late``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from headwater.conf.layout import LATE_SUFFIX, QUARANTINE_SUFFIX
+from headwater.pipeline import expectations as expect_mod
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming import StreamingQuery
+
+    from headwater.lakehouse import Lakehouse
+    from headwater.pipeline.graph import Graph, ResolvedFlow
+    from headwater.pipeline.late import LateRows
+    from headwater.pipeline.run.progress import FlowResult
+
+
+
+def start_stream(graph: "Graph", rf: "ResolvedFlow", checkpoint: str, trigger: dict[str, Any],
+                 result: "FlowResult") -> "StreamingQuery":
+    """Start ``rf``'s query on ``checkpoint``; each batch's counts go to ``result``."""
+    dataset = rf.dataset
+    df = graph.rebuild(rf)
+    rules = dataset.expectations
+    if rules:
+        df = expect_mod.observe(df, rules, dataset.name)
+    late = None
+    if dataset.keep_late_rows:
+        from headwater.pipeline.late import LateRows
+
+        late = LateRows.prepare(df, dataset.name, dataset.output_mode)
+        df = late.stream_df
+    writer = (df.writeStream.queryName(rf.key).trigger(**trigger)
+              .option("checkpointLocation", checkpoint))
+    writer = writer.outputMode(dataset.output_mode).foreachBatch(
+        batch_writer(graph.lakehouse, rf, checkpoint, late, result))
+    return writer.start()
+
+
+def batch_writer(lake: "Lakehouse", rf: "ResolvedFlow", checkpoint: str,
+                 late: "LateRows | None", result: "FlowResult"
+                 ) -> Callable[["DataFrame", int], None]:
+    """The foreachBatch function of ``rf``: late rows split off, expectations applied, the
+    rest written in the table's output mode, each commit tagged (flow, batch id)."""
+    dataset = rf.dataset
+    name = dataset.name
+    app_id = f"headwater-{rf.key}"
+    rules = dataset.expectations
+    drops = any(r.action == "drop" for r in rules)
+    keys = dataset.keys
+
+    # Persisting would make Spark report the expectations' observed counts from the
+    # caching job only; cache just for late rows, whose split re-reads the aggregate.
+    cache = late is not None and not rules
+
+    def write_batch(batch: "DataFrame", batch_id: int) -> None:
+        if cache:
+            batch.persist()
+        try:
+            rows = batch
+            if late is not None:
+                rows, late_rows = late.split(batch, batch_id, checkpoint)
+                result.late_rows += append_side(lake, late_rows, name + LATE_SUFFIX,
+                                                app_id, batch_id)
+            if rules:
+                rows, bad = expect_mod.split(rows, rules, name, batch_id)
+                if drops:
+                    result.quarantined += append_side(
+                        lake, bad, name + QUARANTINE_SUFFIX, app_id, batch_id)
+            if dataset.output_mode == "update":
+                from headwater.delta.merge import merge_batch
+                from headwater.spark.plan import group_keys
+
+                merge_keys = keys or group_keys(rf.df)
+                merge_batch(rows, lake.path(name), merge_keys, app_id, batch_id)
+            else:
+                mode = "overwrite" if dataset.output_mode == "complete" else "append"
+                written = write_table(rows, lake.path(name), mode, (app_id, batch_id))
+                # complete mode rewrites the whole result: count the latest, not the sum
+                result.rows_written = written if mode == "overwrite" else \
+                    result.rows_written + written
+        finally:
+            if cache:
+                batch.unpersist()
+
+    return write_batch
+
+
+def append_side(lake: "Lakehouse", df: "DataFrame", name: str, app_id: str,
+                batch_id: int) -> int:
+    """Quarantined or late rows: a side table, created at the first such row."""
+    if df.isEmpty():
+        return 0
+    lake.create_table(name, df.schema)
+    return write_table(df, lake.path(name), "append", (app_id, batch_id))
+
+
+def write_table(df: "DataFrame", path: str, mode: str, txn: tuple[str, int] | None = None,
+                merge_schema: bool = True) -> int:
+    """Spark's parquet writer plus a Delta commit; the Python writer where a table needs it.
+    Returns the rows written (0 from the Python writer, which does not report counts).
+
+    Pipeline tables follow their query's schema: new columns (a file source's schema
+    evolved) are added to the table; a changed type is still an error.
+
+    By path: foreachBatch runs in a clone of the session taken at query start, which does not
+    see the per-table data sources registered later.
+    """
+    from headwater.delta.native import write_native
+
+    written = write_native(df, path, mode, txn, merge_schema=merge_schema)
+    if written is None:
+        writer = df.write.format("delta").mode(mode).option("mergeSchema", merge_schema)
+        if txn is not None:
+            writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
+        writer.save(path)
+        return 0
+    return written

@@ -1,0 +1,49 @@
+"""``--full-refresh``: rebuild tables from scratch, data and checkpoints.
+
+Streaming tables downstream of a refreshed table are refreshed too: their checkpoints hold
+offsets into table versions that no longer exist. Materialized views need nothing: they are
+recomputed whole on every run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from headwater.pipeline.definitions import TABLE
+from headwater.pipeline.graph import Graph
+from headwater.pipeline.run.flow_writer import LATE_SUFFIX, QUARANTINE_SUFFIX
+from headwater.spark.checkpoint_lock import CheckpointLock
+
+
+def full_refresh(graph: Graph, targets: list[str], echo: Callable[[str], None] = print) -> Graph:
+    """Drop ``targets`` (and the streaming tables downstream of them): tables, side tables
+    and checkpoints; print what goes through ``echo``. Returns the graph built anew.
+
+    Refused with HW_CHECKPOINT_IN_USE, before anything is deleted, while a running pipeline
+    holds one of the flows' checkpoints.
+    """
+    chosen = graph.datasets_named(targets, "--full-refresh")
+    cascade = sorted({d for t in chosen for d in graph.downstream(t)
+                      if graph.registry.datasets[d].kind == TABLE} - set(chosen))
+    echo(f"full refresh: {', '.join(chosen)}"
+         + (f" (+ downstream streaming tables: {', '.join(cascade)})" if cascade else ""))
+    lake = graph.lakehouse
+    # Dropping would delete the checkpoint, lock file included, under a running query.
+    locks = []
+    try:
+        for name in chosen + cascade:
+            for rf in graph.flows_of(name):
+                checkpoint = lake.checkpoint(name, rf.flow.name)
+                if Path(checkpoint).is_dir():
+                    locks.append(CheckpointLock(
+                        checkpoint, f"headwater run --full-refresh: {rf.key}").acquire())
+        for name in chosen + cascade:
+            if graph.registry.datasets[name].stored:
+                for table in (name, name + QUARANTINE_SUFFIX, name + LATE_SUFFIX):
+                    lake.drop(table)
+    finally:
+        for lock in locks:
+            lock.release()
+    graph.close()
+    return Graph(graph.registry, lake).build()

@@ -1,0 +1,81 @@
+"""What each flow of a run did: its :class:`FlowResult`, counted from the queries' progress,
+and the one-line summary the runner prints when the flow completes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from headwater.conf.layout import EXPECTATIONS_METRICS as EXPECTATION_METRICS
+from headwater.conf.layout import INGEST_METRICS
+from headwater.monitor.observer import FlowOutcome, FlowStatus
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+
+
+
+@dataclass
+class FlowResult:
+    key: str
+    kind: str
+    status: FlowStatus = FlowStatus.PENDING
+    error: str | None = None
+    batches: int = 0
+    rows_written: int = 0
+    quarantined: int = 0
+    late_rows: int = 0
+    rescued: int = 0      # ingested rows with rescued data (malformed ones included)
+    malformed: int = 0
+    schema_changes: int = 0
+    expectations: dict[str, int] = field(default_factory=dict)
+    counted: set[tuple[Any, int]] = field(default_factory=set, repr=False)  # (run id, batch)
+
+    @property
+    def ok(self) -> bool:
+        return FlowStatus(self.status).ok
+
+    def outcome(self) -> FlowOutcome:
+        """The plain data an observer gets when the run finishes."""
+        return FlowOutcome(self.key, self.kind, FlowStatus(self.status), self.error,
+                           self.batches, self.rows_written)
+
+
+def count_batches(result: FlowResult, query: "StreamingQuery") -> None:
+    """Add the query's finished micro-batches not counted yet: batches, rescued and
+    malformed rows, and each expectation's counts."""
+    for p in query.recentProgress:
+        if (p.runId, p.batchId) in result.counted:
+            continue  # progress is polled repeatedly: count each batch once
+        result.counted.add((p.runId, p.batchId))
+        result.batches += 1
+        for metrics_name, row in (p.observedMetrics or {}).items():
+            if metrics_name.startswith(INGEST_METRICS):
+                result.rescued += int(row["rescued_rows"] or 0)
+                result.malformed += int(row["malformed_rows"] or 0)
+            if metrics_name.startswith(EXPECTATION_METRICS):
+                for metric, value in row.asDict().items():
+                    result.expectations[metric] = result.expectations.get(metric, 0) + \
+                        int(value or 0)
+
+
+def summary(result: FlowResult) -> str:
+    """'3 batches, 120 rows written, 2 quarantined; expectations failed: positive=2'."""
+    parts = [f"{result.batches} batches", f"{result.rows_written} rows written"]
+    if result.rescued:
+        parts.append(f"{result.rescued} with rescued data ({result.malformed} malformed)")
+    if result.schema_changes:
+        parts.append(f"schema evolved {result.schema_changes}x")
+    if result.quarantined:
+        parts.append(f"{result.quarantined} quarantined")
+    if result.late_rows:
+        parts.append(f"{result.late_rows} late rows kept")
+    return ", ".join(parts) + _expectation_text(result)
+
+
+def _expectation_text(result: FlowResult) -> str:
+    failed = {k[:-len("_failed")]: v for k, v in result.expectations.items()
+              if k.endswith("_failed") and v}
+    if not failed:
+        return ""
+    return "; expectations failed: " + ", ".join(f"{k}={v}" for k, v in sorted(failed.items()))

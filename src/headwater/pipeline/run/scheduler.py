@@ -1,0 +1,367 @@
+"""Running a pipeline graph: triggered (every flow to the end of its input) or continuous.
+
+Triggered runs go in waves by dependency depth: the flows of one wave run together, and a
+wave starts when the one before it ended, so every table sees all of its inputs' new rows.
+Materialized views are recomputed after their inputs, in one overwrite commit each.
+Continuous runs start every streaming flow at once on a processing-time trigger and recompute
+materialized views whenever an input table got a new version.
+
+A failed flow stops only itself and the datasets downstream of it. A stop request (the
+``stop_requested`` event: SIGINT, SIGTERM, a timer) waits for each query's running
+micro-batch to end before stopping it. Whoever watches the run is told through the
+:class:`~headwater.monitor.observer.RunObserver` interface.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from headwater.errors import HeadwaterError, find_code, unwrap
+from headwater.errors.spark import translate_flow_failure
+from headwater.monitor.observer import FlowStatus, RunDescription, RunObserver
+from headwater.pipeline.definitions import MATERIALIZED_VIEW, TABLE
+from headwater.pipeline.graph import Graph, ResolvedFlow
+from headwater.pipeline.run import compat
+from headwater.pipeline.run.flow_writer import start_stream
+from headwater.pipeline.run.native import native_input, start_native
+from headwater.pipeline.run.progress import FlowResult, count_batches, summary
+from headwater.pipeline.run.refresh import recompute
+from headwater.spark.checkpoint_lock import CheckpointLock
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+
+    from headwater.monitor.display import Display
+
+# A flow stopped by a schema change it can resume from restarts by itself: a file source
+# that saved new columns, or a Delta input that gained columns while the flow ran.
+SCHEMA_RESTART_CODES = ("HW_INGEST_SCHEMA_EVOLVED", "HW_SOURCE_SCHEMA_CHANGED")
+MAX_SCHEMA_RESTARTS = 20  # per flow and run; a feed changing more often is likely broken
+STOP_WAIT_SECONDS = 120   # longest wait for a running micro-batch when stopping
+
+
+class Runner:
+    """One run of ``graph``'s stored datasets.
+
+    trigger: ``DataStreamWriter.trigger`` keywords, e.g. {"availableNow": True}.
+    continuous: run until stopped (True) or in waves until every flow ended (False).
+    select: dataset names to run (default: all; the rest of the graph is left alone).
+    echo: where the runner's messages go (timestamped); the display's echo when a display
+        is given.
+    pipeline: the pipeline's name, for the event log and the run file.
+    event_log: write the run's events to ``_event_log`` (default True).
+    display: the live terminal view (driven by the default observer).
+    observer: who is told about the run; default a RunMonitor on the lakehouse root
+        (with ``event_log`` and ``display``).
+    stop_event: the event that requests a stop (default: a new one, ``stop_requested``).
+    """
+
+    def __init__(self, graph: Graph, trigger: dict[str, Any], continuous: bool,
+                 select: list[str] | None = None,
+                 echo: Callable[[str], None] = print, pipeline: str = "pipeline",
+                 event_log: bool = True, display: "Display | None" = None,
+                 observer: RunObserver | None = None,
+                 stop_event: threading.Event | None = None) -> None:
+        self.graph = graph
+        self.lakehouse = graph.lakehouse
+        self.trigger = trigger
+        self.continuous = continuous
+        self._t0 = time.monotonic()
+        self.echo = display.echo if display is not None else \
+            (lambda text: echo(f"[{time.monotonic() - self._t0:7.1f}s] {text}"))
+        self.pipeline = pipeline
+        if observer is None:
+            from headwater.monitor.run import RunMonitor
+
+            observer = RunMonitor(self.lakehouse.root, event_log=event_log, display=display)
+        self.observer: RunObserver = observer
+        self.stop_requested = stop_event if stop_event is not None else threading.Event()
+        datasets = graph.stored()
+        if select:
+            chosen = graph.datasets_named(select, "--select")
+            datasets = [d for d in datasets if d in chosen]
+        self.datasets = datasets
+        self.results: dict[str, FlowResult] = {}
+        self._locks: dict[str, CheckpointLock] = {}  # by flow key
+
+    # --- the two modes -------------------------------------------------------------------
+
+    def run(self) -> list[FlowResult]:
+        self.observer.run_started(self.lakehouse.spark, self.description())
+        try:
+            if self.continuous:
+                self._run_continuous()
+            else:
+                self._run_triggered()
+        except BaseException:
+            for query in self.lakehouse.spark.streams.active:
+                query.stop()
+            raise
+        finally:
+            for lock in self._locks.values():
+                lock.release()
+            warning = self.observer.run_finished(
+                [r.outcome() for r in self.results.values()], self.stop_requested.is_set())
+            if warning:
+                self.echo(f"warning: {warning}")
+            self.lakehouse.refresh()
+        return list(self.results.values())
+
+    def description(self) -> RunDescription:
+        """The run as its observer sees it: flows by kind and the graph's edges."""
+        registry = self.graph.registry.datasets
+        flows = {rf.key: ("streaming table" if registry[name].kind == TABLE
+                          else "materialized view")
+                 for name in self.datasets for rf in self.graph.flows_of(name)}
+        graph = {}
+        for name, dataset in registry.items():
+            reads = [r for rf in self.graph.flows_of(name) for r in rf.reads]
+            graph[name] = {"kind": str(dataset.kind),
+                           "upstream": sorted({r.name for r in reads}),
+                           # a streaming table reading no dataset or table reads files
+                           "reads_files": dataset.kind == TABLE
+                           and not any(r.streaming for r in reads)}
+        mode = f"continuous, {self.trigger.get('processingTime')}" if self.continuous \
+            else "triggered"
+        return RunDescription(self.pipeline, mode, flows, graph)
+
+    def _status(self, key: str, status: FlowStatus, message: str | None = None,
+                **details: Any) -> None:
+        self.observer.flow_status(key, status, message, **details)
+
+    def _depths(self) -> dict[str, int]:
+        depth: dict[str, int] = {}
+        for name in self.graph.stored():
+            ups = [u for u in self.graph.upstream(name) if u in depth]
+            depth[name] = 1 + max((depth[u] for u in ups), default=-1)
+        return {n: depth[n] for n in self.datasets}
+
+    def _run_triggered(self) -> None:
+        depths = self._depths()
+        for level in sorted(set(depths.values())):
+            if self.stop_requested.is_set():
+                break
+            wave = [n for n in self.datasets if depths[n] == level]
+            running: dict[str, "StreamingQuery"] = {}
+            for name in wave:
+                if self._skip_if_upstream_failed(name):
+                    continue
+                if self.graph.registry.datasets[name].kind == TABLE:
+                    for flow in self.graph.flows_of(name):
+                        query = self._start(flow)
+                        if query is not None:
+                            running[flow.key] = query
+            self._await(running)
+            for name in wave:
+                if self.graph.registry.datasets[name].kind == MATERIALIZED_VIEW \
+                        and not self.stop_requested.is_set() \
+                        and not self._skip_if_upstream_failed(name):
+                    for flow in self.graph.flows_of(name):
+                        self._refresh(flow)
+
+    def _run_continuous(self) -> None:
+        running: dict[str, "StreamingQuery"] = {}
+        for name in self.datasets:
+            if self.graph.registry.datasets[name].kind == TABLE:
+                for flow in self.graph.flows_of(name):
+                    query = self._start(flow)
+                    if query is not None:
+                        running[flow.key] = query
+        views = [n for n in self.datasets
+                 if self.graph.registry.datasets[n].kind == MATERIALIZED_VIEW]
+        seen_versions: dict[str, dict[str, int]] = {}
+        interval = _interval_seconds(self.trigger)
+        while not self.stop_requested.is_set():
+            for name in views:
+                if self._skip_if_upstream_failed(name):
+                    continue
+                versions = {u: self._version(u) for u in self.graph.upstream(name)}
+                if versions != seen_versions.get(name):
+                    for flow in self.graph.flows_of(name):
+                        self._refresh(flow, quiet=name in seen_versions)
+                    seen_versions[name] = versions
+            self._collect(running)
+            if (running or not views) and not any(q.isActive for q in running.values()):
+                break  # every flow ended (failed): nothing will change the views either
+            self.stop_requested.wait(max(interval, 0.5))
+        self._stop_all(running)
+        self._collect(running)
+
+    # --- streaming flows -----------------------------------------------------------------
+
+    def _start(self, rf: ResolvedFlow) -> "StreamingQuery | None":
+        """Check and lock the flow's checkpoint, then start it natively or through the
+        flow writer. None when it failed to start (its result says why)."""
+        result = self.results.setdefault(rf.key, FlowResult(rf.key, "streaming table"))
+        dataset = rf.dataset
+        checkpoint = self.lakehouse.checkpoint(dataset.name, rf.flow.name)
+        try:
+            compat.check_checkpoint(rf, checkpoint)
+            self._locks[rf.key] = CheckpointLock(checkpoint, f"headwater run: {rf.key}").acquire()
+            recovered = self.observer.flow_starting(rf.key, checkpoint)
+            if recovered:
+                self.echo(f"event log {rf.key}: {recovered} batches of an earlier run that "
+                          "ended abruptly recovered from the checkpoint")
+            native = native_input(self.graph, rf)
+            if native is not None:
+                query = start_native(self.graph, rf, checkpoint, native, self.trigger, result)
+            else:
+                query = start_stream(self.graph, rf, checkpoint, self.trigger, result)
+            compat.save_state(rf, checkpoint)
+        except Exception as exc:  # noqa: BLE001 - one flow's failure must not stop the others
+            self._fail(result, exc)
+            return None
+        result.status = FlowStatus.RUNNING
+        if native is not None:
+            result.kind = "streaming table, native read"
+            self._status(rf.key, FlowStatus.RUNNING, native_read=native.name)
+            self.echo(f"started   {rf.key} ({dataset.output_mode}, native read of "
+                      f"{native.name})")
+        else:
+            self._status(rf.key, FlowStatus.RUNNING)
+            self.echo(f"started   {rf.key} ({dataset.output_mode}, checkpoint "
+                      f"{Path(checkpoint).relative_to(self.lakehouse.root)})")
+        return query
+
+    def _await(self, running: dict[str, "StreamingQuery"]) -> None:
+        polls = 0
+        while True:
+            while any(q.isActive for q in running.values()):
+                if self.stop_requested.wait(0.1):
+                    self._stop_all(running)
+                    self._collect(running)
+                    return
+                polls += 1
+                if polls % 20 == 0:  # count batches while they run: recentProgress is short
+                    self._collect(running)
+            if not self._collect(running):
+                return  # nothing restarted: the wave is done
+
+    def _stop_all(self, running: dict[str, "StreamingQuery"]) -> None:
+        """Stop each query between micro-batches (bounded wait for a running batch)."""
+        for key, query in running.items():
+            deadline = time.monotonic() + STOP_WAIT_SECONDS
+            while query.isActive and query.status.get("isTriggerActive") \
+                    and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if query.isActive:
+                query.stop()
+                self.results[key].status = FlowStatus.STOPPED
+                self._status(key, FlowStatus.STOPPED)
+
+    def _collect(self, running: dict[str, "StreamingQuery"]) -> bool:
+        """Count finished batches; settle ended queries. True if a flow was restarted."""
+        restarts = []
+        for key, query in running.items():
+            result = self.results[key]
+            if result.status not in (FlowStatus.RUNNING, FlowStatus.STOPPED):
+                continue
+            count_batches(result, query)
+            if query.isActive:
+                continue
+            self.observer.query_ended(key, query)
+            error = query.exception()
+            code = find_code(error) if error is not None else None
+            if code is not None and code[0] in SCHEMA_RESTART_CODES \
+                    and result.schema_changes < MAX_SCHEMA_RESTARTS:
+                result.schema_changes += 1
+                self._status(key, FlowStatus.RESTARTING, code[1].split(" Why:")[0])
+                self.echo(f"evolved   {key}: {code[1].split(' Why:')[0]} "
+                          "Restarting with the new schema.")
+                self._release(key)
+                restarts.append(key)
+                continue
+            if error is not None:
+                self._fail(result, error)
+            else:
+                _clean_committed(query)  # the last batch's files (no later batch will)
+                if result.status == FlowStatus.RUNNING:
+                    result.status = FlowStatus.COMPLETED
+                    self._status(key, FlowStatus.COMPLETED, summary(result),
+                                 rows_written=result.rows_written)
+                    self.echo(f"completed {key}: {summary(result)}")
+            self._release(key)
+        for key in restarts:
+            restarted = self._start(self.graph.flows[key])
+            if restarted is not None:
+                running[key] = restarted
+        return bool(restarts)
+
+    def _release(self, key: str) -> None:
+        lock = self._locks.pop(key, None)
+        if lock is not None:
+            lock.release()
+
+    # --- materialized views --------------------------------------------------------------
+
+    def _refresh(self, rf: ResolvedFlow, quiet: bool = False) -> None:
+        result = self.results.setdefault(rf.key, FlowResult(rf.key, "materialized view"))
+        try:
+            started = time.monotonic()
+            result.rows_written = recompute(self.graph, rf)
+            result.status = FlowStatus.COMPLETED
+            result.batches += 1
+            self._status(rf.key, FlowStatus.COMPLETED, f"{result.rows_written} rows",
+                         rows_written=result.rows_written,
+                         seconds=round(time.monotonic() - started, 3))
+            if not quiet:
+                self.echo(f"refreshed {rf.key}: {result.rows_written} rows in "
+                          f"{time.monotonic() - started:.1f}s")
+        except Exception as exc:  # noqa: BLE001
+            self._fail(result, exc)
+
+    # --- bookkeeping ---------------------------------------------------------------------
+
+    def _version(self, name: str) -> int:
+        from deltalake import DeltaTable
+
+        try:
+            return DeltaTable(self.lakehouse.path(name)).version()
+        except Exception:  # noqa: BLE001 - not created yet
+            return -1
+
+    def _skip_if_upstream_failed(self, name: str) -> bool:
+        failed = sorted(
+            r.key for r in self.results.values()
+            if FlowStatus(r.status).failed_or_skipped
+            and r.key.split("/")[0] in self.graph.upstream(name))
+        if not failed:
+            return False
+        for rf in self.graph.flows_of(name):
+            if rf.key not in self.results:
+                self.results[rf.key] = FlowResult(rf.key, rf.dataset.kind, FlowStatus.SKIPPED,
+                                                  f"upstream failed: {', '.join(failed)}")
+                self._status(rf.key, FlowStatus.SKIPPED, f"upstream failed: {', '.join(failed)}")
+                self.echo(f"skipped   {rf.key}: upstream {', '.join(failed)} failed")
+        return True
+
+    def _fail(self, result: FlowResult, exc: BaseException) -> None:
+        error = unwrap(exc) if not isinstance(exc, HeadwaterError) else exc
+        if not isinstance(error, HeadwaterError):
+            error = translate_flow_failure(result.key, exc)
+        result.status = FlowStatus.FAILED
+        result.error = str(error)
+        self._status(result.key, FlowStatus.FAILED, result.error)
+        self.echo(f"FAILED    {result.key}: {result.error}")
+        self._release(result.key)
+
+
+def _clean_committed(query: "StreamingQuery") -> None:
+    """cleanSource for the files of a cleanly ended query's last batch."""
+    from headwater.ingest.clean import clean_quietly, committed_offsets
+
+    progress = query.lastProgress
+    if not progress:
+        return
+    for index_path, seq in committed_offsets(progress.get("sources", []), "endOffset"):
+        clean_quietly(index_path, seq)
+
+
+def _interval_seconds(trigger: dict[str, Any]) -> float:
+    text = str(trigger.get("processingTime", "500 milliseconds"))
+    number, unit = text.split()
+    scale = {"milliseconds": 0.001, "seconds": 1, "minutes": 60, "hours": 3600}[unit]
+    return float(number) * scale
