@@ -88,11 +88,11 @@ def load_project(project: Project | str | os.PathLike = ".",
 
 
 def _attached_lakehouse(spark: "SparkSession") -> "Lakehouse":
-    """The lakehouse spark_session attached to ``spark`` (to become Lakehouse.of(spark))."""
-    from headwater.lakehouse import active_lakehouse
+    """The lakehouse spark_session attached to ``spark``."""
+    from headwater.lakehouse import Lakehouse
 
-    lakehouse = active_lakehouse()
-    assert lakehouse is not None and lakehouse.spark is spark, "spark_session attaches one"
+    lakehouse = Lakehouse.of(spark)
+    assert lakehouse is not None, "spark_session(lakehouse=...) attaches one"
     return lakehouse
 
 
