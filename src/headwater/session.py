@@ -140,15 +140,17 @@ def spark_session(
 
 
 def register_sources(spark: "pyspark.sql.SparkSession") -> None:  # noqa: F821
-    """Make ``format("delta")`` and ``format("cloudFiles")`` work on ``spark`` (once)."""
+    """Make ``format("delta")``, ``format("cloudFiles")`` and ``format("headwater.kafka")``
+    work on ``spark`` (once)."""
     if getattr(spark, "_headwater_sources", False):
         return
     from headwater.delta.datasource import DeltaDataSource
     from headwater.delta.filelist import DeltaFileListSource
     from headwater.ingest.clean import install_listener
     from headwater.ingest.source import FilesDataSource
+    from headwater.messages import KafkaDataSource
 
-    for source in (DeltaDataSource, DeltaFileListSource, FilesDataSource):
+    for source in (DeltaDataSource, DeltaFileListSource, FilesDataSource, KafkaDataSource):
         spark.dataSource.register(source)
     install_listener(spark)
     spark._headwater_sources = True
