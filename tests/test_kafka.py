@@ -185,3 +185,49 @@ def test_fail_on_data_loss_for_a_recreated_topic_and_skip_when_false(spark, brok
     run_available_now(lenient, tmp / "out", tmp / "cp")
     assert delta_values(spark, tmp / "out") == sorted(
         [f"m{i}" for i in range(10)] + [f"new{i}" for i in range(3)])
+
+
+def test_sink_stream_and_batch_write_exact_records(spark, broker, tmp):
+    from conftest import write
+
+    topic, other = topic_name("sink"), topic_name("sink2")
+    broker.create_topic(topic, 2)
+    broker.create_topic(other, 1)
+    write(tmp / "src", {"k": [f"k{i}" for i in range(6)], "v": [f"v{i}" for i in range(6)],
+                        "p": [i % 2 for i in range(6)]})
+    stream = (spark.readStream.format("delta").load(str(tmp / "src"))
+              .selectExpr("k AS key", "v AS value", "CAST(p AS INT) AS partition",
+                          "array(named_struct('key', 'src', 'value', CAST(k AS BINARY))) "
+                          "AS headers")
+              .writeStream.format(KAFKA).option("kafka.bootstrap.servers", broker.servers)
+              .option("topic", topic).option("checkpointLocation", str(tmp / "cp"))
+              .trigger(availableNow=True).start())
+    stream.awaitTermination(120)
+    assert stream.exception() is None
+    got = broker.consume_all(topic, 2, expected=6)
+    assert [(p, k, v, h) for p, _, k, v, h in got] == sorted(
+        (i % 2, f"k{i}".encode(), f"v{i}".encode(), [("src", f"k{i}".encode())])
+        for i in range(6))
+
+    # Batch write: topic per row, no key, binary values; Spark's ErrorIfExists default
+    # is refused by Spark for Python sinks, so mode("append") is needed.
+    (spark.createDataFrame([(topic, "x"), (other, "y"), (other, "z")], "topic string, v string")
+     .selectExpr("topic", "CAST(v AS BINARY) AS value")
+     .write.format(KAFKA).option("kafka.bootstrap.servers", broker.servers)
+     .mode("append").save())
+    assert [(k, v) for _, _, k, v, _ in broker.consume_all(other, 1, expected=2)] == \
+        [(None, b"y"), (None, b"z")]
+    assert len(broker.consume_all(topic, 2, expected=7)) == 7
+
+
+def test_sink_rejects_wrong_columns_clearly(spark, broker):
+    df = spark.createDataFrame([(1,)], "value int")
+    with pytest.raises(Exception) as failure:
+        (df.write.format(KAFKA).option("kafka.bootstrap.servers", broker.servers)
+         .option("topic", "x").mode("append").save())
+    err = unwrap(failure.value)
+    assert getattr(err, "code", None) == "HW_KAFKA_SINK_SCHEMA", failure.value
+    with pytest.raises(Exception) as failure:
+        (spark.read.format(KAFKA).option("kafka.bootstrap.servers", broker.servers)
+         .option("subscribe", "a").option("assign", '{"a":[0]}').load().collect())
+    assert getattr(unwrap(failure.value), "code", None) == "HW_OPTION_CONFLICT"
