@@ -26,6 +26,20 @@ from headwater.messages.kafka_options import SinkOptions
 
 FLUSH_TIMEOUT_S = float(os.environ.get("HEADWATER_KAFKA_FLUSH_TIMEOUT", "120"))
 
+# One producer per configuration per Python worker, reused by later tasks (as Spark caches
+# its Kafka producers): an idempotent producer's start costs ~0.5 s against Tansu. Workers
+# are forked by Spark's daemon before this module is imported, and never fork afterwards.
+_PRODUCERS: dict[tuple, object] = {}
+
+
+def _producer(config: dict[str, str]):
+    from confluent_kafka import Producer
+
+    key = tuple(sorted(config.items()))
+    if key not in _PRODUCERS:
+        _PRODUCERS[key] = new_client(Producer, config)
+    return key, _PRODUCERS[key]
+
 
 def _bad_schema(what: str, fix: str) -> HeadwaterError:
     return HeadwaterError(
@@ -79,9 +93,17 @@ def _as_bytes(column: pa.ChunkedArray | pa.Array | None) -> list:
 
 def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """Produce every row; return the count once all are acknowledged, else raise."""
-    from confluent_kafka import KafkaException, Producer
+    cache_key, producer = _producer(options.config)
+    try:
+        return _produce(producer, options, batches)
+    except BaseException:
+        _PRODUCERS.pop(cache_key, None)  # a failed producer may be fenced or stuck: start over
+        raise
 
-    producer = new_client(Producer, options.config)
+
+def _produce(producer, options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
+    from confluent_kafka import KafkaException
+
     failures: list[str] = []
 
     def delivered(err, msg) -> None:
