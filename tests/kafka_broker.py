@@ -51,9 +51,9 @@ class Broker:
     def servers(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> "Broker":
+    def start(self) -> Broker:
         url = f"tcp://127.0.0.1:{self.port}"
-        out = open(self.log, "ab") if self.log else subprocess.DEVNULL
+        out = open(self.log, "ab") if self.log else subprocess.DEVNULL  # noqa: SIM115
         self.process = subprocess.Popen(
             [self.binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
              "--storage-engine", "memory://tansu/"],

@@ -7,7 +7,8 @@ threads, and a process forked after that (Spark's worker daemon forks) inherits 
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable, TypeVar
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from headwater.errors import HeadwaterError
 from headwater.messages.kafka_options import Subscription

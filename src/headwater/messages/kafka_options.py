@@ -97,7 +97,7 @@ def parse_partition_json(name: str, text: str) -> dict[tuple[str, int], int]:
                   for topic, parts in data.items() for part, value in parts.items()}
     except (ValueError, AttributeError, TypeError) as exc:
         raise _invalid(name, text, f"It is neither a keyword nor JSON per partition ({exc}).",
-                       f'Use earliest, latest or JSON like {{"topic":{{"0":23,"1":-2}}}}.'
+                       'Use earliest, latest or JSON like {"topic":{"0":23,"1":-2}}.'
                        ) from exc
     return result
 
@@ -203,7 +203,7 @@ class SourceOptions:
     request_timeout_ms: int
 
     @classmethod
-    def parse(cls, options: dict[str, str], streaming: bool) -> "SourceOptions":
+    def parse(cls, options: dict[str, str], streaming: bool) -> SourceOptions:
         options = {k.lower(): v for k, v in options.items()}
         ending = (_offset_spec(options, "ending", "latest", ("latest",)) if not streaming
                   else OffsetSpec(keyword="latest"))
@@ -238,7 +238,7 @@ class SinkOptions:
     topic: str | None
 
     @classmethod
-    def parse(cls, options: dict[str, str]) -> "SinkOptions":
+    def parse(cls, options: dict[str, str]) -> SinkOptions:
         options = {k.lower(): v for k, v in options.items()}
         config = client_config(options, _SINK_FORBIDDEN)
         # Idempotence removes duplicates from librdkafka's own retries (and keeps order).

@@ -9,15 +9,22 @@ task or replays a batch after a crash (see docs: Kafka, guarantees).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
-    DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage,
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
 )
 from pyspark.sql.types import (
-    ArrayType, BinaryType, DataType, IntegerType, StringType, StructType,
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    StringType,
+    StructType,
 )
 
 from headwater.errors import HeadwaterError
@@ -113,7 +120,9 @@ def _produce(producer, options: SinkOptions, batches: Iterator[pa.RecordBatch]) 
     count = 0
     for batch in batches:
         names = {n.lower(): i for i, n in enumerate(batch.schema.names)}
-        col = lambda n: batch.column(names[n]) if n in names else None  # noqa: E731
+
+        def col(name: str, batch=batch, names=names):
+            return batch.column(names[name]) if name in names else None
         values = _as_bytes(col("value"))
         keys = _as_bytes(col("key")) if "key" in names else [None] * len(values)
         topics = ([options.topic] * len(values) if options.topic

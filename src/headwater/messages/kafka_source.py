@@ -9,23 +9,38 @@ name with DATA_SOURCE_ALREADY_EXISTS for the same reason.
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
-    DataSource, DataSourceReader, DataSourceStreamReader, InputPartition,
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
 )
 from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow,
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
 
 from headwater.messages.kafka_client import TP, KafkaBroker
 from headwater.messages.kafka_offsets import (
-    OffsetRange, reconcile, rate_limit, split_ranges, to_json, to_map,
+    OffsetRange,
+    rate_limit,
+    reconcile,
+    split_ranges,
+    to_json,
+    to_map,
 )
 from headwater.messages.kafka_options import (
-    EARLIEST, LATEST, OffsetSpec, SinkOptions, SourceOptions,
+    EARLIEST,
+    LATEST,
+    OffsetSpec,
+    SinkOptions,
+    SourceOptions,
 )
 from headwater.messages.kafka_read import kafka_schema, read_range
 
@@ -46,10 +61,10 @@ class KafkaDataSource(DataSource):
         include = str(self.options.get("includeheaders", "false")).lower() == "true"
         return kafka_schema(include)
 
-    def streamReader(self, schema: StructType) -> "KafkaStreamReader":
+    def streamReader(self, schema: StructType) -> KafkaStreamReader:
         return KafkaStreamReader(SourceOptions.parse(dict(self.options), streaming=True))
 
-    def reader(self, schema: StructType) -> "KafkaBatchReader":
+    def reader(self, schema: StructType) -> KafkaBatchReader:
         return KafkaBatchReader(SourceOptions.parse(dict(self.options), streaming=False))
 
     def writer(self, schema: StructType, overwrite: bool):
