@@ -316,3 +316,52 @@ def test_broker_stopped_while_stream_runs_errors_clearly_then_resumes(spark, bro
         assert delta_values(spark, tmp / "out") == sorted(f"m{i}" for i in range(16))
     finally:
         own.stop()
+
+
+def test_benchmark_smoke_both_variants_write_every_message(spark, broker, tmp):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "kafka_throughput", REPO / "benchmarks" / "kafka_throughput.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    results = bench.run(spark, broker, 400, 1, tmp, warm_up=False)
+    expected = 400 + bench.PARTITIONS  # one seal record per partition
+    assert results["kafka"]["rows"] == results["memory limit"]["rows"] == expected
+    assert "vs limit" in bench.report(results)
+
+
+def test_planning_rules_without_a_broker():
+    from headwater.messages.kafka_offsets import reconcile, rate_limit, split_ranges
+    from headwater.messages.kafka_options import SourceOptions
+
+    a0, a1, b0 = ("a", 0), ("a", 1), ("b", 0)
+    # Spark's proration: shares of the limit by backlog, at least 1 for a tiny backlog.
+    assert rate_limit({a0: 0, a1: 0, b0: 0}, {a0: 100, a1: 10, b0: 1}, 10) == \
+        {a0: 9, a1: 1, b0: 1}  # 9.0, 0.9 -> 1, 0.09 -> 1 (Spark rounds up below 1)
+    assert rate_limit({a0: 5}, {a0: 8}, None) == {a0: 8}
+    # New partitions start at earliest; gone / truncated / reset ones are data loss.
+    assert reconcile({a0: 4}, [a0, b0], {a0: 0, b0: 2}, {a0: 9, b0: 5}, True) == {a0: 4, b0: 2}
+    for start, earliest, latest in (({a0: 4}, {a0: 6}, {a0: 9}), ({a0: 4}, {a0: 0}, {a0: 2})):
+        with pytest.raises(HeadwaterError) as lost:
+            reconcile(start, [a0], earliest, latest, True)
+        assert lost.value.code == "HW_KAFKA_DATA_LOSS"
+        assert reconcile(start, [a0], earliest, latest, False) == {a0: earliest[a0]}
+    with pytest.raises(HeadwaterError, match="no longer exists"):
+        reconcile({a1: 3}, [a0], {a0: 0}, {a0: 1}, True)
+    ranges = split_ranges({a0: 0, a1: 5}, {a0: 100, a1: 5}, 4)
+    assert [(r.partition, r.start, r.end) for r in ranges] == \
+        [(0, 0, 25), (0, 25, 50), (0, 50, 75), (0, 75, 100)]
+    for bad, code in (({"subscribe": "a"}, "HW_OPTION_INVALID"),
+                      ({"kafka.bootstrap.servers": "x"}, "HW_OPTION_INVALID"),
+                      ({"kafka.bootstrap.servers": "x", "subscribe": "a",
+                        "kafka.auto.offset.reset": "earliest"}, "HW_OPTION_INVALID"),
+                      ({"kafka.bootstrap.servers": "x", "subscribe": "a",
+                        "maxoffsetspertrigger": "0"}, "HW_OPTION_INVALID"),
+                      ({"kafka.bootstrap.servers": "x", "subscribe": "a",
+                        "startingoffsets": "{nope"}, "HW_OPTION_INVALID")):
+        with pytest.raises(HeadwaterError) as wrong:
+            SourceOptions.parse(bad, streaming=True)
+        assert wrong.value.code == code, bad
+    batch = SourceOptions.parse({"kafka.bootstrap.servers": "x", "subscribe": "a"}, False)
+    assert batch.starting.keyword == "earliest" and batch.ending.keyword == "latest"
