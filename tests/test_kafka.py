@@ -132,6 +132,10 @@ def test_batch_read_offsets_range_headers_and_schema(spark, broker):
                   .option("assign", json.dumps({topic: [0]})).load())
     assert everything.count() == 10
     assert everything.where("offset = 0").first().key is None
+    empty = (spark.read.format(KAFKA).option("kafka.bootstrap.servers", broker.servers)
+             .option("subscribe", topic).option("startingOffsets", json.dumps(
+                 {topic: {"0": -1, "1": -1}})).load())
+    assert empty.count() == 0  # nothing between latest and latest
 
 
 def test_new_topic_matching_pattern_is_picked_up_mid_stream(spark, broker, tmp):
