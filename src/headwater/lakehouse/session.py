@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import WAREHOUSE
 from headwater.ingest.registration import register_sources
+from headwater.messages import register_message_sources
 from headwater.spark.session import build_session
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ def spark_session(
     warehouse = Path(lakehouse).expanduser().resolve() / WAREHOUSE if lakehouse else None
     spark = build_session(master, app_name, conf, warehouse)
     register_sources(spark)
+    register_message_sources(spark)
     if lakehouse is not None:
         from headwater.lakehouse.tables import Lakehouse
 

