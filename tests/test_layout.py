@@ -80,3 +80,28 @@ def test_no_configuration_through_environment_or_session_attributes():
         assert "HEADWATER_" in hook
     doc = Path(layout.__file__).read_text()
     assert "test hooks, not configuration" in doc
+
+
+def test_sources_are_registered_without_env_vars_or_session_attributes(spark):
+    """On a696c0f the session set HEADWATER_PARALLELISM and spark._headwater_sources."""
+    import os
+
+    assert "HEADWATER_PARALLELISM" not in os.environ
+    assert [name for name in vars(spark) if "headwater" in name.lower()] == []
+
+
+def test_scan_splits_follow_the_registered_parallelism(tmp):
+    """The session's parallelism travels with the registered source class (no env var)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from headwater.delta.datasource import DeltaDataSource
+    from headwater.ingest.registration import with_parallelism
+
+    for i in range(4):  # four small files
+        write_deltalake(str(tmp / "t"), pa.table({"id": [i]}), mode="append")
+    source_4 = with_parallelism(DeltaDataSource, 4)({"path": str(tmp / "t")})
+    source_1 = with_parallelism(DeltaDataSource, 1)({"path": str(tmp / "t")})
+    assert source_4.name() == "delta" and source_4.parallelism == 4
+    assert len(source_4.reader(source_4.schema()).partitions()) == 4
+    assert len(source_1.reader(source_1.schema()).partitions()) == 1

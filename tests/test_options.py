@@ -4,14 +4,18 @@ as HW_OPTION_INVALID from a real Delta stream and a real file stream (issue 12).
 from __future__ import annotations
 
 import pytest
+from conftest import write
 
 import headwater
 from headwater.conf.options import (
-    SIZE_UNITS, parse_bool, parse_choice, parse_columns, parse_int, parse_size,
+    SIZE_UNITS,
+    parse_bool,
+    parse_choice,
+    parse_columns,
+    parse_int,
+    parse_size,
 )
 from headwater.errors import HeadwaterError, unwrap
-
-from conftest import write
 
 
 def _invalid(call, *args):
@@ -138,9 +142,8 @@ def test_a_boolean_typo_in_a_cloudfiles_option_is_an_error(spark, tmp):
     reader = (spark.readStream.format("cloudFiles").option("cloudFiles.format", "json")
               .option("cloudFiles.schemaLocation", str(tmp / "s"))
               .option("cloudFiles.includeExistingFiles", "ture"))
-    with pytest.raises(Exception) as raised:
-        with headwater.translated():
-            reader.load(str(tmp / "landing"))
+    with pytest.raises(Exception) as raised, headwater.translated():
+        reader.load(str(tmp / "landing"))
     assert isinstance(raised.value, HeadwaterError)
     assert raised.value.code == "HW_OPTION_INVALID"
     assert "includeExistingFiles" in raised.value.what

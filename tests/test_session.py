@@ -88,10 +88,8 @@ def test_exception_and_sigterm_exit_without_abort(tmp):
     assert "terminate called" not in err
 
 
-def test_split_target_follows_the_master():
-    from headwater.spark.session import _local_parallelism
+def test_split_target_follows_the_master(spark):
+    """Scans aim for Spark's defaultParallelism: local[2] here (no environment variable)."""
+    from headwater.spark.session import session_parallelism
 
-    assert _local_parallelism("local[3]") == 3
-    assert _local_parallelism("local") == 1
-    assert _local_parallelism("local[*]") == (os.cpu_count() or 2)
-    assert _local_parallelism("spark://127.0.0.1:7077") == 8
+    assert session_parallelism(spark) == spark.sparkContext.defaultParallelism == 2

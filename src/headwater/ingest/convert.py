@@ -12,8 +12,21 @@ import re
 from typing import Any, Callable
 
 from pyspark.sql.types import (
-    ArrayType, BooleanType, ByteType, DataType, DateType, DecimalType, DoubleType, FloatType,
-    IntegerType, LongType, MapType, ShortType, StringType, StructType, TimestampNTZType,
+    ArrayType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
     TimestampType,
 )
 

@@ -10,9 +10,23 @@ from __future__ import annotations
 import re
 
 from pyspark.sql.types import (
-    ArrayType, BooleanType, ByteType, DataType, DateType, DecimalType, DoubleType, FloatType,
-    IntegerType, LongType, MapType, ShortType, StringType, StructField, StructType,
-    TimestampNTZType, TimestampType,
+    ArrayType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
 )
 
 from headwater.errors import HeadwaterError

@@ -12,8 +12,16 @@ import datetime as dt
 from typing import Any, Sequence
 
 from pyspark.sql.types import (
-    ArrayType, BooleanType, DataType, DoubleType, LongType, NullType, StringType, StructField,
-    StructType, TimestampType,
+    ArrayType,
+    BooleanType,
+    DataType,
+    DoubleType,
+    LongType,
+    NullType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
 )
 
 from headwater.ingest.formats import csv as csv_format

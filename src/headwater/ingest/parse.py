@@ -25,8 +25,15 @@ from headwater.ingest.convert import Mismatch, converter
 from headwater.ingest.formats import csv as csv_format
 from headwater.ingest.formats import json as json_format
 from headwater.ingest.formats import parquet as parquet_format
-from headwater.ingest.formats.common import (  # noqa: F401 - FileEntry, ParseSettings: API
-    BATCH_ROWS, FileEntry, Malformed, ParseSettings, ReadBytes, Record, sample, without_bom,
+from headwater.ingest.formats.common import (
+    BATCH_ROWS,
+    FileEntry,
+    Malformed,
+    ParseSettings,
+    ReadBytes,
+    Record,
+    sample,
+    without_bom,
 )
 from headwater.ingest.infer import infer_value, merge_types
 
