@@ -101,7 +101,7 @@ def replace_native(df: "DataFrame", path: str, partition_by: list[str] | None = 
         protocol = log.table().protocol()
         if protocol.min_reader_version > 1 or protocol.min_writer_version > 2:
             raise HeadwaterError(
-                "HW_SINK_UNSUPPORTED_FEATURE",
+                "HW_DELTA_UNSUPPORTED_FEATURE",
                 f"The table at {path} uses Delta protocol ({protocol.min_reader_version}, "
                 f"{protocol.min_writer_version}); headwater cannot replace it in one commit "
                 "yet.", "Replacing must keep the table's features (e.g. column mapping), "

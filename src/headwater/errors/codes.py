@@ -98,6 +98,23 @@ CODES: dict[str, str] = {
     "HW_NATIVE_READ_DV": "A table read by Spark's parquet reader gained deletion vectors.",
     "HW_CHECKPOINT_INCOMPATIBLE": "A flow changed in a way its checkpoint cannot survive.",
     "HW_FLOW_FAILED": "Spark stopped a flow's query with an error.",
+    # --- tables: properties, DDL, writers --------------------------------------------------
+    "HW_DELTA_COMMIT_CONFLICT": "Another writer committed first and its commit conflicts with "
+                                "this one; nothing of this one was committed.",
+    "HW_TABLE_PROPERTY_INVALID": "A table property has a value Delta cannot use.",
+    "HW_TABLE_PROPERTY_NOT_FOUND": "UNSET TBLPROPERTIES names a property the table does not have.",
+    "HW_SQL_NOT_SUPPORTED_YET": "A statement headwater recognises (Delta's or Spark's) but cannot "
+                                "run on a lakehouse table yet.",
+    "HW_WRITER_FORMAT_CONFLICT": "A writer's format conflicts with the lakehouse table it "
+                                 "writes (e.g. parquet into a Delta table).",
+    # --- messages: Kafka -----------------------------------------------------------------------
+    "HW_KAFKA_DATA_LOSS": "Kafka offsets not yet read are gone (deleted, truncated, topic "
+                          "recreated) while failOnDataLoss is true.",
+    "HW_KAFKA_UNAVAILABLE": "The Kafka brokers did not answer after the retries.",
+    "HW_KAFKA_CLIENT_CONFIG": "The Kafka client refused a kafka.* property.",
+    "HW_KAFKA_SINK_SCHEMA": "A Kafka sink's input lacks value or has wrongly typed key/topic/"
+                            "partition/headers columns.",
+    "HW_KAFKA_PRODUCE_FAILED": "Kafka refused or did not acknowledge produced records.",
     # --- running and watching ------------------------------------------------------------------
     "HW_STREAM_NOT_READY": "A stream did not complete the awaited micro-batches in time.",
     "HW_STOP_TIMEOUT": "`headwater stop`: pipeline processes still run after the timeout.",
