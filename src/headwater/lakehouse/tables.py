@@ -86,7 +86,11 @@ class Lakehouse:
 
     def attach(self) -> "Lakehouse":
         """Register every table under the root and make this the session's lakehouse."""
+        from headwater.conf.context import LAKEHOUSE_ROOT_CONF
+
         catalog.set_active(self)
+        # Lower rooms (ingest) find the root here; contract 2 of issue 12 (lake's branch too).
+        self.spark.conf.set(LAKEHOUSE_ROOT_CONF, str(self.root))
         catalog.install_catalog_hooks()
         for name in self.tables():
             self.register(name)
