@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from headwater.conf.context import DefinitionContext, defining
-from headwater.errors import HeadwaterError
+from headwater.errors import HeadwaterError, find_code
 from headwater.lakehouse import Lakehouse, parse_name
 from headwater.pipeline import expectations as expect_mod
 from headwater.pipeline.edges import (
@@ -134,6 +134,8 @@ class Graph:
                 break
             except _NeedsDataset as need:
                 self._resolve(need.name, need.location)
+                if need.create:  # read by path: only a Delta table answers that
+                    self.ensure_table(need.name)
         else:  # pragma: no cover - each retry resolves one more dataset
             raise HeadwaterError("HW_PIPELINE_DEFINITION_FAILED",
                                  f"{flow.location}: {dataset.name!r} never resolved.")
@@ -184,6 +186,17 @@ class Graph:
             return _NeedsDataset(missing, where)
         if missing is not None and missing not in self.registry.datasets:
             return self._unknown(missing, where, "reads")
+        by_path = self._uncreated_path_read(exc)
+        if by_path is not None:
+            if self.dry:
+                return HeadwaterError(
+                    "HW_PIPELINE_UNSUPPORTED", f"{where}: {dataset.name!r} reads dataset "
+                    f"{by_path!r} by its path, and that table does not exist yet.",
+                    "`headwater validate` writes nothing, and a read by path needs the Delta "
+                    "table itself (a read by name works before the table exists).",
+                    f"Read it by name: spark.table({by_path!r}) / spark.readStream.table("
+                    f"{by_path!r}), or run the pipeline once before validating.")
+            return _NeedsDataset(by_path, where, create=True)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return HeadwaterError(
             "HW_PIPELINE_DEFINITION_FAILED",
@@ -191,6 +204,18 @@ class Graph:
             "The definition function raised while building its DataFrame.",
             "Fix the definition; `headwater validate` checks all definitions without "
             "running them.")
+
+    def _uncreated_path_read(self, exc: BaseException) -> str | None:
+        """The stored dataset a failed ``format("delta").load(path)`` read, if its table
+        does not exist yet."""
+        found = find_code(exc)
+        if found is None or found[0] != "HW_TABLE_NOT_FOUND":
+            return None
+        for name, dataset in self.registry.datasets.items():
+            if dataset.stored and not self.lakehouse.exists(name) \
+                    and self.lakehouse.path(name) in found[1]:
+                return name
+        return None
 
     def _ingest_root(self, name: str) -> str:
         store = self.lakehouse
@@ -404,10 +429,11 @@ class Graph:
 class _NeedsDataset(Exception):
     """A definition read a dataset of the pipeline that is not resolved yet."""
 
-    def __init__(self, name: str, location: Location) -> None:
+    def __init__(self, name: str, location: Location, create: bool = False) -> None:
         super().__init__(name)
         self.name = name
         self.location = location
+        self.create = create
 
 
 def _user_line(exc: BaseException, fallback: Location) -> Location:
