@@ -26,7 +26,7 @@ def project(tmp_path: Path, files: dict[str, str]) -> Path:
     root = tmp_path / "proj"
     (root / "defs").mkdir(parents=True, exist_ok=True)
     (root / "headwater.toml").write_text(
-        '[pipeline]\nname = "t"\nroot = "lake"\ndefinitions = ["defs/*.py", "defs/*.sql"]\n')
+        '[pipeline]\nname = "t"\nroot = "lake"\ndefinitions = ["defs/*.sql", "defs/*.py"]\n')
     for name, text in files.items():
         (root / "defs" / name).write_text(HEADER + text if name.endswith(".py") else text)
     if not any(n.endswith(".sql") for n in files):
@@ -81,8 +81,7 @@ def from_view():
 
 @headwater.materialized_view
 def platinum():
-    root = spark.conf.get("headwater.lakehouse.root")
-    return spark.read.format("delta").load(root + "/gold").select("total")
+    return spark.read.format("delta").load("{gold_path}").select("total")
 """
 
 SPARK_STYLE_SQL = """
@@ -92,7 +91,8 @@ CREATE MATERIALIZED VIEW gold AS SELECT sum(n2) AS total FROM silver;
 
 def _projects(tmp_path: Path, limit: int = 1000) -> tuple[Path, Path]:
     hw = project(tmp_path / "hw", {"p.py": HEADWATER_STYLE.format(limit=limit)})
-    sp = project(tmp_path / "sp", {"p.py": SPARK_STYLE.format(limit=limit),
+    gold_path = tmp_path / "sp" / "proj" / "lake" / "gold"
+    sp = project(tmp_path / "sp", {"p.py": SPARK_STYLE.format(limit=limit, gold_path=gold_path),
                                    "gold.sql": SPARK_STYLE_SQL})
     for root in (hw, sp):
         write(root / "lake" / "src", {"n": [1, 2, 3, 4]})
@@ -104,7 +104,7 @@ def _shape(graph: Graph) -> dict:
     names = sorted(graph.registry.datasets)
     return {"upstream": {n: sorted(graph.upstream(n)) for n in names},
             "downstream": {n: sorted(graph.downstream(n)) for n in names},
-            "order": graph.stored(), "waves": runner._depths()}
+            "waves": runner._depths()}
 
 
 def test_spark_reads_sql_views_and_paths_give_the_same_graph(spark, tmp_path):
@@ -117,6 +117,9 @@ def test_spark_reads_sql_views_and_paths_give_the_same_graph(spark, tmp_path):
     assert expected["waves"] == {"bronze": 0, "silver": 1, "from_view": 1, "gold": 2,
                                  "platinum": 3}
     assert got == expected
+    order = graphs[1].stored()  # inputs first (any topological order)
+    assert all(order.index(up) < order.index(name) for name in order
+               for up in graphs[1].upstream(name) if up in order)
     # full refresh of bronze cascades to everything that reads it
     assert got["downstream"]["bronze"] == ["from_view", "gold", "platinum", "recent", "silver"]
     reads = {r.name: r for r in graphs[1].flows["silver"].reads}

@@ -33,6 +33,7 @@ from headwater.pipeline.edges import (
     Read, TableNames, missing_relation, register_pending, unregister,
 )
 from headwater.pipeline.model import MATERIALIZED_VIEW, TABLE, VIEW, Flow, Location
+from headwater.pipeline.graph_queries import GraphQueries
 from headwater.pipeline.registry import Registry
 from headwater.pipeline.shape import check_kind, conform
 
@@ -73,7 +74,7 @@ def current_graph() -> "Graph | None":
     return _current.get()
 
 
-class Graph:
+class Graph(GraphQueries):
     """Graph(registry, lakehouse, dry=False).build(): see the module docstring."""
 
     def __init__(self, registry: Registry, lakehouse: Lakehouse, dry: bool = False) -> None:
@@ -229,36 +230,6 @@ class Graph:
             self._scratch = Lakehouse(root, self.lakehouse.spark, attach=False)
         return self._scratch
 
-    def _check_cycles(self) -> None:
-        """Tables that already exist resolve without waiting for each other: check the edges."""
-        state: dict[str, int] = {}
-        path: list[tuple[str, Location | None]] = []
-
-        def visit(name: str, at: Location | None) -> None:
-            if state.get(name) == 2:
-                return
-            if state.get(name) == 1:
-                names = [n for n, _ in path]
-                self._cycle(path[names.index(name):] + [(name, at)], at)
-            state[name] = 1
-            path.append((name, at))
-            for rf in self.flows_of(name):
-                for read in rf.reads:
-                    if read.internal:
-                        visit(read.name, read.location)
-            path.pop()
-            state[name] = 2
-
-        for name in self.registry.datasets:
-            visit(name, None)
-
-    def _cycle(self, cycle: list[tuple[str, Location | None]], at: Location | None) -> None:
-        steps = " -> ".join(f"{n} (read at {loc})" if loc else n for n, loc in cycle)
-        raise HeadwaterError(
-            "HW_PIPELINE_CYCLE", f"{at}: the pipeline's reads form a cycle: {steps}.",
-            "Each dataset is computed from its inputs, so no dataset can depend on itself.",
-            "Remove one of these reads, or split the logic into a separate table.")
-
     # --- tables, created when first needed -------------------------------------------------
 
     def ensure_table(self, name: str) -> None:
@@ -366,65 +337,6 @@ class Graph:
             f"{location}: {how}({name!r}) names a table that is neither defined in this "
             "pipeline nor in the lakehouse.", f"Known tables: {', '.join(known) or 'none'}.",
             "Fix the name, or define the table in one of the pipeline's files.")
-
-    # --- questions the runner asks -------------------------------------------------------
-
-    def upstream(self, name: str) -> set[str]:
-        """Pipeline datasets ``name`` reads, directly or through views."""
-        result: set[str] = set()
-        for resolved in self.flows_of(name):
-            for read in resolved.reads:
-                if not read.internal or read.name == name:
-                    continue
-                if self.registry.datasets[read.name].kind == VIEW:
-                    result |= {read.name} | self.upstream(read.name)
-                else:
-                    result.add(read.name)
-        return result
-
-    def downstream(self, name: str) -> set[str]:
-        """Stored datasets that read ``name``, transitively."""
-        found: set[str] = set()
-        frontier = [name]
-        while frontier:
-            current = frontier.pop()
-            for other in self.registry.datasets:
-                if other not in found and current in self.upstream(other):
-                    found.add(other)
-                    frontier.append(other)
-        return found
-
-    def datasets_named(self, names: list[str], option: str) -> list[str]:
-        """Qualified names of these pipeline datasets; an error naming ``option`` otherwise."""
-        chosen = [parse_name(n).qualified for n in names]
-        unknown = [n for n in chosen if n not in self.registry.datasets]
-        if unknown:
-            raise HeadwaterError(
-                "HW_PIPELINE_UNKNOWN_TABLE", f"{option} names {unknown}, not datasets of this "
-                "pipeline.", f"{option} chooses among the pipeline's own tables.",
-                f"Choose among: {', '.join(self.stored())}.")
-        return chosen
-
-    def flows_of(self, name: str) -> list[ResolvedFlow]:
-        return [f for f in self.flows.values() if f.dataset.name == name]
-
-    def stored(self) -> list[str]:
-        """Stored datasets in dependency order (inputs first)."""
-        order: list[str] = []
-        seen: set[str] = set()
-
-        def visit(name: str) -> None:
-            if name in seen:
-                return
-            seen.add(name)
-            for up in sorted(self.upstream(name)):
-                visit(up)
-            order.append(name)
-
-        for name in self.registry.datasets:
-            visit(name)
-        return [n for n in order if self.registry.datasets[n].stored]
-
 
 class _NeedsDataset(Exception):
     """A definition read a dataset of the pipeline that is not resolved yet."""

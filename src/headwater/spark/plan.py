@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -113,8 +113,9 @@ def _v2_relation(node: Any, streaming: bool) -> Relation:
     return Relation(str(source), streaming, identifier, path, tuple(sorted(pairs.items())))
 
 
-def substitute_streams(df: "DataFrame", sources: set[str], batch: "DataFrame") -> "DataFrame":
-    """``df`` with every streaming relation of a data source named in ``sources`` replaced by
+def substitute_streams(df: "DataFrame", matches: Callable[[Relation], bool],
+                       batch: "DataFrame") -> "DataFrame":
+    """``df`` with every streaming relation for which ``matches`` holds replaced by
     ``batch``'s plan (same column names and order): one micro-batch's rows run through the
     query the user wrote, whichever way it read its input. The stream's attribute ids are kept
     (an alias per column), so the operators above resolve unchanged."""
@@ -133,7 +134,7 @@ def substitute_streams(df: "DataFrame", sources: set[str], batch: "DataFrame") -
         return jvm.scala.jdk.javaapi.CollectionConverters.asScala(values).toSeq()
 
     def swap(node: Any) -> Any:
-        if node_name(node) == "StreamingRelationV2" and node.sourceName() in sources:
+        if node_name(node) == "StreamingRelationV2" and matches(_v2_relation(node, True)):
             wanted, output = node.output(), replacement.output()
             given = {output.apply(i).name().lower(): output.apply(i)
                      for i in range(output.size())}
