@@ -4,16 +4,17 @@ from headwater.errors import HeadwaterError, translated, unwrap
 from headwater.helpers import active_streams, block_until_stream_is_ready, cleanup, stop_all_streams
 from headwater.ingest import read_files
 from headwater.lakehouse import Lakehouse, active_lakehouse
-from headwater.pipeline.definitions import (
-    append_flow, expect, expect_all, expect_all_or_drop, expect_all_or_fail, expect_or_drop,
-    expect_or_fail, materialized_view, table, view,
+from headwater.pipeline.api import (
+    append_flow, create_streaming_table, expect, expect_all, expect_all_or_drop,
+    expect_all_or_fail, expect_or_drop, expect_or_fail, materialized_view, read, read_stream,
+    table, temporary_view, view,
 )
-from headwater.pipeline.graph import read, read_stream
 from headwater.lakehouse.session import spark_session
 from headwater.spark.session import stop_spark
 
 __all__ = [
     "HeadwaterError", "Lakehouse", "active_streams", "block_until_stream_is_ready", "cleanup",
+    "create_streaming_table", "temporary_view",
     "stop_all_streams", "active_lakehouse", "append_flow", "expect", "expect_all",
     "expect_all_or_drop", "expect_all_or_fail", "expect_or_drop", "expect_or_fail",
     "materialized_view", "read", "read_files", "read_stream", "spark_session", "stop_spark", "table",

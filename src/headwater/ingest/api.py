@@ -74,7 +74,7 @@ def read_files(
     register_sources(spark)
     source = str(Path(path).expanduser().resolve())
     location = schema_location or _default_location(
-        source_id(source, format, path_glob_filter))
+        source_id(source, format, path_glob_filter), spark)
     options: dict[str, Any] = {
         "format": format, "rescuedDataColumn": rescued_data_column or "none",
         "multiLine": multi_line, "header": header, "sep": sep,
@@ -127,17 +127,15 @@ def _schema_json(schema: Any) -> str:
                          "Pass e.g. schema=\"id bigint, name string\".")
 
 
-def _default_location(sid: str) -> str | None:
-    """Inside the pipeline's storage, or the attached lakehouse; None when neither."""
-    from headwater.lakehouse import active_lakehouse
-    from headwater.pipeline.graph import current_graph
+def _default_location(sid: str, spark: "SparkSession") -> str | None:
+    """Inside the storage of the pipeline dataset being defined, else under the lakehouse
+    attached to ``spark`` (its root is in the session conf); None when neither."""
+    from headwater.conf.context import current_definition, lakehouse_root
 
-    graph = current_graph()
-    name = graph.reading_dataset() if graph is not None else None
-    if graph is not None and name:
-        store = graph.store_for(name)
-        return str(Path(store.checkpoint(name)) / "_ingest" / sid)
-    lake = active_lakehouse()
-    if lake is not None:
-        return str(lake.root / "_ingest" / sid)
+    definition = current_definition()
+    if definition is not None:
+        return str(Path(definition.ingest_root) / sid)
+    root = lakehouse_root(spark)
+    if root is not None:
+        return str(Path(root) / "_ingest" / sid)
     return None

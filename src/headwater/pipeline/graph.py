@@ -1,47 +1,53 @@
-"""The dataflow graph, built from what the definitions read.
+"""The dataflow graph: every definition resolved to a DataFrame, with edges from what its
+analyzed plan reads (see :mod:`headwater.pipeline.edges`).
 
-Definitions are resolved on demand: when a definition reads another dataset of the pipeline,
-that dataset is resolved first (its table created from its DataFrame's schema, so the reader
-gets a real DataFrame), and the read becomes an edge. A dataset met again while it is still
-being resolved closes a cycle. Every error names the user's file and line.
+Definitions resolve on demand. A definition that reads a dataset of the pipeline not resolved
+yet (``headwater.read*`` asks directly; ``spark.table`` / SQL fail with TABLE_OR_VIEW_NOT_FOUND)
+gets that dataset resolved first, then runs again. Once resolved, a stored dataset not yet in
+the lakehouse is registered in Spark's catalog with its schema and no data, and a view becomes
+a Spark temporary view. A dataset met again while it is still being resolved closes a cycle.
+Every error names the user's file and line.
 
-``dry=True`` (``headwater validate``) never touches the lakehouse: tables that do not exist
-yet are created empty in a scratch folder so downstream definitions still resolve.
+Building creates no table: :meth:`Graph.rebuild` and :meth:`Graph.store_for` create a
+dataset's table (and its inputs') when a run first needs it. ``dry=True`` (``headwater
+validate``) never writes the lakehouse.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import threading
+import traceback
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
-from headwater.errors import HeadwaterError
+from headwater.conf.context import DefinitionContext, defining
+from headwater.errors import HeadwaterError, find_code
 from headwater.lakehouse import Lakehouse, parse_name
 from headwater.pipeline import expectations as expect_mod
-from headwater.pipeline.definitions import (
-    MATERIALIZED_VIEW, TABLE, VIEW, Dataset, Flow, Location, Registry, caller_location,
+from headwater.pipeline.edges import (
+    Read, TableNames, missing_relation, register_pending, unregister,
 )
+from headwater.pipeline.model import MATERIALIZED_VIEW, TABLE, VIEW, Flow, Location
+from headwater.pipeline.graph_queries import GraphQueries
+from headwater.pipeline.registry import Registry
+from headwater.pipeline.shape import check_kind, conform
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
-
-@dataclass(frozen=True)
-class Read:
-    name: str
-    streaming: bool
-    location: Location
-    internal: bool  # a dataset of this pipeline (else an existing lakehouse table)
-    options: tuple[tuple[str, str], ...] = ()
+__all__ = ["Graph", "Read", "ResolvedFlow", "current_graph"]
 
 
 @dataclass
 class ResolvedFlow:
     flow: Flow
-    dataset: Dataset
+    dataset: Any  # a model.Dataset
     df: "DataFrame"
     reads: list[Read] = field(default_factory=list)
 
@@ -51,148 +57,245 @@ class ResolvedFlow:
             f"{self.dataset.name}/{self.flow.name}"
 
 
-_current: "Graph | None" = None
+@dataclass
+class _Evaluation:
+    """One definition function running: what it read through headwater.read*."""
+
+    dataset: str
+    hints: list[Read] = field(default_factory=list)
+    substitutes: dict[str, "DataFrame"] = field(default_factory=dict)
+
+
+_current: ContextVar["Graph | None"] = ContextVar("headwater_graph", default=None)
 
 
 def current_graph() -> "Graph | None":
-    return _current
+    """The graph whose definitions run now (headwater.read* resolves names through it)."""
+    return _current.get()
 
 
-class Graph:
+class Graph(GraphQueries):
+    """Graph(registry, lakehouse, dry=False).build(): see the module docstring."""
+
     def __init__(self, registry: Registry, lakehouse: Lakehouse, dry: bool = False) -> None:
-        self.registry = registry
+        self.registry = registry.finish()
         self.lakehouse = lakehouse
         self.dry = dry
         self.flows: dict[str, ResolvedFlow] = {}
         self.view_dfs: dict[str, "DataFrame"] = {}
+        self.names = TableNames(self.registry.datasets, lakehouse)
+        self._schemas: dict[str, "StructType"] = {}  # stored datasets: the schema to create
+        self._pending: set[str] = set()
         self._done: set[str] = set()
         self._stack: list[tuple[str, Location | None]] = []
-        self._reads: list[list[Read]] = []
+        self._evaluations: list[_Evaluation] = []
         self._scratch: Lakehouse | None = None
-        self._substitutes: dict[str, "DataFrame"] = {}
-        self._rebuild_lock = threading.RLock()
+        self._lock = threading.RLock()  # foreachBatch calls of concurrent flows rebuild too
 
     # --- building ----------------------------------------------------------------------
 
     def build(self) -> "Graph":
-        global _current
-        previous, _current = _current, self
-        try:
+        with self._lock, self._active():
             for name in self.registry.datasets:
-                self.resolve(name, None)
-        finally:
-            _current = previous
-            if self._scratch is not None:
-                self.lakehouse.attach()  # the scratch tables leave the catalog again
+                self._resolve(name, None)
+        self._check_cycles()
         return self
 
-    def resolve(self, name: str, read_at: Location | None) -> None:
+    @contextlib.contextmanager
+    def _active(self) -> Iterator[None]:
+        token = _current.set(self)
+        try:
+            yield
+        finally:
+            _current.reset(token)
+
+    def _resolve(self, name: str, read_at: Location | None) -> None:
         if name in self._done:
             return
         names = [n for n, _ in self._stack]
         if name in names:
-            cycle = self._stack[names.index(name):] + [(name, read_at)]
-            steps = " -> ".join(f"{n} (read at {loc})" if loc else n for n, loc in cycle)
-            raise HeadwaterError(
-                "HW_PIPELINE_CYCLE", f"{read_at}: the pipeline's reads form a cycle: {steps}.",
-                "Each dataset is computed from its inputs, so no dataset can depend on itself.",
-                "Remove one of these reads, or split the logic into a separate table.")
-        dataset = self.registry.datasets[name]
+            self._cycle(self._stack[names.index(name):] + [(name, read_at)], read_at)
         self._stack.append((name, read_at))
         try:
-            for flow in dataset.flows:
-                self._resolve_flow(dataset, flow)
+            for flow in self.registry.flows_of(name):
+                self._resolve_flow(self.registry.datasets[name], flow)
         finally:
             self._stack.pop()
         self._done.add(name)
 
-    def _resolve_flow(self, dataset: Dataset, flow: Flow) -> None:
-        self._reads.append([])
-        try:
-            df = flow.func()
-        except HeadwaterError:
-            raise
-        except Exception as exc:  # the user's code failed while building its DataFrame
+    def _resolve_flow(self, dataset: Any, flow: Flow) -> None:
+        if flow.once:
             raise HeadwaterError(
-                "HW_PIPELINE_DEFINITION_FAILED",
-                f"{flow.location}: defining {dataset.name!r} failed: "
-                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-                "The definition function raised while building its DataFrame.",
-                "Fix the definition; `headwater validate` checks all definitions without "
-                "running them.") from exc
-        finally:
-            reads = self._reads.pop()
-        _check_kind(dataset, flow, df)
-        rules = _rules_of(dataset, flow)
-        if rules:
-            expect_mod.validate_rules(rules, dataset.name, df)
-            dataset.expectations = rules
+                "HW_PIPELINE_UNSUPPORTED", f"{flow.location}: flow {flow.name!r} is a once flow.",
+                "Once flows (a one-time backfill) are part of the model, but the runner does "
+                "not run them yet.", "Use a regular append flow for now.")
+        for _ in range(len(self.registry.datasets) + 1):
+            try:
+                df, hints = self._evaluate(dataset, flow, {})
+                break
+            except _NeedsDataset as need:
+                self._resolve(need.name, need.location)
+                if need.create:  # read by path: only a Delta table answers that
+                    self.ensure_table(need.name)
+        else:  # pragma: no cover - each retry resolves one more dataset
+            raise HeadwaterError("HW_PIPELINE_DEFINITION_FAILED",
+                                 f"{flow.location}: {dataset.name!r} never resolved.")
+        reads = self.names.reads(df, hints, flow.location)
+        if dataset.kind == TABLE:
+            for read in reads:
+                if read.internal and not read.streaming and \
+                        self.registry.datasets[read.name].kind == TABLE:
+                    _batch_read_of_stream(dataset.name, read)
+        if dataset.expectations:
+            expect_mod.validate_rules(dataset.expectations, dataset.name, df)
         if dataset.kind == VIEW:
             self.view_dfs[dataset.name] = df
-        else:
-            self._ensure_table(dataset, df)
+            if "." not in dataset.name:  # Spark's temporary views have one-part names
+                df.createOrReplaceTempView(dataset.name)
+        elif dataset.name not in self._schemas:
+            self._schemas[dataset.name] = dataset.schema or df.schema
+            if not self.lakehouse.exists(dataset.name):
+                register_pending(self.lakehouse.spark, dataset.name,
+                                 self.lakehouse.path(dataset.name), self._schemas[dataset.name])
+                self._pending.add(dataset.name)
         resolved = ResolvedFlow(flow, dataset, df, reads)
         self.flows[resolved.key] = resolved
 
-    def _ensure_table(self, dataset: Dataset, df: "DataFrame") -> None:
-        lake = self.store_for(dataset.name)
-        lake.create_table(dataset.name, df.schema, dataset.partition_by, dataset.comment,
-                          dataset.properties)
+    def _evaluate(self, dataset: Any, flow: Flow,
+                  substitutes: dict[str, "DataFrame"]) -> tuple["DataFrame", list[Read]]:
+        """Run the definition function; its DataFrame shaped to the dataset, and its hints."""
+        evaluation = _Evaluation(dataset.name, substitutes=substitutes)
+        self._evaluations.append(evaluation)
+        try:
+            with defining(DefinitionContext(dataset.name, self._ingest_root(dataset.name))):
+                df = flow.func()
+        except (HeadwaterError, _NeedsDataset):
+            raise
+        except Exception as exc:  # the user's code failed while building its DataFrame
+            raise self._definition_failed(dataset, flow, exc) from exc
+        finally:
+            self._evaluations.pop()
+        if not substitutes:  # a substituted stream is a batch by design
+            check_kind(dataset, flow, df)
+        return conform(dataset, flow, df), evaluation.hints
 
-    def store_for(self, name: str) -> Lakehouse:
-        """Where a dataset's table lives: the lakehouse, or the scratch folder when dry."""
-        if not self.dry or self.lakehouse.exists(name):
-            return self.lakehouse
+    def _definition_failed(self, dataset: Any, flow: Flow, exc: Exception) -> Exception:
+        where = _user_line(exc, flow.location)
+        missing = missing_relation(exc)
+        if missing is not None and missing in self.registry.datasets \
+                and missing not in self._done:
+            return _NeedsDataset(missing, where)
+        if missing is not None and missing not in self.registry.datasets:
+            return self._unknown(missing, where, "reads")
+        by_path = self._uncreated_path_read(exc)
+        if by_path is not None:
+            if self.dry:
+                return HeadwaterError(
+                    "HW_PIPELINE_UNSUPPORTED", f"{where}: {dataset.name!r} reads dataset "
+                    f"{by_path!r} by its path, and that table does not exist yet.",
+                    "`headwater validate` writes nothing, and a read by path needs the Delta "
+                    "table itself (a read by name works before the table exists).",
+                    f"Read it by name: spark.table({by_path!r}) / spark.readStream.table("
+                    f"{by_path!r}), or run the pipeline once before validating.")
+            return _NeedsDataset(by_path, where, create=True)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return HeadwaterError(
+            "HW_PIPELINE_DEFINITION_FAILED",
+            f"{where}: defining {dataset.name!r} failed: {type(exc).__name__}: {first}",
+            "The definition function raised while building its DataFrame.",
+            "Fix the definition; `headwater validate` checks all definitions without "
+            "running them.")
+
+    def _uncreated_path_read(self, exc: BaseException) -> str | None:
+        """The stored dataset a failed ``format("delta").load(path)`` read, if its table
+        does not exist yet."""
+        found = find_code(exc)
+        if found is None or found[0] != "HW_TABLE_NOT_FOUND":
+            return None
+        for name, dataset in self.registry.datasets.items():
+            if dataset.stored and not self.lakehouse.exists(name) \
+                    and self.lakehouse.path(name) in found[1]:
+                return name
+        return None
+
+    def _ingest_root(self, name: str) -> str:
+        store = self.lakehouse
+        if self.dry and not self.lakehouse.exists(name):
+            store = self._scratch_store()
+        return str(Path(store.checkpoint(name)) / "_ingest")
+
+    def _scratch_store(self) -> Lakehouse:
         if self._scratch is None:
             root = Path(tempfile.mkdtemp(prefix="headwater-validate-"))
             self._scratch = Lakehouse(root, self.lakehouse.spark, attach=False)
         return self._scratch
 
+    # --- tables, created when first needed -------------------------------------------------
+
+    def ensure_table(self, name: str) -> None:
+        """Create the Delta table of stored dataset ``name`` if it does not exist (never dry)."""
+        dataset = self.registry.datasets.get(name)
+        if self.dry or dataset is None or not dataset.stored or name not in self._schemas:
+            return
+        if not self.lakehouse.exists(name):
+            self.lakehouse.create_table(name, self._schemas[name], dataset.partition_by,
+                                        dataset.comment, dict(dataset.properties))
+        self._pending.discard(name)
+
+    def store_for(self, name: str) -> Lakehouse:
+        """Where a dataset's table lives (created now if a run needs it); when dry, a
+        scratch folder for tables that do not exist."""
+        if not self.dry:
+            self.ensure_table(name)
+            return self.lakehouse
+        return self.lakehouse if self.lakehouse.exists(name) else self._scratch_store()
+
     def close(self) -> None:
+        """Remove the scratch folder and the catalog entries of tables never created."""
+        for name in list(self._pending):
+            if not self.lakehouse.exists(name):
+                unregister(self.lakehouse.spark, name)
+        self._pending.clear()
         if self._scratch is not None:
             shutil.rmtree(self._scratch.root, ignore_errors=True)
 
     def rebuild(self, resolved: ResolvedFlow,
                 substitutes: dict[str, "DataFrame"] | None = None) -> "DataFrame":
-        """A fresh DataFrame from the flow's definition (materialized views re-plan each run).
+        """A fresh DataFrame from the flow's definition (materialized views re-plan each run);
+        the flow's table and its inputs' tables are created first when missing.
 
-        substitutes: DataFrames returned for ``read_stream`` of these names instead (one
-        micro-batch's rows, for flows run natively)."""
-        global _current
-        self._rebuild_lock.acquire()  # foreachBatch calls of concurrent flows rebuild too
-        previous, _current = _current, self
-        self._substitutes = dict(substitutes or {})
-        self._reads.append([])
-        self._stack.append((resolved.dataset.name, None))  # who is reading, for read()
-        try:
-            return resolved.flow.func()
-        finally:
-            self._substitutes = {}
-            self._stack.pop()
-            self._reads.pop()
-            _current = previous
-            self._rebuild_lock.release()
+        substitutes: batch DataFrames that stand for the streams of these datasets (one
+        micro-batch's rows, for flows run natively), however the definition reads them."""
+        from headwater.spark.plan import substitute_streams
+
+        with self._lock, self._active():
+            for name in [resolved.dataset.name] + [r.name for r in resolved.reads if r.internal]:
+                self.ensure_table(name)
+            df, _ = self._evaluate(resolved.dataset, resolved.flow, dict(substitutes or {}))
+        for name, batch in (substitutes or {}).items():
+            if df.isStreaming:
+                df = substitute_streams(df, self.names.matcher(name), batch)
+        return df
 
     def reading_dataset(self) -> str | None:
         """The dataset whose definition is running now, if any."""
-        return self._stack[-1][0] if self._stack else None
+        return self._evaluations[-1].dataset if self._evaluations else None
 
-    # --- reads from definitions ----------------------------------------------------------
+    # --- reads from definitions (headwater.read / read_stream) ---------------------------
 
     def read(self, name: str, streaming: bool, options: dict[str, Any],
              location: Location) -> "DataFrame":
         qualified = parse_name(name).qualified
         internal = qualified in self.registry.datasets
-        if self._reads:
-            self._reads[-1].append(Read(qualified, streaming, location, internal,
-                                        tuple(sorted((k, str(v)) for k, v in options.items()))))
-        if streaming and qualified in self._substitutes:
-            return self._substitutes[qualified]
+        evaluation = self._evaluations[-1] if self._evaluations else None
+        if evaluation is not None:
+            evaluation.hints.append(Read(qualified, streaming, location, internal,
+                                         tuple(sorted((k, str(v)) for k, v in options.items()))))
+            if streaming and qualified in evaluation.substitutes:
+                return evaluation.substitutes[qualified]
         if internal:
             dataset = self.registry.datasets[qualified]
-            if not streaming and dataset.kind == TABLE and self._stack:
-                self._check_batch_read(self._stack[-1][0], qualified, location)
-            self.resolve(qualified, location)
+            self._resolve(qualified, location)
             if dataset.kind == VIEW:
                 df = self.view_dfs[qualified]
                 if streaming and not df.isStreaming:
@@ -203,157 +306,62 @@ class Graph:
                         "DataFrame, which has no stream to follow.",
                         f"Use headwater.read({name!r}), or make the view read a stream.")
                 return df
-            lake = self.store_for(qualified)
-        elif self.lakehouse.exists(qualified):
-            lake = self.lakehouse
-        else:
-            known = sorted(set(self.registry.datasets) | set(self.lakehouse.tables()))
-            raise HeadwaterError(
-                "HW_PIPELINE_UNKNOWN_TABLE",
-                f"{location}: {'read_stream' if streaming else 'read'}({name!r}) names a table "
-                "that is neither defined in this pipeline nor in the lakehouse.",
-                f"Known tables: {', '.join(known) or 'none'}.",
-                "Fix the name, or define the table in one of the pipeline's files.")
+        elif not self.lakehouse.exists(qualified):
+            raise self._unknown(qualified, location, "read_stream" if streaming else "read")
+        return self._read_table(qualified, streaming, options)
+
+    def _read_table(self, name: str, streaming: bool, options: dict[str, Any]) -> "DataFrame":
+        lake = self.lakehouse
+        if not lake.exists(name):  # a dataset not created yet: its pending catalog source
+            spark = lake.spark
+            reader = spark.readStream if streaming else spark.read
+            return reader.format(parse_name(name).source_name).options(
+                **{k: str(v) for k, v in options.items()}).load()
         if streaming:
-            return lake.read_stream(qualified, **options)
-        if not options and not self.dry and self._stack and \
-                self.registry.datasets[self._stack[-1][0]].kind == MATERIALIZED_VIEW:
+            return lake.read_stream(name, **options)
+        reader = self.reading_dataset()
+        if not options and not self.dry and reader is not None and \
+                self.registry.datasets[reader].kind == MATERIALIZED_VIEW:
             # A view recomputed now: the snapshot as of now, read by Spark's parquet reader.
             from headwater.delta.native import read_native
 
-            native = read_native(lake.spark, lake.path(qualified))
+            native = read_native(lake.spark, lake.path(name))
             if native is not None:
                 return native
-        return lake.read(qualified, **options)
+        return lake.read(name, **options)
 
-    # --- questions the runner asks -------------------------------------------------------
+    def _unknown(self, name: str, location: Location, how: str) -> HeadwaterError:
+        known = sorted(set(self.registry.datasets) | set(self.lakehouse.tables()))
+        return HeadwaterError(
+            "HW_PIPELINE_UNKNOWN_TABLE",
+            f"{location}: {how}({name!r}) names a table that is neither defined in this "
+            "pipeline nor in the lakehouse.", f"Known tables: {', '.join(known) or 'none'}.",
+            "Fix the name, or define the table in one of the pipeline's files.")
 
-    def upstream(self, name: str) -> set[str]:
-        """Pipeline datasets ``name`` reads, directly or through views."""
-        result: set[str] = set()
-        for resolved in self.flows_of(name):
-            for read in resolved.reads:
-                if not read.internal:
-                    continue
-                if self.registry.datasets[read.name].kind == VIEW:
-                    result |= {read.name} | self.upstream(read.name)
-                else:
-                    result.add(read.name)
-        return result
+class _NeedsDataset(Exception):
+    """A definition read a dataset of the pipeline that is not resolved yet."""
 
-    def downstream(self, name: str) -> set[str]:
-        """Stored datasets that read ``name``, transitively."""
-        found: set[str] = set()
-        frontier = [name]
-        while frontier:
-            current = frontier.pop()
-            for other in self.registry.datasets:
-                if other not in found and current in self.upstream(other):
-                    found.add(other)
-                    frontier.append(other)
-        return found
-
-    def datasets_named(self, names: list[str], option: str) -> list[str]:
-        """Qualified names of these pipeline datasets; an error naming ``option`` otherwise."""
-        chosen = [parse_name(n).qualified for n in names]
-        unknown = [n for n in chosen if n not in self.registry.datasets]
-        if unknown:
-            raise HeadwaterError(
-                "HW_PIPELINE_UNKNOWN_TABLE", f"{option} names {unknown}, not datasets of this "
-                "pipeline.", f"{option} chooses among the pipeline's own tables.",
-                f"Choose among: {', '.join(self.stored())}.")
-        return chosen
-
-    def flows_of(self, name: str) -> list[ResolvedFlow]:
-        return [f for f in self.flows.values() if f.dataset.name == name]
-
-    def stored(self) -> list[str]:
-        """Stored datasets in dependency order (inputs first)."""
-        order: list[str] = []
-        seen: set[str] = set()
-
-        def visit(name: str) -> None:
-            if name in seen:
-                return
-            seen.add(name)
-            for up in sorted(self.upstream(name)):
-                visit(up)
-            order.append(name)
-
-        for name in self.registry.datasets:
-            visit(name)
-        return [n for n in order if self.registry.datasets[n].stored]
-
-    def _check_batch_read(self, reader: str, name: str, location: Location) -> None:
-        if self.registry.datasets[reader].kind != TABLE:
-            return  # materialized views read streaming tables in batch by design
-        raise HeadwaterError(
-            "HW_PIPELINE_BATCH_READ_OF_STREAM",
-            f"{location}: streaming table {reader!r} makes a batch read of {name!r}, which a "
-            "stream of this pipeline writes in the same run.",
-            "The batch read would see whatever that stream happened to have committed when "
-            "each micro-batch started: results would depend on timing.",
-            f"Use headwater.read_stream({name!r}) (a stream-stream join needs watermarks), or "
-            "read it from a materialized view, which runs after its inputs.")
+    def __init__(self, name: str, location: Location, create: bool = False) -> None:
+        super().__init__(name)
+        self.name = name
+        self.location = location
+        self.create = create
 
 
-def _check_kind(dataset: Dataset, flow: Flow, df: Any) -> None:
-    from pyspark.sql import DataFrame
-
-    if not isinstance(df, DataFrame):
-        raise HeadwaterError(
-            "HW_PIPELINE_NOT_A_DATAFRAME",
-            f"{flow.location}: the definition of {dataset.name!r} returned "
-            f"{type(df).__name__}, not a DataFrame.", "A definition returns the query that "
-            "computes its dataset.", "Return the DataFrame (e.g. `return df`).")
-    if dataset.kind == TABLE and not df.isStreaming:
-        raise HeadwaterError(
-            "HW_PIPELINE_NOT_A_STREAM",
-            f"{flow.location}: streaming table {dataset.name!r} returns a batch DataFrame.",
-            "A streaming table processes new input incrementally, so it needs a stream.",
-            "Read inputs with headwater.read_stream(...) / spark.readStream, or declare it "
-            "@headwater.materialized_view to recompute it from batch reads.")
-    if dataset.kind == MATERIALIZED_VIEW and df.isStreaming:
-        raise HeadwaterError(
-            "HW_PIPELINE_STREAM_IN_MATERIALIZED_VIEW",
-            f"{flow.location}: materialized view {dataset.name!r} returns a streaming DataFrame.",
-            "A materialized view is recomputed from batch reads each run.",
-            "Read inputs with headwater.read(...), or declare it @headwater.table.")
+def _user_line(exc: BaseException, fallback: Location) -> Location:
+    """The line of the definition's file where ``exc`` was raised, if it passed through it."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if f.filename == fallback.file and f.lineno]
+    return Location(fallback.file, frames[-1].lineno) if frames else fallback
 
 
-def _rules_of(dataset: Dataset, flow: Flow) -> list:
-    """Expectations, whichever side of the dataset decorator they were written on."""
-    rules = list(dataset.expectations)
-    for rule in getattr(flow.func, "_hw_expectations", []):
-        if rule not in rules:
-            rules.append(rule)
-    return rules
-
-
-# --- the functions definitions call --------------------------------------------------------
-
-
-def read_stream(name: str, **options: Any) -> "DataFrame":
-    """A stream over a pipeline dataset or lakehouse table (inside or outside a pipeline)."""
-    return _read(name, True, options)
-
-
-def read(name: str, **options: Any) -> "DataFrame":
-    """A batch read of a pipeline dataset or lakehouse table."""
-    return _read(name, False, options)
-
-
-def _read(name: str, streaming: bool, options: dict[str, Any]) -> "DataFrame":
-    graph = current_graph()
-    if graph is not None:
-        return graph.read(name, streaming, options, caller_location(3))
-    from headwater.lakehouse import active_lakehouse
-
-    lake = active_lakehouse()
-    if lake is None:
-        raise HeadwaterError(
-            "HW_LAKEHOUSE_NOT_ATTACHED", f"headwater.{'read_stream' if streaming else 'read'}({name!r}) "
-            "was called with no lakehouse.", "Names are looked up in a lakehouse.",
-            "Start the session with headwater.spark_session(lakehouse='path'), or create "
-            "headwater.Lakehouse('path').")
-    return lake.read_stream(name, **options) if streaming else lake.read(name, **options)
+def _batch_read_of_stream(reader: str, read: Read) -> None:
+    raise HeadwaterError(
+        "HW_PIPELINE_BATCH_READ_OF_STREAM",
+        f"{read.location}: streaming table {reader!r} makes a batch read of {read.name!r}, "
+        "which a stream of this pipeline writes in the same run.",
+        "The batch read would see whatever that stream happened to have committed when "
+        "each micro-batch started: results would depend on timing.",
+        f"Use headwater.read_stream({read.name!r}) / spark.readStream.table({read.name!r}) (a "
+        "stream-stream join needs watermarks), or read it from a materialized view, which runs "
+        "after its inputs.")

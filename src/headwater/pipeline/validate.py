@@ -1,6 +1,7 @@
 """``headwater validate``: the graph, then every streaming query, before anything runs.
 
-The graph is built dry (tables that do not exist yet are created empty in a scratch folder),
+The graph is built dry (nothing is written; tables that do not exist yet are only registered
+in Spark's catalog with their schema),
 so definition errors, unknown tables, cycles and batch reads of streams surface with the
 user's file and line. Each streaming table's query is then checked by Spark's own
 UnsupportedOperationChecker for its output mode (see :mod:`headwater.pipeline.checks`).
@@ -13,7 +14,8 @@ from dataclasses import dataclass, field
 from headwater.errors import HeadwaterError
 from headwater.lakehouse import Lakehouse
 from headwater.pipeline.checks import check_stream
-from headwater.pipeline.definitions import TABLE, Registry
+from headwater.pipeline.model import TABLE
+from headwater.pipeline.registry import Registry
 from headwater.pipeline.graph import Graph
 
 

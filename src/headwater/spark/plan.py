@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -43,3 +44,115 @@ def group_keys(df: "DataFrame") -> list[str]:
         "HW_MERGE_KEYS_INVALID", "Update mode needs keys, and this query has no aggregation "
         "to take them from.", "Update mode MERGEs each changed row into the table by key.",
         "Pass keys=[...] naming the columns that identify a row, or use append mode.")
+
+
+# --- relations a query reads, and swapping a stream for a batch ----------------------------
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A leaf of an analyzed plan that reads a data source (or a temporary view).
+
+    source: the data source's name (``hw_bronze``, ``delta``, ...); "" for a view.
+    identifier: the catalog name parts when read by name (``("default", "bronze")``).
+    path: the ``path`` option, if any. options: the other options, lower-cased keys.
+    view: the temporary view's name for a read through a view (its own relations follow).
+    """
+
+    source: str
+    streaming: bool
+    identifier: tuple[str, ...] | None = None
+    path: str | None = None
+    options: tuple[tuple[str, str], ...] = ()
+    view: str | None = None
+
+
+_V2_RELATIONS = {"DataSourceV2Relation": False, "StreamingRelationV2": True}
+
+
+def relations(df: "DataFrame") -> list[Relation]:
+    """Every data-source relation and temporary view the analyzed plan reads (subqueries in
+    expressions included), in plan order, without duplicates."""
+    found: list[Relation] = []
+    stack = [analyzed(df)]
+    while stack:
+        node = stack.pop()
+        name = node_name(node)
+        relation = None
+        if name in _V2_RELATIONS:
+            relation = _v2_relation(node, _V2_RELATIONS[name])
+        elif name == "View" and node.isTempView():
+            relation = Relation("", bool(node.isStreaming()),
+                                view=node.desc().identifier().table().lower())
+        if relation is not None and relation not in found:
+            found.append(relation)
+        children = node.children()
+        stack.extend(children.apply(i) for i in reversed(range(children.size())))
+        subqueries = node.subqueries()
+        stack.extend(subqueries.apply(i) for i in range(subqueries.size()))
+    return found
+
+
+def _v2_relation(node: Any, streaming: bool) -> Relation:
+    if streaming:
+        source, options = node.sourceName(), node.extraOptions()
+    else:
+        source, options = node.table().name(), node.options()
+    ident = node.identifier()
+    identifier = None
+    if ident.isDefined():
+        value = ident.get()
+        namespace = value.namespace()
+        identifier = tuple(str(p).lower() for p in list(namespace) + [value.name()])
+    pairs = {}
+    entries = options.asCaseSensitiveMap().entrySet().iterator()
+    while entries.hasNext():
+        entry = entries.next()
+        pairs[str(entry.getKey()).lower()] = str(entry.getValue())
+    path = pairs.pop("path", None)
+    return Relation(str(source), streaming, identifier, path, tuple(sorted(pairs.items())))
+
+
+def substitute_streams(df: "DataFrame", matches: Callable[[Relation], bool],
+                       batch: "DataFrame") -> "DataFrame":
+    """``df`` with every streaming relation for which ``matches`` holds replaced by
+    ``batch``'s plan (same column names and order): one micro-batch's rows run through the
+    query the user wrote, whichever way it read its input. The stream's attribute ids are kept
+    (an alias per column), so the operators above resolve unchanged."""
+    from pyspark.sql import DataFrame
+
+    spark = df.sparkSession
+    jvm = spark._jvm
+    replacement = analyzed(batch)
+    expressions = jvm.org.apache.spark.sql.catalyst.expressions
+    logical = jvm.org.apache.spark.sql.catalyst.plans.logical
+
+    def seq(items: list) -> Any:
+        values = jvm.java.util.ArrayList()
+        for item in items:
+            values.add(item)
+        return jvm.scala.jdk.javaapi.CollectionConverters.asScala(values).toSeq()
+
+    def swap(node: Any) -> Any:
+        if node_name(node) == "StreamingRelationV2" and matches(_v2_relation(node, True)):
+            wanted, output = node.output(), replacement.output()
+            given = {output.apply(i).name().lower(): output.apply(i)
+                     for i in range(output.size())}
+            aliases = []
+            for i in range(wanted.size()):
+                column = wanted.apply(i)
+                if column.name().lower() not in given:
+                    raise ValueError(f"the batch has no column {column.name()!r}")
+                aliases.append(expressions.Alias(
+                    given[column.name().lower()], column.name(), column.exprId(),
+                    column.qualifier(), jvm.scala.Option.apply(None), seq([])))
+            return logical.Project(seq(aliases), replacement)
+        children = node.children()
+        if children.size() == 0:
+            return node
+        return node.withNewChildren(seq([swap(children.apply(i))
+                                         for i in range(children.size())]))
+
+    plan = swap(analyzed(df))
+    jdf = jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
+    return DataFrame(jdf, spark)

@@ -1,0 +1,54 @@
+"""Facts lower rooms need about what is running, without importing the rooms that know them.
+
+- The pipeline definition being evaluated: the pipeline sets it (a ContextVar, so concurrent
+  threads and nested definitions each see their own) while it runs a definition function;
+  ``read_files`` reads it to keep its schema and file index inside that dataset's storage.
+- The lakehouse root: recorded in the session's runtime conf under :data:`LAKEHOUSE_ROOT_CONF`
+  when a lakehouse is attached (Spark's cloned foreachBatch sessions inherit it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator
+
+from headwater.conf.layout import LAKEHOUSE_ROOT_CONF
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class DefinitionContext:
+    """dataset: the qualified name whose definition runs now.
+    ingest_root: the folder where ``read_files`` keeps its state by default
+    (``<checkpoint of the dataset>/_ingest``)."""
+
+    dataset: str
+    ingest_root: str
+
+
+_definition: ContextVar[DefinitionContext | None] = ContextVar("headwater_definition",
+                                                               default=None)
+
+
+@contextlib.contextmanager
+def defining(context: DefinitionContext) -> Iterator[DefinitionContext]:
+    """Make ``context`` the current definition; the previous one comes back on exit."""
+    token = _definition.set(context)
+    try:
+        yield context
+    finally:
+        _definition.reset(token)
+
+
+def current_definition() -> DefinitionContext | None:
+    """The definition being evaluated in this thread/context, if any."""
+    return _definition.get()
+
+
+def lakehouse_root(spark: "SparkSession") -> str | None:
+    """The root of the lakehouse attached to ``spark``, if one is."""
+    return spark.conf.get(LAKEHOUSE_ROOT_CONF, None) or None

@@ -1,0 +1,261 @@
+"""headwater's pipeline decorators: thin aliases over the active registry.
+
+``@headwater.table`` and ``@dp.table`` (``from pyspark import pipelines as dp``) end in the same
+:meth:`Registry.add_dataset` / :meth:`Registry.add_flow`; headwater's spelling adds what SDP
+has no word for (output_mode, keys, keep_late_rows, expectations). Unlike SDP's decorators,
+these return the function, so they stack with the ``expect*`` decorators in either order.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping, TypeVar, overload
+
+from headwater.errors import HeadwaterError
+from headwater.pipeline import model
+from headwater.pipeline.expectations import Expectation
+from headwater.pipeline.model import Location
+from headwater.pipeline.registry import active_registry, stored_fields
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+F = TypeVar("F", bound=Callable[..., Any])
+Decorator = Callable[[F], F]
+OUTPUT_MODES = ("append", "complete", "update")
+
+
+def location_of(func: Callable) -> Location:
+    """Where a definition function is written (its first decorator's line)."""
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return Location("<unknown>", 0)
+    return Location(code.co_filename, code.co_firstlineno)
+
+
+def _register(dataset: Callable[[Callable, Location], model.Dataset], what: str,
+              func: Callable | None, flow_name: str | None = None) -> Any:
+    def register(f: Callable) -> Callable:
+        if not callable(f):
+            raise HeadwaterError(
+                "HW_PIPELINE_NOT_A_FUNCTION", f"@headwater.{what} decorates a "
+                f"{type(f).__name__}, not a function.", "A definition is a function returning "
+                "the DataFrame that computes the dataset.", "Decorate a `def`.")
+        where = location_of(f)
+        registry = active_registry(what, where)
+        element = dataset(f, where)
+        registry.add_dataset(element)
+        registry.add_flow(model.Flow(name=element.name, target=element.name, func=f,
+                                     location=where))
+        return f
+
+    return register(func) if func is not None else register
+
+
+@overload
+def table(func: F) -> F: ...
+@overload
+def table(*, name: str | None = None, output_mode: Literal["append", "complete", "update"] = ...,
+          keys: Iterable[str] | None = None, partition_by: Iterable[str] | None = None,
+          comment: str | None = None, table_properties: Mapping[str, str] | None = None,
+          keep_late_rows: bool = False, schema: "StructType | str | None" = None
+          ) -> Decorator: ...
+def table(func: Callable | None = None, *, name: str | None = None, output_mode: str = "append",
+          keys: Iterable[str] | None = None, partition_by: Iterable[str] | None = None,
+          comment: str | None = None, table_properties: Mapping[str, str] | None = None,
+          keep_late_rows: bool = False, schema: "StructType | str | None" = None) -> Any:
+    """A streaming table: the function returns a streaming DataFrame.
+
+    name: default the function's name (``schema.table`` allowed).
+    output_mode: "append" (default); "complete" rewrites the table each batch (aggregates);
+        "update" MERGEs changed rows by ``keys`` (default: the aggregate's group keys).
+    partition_by, comment (default the docstring), table_properties: set when created.
+    keep_late_rows: on a windowed aggregate with a watermark, rows Spark drops as late go to
+        ``<table>__late`` instead of vanishing.
+    schema: the table's columns (StructType or DDL); default the query's own schema.
+    """
+    def build(f: Callable, where: Location) -> model.Dataset:
+        table_name = name or f.__name__
+        if output_mode not in OUTPUT_MODES:
+            raise HeadwaterError(
+                "HW_OPTION_INVALID", f"{where}: output_mode={output_mode!r} for {table_name!r}.",
+                "A streaming table writes appended rows, the complete result, or updated rows.",
+                "Use 'append' (default), 'complete' or 'update'.")
+        return model.StreamingTable(
+            **stored_fields(table_name, where, comment or inspect.getdoc(f) or None,
+                            table_properties, partition_by, None, schema, None),
+            output_mode=output_mode,  # type: ignore[arg-type]
+            keys=tuple(keys) if keys else None, keep_late_rows=bool(keep_late_rows))
+
+    return _register(build, "table", func)
+
+
+@overload
+def materialized_view(func: F) -> F: ...
+@overload
+def materialized_view(*, name: str | None = None, partition_by: Iterable[str] | None = None,
+                      comment: str | None = None,
+                      table_properties: Mapping[str, str] | None = None,
+                      schema: "StructType | str | None" = None) -> Decorator: ...
+def materialized_view(func: Callable | None = None, *, name: str | None = None,
+                      partition_by: Iterable[str] | None = None, comment: str | None = None,
+                      table_properties: Mapping[str, str] | None = None,
+                      schema: "StructType | str | None" = None) -> Any:
+    """A table recomputed from batch reads each run, committed as one overwrite.
+
+    name, partition_by, comment (default the docstring), table_properties, schema: as for
+    :func:`table`."""
+    return _register(lambda f, where: model.MaterializedView(**stored_fields(
+        name or f.__name__, where, comment or inspect.getdoc(f) or None, table_properties,
+        partition_by, None, schema, None)), "materialized_view", func)
+
+
+@overload
+def view(func: F) -> F: ...
+@overload
+def view(*, name: str | None = None, comment: str | None = None) -> Decorator: ...
+def view(func: Callable | None = None, *, name: str | None = None,
+         comment: str | None = None) -> Any:
+    """A named DataFrame other definitions read (also as a Spark temporary view); not stored.
+
+    name: default the function's name. comment: default the docstring."""
+    return _register(lambda f, where: model.View(
+        name=name or f.__name__, location=where, comment=comment or inspect.getdoc(f) or None),
+        "view", func)
+
+
+temporary_view = view
+
+
+def append_flow(func: Callable | None = None, *, target: str, name: str | None = None,
+                once: bool = False, spark_conf: Mapping[str, str] | None = None) -> Any:
+    """One more streaming flow into the streaming table ``target`` (its own checkpoint).
+
+    name: default the function's name. once: run the flow one time only (a backfill; its
+    function may return a batch DataFrame). spark_conf: Spark settings for this flow."""
+    def register(f: Callable) -> Callable:
+        where = location_of(f)
+        active_registry("append_flow", where).add_flow(model.Flow(
+            name=name or f.__name__, target=target, func=f, location=where, once=bool(once),
+            spark_conf=dict(spark_conf or {})))
+        return f
+
+    return register(func) if func is not None else register
+
+
+def create_streaming_table(name: str, *, comment: str | None = None,
+                           table_properties: Mapping[str, str] | None = None,
+                           partition_by: Iterable[str] | None = None,
+                           schema: "StructType | str | None" = None,
+                           output_mode: Literal["append", "complete", "update"] = "append",
+                           keys: Iterable[str] | None = None) -> None:
+    """A streaming table without a query of its own: append flows fill it."""
+    frame = inspect.currentframe()
+    caller = frame.f_back if frame is not None else None
+    where = Location(caller.f_code.co_filename, caller.f_lineno) if caller else \
+        Location("<unknown>", 0)
+    if output_mode not in OUTPUT_MODES:
+        raise HeadwaterError(
+            "HW_OPTION_INVALID", f"{where}: output_mode={output_mode!r} for {name!r}.",
+            "A streaming table writes appended rows, the complete result, or updated rows.",
+            "Use 'append' (default), 'complete' or 'update'.")
+    active_registry("create_streaming_table", where).add_dataset(model.StreamingTable(
+        **stored_fields(name, where, comment, table_properties, partition_by, None, schema,
+                        None), output_mode=output_mode, keys=tuple(keys) if keys else None))
+
+
+# --- expectations --------------------------------------------------------------------------
+
+
+def _expect(rules: Mapping[str, str], action: str) -> Decorator:
+    def add(f: Any) -> Any:
+        if not callable(f):
+            raise HeadwaterError(
+                "HW_EXPECTATION_INVALID", f"@headwater.expect* decorates a {type(f).__name__}.",
+                "Expectations attach to a definition function. SDP's @dp.table returns None, "
+                "so an expectation written above it has nothing to attach to.",
+                "Write the @headwater.expect* decorators below @dp.table (next to the def), or "
+                "use @headwater.table.")
+        existing = list(getattr(f, "_hw_expectations", []))
+        # Decorators apply bottom-up; keep the order the user wrote them in.
+        f._hw_expectations = [Expectation(n, c, action) for n, c in rules.items()] + existing
+        return f
+
+    return add
+
+
+def expect(name: str, condition: str) -> Decorator:
+    """Count rows failing ``condition`` (a SQL boolean); keep them."""
+    return _expect({name: condition}, "warn")
+
+
+def expect_or_drop(name: str, condition: str) -> Decorator:
+    """Drop rows failing ``condition`` into ``<table>__quarantine``, counted."""
+    return _expect({name: condition}, "drop")
+
+
+def expect_or_fail(name: str, condition: str) -> Decorator:
+    """Stop the flow when a row fails ``condition``, naming the rule, a row and the batch."""
+    return _expect({name: condition}, "fail")
+
+
+def expect_all(rules: Mapping[str, str]) -> Decorator:
+    """:func:`expect` for each ``name: condition``."""
+    return _expect(dict(rules), "warn")
+
+
+def expect_all_or_drop(rules: Mapping[str, str]) -> Decorator:
+    """:func:`expect_or_drop` for each ``name: condition``."""
+    return _expect(dict(rules), "drop")
+
+
+def expect_all_or_fail(rules: Mapping[str, str]) -> Decorator:
+    """:func:`expect_or_fail` for each ``name: condition``."""
+    return _expect(dict(rules), "fail")
+
+
+# --- reads ---------------------------------------------------------------------------------
+
+
+def read_stream(name: str, **options: Any) -> "DataFrame":
+    """A stream over a pipeline dataset or lakehouse table (inside or outside a pipeline).
+
+    options: Delta source options (maxFilesPerTrigger, startingVersion, ...)."""
+    return _read(name, True, options)
+
+
+def read(name: str, **options: Any) -> "DataFrame":
+    """A batch read of a pipeline dataset or lakehouse table (versionAsOf, timestampAsOf)."""
+    return _read(name, False, options)
+
+
+def _read(name: str, streaming: bool, options: dict[str, Any]) -> "DataFrame":
+    from headwater.pipeline.graph import current_graph
+
+    graph = current_graph()
+    if graph is not None:
+        return graph.read(name, streaming, options, caller_location())
+    from headwater.lakehouse import active_lakehouse
+
+    lake = active_lakehouse()
+    if lake is None:
+        raise HeadwaterError(
+            "HW_LAKEHOUSE_NOT_ATTACHED", f"headwater.{'read_stream' if streaming else 'read'}({name!r}) "
+            "was called with no lakehouse.", "Names are looked up in a lakehouse.",
+            "Start the session with headwater.spark_session(lakehouse='path'), or create "
+            "headwater.Lakehouse('path').")
+    return lake.read_stream(name, **options) if streaming else lake.read(name, **options)
+
+
+def caller_location() -> Location:
+    """The user's file and line that called into headwater (skipping headwater's frames)."""
+    import os
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame = inspect.currentframe()
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame = frame.f_back
+    if frame is None:
+        return Location("<unknown>", 0)
+    return Location(frame.f_code.co_filename, frame.f_lineno)

@@ -1,0 +1,184 @@
+"""What a pipeline declares, as frozen values: streaming tables, materialized views, views and
+the flows that write them. Each element carries only the fields that apply to it, and the
+user's file and line.
+
+The registry (:mod:`headwater.pipeline.registry`) builds these from SDP's own elements
+(``pyspark.pipelines.output`` / ``flow``) and from headwater's decorators; the graph resolves
+them into DataFrames. Flow statuses belong to the runner, not here.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Union
+
+from headwater.pipeline.expectations import Expectation
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+OutputMode = Literal["append", "complete", "update"]
+
+
+class Kind(str, Enum):
+    """What a dataset is; compares equal to its string value (``Kind.TABLE == "table"``)."""
+
+    TABLE = "table"                          # a streaming table, fed by streaming flows
+    MATERIALIZED_VIEW = "materialized_view"  # recomputed from batch reads, one overwrite commit
+    VIEW = "view"                            # not stored: other definitions read its DataFrame
+
+    def __str__(self) -> str:
+        return self.value
+
+
+TABLE = Kind.TABLE
+MATERIALIZED_VIEW = Kind.MATERIALIZED_VIEW
+VIEW = Kind.VIEW
+
+
+@dataclass(frozen=True)
+class Location:
+    """The user's file and line a definition came from."""
+
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{os.path.relpath(self.file) if os.path.isabs(self.file) else self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One query writing into a dataset. A dataset's own function is its default flow
+    (``name == target``); append flows add more into a streaming table.
+
+    sql: the SELECT text for flows defined in SQL files (None for Python functions).
+    once: a flow that runs one time (a backfill) instead of following its input.
+    spark_conf: Spark settings the flow asks for while it runs (SDP's ``spark_conf``).
+    """
+
+    name: str
+    target: str
+    func: Callable[[], "DataFrame"]
+    location: Location
+    sql: str | None = None
+    once: bool = False
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def is_default(self) -> bool:
+        return self.name == self.target
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """Fields every stored dataset (a Delta table) has."""
+
+    name: str
+    location: Location
+    comment: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+    partition_by: tuple[str, ...] = ()
+    schema: "StructType | None" = None  # declared columns; None: the query's own schema
+    expectations: tuple[Expectation, ...] = ()
+
+    @property
+    def stored(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class StreamingTable(_Stored):
+    """A table written incrementally by streaming flows.
+
+    output_mode: "append" (default), "complete" (rewritten each batch) or "update" (changed
+        rows MERGEd by ``keys``, default the aggregate's group keys).
+    keep_late_rows: rows a windowed aggregate drops as late go to ``<table>__late``.
+    """
+
+    output_mode: OutputMode = "append"
+    keys: tuple[str, ...] | None = None
+    keep_late_rows: bool = False
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.TABLE
+
+
+@dataclass(frozen=True)
+class MaterializedView(_Stored):
+    """A table recomputed from batch reads at each run, committed as one overwrite."""
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.MATERIALIZED_VIEW
+
+    # Read by the runner for every stored dataset; fixed for a recomputed table.
+    @property
+    def output_mode(self) -> OutputMode:
+        return "complete"
+
+    @property
+    def keys(self) -> None:
+        return None
+
+    @property
+    def keep_late_rows(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class View:
+    """A named DataFrame other definitions read (a temporary view); never stored."""
+
+    name: str
+    location: Location
+    comment: str | None = None
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.VIEW
+
+    @property
+    def stored(self) -> bool:
+        return False
+
+    @property
+    def expectations(self) -> tuple[Expectation, ...]:
+        return ()
+
+    @property
+    def partition_by(self) -> tuple[str, ...]:
+        return ()
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        return {}
+
+    @property
+    def schema(self) -> None:
+        return None
+
+    @property
+    def output_mode(self) -> OutputMode:
+        return "append"
+
+    @property
+    def keys(self) -> None:
+        return None
+
+    @property
+    def keep_late_rows(self) -> bool:
+        return False
+
+
+Dataset = Union[StreamingTable, MaterializedView, View]
+
+
+def describe(dataset: Any) -> str:
+    """'streaming table', 'materialized view' or 'view', for messages."""
+    return {Kind.TABLE: "streaming table", Kind.MATERIALIZED_VIEW: "materialized view",
+            Kind.VIEW: "view"}[dataset.kind]

@@ -1,0 +1,266 @@
+"""The registry a pipeline's definition files fill: headwater's implementation of Spark
+Declarative Pipelines' ``GraphElementRegistry``.
+
+While the files load, :func:`collecting` makes a registry the active one twice over: in
+headwater's own ContextVar, and through SDP's ``graph_element_registration_context``. So
+``from pyspark import pipelines as dp; @dp.table`` and ``@headwater.table`` land in the same
+registry, through the same :meth:`Registry.add_dataset` / :meth:`Registry.add_flow`. Nothing is
+module-global: the previous registry (usually none) comes back when the context ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from contextvars import ContextVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+from pyspark.pipelines.graph_element_registry import (
+    GraphElementRegistry, graph_element_registration_context,
+)
+
+from headwater.errors import HeadwaterError
+from headwater.pipeline import model
+from headwater.pipeline.model import Kind, Location
+
+if TYPE_CHECKING:
+    from pyspark.pipelines.flow import AutoCdcFlow
+    from pyspark.pipelines.flow import Flow as SdpFlow
+    from pyspark.pipelines.output import Output
+    from pyspark.pipelines.source_code_location import SourceCodeLocation
+
+
+class Registry(GraphElementRegistry):
+    """The datasets and flows declared by a pipeline's files, in declaration order."""
+
+    def __init__(self) -> None:
+        self.datasets: dict[str, model.Dataset] = {}
+        self.flows: list[model.Flow] = []
+        self._finished = False
+
+    # --- SDP's interface -----------------------------------------------------------------
+
+    def register_output(self, output: "Output") -> None:
+        """A ``dp.table`` / ``materialized_view`` / ``temporary_view`` /
+        ``create_streaming_table`` / ``create_sink`` declaration."""
+        self.add_dataset(from_sdp_output(output))
+
+    def register_flow(self, flow: "SdpFlow") -> None:
+        """A dataset's query function, or a ``dp.append_flow``."""
+        self.add_flow(model.Flow(
+            name=flow.name, target=flow.target, func=flow.func,
+            location=location_of_sdp(flow.source_code_location),
+            spark_conf=dict(flow.spark_conf or {}),
+            once=bool(getattr(flow, "once", False))))
+
+    def register_auto_cdc_flow(self, flow: "AutoCdcFlow") -> None:
+        where = location_of_sdp(flow.source_code_location)
+        raise HeadwaterError(
+            "HW_PIPELINE_UNSUPPORTED",
+            f"{where}: create_auto_cdc_flow into {flow.target!r} is not supported yet.",
+            "AUTO CDC needs headwater's MERGE-based CDC engine, which is not built yet.",
+            "Until then, write the changes with an append flow, or a streaming table with "
+            "output_mode='update' and keys=[...].")
+
+    def register_sql(self, sql_text: str, file_path: Path) -> None:
+        """The CREATE statements of one SQL file (see :mod:`headwater.pipeline.sql_files`)."""
+        from headwater.pipeline.sql_files import register_sql_text
+
+        register_sql_text(self, sql_text, Path(file_path))
+
+    # --- the one path both spellings take -------------------------------------------------
+
+    def add_dataset(self, dataset: model.Dataset) -> None:
+        from headwater.lakehouse.names import parse_name
+
+        name = parse_name(dataset.name).qualified
+        dataset = dataclasses.replace(dataset, name=name)
+        if name in self.datasets:
+            first = self.datasets[name].location
+            raise HeadwaterError(
+                "HW_PIPELINE_DUPLICATE", f"{dataset.location}: dataset {name!r} is defined twice "
+                f"(first at {first}).", "Each table or view has exactly one definition.",
+                "Rename one of them, or add a second flow into the same table with "
+                "@headwater.append_flow(target=...) / @dp.append_flow(target=...).")
+        self.datasets[name] = dataset
+
+    def add_flow(self, flow: model.Flow) -> None:
+        self.flows.append(flow)
+
+    def finish(self) -> "Registry":
+        """Match flows to their datasets once every file is loaded; fold the expectations
+        written on definition functions into their datasets. Idempotent."""
+        if self._finished:
+            return self
+        from headwater.lakehouse.names import parse_name
+
+        matched: list[model.Flow] = []
+        for flow in self.flows:
+            target = parse_name(flow.target).qualified
+            dataset = self.datasets.get(target)
+            if dataset is None or (not flow.is_default and dataset.kind != Kind.TABLE):
+                raise HeadwaterError(
+                    "HW_PIPELINE_UNKNOWN_TABLE",
+                    f"{flow.location}: flow {flow.name!r} targets {flow.target!r}, which is "
+                    "not a streaming table of this pipeline.",
+                    "An append flow adds rows to a streaming table defined with "
+                    "@headwater.table, dp.create_streaming_table or CREATE STREAMING TABLE.",
+                    f"Define the table (e.g. dp.create_streaming_table({flow.target!r})), or fix "
+                    "the target name.")
+            flow = dataclasses.replace(flow, target=target,
+                                       name=target if flow.is_default else flow.name)
+            if any(f.target == target and f.name.lower() == flow.name.lower() for f in matched):
+                raise HeadwaterError(
+                    "HW_PIPELINE_DUPLICATE", f"{flow.location}: {model.describe(dataset)} "
+                    f"{target!r} already has a flow named {flow.name!r}.",
+                    "Flow names identify their checkpoints.", "Give the flow another name.")
+            matched.append(flow)
+        self.flows = matched
+        for name, dataset in list(self.datasets.items()):
+            flows = self.flows_of(name)
+            if not flows:
+                raise HeadwaterError(
+                    "HW_PIPELINE_NO_FLOW", f"{dataset.location}: {model.describe(dataset)} "
+                    f"{name!r} has no flow writing it.",
+                    "A table declared without a query (create_streaming_table, CREATE STREAMING "
+                    "TABLE without AS) is filled by append flows.",
+                    f"Add @dp.append_flow(target={name!r}) (or @headwater.append_flow), or give "
+                    "the table a query.")
+            if dataset.kind != Kind.TABLE and (len(flows) > 1 or not flows[0].is_default):
+                raise HeadwaterError(
+                    "HW_PIPELINE_DUPLICATE", f"{flows[-1].location}: {model.describe(dataset)} "
+                    f"{name!r} has more than its own query.",
+                    "Only streaming tables take append flows.", "Remove the extra flow.")
+            rules = _expectations_of(dataset, flows)
+            if rules and not dataset.stored:
+                raise HeadwaterError(
+                    "HW_EXPECTATION_INVALID", f"{dataset.location}: view {name!r} has "
+                    f"expectations ({', '.join(r.name for r in rules)}).",
+                    "A view is not stored, so there is no table to count, drop or quarantine "
+                    "its rows in.", "Put the expectations on the table that reads the view.")
+            if rules != tuple(dataset.expectations):
+                self.datasets[name] = dataclasses.replace(dataset, expectations=rules)
+        self._finished = True
+        return self
+
+    def flows_of(self, name: str) -> list[model.Flow]:
+        """The flows writing ``name``, its own query first."""
+        flows = [f for f in self.flows if f.target == name]
+        return sorted(flows, key=lambda f: not f.is_default)
+
+
+def _expectations_of(dataset: model.Dataset, flows: list[model.Flow]) -> tuple:
+    """Expectations, whichever side of the dataset decorator they were written on."""
+    rules = list(dataset.expectations)
+    for flow in flows:
+        for rule in getattr(flow.func, "_hw_expectations", ()):
+            if rule not in rules:
+                rules.append(rule)
+    return tuple(rules)
+
+
+# --- the active registry -------------------------------------------------------------------
+
+_active: ContextVar[Registry | None] = ContextVar("headwater_registry", default=None)
+
+
+@contextlib.contextmanager
+def collecting(registry: Registry) -> Iterator[Registry]:
+    """Make ``registry`` the active one (headwater's and SDP's) for the block; the previous
+    one is restored on exit."""
+    token = _active.set(registry)
+    try:
+        with graph_element_registration_context(registry):
+            yield registry
+    finally:
+        _active.reset(token)
+
+
+def active_registry(what: str, location: Location) -> Registry:
+    """The registry collecting now; an error naming the user's line outside a pipeline load."""
+    registry = _active.get()
+    if registry is None:
+        raise HeadwaterError(
+            "HW_PIPELINE_NOT_LOADING",
+            f"{location}: @headwater.{what} was used outside a pipeline run.",
+            "Definitions only register datasets; `headwater run` / `headwater validate` load the "
+            "files named in headwater.toml and run them.",
+            "Put the definition in a pipeline file and run `headwater run`, or write the query "
+            "directly with Lakehouse.write_stream for a one-off stream.")
+    return registry
+
+
+# --- SDP's elements as headwater's ---------------------------------------------------------
+
+
+def location_of_sdp(location: "SourceCodeLocation | None") -> Location:
+    if location is None:
+        return Location("<unknown>", 0)
+    return Location(location.filename, location.line_number or 0)
+
+
+def from_sdp_output(output: "Output") -> model.Dataset:
+    """SDP's output dataclass as headwater's model element; unsupported fields are refused."""
+    from pyspark.pipelines import output as sdp
+
+    where = location_of_sdp(output.source_code_location)
+    if isinstance(output, sdp.TemporaryView):
+        return model.View(name=output.name, location=where, comment=output.comment)
+    if isinstance(output, sdp.Sink):
+        raise HeadwaterError(
+            "HW_PIPELINE_UNSUPPORTED", f"{where}: create_sink({output.name!r}, "
+            f"format={output.format!r}) is not supported yet.",
+            "Sinks (writing a flow to an external system) are not built yet.",
+            "Write into a streaming table, and read it from the external system.")
+    if not isinstance(output, sdp.Table):
+        raise HeadwaterError(
+            "HW_PIPELINE_UNSUPPORTED", f"{where}: {type(output).__name__} {output.name!r} is not "
+            "a kind of dataset headwater knows.", "headwater stores streaming tables and "
+            "materialized views, and keeps temporary views in memory.",
+            "Use dp.table, dp.materialized_view or dp.temporary_view.")
+    fields = stored_fields(output.name, where, output.comment, output.table_properties,
+                           output.partition_cols, output.cluster_by, output.schema, output.format)
+    if isinstance(output, sdp.MaterializedView):
+        return model.MaterializedView(**fields)
+    return model.StreamingTable(**fields)
+
+
+def stored_fields(name: str, where: Location, comment: str | None, properties: Any,
+                  partition_cols: Any, cluster_by: Any, schema: Any,
+                  format: str | None) -> dict[str, Any]:
+    """The fields of a stored dataset, checked: delta only, no clustering, schema parsed."""
+    if cluster_by:
+        raise HeadwaterError(
+            "HW_PIPELINE_UNSUPPORTED", f"{where}: {name!r} asks for cluster_by={list(cluster_by)}.",
+            "Liquid clustering is not supported by headwater's Delta writer (delta-rs).",
+            "Remove cluster_by, or use partition_cols for columns with few distinct values.")
+    if format is not None and str(format).lower() != "delta":
+        raise HeadwaterError(
+            "HW_PIPELINE_UNSUPPORTED", f"{where}: {name!r} asks for format={format!r}.",
+            "Every table headwater stores is a Delta table.",
+            "Remove format=..., or write format='delta'.")
+    return dict(name=name, location=where, comment=comment,
+                properties={str(k): str(v) for k, v in dict(properties or {}).items()},
+                partition_by=tuple(partition_cols or ()), schema=declared_schema(schema, where))
+
+
+def declared_schema(schema: Any, where: Location) -> Any:
+    """A StructType from a StructType or a DDL string; None when not given."""
+    if schema is None:
+        return None
+    from pyspark.sql.types import StructType
+
+    if isinstance(schema, StructType):
+        return schema
+    if isinstance(schema, str):
+        try:
+            from headwater.ingest.types import parse_ddl
+
+            return parse_ddl(schema, "schema")
+        except HeadwaterError as exc:
+            raise HeadwaterError(exc.code, f"{where}: {exc.what}", exc.why, exc.fix) from exc
+    raise HeadwaterError(
+        "HW_PIPELINE_SCHEMA_INVALID", f"{where}: schema is a {type(schema).__name__}.",
+        "A declared schema lists the table's columns and types.",
+        "Pass a StructType or a DDL string such as 'id BIGINT, name STRING'.")
