@@ -22,7 +22,7 @@ RESERVED = {
 # Text written for users (generated pipeline files, demo checks) may name tables as users see
 # them; and ingest/api.py's _default_location belongs to the pipeline-model work (HOUSE.md
 # contract 3) and moves to layout.INGEST when it lands.
-ALLOWED = {("ingest/api.py", "_ingest")}
+ALLOWED: set[tuple[str, str]] = set()
 USER_TEXT = ("demo/", "pipeline/scaffold.py")
 
 

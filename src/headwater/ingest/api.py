@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from headwater.conf.layout import RESCUED_DATA, ingest_metrics
+from headwater.conf.layout import INGEST, RESCUED_DATA, ingest_metrics
 from headwater.errors import HeadwaterError, translated
 from headwater.ingest.registration import register_sources
 from headwater.ingest.source import source_id
@@ -137,5 +137,5 @@ def _default_location(sid: str, spark: "SparkSession") -> str | None:
         return str(Path(definition.ingest_root) / sid)
     root = lakehouse_root(spark)
     if root is not None:
-        return str(Path(root) / "_ingest" / sid)
+        return str(Path(root) / INGEST / sid)
     return None

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from headwater.conf.context import DefinitionContext, defining
+from headwater.conf.layout import INGEST
 from headwater.errors import HeadwaterError, find_code
 from headwater.lakehouse import Lakehouse, parse_name
 from headwater.pipeline import expectations as expect_mod
@@ -222,7 +223,7 @@ class Graph(GraphQueries):
         store = self.lakehouse
         if self.dry and not self.lakehouse.exists(name):
             store = self._scratch_store()
-        return str(Path(store.checkpoint(name)) / "_ingest")
+        return str(Path(store.checkpoint(name)) / INGEST)
 
     def _scratch_store(self) -> Lakehouse:
         if self._scratch is None:
