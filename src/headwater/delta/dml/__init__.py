@@ -27,19 +27,22 @@ __all__ = ["DmlResult", "MergeBuilder", "MergeClause", "MergeSpec", "delete", "m
 
 
 def delete(spark: "SparkSession", path: str, condition: ColumnOrSql | None = None,
-           engine: str = "auto") -> DmlResult:
+           engine: str = "auto", target_alias: str | None = None) -> DmlResult:
     """``DELETE FROM delta.`path` [WHERE condition]``.
 
     condition: SQL text or a Column; None deletes every row. engine: "auto", "spark" or
-    "delta-rs". Returns num_affected_rows (= num_deleted_rows) and the commit's metrics.
+    "delta-rs". target_alias: the table's name in the condition (``t.id > 3``).
+    Returns num_affected_rows (= num_deleted_rows) and the commit's metrics.
     """
     from headwater.delta.dml import engine as engines
 
-    return engines.run(spark, "DELETE", path, condition=condition, engine=engine)
+    return engines.run(spark, "DELETE", path, condition=condition, engine=engine,
+                       alias=target_alias)
 
 
 def update(spark: "SparkSession", path: str, assignments: Mapping[str, ColumnOrSql],
-           condition: ColumnOrSql | None = None, engine: str = "auto") -> DmlResult:
+           condition: ColumnOrSql | None = None, engine: str = "auto",
+           target_alias: str | None = None) -> DmlResult:
     """``UPDATE delta.`path` SET col = value, ... [WHERE condition]``.
 
     assignments: target column -> new value (SQL text or Column), evaluated on the old row.
@@ -48,7 +51,7 @@ def update(spark: "SparkSession", path: str, assignments: Mapping[str, ColumnOrS
     from headwater.delta.dml import engine as engines
 
     return engines.run(spark, "UPDATE", path, condition=condition, assignments=assignments,
-                       engine=engine)
+                       engine=engine, alias=target_alias)
 
 
 def merge(spark: "SparkSession", spec: MergeSpec, engine: str = "auto") -> DmlResult:

@@ -41,40 +41,44 @@ def not_null(value: "Column", field: "StructField", uri: str) -> "Column":
     return F.when(value.isNull(), F.raise_error(F.lit(message))).otherwise(value)
 
 
-def spark_delete(spark: "SparkSession", snapshot: Snapshot,
-                 condition: "ColumnOrSql | None") -> DmlResult:
-    return _rewrite(spark, snapshot, "DELETE", to_column(condition), condition, None)
+def spark_delete(spark: "SparkSession", snapshot: Snapshot, condition: "ColumnOrSql | None",
+                 alias: str | None = None) -> DmlResult:
+    return _rewrite(spark, snapshot, "DELETE", to_column(condition), condition, None, alias)
 
 
 def spark_update(spark: "SparkSession", snapshot: Snapshot, assignments: Mapping[str, ColumnOrSql],
-                 condition: "ColumnOrSql | None") -> DmlResult:
+                 condition: "ColumnOrSql | None", alias: str | None = None) -> DmlResult:
     if not assignments:
         raise HeadwaterError("HW_DML_INVALID", f"UPDATE of {snapshot.uri} has no assignments.",
                              "UPDATE sets at least one column.",
                              "Pass set={'column': 'new value expression'}.")
     columns = snapshot.schema.fieldNames()
-    resolved = {target_column_name(k, columns, None, snapshot.uri): to_column(v, "value")
+    resolved = {target_column_name(k, columns, alias, snapshot.uri): to_column(v, "value")
                 for k, v in assignments.items()}
-    return _rewrite(spark, snapshot, "UPDATE", to_column(condition), condition, resolved)
+    return _rewrite(spark, snapshot, "UPDATE", to_column(condition), condition, resolved, alias)
 
 
 def _rewrite(spark: "SparkSession", snapshot: Snapshot, operation: str,
              cond: "Column | None", raw_condition,
-             assignments: "dict[str, Column] | None") -> DmlResult:
+             assignments: "dict[str, Column] | None", alias: str | None = None) -> DmlResult:
     from pyspark.sql import functions as F
 
     started = time.time()
-    candidates = candidate_files(snapshot, cond)
+    candidates = candidate_files(snapshot, cond, alias)
+
+    def rows_of(files):
+        df = scan(spark, snapshot, files)
+        return df.alias(alias) if alias else df
     refuse_deletion_vectors(snapshot, candidates, operation)
     by_key = {f.spark_key: f for f in candidates}
     if cond is None:
         touched = list(candidates)
         if any(f.num_records is None for f in touched):
-            matched = scan(spark, snapshot, touched).count()
+            matched = rows_of(touched).count()
         else:
             matched = sum(f.num_records for f in touched)
     else:
-        counts = scan(spark, snapshot, candidates).where(cond).groupBy(FILE_COL).count().collect()
+        counts = rows_of(candidates).where(cond).groupBy(FILE_COL).count().collect()
         touched = [by_key[row[0]] for row in counts]
         matched = sum(row[1] for row in counts)
     scan_ms = int((time.time() - started) * 1000)
@@ -85,7 +89,7 @@ def _rewrite(spark: "SparkSession", snapshot: Snapshot, operation: str,
     written = Written(snapshot.uri)
     try:
         rewrite_started = time.time()
-        base = scan(spark, snapshot, touched)
+        base = rows_of(touched)
         hit = F.lit(True) if cond is None else F.coalesce(cond, F.lit(False))
         if operation == "DELETE":
             if cond is not None or snapshot.cdf_enabled:

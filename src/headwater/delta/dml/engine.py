@@ -24,8 +24,9 @@ def run(spark: "SparkSession", operation: str, path: str, engine: str = "auto",
     from headwater.delta.dml import delete_update, merge_spark
 
     if operation == "DELETE":
-        return delete_update.spark_delete(spark, snapshot, kwargs.get("condition"))
+        return delete_update.spark_delete(spark, snapshot, kwargs.get("condition"),
+                                          kwargs.get("alias"))
     if operation == "UPDATE":
         return delete_update.spark_update(spark, snapshot, kwargs["assignments"],
-                                          kwargs.get("condition"))
+                                          kwargs.get("condition"), kwargs.get("alias"))
     return merge_spark.spark_merge(spark, snapshot, kwargs["spec"])

@@ -86,13 +86,13 @@ def commit_rewrite(snapshot: Snapshot, operation: str, parameters: dict[str, Any
     actions += [remove_action(f, now) for f in removed]
     actions += [{"add": a} for a in written.adds]
     actions += written.cdcs
+    metrics.update(numRemovedFiles=len(removed), numAddedFiles=len(written.adds),
+                   numAddedChangeFiles=len(written.cdcs),
+                   numRemovedBytes=sum(f.size for f in removed),
+                   numAddedBytes=sum(a["size"] for a in written.adds))
     if not actions:
         written.cleanup()
         return None
-    metrics = {**metrics, "numRemovedFiles": len(removed), "numAddedFiles": len(written.adds),
-               "numAddedChangeFiles": len(written.cdcs),
-               "numRemovedBytes": sum(f.size for f in removed),
-               "numAddedBytes": sum(a["size"] for a in written.adds)}
     return commit(Transaction(
         uri=snapshot.uri, read_version=snapshot.version, operation=operation,
         parameters=parameters, metrics=metrics, actions=actions,
