@@ -111,7 +111,8 @@ def spark_merge(spark: "SparkSession", snapshot: Snapshot, spec: MergeSpec) -> D
     if dedupe:  # a target row joined with several source rows: keep one (the acting) pair
         window = Window.partitionBy(FILE_COL, ROW_COL).orderBy(
             (F.col(ACTION) == "copy").asc())
-        joined = joined.where(~t_here | (F.row_number().over(window) == 1))
+        joined = (joined.withColumn("_hw_rank", F.row_number().over(window))
+                  .where(~t_here | (F.col("_hw_rank") == 1)).drop("_hw_rank"))
 
     current = {f.name: (tgt[f"`{f.name}`"] if has_target and f.name in
                         snapshot.schema.fieldNames() else F.lit(None).cast(f.dataType))
@@ -171,8 +172,16 @@ def spark_merge(spark: "SparkSession", snapshot: Snapshot, spec: MergeSpec) -> D
                       "matchedPredicates": json.dumps([_describe(c) for c in matched]),
                       "notMatchedPredicates": json.dumps([_describe(c) for c in inserts]),
                       "notMatchedBySourcePredicates": json.dumps([_describe(c) for c in by_source])}
-        version = commit_rewrite(snapshot, "MERGE", parameters, metrics, candidates, touched,
-                                 written, new_schema=new_schema)
+        changed = sum(metrics[k] for k in ("numTargetRowsUpdated", "numTargetRowsDeleted",
+                                           "numTargetRowsInserted"))
+        if changed == 0 and new_schema is None:
+            # Rows matched but no clause acted: the table is unchanged, so nothing is
+            # committed (a commit of copies would read as deletes + inserts in the change feed).
+            written.cleanup()
+            version = None
+        else:
+            version = commit_rewrite(snapshot, "MERGE", parameters, metrics, candidates,
+                                     touched, written, new_schema=new_schema)
     except BaseException:
         written.cleanup()
         raise
