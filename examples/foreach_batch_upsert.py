@@ -50,7 +50,7 @@ def main(root: str, spark=None) -> list[tuple]:
     # The change data feed shows what each upsert changed (and that a replay changed nothing).
     deltalake.DeltaTable(target).alter.set_table_properties(
         {"delta.enableChangeDataFeed": "true"})
-    spark.createDataFrame(batches[0], schema).write.format("delta").save(source)
+    spark.createDataFrame(batches[0], schema).write.format("delta").mode("append").save(source)
     my_func = upsert(spark, target)
 
     def run_stream():

@@ -43,7 +43,7 @@ def evolved_schema(snapshot: Snapshot, spec: MergeSpec) -> "StructType | None":
 
 
 def spark_merge(spark: "SparkSession", snapshot: Snapshot, spec: MergeSpec) -> DmlResult:
-    from pyspark.sql import Observation, Window
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     spec.validate()
@@ -83,9 +83,7 @@ def spark_merge(spark: "SparkSession", snapshot: Snapshot, spec: MergeSpec) -> D
         return DmlResult("MERGE", metrics={"numTargetRowsCopied": 0})
 
     # --- pass 2: rewrite ----------------------------------------------------------------
-    source_count = Observation("hw_merge_source")
-    src = spec.source.withColumn(S_MARK, F.lit(True)).observe(
-        source_count, F.count(F.lit(1)).alias("rows"))
+    src = spec.source.withColumn(S_MARK, F.lit(True))
     if matched or by_source:
         tgt = target(touched)
         joined = tgt.join(src, on, "full" if inserts else "left")
@@ -134,10 +132,9 @@ def spark_merge(spark: "SparkSession", snapshot: Snapshot, spec: MergeSpec) -> D
         post = current[field.name] if value is None else value.otherwise(current[field.name])
         posts.append(post.alias(f"_hw_post_{i}"))
     pres = [current[f.name].alias(f"_hw_pre_{i}") for i, f in enumerate(schema.fields)]
-    counts = Observation("hw_merge_counts")
-    all_labels = [label for label, _ in labelled] + ["copy"]
-    base = joined.select(F.col(ACTION), *pres, *posts).observe(
-        counts, *[F.count(F.when(F.col(ACTION) == lb, 1)).alias(lb) for lb in all_labels])
+    # Counted from the cached result, not with an Observation: Observation.get never
+    # returned for a MERGE run inside foreachBatch (the metrics never arrived).
+    base = joined.select(F.col(ACTION), *pres, *posts)
 
     kinds = {label: clause.action for label, clause in labelled}
     updates = [lb for lb, a in kinds.items() if a == "update"]
@@ -145,11 +142,10 @@ def spark_merge(spark: "SparkSession", snapshot: Snapshot, spec: MergeSpec) -> D
     insert_labels = [lb for lb, a in kinds.items() if a == "insert"]
     names = schema.fieldNames()
     written = Written(snapshot.uri)
-    persisted = snapshot.cdf_enabled
-    if persisted:
-        base = base.persist()
+    base = base.persist()
     try:
         rewrite_started = time.time()
+        counts = {r[0]: r[1] for r in base.groupBy(ACTION).count().collect()}
         data = base.where(F.col(ACTION).isin(updates + insert_labels + ["copy"])).select(
             *[F.col(f"_hw_post_{i}").alias(n) for i, n in enumerate(names)])
         write_files(data, snapshot, written)
@@ -163,8 +159,7 @@ def spark_merge(spark: "SparkSession", snapshot: Snapshot, spec: MergeSpec) -> D
                 F.when(F.col(ACTION).isin(updates), "update_postimage").otherwise("insert")
                 .alias(CHANGE_TYPE))
             write_files(pre.unionByName(post), snapshot, written, cdc=True)
-        got = counts.get
-        metrics = _metrics(got, labelled, source_count.get.get("rows", 0))
+        metrics = _metrics(counts, labelled, spec.source.count())
         metrics.update(scanTimeMs=scan_ms, rewriteTimeMs=int((time.time() - rewrite_started)
                                                              * 1000),
                        executionTimeMs=int((time.time() - started) * 1000))
@@ -186,8 +181,7 @@ def spark_merge(spark: "SparkSession", snapshot: Snapshot, spec: MergeSpec) -> D
         written.cleanup()
         raise
     finally:
-        if persisted:
-            base.unpersist()
+        base.unpersist()
     upd, dele, ins = (metrics["numTargetRowsUpdated"], metrics["numTargetRowsDeleted"],
                       metrics["numTargetRowsInserted"])
     return DmlResult("MERGE", num_affected_rows=upd + dele + ins, num_updated_rows=upd,
