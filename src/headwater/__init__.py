@@ -1,5 +1,6 @@
 """headwater: incremental data pipelines on Spark Structured Streaming over Delta Lake."""
 
+from headwater.delta.table_api import DeltaTable
 from headwater.errors import HeadwaterError, translated, unwrap
 from headwater.helpers import active_streams, block_until_stream_is_ready, cleanup, stop_all_streams
 from headwater.ingest import read_files
@@ -13,8 +14,8 @@ from headwater.lakehouse.session import spark_session
 from headwater.spark.session import stop_spark
 
 __all__ = [
-    "HeadwaterError", "Lakehouse", "active_streams", "block_until_stream_is_ready", "cleanup",
-    "create_streaming_table", "temporary_view",
+    "DeltaTable", "HeadwaterError", "Lakehouse", "active_streams", "block_until_stream_is_ready",
+    "cleanup", "create_streaming_table", "temporary_view",
     "stop_all_streams", "active_lakehouse", "append_flow", "expect", "expect_all",
     "expect_all_or_drop", "expect_all_or_fail", "expect_or_drop", "expect_or_fail",
     "materialized_view", "read", "read_files", "read_stream", "spark_session", "stop_spark", "table",

@@ -187,7 +187,7 @@ def _adds(uri: str, staging: str, df: "DataFrame", partition_columns: list[str])
             fs.delete_file(info.path)
             continue
         values: dict[str, str | None] = {}
-        for part in relative.split("/")[1:-1]:
+        for part in info.path[len(root) + len(staging) + 2:].split("/")[:-1]:
             key, _, raw = part.partition("=")
             value = unquote(raw)
             values[key] = None if value == HIVE_NULL else value

@@ -115,6 +115,36 @@ CODES: dict[str, str] = {
     "HW_KAFKA_SINK_SCHEMA": "A Kafka sink's input lacks value or has wrongly typed key/topic/"
                             "partition/headers columns.",
     "HW_KAFKA_PRODUCE_FAILED": "Kafka refused or did not acknowledge produced records.",
+    # --- changing tables: DML and maintenance --------------------------------------------
+    "HW_DML_UNSUPPORTED_FEATURE": "DML on a table using a feature headwater cannot rewrite "
+                                  "(column mapping, deletion vectors, constraints, generated "
+                                  "columns).",
+    "HW_DML_APPEND_ONLY": "DML on a table with delta.appendOnly=true.",
+    "HW_DML_INVALID": "A DML or RESTORE statement is incomplete or its condition/value does "
+                      "not parse.",
+    "HW_DML_UNKNOWN_COLUMN": "An assignment names a column the table does not have.",
+    "HW_DML_NOT_NULL_VIOLATED": "A DML would write NULL into a NOT NULL column.",
+    "HW_DML_CONCURRENT_CONFLICT": "Another writer committed a conflicting change; nothing of "
+                                  "this DML was committed.",
+    "HW_DML_STORAGE_UNSUPPORTED": "The Spark DML path cannot commit to this storage yet.",
+    "HW_MERGE_MULTIPLE_SOURCE_ROWS": "Two source rows of a MERGE match one target row.",
+    "HW_MERGE_CLAUSE_ORDER": "A MERGE clause without a condition is not the last of its kind.",
+    "HW_MERGE_SOURCE_COLUMN_MISSING": "A MERGE * clause's source lacks a target column (and "
+                                      "schema evolution is off).",
+    "HW_OPTIMIZE_WHERE_NOT_PARTITION": "OPTIMIZE WHERE names columns that are not partition "
+                                       "columns.",
+    "HW_VACUUM_RETENTION_TOO_SHORT": "VACUUM with a retention under the 168-hour safety limit.",
+    "HW_VACUUM_READER_NEEDS_FILES": "VACUUM would delete files a named reader still needs.",
+    "HW_DELTA_OPERATION_FAILED": "A delta-rs maintenance operation failed; the table is "
+                                 "unchanged.",
+    # --- pipelines written for SDP ---------------------------------------------------------
+    "HW_PIPELINE_UNSUPPORTED": "A pipeline feature headwater refuses or does not have yet.",
+    "HW_PIPELINE_NO_FLOW": "A streaming table has no flow writing it.",
+    "HW_PIPELINE_NOT_A_FUNCTION": "A pipeline decorator was applied to something that is not "
+                                  "a function.",
+    "HW_PIPELINE_SCHEMA_MISMATCH": "A query's columns do not match the dataset's declared "
+                                   "schema.",
+    "HW_PIPELINE_SCHEMA_INVALID": "A declared schema is neither a StructType nor DDL.",
     # --- running and watching ------------------------------------------------------------------
     "HW_STREAM_NOT_READY": "A stream did not complete the awaited micro-batches in time.",
     "HW_STOP_TIMEOUT": "`headwater stop`: pipeline processes still run after the timeout.",

@@ -1,0 +1,259 @@
+"""MERGE, copy-on-write on Spark's executors.
+
+Pass 1 joins the candidate target files with the source and keeps, per target file, only
+aggregates (ON matches, clause matches, not-matched-by-source hits): the touched files, and the
+multiple-match check. Pass 2 joins the touched files' rows with the source (full outer when
+rows may be inserted), picks each row's clause in order, and writes the result (and change
+data) with Spark's parquet writer. The driver commits removes + adds (+ cdc) in one version.
+An insert-only MERGE rewrites nothing: it anti-joins the source with the target.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING
+
+from headwater.delta.dml.common import DmlResult, sql_text, target_column_name, to_column
+from headwater.delta.dml.delete_update import not_null
+from headwater.delta.dml.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, MergeClause, \
+    MergeSpec, multiple_match_error
+from headwater.delta.dml.rewrite import CHANGE_TYPE, Written, commit_rewrite, write_files
+from headwater.delta.dml.skipping import candidate_files
+from headwater.delta.dml.target import FILE_COL, ROW_COL, Snapshot, refuse_deletion_vectors, scan
+from headwater.errors import HeadwaterError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructField, StructType
+
+T_MARK, S_MARK, ACTION = "_hw_t", "_hw_s", "_hw_action"
+
+
+def evolved_schema(snapshot: Snapshot, spec: MergeSpec) -> "StructType | None":
+    """The table schema plus the source's new columns, when schema evolution applies."""
+    from pyspark.sql.types import StructField, StructType
+
+    if not spec.schema_evolution or not any(c.star for c in spec.clauses):
+        return None
+    known = {c.lower() for c in snapshot.schema.fieldNames()}
+    new = [StructField(f.name, f.dataType, True) for f in spec.source.schema.fields
+           if f.name.lower() not in known and not f.name.startswith("_hw_")]
+    return StructType(list(snapshot.schema.fields) + new) if new else None
+
+
+def spark_merge(spark: "SparkSession", snapshot: Snapshot, spec: MergeSpec) -> DmlResult:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    spec.validate()
+    started = time.time()
+    alias = spec.target_alias
+    on = to_column(spec.condition, "ON condition")
+    matched, inserts, by_source = (spec.of_kind(k) for k in
+                                   (MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE))
+    new_schema = evolved_schema(snapshot, spec)
+    schema = new_schema or snapshot.schema
+    candidates = list(snapshot.files) if by_source else candidate_files(snapshot, on, alias)
+    refuse_deletion_vectors(snapshot, candidates, "MERGE")
+    by_key = {f.spark_key: f for f in candidates}
+
+    def target(files):
+        df = scan(spark, snapshot, files).withColumn(T_MARK, F.lit(True))
+        return df.alias(alias) if alias else df
+
+    # --- pass 1: touched files --------------------------------------------------------
+    touched, dedupe = [], False
+    if matched or by_source:
+        joined = target(candidates).join(spec.source.withColumn(S_MARK, F.lit(True)), on,
+                                         "left" if by_source else "inner")
+        s_here = F.col(S_MARK).isNotNull()
+        aggs = [F.count(F.when(s_here, 1)).alias("m"),
+                F.count(F.when(s_here & _any(matched), 1)).alias("mm"),
+                F.max(F.when(~s_here & _any(by_source), 1).otherwise(0)).alias("nm")]
+        per_file = (joined.groupBy(FILE_COL, ROW_COL).agg(*aggs).groupBy(FILE_COL)
+                    .agg(F.max("m").alias("m"), F.max("mm").alias("mm"), F.max("nm").alias("nm"))
+                    .where("m > 0 OR nm > 0").collect())
+        if spec.checks_multiple_matches and any(r["mm"] > 1 for r in per_file):
+            raise multiple_match_error(snapshot.uri)
+        touched = [by_key[r[FILE_COL]] for r in per_file]
+        dedupe = any(r["m"] > 1 for r in per_file)
+    scan_ms = int((time.time() - started) * 1000)
+    if not touched and not inserts:
+        return DmlResult("MERGE", metrics={"numTargetRowsCopied": 0})
+
+    # --- pass 2: rewrite ----------------------------------------------------------------
+    src = spec.source.withColumn(S_MARK, F.lit(True))
+    if matched or by_source:
+        tgt = target(touched)
+        joined = tgt.join(src, on, "full" if inserts else "left")
+        has_target = True
+    else:  # insert only: source rows without a match in the (candidate) target
+        tgt = target(candidates)
+        joined = src.join(tgt, on, "left_anti")
+        has_target = False
+    t_here = F.col(T_MARK).isNotNull() if has_target else F.lit(False)
+    s_here = F.col(S_MARK).isNotNull()
+    labelled = _labels(matched, inserts, by_source)
+    action = None
+    for label, clause in labelled:
+        where = {MATCHED: t_here & s_here, NOT_MATCHED: ~t_here & s_here,
+                 NOT_MATCHED_BY_SOURCE: t_here & ~s_here}[clause.kind]
+        cond = F.coalesce(to_column(clause.condition), F.lit(False)) \
+            if clause.condition is not None else F.lit(True)
+        action = (F.when(where & cond, label) if action is None
+                  else action.when(where & cond, label))
+    assert action is not None
+    joined = joined.withColumn(ACTION, action.otherwise(
+        F.when(t_here, F.lit("copy")).otherwise(F.lit("drop"))))
+    if dedupe:  # a target row joined with several source rows: keep one (the acting) pair
+        window = Window.partitionBy(FILE_COL, ROW_COL).orderBy(
+            (F.col(ACTION) == "copy").asc())
+        joined = (joined.withColumn("_hw_rank", F.row_number().over(window))
+                  .where(~t_here | (F.col("_hw_rank") == 1)).drop("_hw_rank"))
+
+    current = {f.name: (tgt[f"`{f.name}`"] if has_target and f.name in
+                        snapshot.schema.fieldNames() else F.lit(None).cast(f.dataType))
+               for f in schema.fields}
+    posts = []
+    for i, field in enumerate(schema.fields):
+        value = None
+        for label, clause in labelled:
+            if clause.action == "delete":
+                continue
+            assigned = _value(clause, field, spec, src, snapshot, alias)
+            if assigned is None:
+                assigned = current[field.name] if clause.action == "update" \
+                    else F.lit(None).cast(field.dataType)
+            else:
+                assigned = not_null(assigned, field, snapshot.uri)
+            value = (F.when(F.col(ACTION) == label, assigned) if value is None
+                     else value.when(F.col(ACTION) == label, assigned))
+        post = current[field.name] if value is None else value.otherwise(current[field.name])
+        posts.append(post.alias(f"_hw_post_{i}"))
+    pres = [current[f.name].alias(f"_hw_pre_{i}") for i, f in enumerate(schema.fields)]
+    # Counted from the cached result, not with an Observation: Observation.get never
+    # returned for a MERGE run inside foreachBatch (the metrics never arrived).
+    base = joined.select(F.col(ACTION), *pres, *posts)
+
+    kinds = {label: clause.action for label, clause in labelled}
+    updates = [lb for lb, a in kinds.items() if a == "update"]
+    deletes = [lb for lb, a in kinds.items() if a == "delete"]
+    insert_labels = [lb for lb, a in kinds.items() if a == "insert"]
+    names = schema.fieldNames()
+    written = Written(snapshot.uri)
+    base = base.persist()
+    try:
+        rewrite_started = time.time()
+        counts = {r[0]: r[1] for r in base.groupBy(ACTION).count().collect()}
+        data = base.where(F.col(ACTION).isin(updates + insert_labels + ["copy"])).select(
+            *[F.col(f"_hw_post_{i}").alias(n) for i, n in enumerate(names)])
+        write_files(data, snapshot, written)
+        if snapshot.cdf_enabled:
+            pre = base.where(F.col(ACTION).isin(updates + deletes)).select(
+                *[F.col(f"_hw_pre_{i}").alias(n) for i, n in enumerate(names)],
+                F.when(F.col(ACTION).isin(updates), "update_preimage").otherwise("delete")
+                .alias(CHANGE_TYPE))
+            post = base.where(F.col(ACTION).isin(updates + insert_labels)).select(
+                *[F.col(f"_hw_post_{i}").alias(n) for i, n in enumerate(names)],
+                F.when(F.col(ACTION).isin(updates), "update_postimage").otherwise("insert")
+                .alias(CHANGE_TYPE))
+            write_files(pre.unionByName(post), snapshot, written, cdc=True)
+        metrics = _metrics(counts, labelled, spec.source.count())
+        metrics.update(scanTimeMs=scan_ms, rewriteTimeMs=int((time.time() - rewrite_started)
+                                                             * 1000),
+                       executionTimeMs=int((time.time() - started) * 1000))
+        parameters = {"predicate": json.dumps(sql_text(spec.condition)),
+                      "matchedPredicates": json.dumps([_describe(c) for c in matched]),
+                      "notMatchedPredicates": json.dumps([_describe(c) for c in inserts]),
+                      "notMatchedBySourcePredicates": json.dumps([_describe(c) for c in by_source])}
+        changed = sum(metrics[k] for k in ("numTargetRowsUpdated", "numTargetRowsDeleted",
+                                           "numTargetRowsInserted"))
+        if changed == 0 and new_schema is None:
+            # Rows matched but no clause acted: the table is unchanged, so nothing is
+            # committed (a commit of copies would read as deletes + inserts in the change feed).
+            written.cleanup()
+            version = None
+        else:
+            version = commit_rewrite(snapshot, "MERGE", parameters, metrics, candidates,
+                                     touched, written, new_schema=new_schema)
+    except BaseException:
+        written.cleanup()
+        raise
+    finally:
+        base.unpersist()
+    upd, dele, ins = (metrics["numTargetRowsUpdated"], metrics["numTargetRowsDeleted"],
+                      metrics["numTargetRowsInserted"])
+    return DmlResult("MERGE", num_affected_rows=upd + dele + ins, num_updated_rows=upd,
+                     num_deleted_rows=dele, num_inserted_rows=ins, version=version,
+                     metrics=metrics)
+
+
+def _any(clauses: list[MergeClause]) -> "Column":
+    """True where some clause's condition holds (False when there is no clause)."""
+    from pyspark.sql import functions as F
+
+    if not clauses:
+        return F.lit(False)
+    if any(c.condition is None for c in clauses):
+        return F.lit(True)
+    out = None
+    for c in clauses:
+        cond = F.coalesce(to_column(c.condition), F.lit(False))
+        out = cond if out is None else out | cond
+    return out
+
+
+def _labels(matched, inserts, by_source) -> list[tuple[str, MergeClause]]:
+    return ([(f"m{i}", c) for i, c in enumerate(matched)]
+            + [(f"b{i}", c) for i, c in enumerate(by_source)]
+            + [(f"n{i}", c) for i, c in enumerate(inserts)])
+
+
+def _value(clause: MergeClause, field: "StructField", spec: MergeSpec, src: "DataFrame",
+           snapshot: Snapshot, alias: str | None) -> "Column | None":
+    """The value ``clause`` assigns to ``field``, or None when it leaves it alone."""
+    if clause.star:
+        by_lower = {c.lower(): c for c in spec.source.columns}
+        name = by_lower.get(field.name.lower())
+        if name is not None:
+            return src[f"`{name}`"]
+        if spec.schema_evolution:
+            return None
+        raise HeadwaterError(
+            "HW_MERGE_SOURCE_COLUMN_MISSING",
+            f"MERGE into {snapshot.uri}: {clause.describe()} needs the source column "
+            f"{field.name!r}, which the source ({', '.join(spec.source.columns)}) lacks.",
+            "UPDATE SET * and INSERT * take every target column from the source column of "
+            "the same name.",
+            "Add the column to the source, list the assignments explicitly, or enable "
+            "schema evolution (withSchemaEvolution()).")
+    columns = snapshot.schema.fieldNames()
+    for key, value in (clause.assignments or {}).items():
+        if target_column_name(key, columns, alias, snapshot.uri) == field.name:
+            return to_column(value, "value")
+    return None
+
+
+def _describe(clause: MergeClause) -> dict:
+    out = {"actionType": clause.action}
+    if clause.condition is not None:
+        out["predicate"] = sql_text(clause.condition)
+    return out
+
+
+def _metrics(counts: dict, labelled, source_rows: int) -> dict:
+    def total(kind: str, action: str) -> int:
+        return sum(int(counts.get(lb, 0)) for lb, c in labelled
+                   if c.kind == kind and c.action == action)
+
+    m_upd, b_upd = total(MATCHED, "update"), total(NOT_MATCHED_BY_SOURCE, "update")
+    m_del, b_del = total(MATCHED, "delete"), total(NOT_MATCHED_BY_SOURCE, "delete")
+    inserted = total(NOT_MATCHED, "insert")
+    copied = int(counts.get("copy", 0))
+    return {"numSourceRows": source_rows, "numTargetRowsInserted": inserted,
+            "numTargetRowsUpdated": m_upd + b_upd, "numTargetRowsMatchedUpdated": m_upd,
+            "numTargetRowsNotMatchedBySourceUpdated": b_upd,
+            "numTargetRowsDeleted": m_del + b_del, "numTargetRowsMatchedDeleted": m_del,
+            "numTargetRowsNotMatchedBySourceDeleted": b_del, "numTargetRowsCopied": copied,
+            "numOutputRows": inserted + m_upd + b_upd + copied}

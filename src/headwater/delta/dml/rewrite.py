@@ -1,0 +1,115 @@
+"""Writing a DML's new files with Spark's parquet writer and committing them in one version.
+
+New data files go to a fresh folder under the table, change-data files (``_change_type``
+column, table partitioning) under ``_change_data/``; stats come from the parquet footers.
+Then the driver commits removes of the rewritten files + adds (+ cdc) as one transaction
+(:mod:`headwater.delta.commit`); on any failure the new folders are deleted.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from headwater.delta.commit import Transaction, commit
+from headwater.delta.dml.target import Snapshot, TargetFile
+from headwater.delta.log import filesystem_for
+from headwater.delta.native import _adds, _remove_dir
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+CHANGE_TYPE = "_change_type"
+CDC_DIR = "_change_data"
+
+
+@dataclass
+class Written:
+    """Files a DML wrote but has not committed yet."""
+
+    uri: str
+    adds: list[dict[str, Any]] = field(default_factory=list)
+    cdcs: list[dict[str, Any]] = field(default_factory=list)
+    folders: list[str] = field(default_factory=list)
+
+    def cleanup(self) -> None:
+        for folder in self.folders:
+            _remove_dir(self.uri, folder)
+
+    @property
+    def rows_added(self) -> int:
+        import json
+
+        return sum(json.loads(a["stats"])["numRecords"] for a in self.adds)
+
+
+def _prepare_session(df: "DataFrame") -> None:
+    spark = df.sparkSession
+    if spark.conf.get("spark.sql.parquet.outputTimestampType") == "INT96":
+        spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+
+
+def write_files(df: "DataFrame", snapshot: Snapshot, written: Written, cdc: bool = False) -> None:
+    """Write ``df`` (table columns, plus ``_change_type`` when ``cdc``) partitioned like the
+    table; record its add (or cdc) actions in ``written``."""
+    _prepare_session(df)
+    stamp = f"hw-{int(time.time())}-{uuid.uuid4().hex[:12]}"
+    folder = f"{CDC_DIR}/{stamp}" if cdc else stamp
+    written.folders.append(folder)
+    (df.write.mode("errorifexists").partitionBy(*snapshot.partition_columns)
+     .option("compression", "snappy").parquet(f"{snapshot.uri}/{folder}"))
+    actions = _adds(snapshot.uri, folder, df, snapshot.partition_columns)
+    if cdc:
+        written.cdcs.extend({"cdc": {"path": a["path"], "partitionValues": a["partitionValues"],
+                                     "size": a["size"], "dataChange": False}} for a in actions)
+    else:
+        written.adds.extend(actions)
+
+
+def remove_action(f: TargetFile, now: int, data_change: bool = True) -> dict[str, Any]:
+    return {"remove": {"path": f.log_path, "dataChange": data_change, "deletionTimestamp": now,
+                       "extendedFileMetadata": True, "partitionValues": f.partition_values,
+                       "size": f.size}}
+
+
+def commit_rewrite(snapshot: Snapshot, operation: str, parameters: dict[str, Any],
+                   metrics: dict[str, Any], read: list[TargetFile], removed: list[TargetFile],
+                   written: Written, new_schema: "StructType | None" = None) -> int | None:
+    """Commit removes of ``removed`` + ``written``'s files; None when there was nothing to do."""
+    now = int(time.time() * 1000)
+    actions: list[dict[str, Any]] = []
+    if new_schema is not None:
+        actions.append(snapshot.metadata_action(new_schema))
+    actions += [remove_action(f, now) for f in removed]
+    actions += [{"add": a} for a in written.adds]
+    actions += written.cdcs
+    metrics.update(numRemovedFiles=len(removed), numAddedFiles=len(written.adds),
+                   numAddedChangeFiles=len(written.cdcs),
+                   numRemovedBytes=sum(f.size for f in removed),
+                   numAddedBytes=sum(a["size"] for a in written.adds))
+    if not actions:
+        written.cleanup()
+        return None
+    return commit(Transaction(
+        uri=snapshot.uri, read_version=snapshot.version, operation=operation,
+        parameters=parameters, metrics=metrics, actions=actions,
+        read_paths=[f.log_path for f in read], cleanup=written.cleanup,
+    ))
+
+
+def data_only(df: "DataFrame", snapshot: Snapshot, schema: "StructType | None" = None):
+    """``df`` reduced to the table's columns, in the table's order."""
+    from pyspark.sql import functions as F
+
+    names = (schema or snapshot.schema).fieldNames()
+    return df.select(*[F.col(f"`{c}`") for c in names])
+
+
+def folder_exists(uri: str, folder: str) -> bool:
+    import pyarrow.fs as pafs
+
+    fs, root = filesystem_for(uri)
+    return fs.get_file_info(f"{root}/{folder}").type != pafs.FileType.NotFound

@@ -1,0 +1,217 @@
+"""The target of a DML statement: its snapshot (file list from the log, on the driver) and the
+rows of chosen files read by Spark's own parquet reader (on executors).
+
+Each row read carries ``_hw_file`` (the file it came from, as Spark names it) and
+``_hw_row`` (its position in that file): touched files are found with them and only those are
+rewritten. Partition values live in the log, not in the files, so for partitioned tables they
+are joined in from a small broadcast table of (file, values).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from headwater.delta.log import DeltaLog, deletion_vector_paths, normalize_uri, resolve_file
+from headwater.delta.schema import format_partition_value, spark_schema, strip_field_metadata
+from headwater.errors import HeadwaterError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+FILE_COL, ROW_COL = "_hw_file", "_hw_row"
+# Table features whose rules this writer follows (or that do not concern a writer of files).
+_SUPPORTED_WRITER_FEATURES = {
+    "appendOnly", "invariants", "changeDataFeed", "timestampNtz", "domainMetadata",
+    "v2Checkpoint", "vacuumProtocolCheck", "checkConstraints", "deletionVectors",
+}
+_SUPPORTED_READER_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
+                              "deletionVectors"}
+# java.net.URI leaves these unquoted in a path; Hadoop's Path (Spark's file names) uses it.
+_URI_PATH_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                     "_-!.~'()*,;:$&+=/@")
+
+
+@dataclass(frozen=True)
+class TargetFile:
+    """One data file of the snapshot."""
+
+    log_path: str  # exactly as the log names it (removes must repeat it)
+    path: str  # where the filesystem finds it
+    size: int
+    partition_values: dict[str, str | None]  # as the log stores them
+    typed_values: tuple  # partition values as Python objects, in partition column order
+    num_records: int | None
+    has_dv: bool
+    min_values: dict[str, Any] = field(default_factory=dict)
+    max_values: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def spark_key(self) -> str:
+        return spark_file_name(self.path)
+
+
+@dataclass
+class Snapshot:
+    uri: str
+    version: int
+    table: Any  # deltalake.DeltaTable at ``version``
+    schema: "StructType"  # logical schema, Delta field metadata removed
+    raw_schema_json: str
+    partition_columns: list[str]
+    configuration: dict[str, str]
+    files: list[TargetFile]
+
+    @property
+    def cdf_enabled(self) -> bool:
+        return self.configuration.get("delta.enableChangeDataFeed", "false").lower() == "true"
+
+    @property
+    def data_columns(self) -> list[str]:
+        return [f.name for f in self.schema.fields if f.name not in self.partition_columns]
+
+    def metadata_action(self, schema: "StructType") -> dict[str, Any]:
+        """A metaData action equal to the current one but with ``schema`` (schema evolution)."""
+        meta = self.table.metadata()
+        return {"metaData": {
+            "id": meta.id, "name": meta.name, "description": meta.description,
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": json.dumps(schema.jsonValue(), separators=(",", ":")),
+            "partitionColumns": list(meta.partition_columns),
+            "configuration": dict(meta.configuration or {}),
+            "createdTime": meta.created_time,
+        }}
+
+
+def spark_file_name(path: str) -> str:
+    """The name Spark gives a local file in ``_metadata.file_path`` (Hadoop's Path URI)."""
+    if "://" in path:
+        return path
+    quoted = "".join(ch if ch in _URI_PATH_SAFE or ord(ch) > 127 else
+                     "".join(f"%{b:02X}" for b in ch.encode("utf-8")) for ch in path)
+    return "file:" + quoted
+
+
+def _refuse(uri: str, operation: str, what: str, fix: str) -> HeadwaterError:
+    return HeadwaterError(
+        "HW_DML_UNSUPPORTED_FEATURE",
+        f"{operation} on {uri} is not supported: the table {what}.",
+        "headwater rewrites files copy-on-write and refuses tables whose rules it does not "
+        "implement rather than risk wrong rows.",
+        fix,
+    )
+
+
+def check_writable(table, uri: str, operation: str, needs_rows: bool = True) -> None:
+    """Refuse tables this writer cannot change correctly, naming the feature."""
+    protocol = table.protocol()
+    config = table.metadata().configuration or {}
+    writer = set(protocol.writer_features or [])
+    reader = set(protocol.reader_features or [])
+    if config.get("delta.columnMapping.mode", "none") != "none" or "columnMapping" in writer:
+        raise _refuse(uri, operation, "uses column mapping (physical column names in its files)",
+                      "Run the statement with delta-spark, or copy the rows into a table without "
+                      "column mapping.")
+    unknown = sorted((writer - _SUPPORTED_WRITER_FEATURES) | (reader - _SUPPORTED_READER_FEATURES))
+    if unknown:
+        raise _refuse(uri, operation, f"uses the table feature(s) {', '.join(unknown)}",
+                      "Run the statement with a writer that supports them (delta-spark).")
+    if protocol.min_writer_version > 7 or protocol.min_reader_version > 3:
+        raise _refuse(uri, operation, f"needs protocol {protocol.min_reader_version}/"
+                      f"{protocol.min_writer_version}", "Use a newer Delta writer.")
+    if config.get("delta.appendOnly", "false").lower() == "true" and needs_rows:
+        raise HeadwaterError(
+            "HW_DML_APPEND_ONLY",
+            f"{operation} on {uri} is not allowed: the table is append-only "
+            "(delta.appendOnly=true).",
+            "Append-only tables never change or remove rows they hold.",
+            "Set delta.appendOnly=false first if changes are intended.",
+        )
+    constraints = sorted(k for k in config if k.startswith("delta.constraints."))
+    schema_json = table.schema().to_json()
+    if constraints or "delta.generationExpression" in schema_json \
+            or "delta.identity" in schema_json or "delta.invariants" in schema_json:
+        raise _refuse(uri, operation, "has CHECK constraints, invariants, generated or identity "
+                      "columns", "Run the statement with delta-spark, or drop the constraint.")
+
+
+def load_snapshot(path: str, operation: str, needs_rows: bool = True) -> Snapshot:
+    """The latest snapshot of the table at ``path``, checked for what ``operation`` needs."""
+    uri = normalize_uri(path)
+    log = DeltaLog(uri)
+    table = log.table()
+    check_writable(table, uri, operation, needs_rows)
+    raw_json = table.schema().to_json()
+    schema = strip_field_metadata(spark_schema(raw_json))
+    partition_columns = list(table.metadata().partition_columns)
+    dv_paths = deletion_vector_paths(table)
+    actions = pa.table(table.get_add_actions(flatten=False)).to_pylist()
+    files = []
+    for row in actions:
+        values = row.get("partition") or {}
+        typed = tuple(_utc(values.get(c)) for c in partition_columns)
+        fs_path = resolve_file(log.root, row["path"])
+        files.append(TargetFile(
+            log_path=row["path"], path=fs_path, size=int(row["size_bytes"]),
+            partition_values={c: format_partition_value(values.get(c)) for c in partition_columns},
+            typed_values=typed,
+            num_records=row.get("num_records"), has_dv=fs_path in dv_paths,
+            min_values=row.get("min") or {}, max_values=row.get("max") or {},
+        ))
+    return Snapshot(uri, table.version(), table, schema, raw_json, partition_columns,
+                    dict(table.metadata().configuration or {}), files)
+
+
+def _utc(value: Any) -> Any:
+    if isinstance(value, dt.datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=dt.timezone.utc)
+    return value
+
+
+def refuse_deletion_vectors(snapshot: Snapshot, files: list[TargetFile], operation: str) -> None:
+    """Files with deletion vectors hide rows Spark's parquet reader would return: refuse."""
+    with_dv = [f.log_path for f in files if f.has_dv]
+    if with_dv:
+        raise _refuse(snapshot.uri, operation,
+                      f"has deletion vectors on {len(with_dv)} file(s) it would rewrite, "
+                      f"e.g. {with_dv[0]}",
+                      "Purge them first with delta-spark (REORG TABLE ... APPLY (PURGE)), or "
+                      "copy the rows into a new table.")
+
+
+def scan(spark: "SparkSession", snapshot: Snapshot, files: list[TargetFile]) -> "DataFrame":
+    """Rows of ``files`` with every table column, ``_hw_file`` and ``_hw_row``."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    data_schema = StructType([f for f in snapshot.schema.fields
+                              if f.name not in snapshot.partition_columns])
+    meta_fields = [StructField(FILE_COL, StringType()), StructField(ROW_COL, LongType())]
+    if not files:
+        return spark.createDataFrame([], StructType(list(snapshot.schema.fields) + meta_fields))
+    reader = spark.read.schema(data_schema)
+    df = reader.parquet(*[f.path for f in files])
+    expected = {f.spark_key for f in files}
+    actual = {name.replace("file:///", "file:/", 1) for name in df.inputFiles()}
+    if expected != actual:  # an unusual file name: tag each file with its own name instead
+        frames = [reader.parquet(f.path).select("*", F.lit(f.spark_key).alias(FILE_COL),
+                                                F.col("_metadata.row_index").alias(ROW_COL))
+                  for f in files]
+        df = frames[0]
+        for frame in frames[1:]:
+            df = df.unionByName(frame)
+    else:
+        df = df.select("*", F.col("_metadata.file_path").alias(FILE_COL),
+                       F.col("_metadata.row_index").alias(ROW_COL))
+    if snapshot.partition_columns:
+        part_fields = [snapshot.schema[c] for c in snapshot.partition_columns]
+        values = spark.createDataFrame(
+            [(f.spark_key, *f.typed_values) for f in files],
+            StructType([StructField("_hw_key", StringType())] + part_fields))
+        df = df.join(F.broadcast(values), df[FILE_COL] == values["_hw_key"]).drop("_hw_key")
+    return df.select(*[F.col(f"`{c}`") for c in snapshot.schema.fieldNames()], FILE_COL, ROW_COL)

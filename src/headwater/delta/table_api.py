@@ -1,0 +1,256 @@
+"""``headwater.DeltaTable``: delta-spark's ``delta.tables.DeltaTable`` API without the jar.
+
+delta-spark code runs with only the import changed::
+
+    from headwater import DeltaTable          # was: from delta.tables import DeltaTable
+    t = DeltaTable.forPath(spark, "/data/events")
+    t.alias("t").merge(updates.alias("s"), "t.id = s.id") \\
+        .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+
+Conditions and values are SQL text or Columns; aliases in conditions work as in delta-spark.
+DML runs through :mod:`headwater.delta.dml` (copy-on-write on Spark, or delta-rs for small
+tables), maintenance through :mod:`headwater.delta.maintenance`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Any, Mapping
+
+from headwater.delta import dml, maintenance
+from headwater.delta.dml.common import ColumnOrSql, DmlResult
+from headwater.delta.log import DeltaLog, normalize_uri
+from headwater.errors import HeadwaterError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class DeltaTable:
+    """A Delta table by path, with delta-spark's methods. ``last_result`` holds the metrics
+    of the last delete / update / merge (delta-spark's delete and update return None)."""
+
+    def __init__(self, spark: "SparkSession", path: str, alias: str | None = None) -> None:
+        self._spark = spark
+        self._path = normalize_uri(path)
+        self._alias = alias
+        self.last_result: DmlResult | None = None
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def forPath(cls, sparkSession: "SparkSession", path: str,
+                hadoopConf: Mapping[str, str] | None = None) -> "DeltaTable":
+        """The Delta table at ``path`` (HW_TABLE_NOT_FOUND if there is none)."""
+        DeltaLog(normalize_uri(path)).table()  # fails clearly when it is not a table
+        return cls(sparkSession, path)
+
+    @classmethod
+    def forName(cls, sparkSession: "SparkSession", tableOrViewName: str) -> "DeltaTable":
+        """A table of the session's lakehouse by name (or ``delta.`/path```)."""
+        name = tableOrViewName.strip()
+        if name.lower().startswith("delta.`") and name.endswith("`"):
+            return cls.forPath(sparkSession, name[7:-1])
+        from headwater.lakehouse import active_lakehouse  # higher room: looked up lazily
+
+        lakehouse = active_lakehouse()
+        if lakehouse is None:
+            raise HeadwaterError(
+                "HW_TABLE_NOT_FOUND", f"DeltaTable.forName({name!r}): no lakehouse is attached "
+                "to this session, so names cannot be resolved.",
+                "headwater keeps table names in a lakehouse (no metastore).",
+                "Start the session with headwater.spark_session(lakehouse=...) or use "
+                "DeltaTable.forPath(spark, path).")
+        return cls.forPath(sparkSession, str(_table_path(lakehouse, name)))
+
+    @classmethod
+    def isDeltaTable(cls, sparkSession: "SparkSession", identifier: str) -> bool:
+        """True when ``identifier`` (a path) holds a Delta table."""
+        return DeltaLog(normalize_uri(identifier)).exists()
+
+    # -- reading ------------------------------------------------------------------------
+    def toDF(self) -> "DataFrame":
+        df = self._spark.read.format("delta").load(self._path)
+        return df.alias(self._alias) if self._alias else df
+
+    def alias(self, aliasName: str) -> "DeltaTable":
+        return DeltaTable(self._spark, self._path, aliasName)
+
+    # -- DML ----------------------------------------------------------------------------
+    def delete(self, condition: ColumnOrSql | None = None) -> None:
+        """Delete the rows matching ``condition`` (all rows when None)."""
+        self.last_result = dml.delete(self._spark, self._path, condition,
+                                      target_alias=self._alias)
+
+    def update(self, condition: ColumnOrSql | None = None,
+               set: Mapping[str, ColumnOrSql] | None = None) -> None:
+        """Set columns (``set``: column -> value) on rows matching ``condition``."""
+        if set is None:
+            raise HeadwaterError("HW_DML_INVALID", "update() needs set={column: value}.",
+                                 "UPDATE assigns new values to columns.",
+                                 "Call update(condition, set={'col': 'expr'}).")
+        self.last_result = dml.update(self._spark, self._path, set, condition,
+                                      target_alias=self._alias)
+
+    def merge(self, source: "DataFrame", condition: ColumnOrSql) -> "DeltaMergeBuilder":
+        """Start a MERGE of ``source`` into this table ON ``condition``."""
+        return DeltaMergeBuilder(self, source, condition)
+
+    # -- maintenance --------------------------------------------------------------------
+    def history(self, limit: int | None = None) -> "DataFrame":
+        rows = maintenance.history(self._path, limit)
+        return _frame(self._spark, rows, _HISTORY_SCHEMA)
+
+    def detail(self) -> "DataFrame":
+        return _frame(self._spark, [maintenance.detail(self._path)], _DETAIL_SCHEMA)
+
+    def optimize(self) -> "DeltaOptimizeBuilder":
+        return DeltaOptimizeBuilder(self)
+
+    def vacuum(self, retentionHours: float | None = None) -> "DataFrame":
+        """Delete unreferenced files older than ``retentionHours`` (default 168)."""
+        maintenance.vacuum(self._path, retentionHours)
+        return self._spark.createDataFrame([], "path string")
+
+    def restoreToVersion(self, version: int) -> "DataFrame":
+        return self._restore(maintenance.restore(self._path, version=version))
+
+    def restoreToTimestamp(self, timestamp: str | dt.datetime) -> "DataFrame":
+        return self._restore(maintenance.restore(self._path, timestamp=timestamp))
+
+    def _restore(self, metrics: dict[str, Any]) -> "DataFrame":
+        keys = ["table_size_after_restore", "num_of_files_after_restore", "num_removed_files",
+                "num_restored_files", "removed_files_size", "restored_files_size"]
+        row = tuple(int(metrics.get(k) or 0) for k in keys)
+        return self._spark.createDataFrame([row], ", ".join(f"{k} long" for k in keys))
+
+    def __repr__(self) -> str:
+        return f"DeltaTable({self._path!r})"
+
+
+class DeltaMergeBuilder:
+    """delta-spark's merge builder: clauses in order, then ``execute()``."""
+
+    def __init__(self, table: DeltaTable, source: "DataFrame", condition: ColumnOrSql) -> None:
+        self._table = table
+        self._builder = dml.MergeBuilder(table._spark, table._path, source, condition,
+                                         target_alias=table._alias)
+
+    def whenMatchedUpdate(self, condition: ColumnOrSql | None = None,
+                          set: Mapping[str, ColumnOrSql] | None = None) -> "DeltaMergeBuilder":
+        if set is None:
+            raise HeadwaterError("HW_DML_INVALID", "whenMatchedUpdate needs set={...}.",
+                                 "It assigns the given columns.",
+                                 "Pass set=, or use whenMatchedUpdateAll().")
+        self._builder.when_matched_update(set, condition)
+        return self
+
+    def whenMatchedUpdateAll(self, condition: ColumnOrSql | None = None) -> "DeltaMergeBuilder":
+        self._builder.when_matched_update(None, condition)
+        return self
+
+    def whenMatchedDelete(self, condition: ColumnOrSql | None = None) -> "DeltaMergeBuilder":
+        self._builder.when_matched_delete(condition)
+        return self
+
+    def whenNotMatchedInsert(self, condition: ColumnOrSql | None = None,
+                             values: Mapping[str, ColumnOrSql] | None = None
+                             ) -> "DeltaMergeBuilder":
+        if values is None:
+            raise HeadwaterError("HW_DML_INVALID", "whenNotMatchedInsert needs values={...}.",
+                                 "It inserts the given columns.",
+                                 "Pass values=, or use whenNotMatchedInsertAll().")
+        self._builder.when_not_matched_insert(values, condition)
+        return self
+
+    def whenNotMatchedInsertAll(self, condition: ColumnOrSql | None = None
+                                ) -> "DeltaMergeBuilder":
+        self._builder.when_not_matched_insert(None, condition)
+        return self
+
+    def whenNotMatchedBySourceUpdate(self, condition: ColumnOrSql | None = None,
+                                     set: Mapping[str, ColumnOrSql] | None = None
+                                     ) -> "DeltaMergeBuilder":
+        if set is None:
+            raise HeadwaterError("HW_DML_INVALID", "whenNotMatchedBySourceUpdate needs set=.",
+                                 "Rows without a source match get only explicit values.",
+                                 "Pass set={'col': 'expr'}.")
+        self._builder.when_not_matched_by_source_update(set, condition)
+        return self
+
+    def whenNotMatchedBySourceDelete(self, condition: ColumnOrSql | None = None
+                                     ) -> "DeltaMergeBuilder":
+        self._builder.when_not_matched_by_source_delete(condition)
+        return self
+
+    def withSchemaEvolution(self) -> "DeltaMergeBuilder":
+        self._builder.with_schema_evolution()
+        return self
+
+    def execute(self) -> "DataFrame":
+        """Run the MERGE; a one-row DataFrame of num_affected_rows, num_updated_rows,
+        num_deleted_rows, num_inserted_rows (as delta-spark 3+)."""
+        result = self._builder.execute()
+        self._table.last_result = result
+        row = result.as_row()
+        return self._table._spark.createDataFrame(
+            [tuple(row.values())], ", ".join(f"{k} long" for k in row))
+
+
+class DeltaOptimizeBuilder:
+    def __init__(self, table: DeltaTable) -> None:
+        self._table = table
+        self._where: str | None = None
+
+    def where(self, partitionFilter: str) -> "DeltaOptimizeBuilder":
+        self._where = partitionFilter
+        return self
+
+    def executeCompaction(self) -> "DataFrame":
+        return self._result(maintenance.optimize(self._table._path, self._where))
+
+    def executeZOrderBy(self, *cols: str | list[str]) -> "DataFrame":
+        columns = [c for group in cols for c in ([group] if isinstance(group, str) else group)]
+        return self._result(maintenance.optimize(self._table._path, self._where, columns))
+
+    def _result(self, metrics: dict[str, Any]) -> "DataFrame":
+        import json
+
+        return self._table._spark.createDataFrame(
+            [(self._table._path, json.dumps(metrics, default=str))], "path string, metrics string")
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+_HISTORY_SCHEMA = ("version long, timestamp timestamp, userId string, userName string, "
+                   "operation string, operationParameters map<string,string>, job string, "
+                   "notebook string, clusterId string, readVersion long, isolationLevel string, "
+                   "isBlindAppend boolean, operationMetrics map<string,string>, "
+                   "userMetadata string, engineInfo string")
+_DETAIL_SCHEMA = ("format string, id string, name string, description string, location string, "
+                  "createdAt timestamp, lastModified timestamp, partitionColumns array<string>, "
+                  "clusteringColumns array<string>, numFiles long, sizeInBytes long, "
+                  "properties map<string,string>, minReaderVersion int, minWriterVersion int, "
+                  "tableFeatures array<string>, statistics map<string,string>")
+
+
+def _frame(spark: "SparkSession", rows: list[dict[str, Any]], schema: str) -> "DataFrame":
+    from pyspark.sql.types import StructType
+
+    struct = StructType.fromDDL(schema)
+    data = [tuple(_plain(row.get(f.name)) for f in struct.fields) for row in rows]
+    return spark.createDataFrame(data, struct)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): v if isinstance(v, str) or v is None else str(v) for k, v in value.items()}
+    return value
+
+
+def _table_path(lakehouse: Any, name: str) -> str:
+    """The folder of lakehouse table ``name`` (HW_TABLE_NOT_FOUND when it does not exist)."""
+    if not lakehouse.exists(name):
+        raise HeadwaterError("HW_TABLE_NOT_FOUND", f"Table {name!r} is not in the lakehouse at "
+                             f"{lakehouse.root}.", "forName looks tables up in the attached "
+                             "lakehouse.", "Check the name (lakehouse.tables() lists them).")
+    return str(lakehouse.path(name))
