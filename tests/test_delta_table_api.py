@@ -67,4 +67,4 @@ def test_delta_spark_style_api_and_maintenance(spark, tmp):
     assert rs_ids(path) == [0, 1, 2, 3, 4, 5, 6, 7]
     with pytest.raises(HeadwaterError) as err:
         DeltaTable.forPath(spark, str(tmp / "missing"))
-    assert err.value.code == "HW_TABLE_NOT_FOUND"
+    assert err.value.code == "HW_DELTA_TABLE_NOT_FOUND"

@@ -1,6 +1,6 @@
 """headwater: incremental data pipelines on Spark Structured Streaming over Delta Lake."""
 
-from headwater.delta.table_api import DeltaTable
+from headwater.lakehouse.delta_table import DeltaTable
 from headwater.errors import HeadwaterError, translated, unwrap
 from headwater.helpers import active_streams, block_until_stream_is_ready, cleanup, stop_all_streams
 from headwater.ingest import read_files

@@ -40,7 +40,7 @@ class DeltaTable:
     @classmethod
     def forPath(cls, sparkSession: "SparkSession", path: str,
                 hadoopConf: Mapping[str, str] | None = None) -> "DeltaTable":
-        """The Delta table at ``path`` (HW_TABLE_NOT_FOUND if there is none)."""
+        """The Delta table at ``path`` (HW_DELTA_TABLE_NOT_FOUND if there is none)."""
         DeltaLog(normalize_uri(path)).table()  # fails clearly when it is not a table
         return cls(sparkSession, path)
 
@@ -50,12 +50,12 @@ class DeltaTable:
         name = tableOrViewName.strip()
         if name.lower().startswith("delta.`") and name.endswith("`"):
             return cls.forPath(sparkSession, name[7:-1])
-        from headwater.lakehouse import active_lakehouse  # higher room: looked up lazily
+        from headwater.lakehouse.catalog import lakehouse_of
 
-        lakehouse = active_lakehouse()
+        lakehouse = lakehouse_of(sparkSession)
         if lakehouse is None:
             raise HeadwaterError(
-                "HW_TABLE_NOT_FOUND", f"DeltaTable.forName({name!r}): no lakehouse is attached "
+                "HW_LAKEHOUSE_NOT_ATTACHED", f"DeltaTable.forName({name!r}): no lakehouse is attached "
                 "to this session, so names cannot be resolved.",
                 "headwater keeps table names in a lakehouse (no metastore).",
                 "Start the session with headwater.spark_session(lakehouse=...) or use "
