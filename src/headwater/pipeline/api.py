@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping, Typ
 from headwater.errors import HeadwaterError
 from headwater.pipeline import model
 from headwater.pipeline.expectations import Expectation
+from headwater.pipeline.fields import stored_fields
 from headwater.pipeline.model import Location
-from headwater.pipeline.registry import active_registry, stored_fields
+from headwater.pipeline.registry import active_registry
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -4,11 +4,28 @@ the model lives in :mod:`headwater.pipeline.model`, the registry in
 Import from those; this module only re-exports them."""
 
 from headwater.pipeline.api import (
-    append_flow, create_streaming_table, expect, expect_all, expect_all_or_drop,
-    expect_all_or_fail, expect_or_drop, expect_or_fail, materialized_view, table, view,
+    append_flow,
+    create_streaming_table,
+    expect,
+    expect_all,
+    expect_all_or_drop,
+    expect_all_or_fail,
+    expect_or_drop,
+    expect_or_fail,
+    materialized_view,
+    table,
+    view,
 )
 from headwater.pipeline.model import (
-    MATERIALIZED_VIEW, TABLE, VIEW, Flow, Kind, Location, MaterializedView, StreamingTable, View,
+    MATERIALIZED_VIEW,
+    TABLE,
+    VIEW,
+    Flow,
+    Kind,
+    Location,
+    MaterializedView,
+    StreamingTable,
+    View,
 )
 from headwater.pipeline.registry import Registry
 

@@ -31,10 +31,14 @@ from headwater.errors import HeadwaterError, find_code
 from headwater.lakehouse import Lakehouse, parse_name
 from headwater.pipeline import expectations as expect_mod
 from headwater.pipeline.edges import (
-    Read, TableNames, missing_relation, register_pending, unregister,
+    Read,
+    TableNames,
+    missing_relation,
+    register_pending,
+    unregister,
 )
-from headwater.pipeline.model import MATERIALIZED_VIEW, TABLE, VIEW, Flow, Location
 from headwater.pipeline.graph_queries import GraphQueries
+from headwater.pipeline.model import MATERIALIZED_VIEW, TABLE, VIEW, Flow, Location
 from headwater.pipeline.registry import Registry
 from headwater.pipeline.shape import check_kind, conform
 

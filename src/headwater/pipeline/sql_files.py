@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from headwater.errors import HeadwaterError
 from headwater.pipeline import model
 from headwater.pipeline.expectations import Expectation
+from headwater.pipeline.fields import stored_fields
 from headwater.pipeline.model import Location
-from headwater.pipeline.registry import stored_fields
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

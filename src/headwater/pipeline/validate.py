@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from headwater.errors import HeadwaterError
 from headwater.lakehouse import Lakehouse
 from headwater.pipeline.checks import check_stream
+from headwater.pipeline.graph import Graph
 from headwater.pipeline.model import TABLE
 from headwater.pipeline.registry import Registry
-from headwater.pipeline.graph import Graph
 
 
 @dataclass
