@@ -3,9 +3,9 @@
 ``unset_table_properties`` writes the same commit delta-spark writes for ``ALTER TABLE ...
 UNSET TBLPROPERTIES``: a commitInfo and a metaData action equal to the current one minus the
 keys. The commit file is written aside and hard-linked into place, which fails if the version
-exists: the Delta log's mutual exclusion on a local file system: if another writer took the version first, the change is
-re-read and retried on top of it. Object stores need put-if-absent, so only local tables are
-supported here.
+exists (the Delta log's mutual exclusion on a local file system): if another writer took the
+version first, the change is re-read and retried on top of it. Object stores need
+put-if-absent, so only local tables are supported here.
 """
 
 from __future__ import annotations

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.names import parse_name
 from headwater.lakehouse.sql import (
-    ANY_KIND, DELTA_ON_TABLES, Statement, handles, not_supported_yet, option, seq, target,
+    ANY_KIND,
+    DELTA_ON_TABLES,
+    Statement,
+    handles,
+    not_supported_yet,
+    option,
+    seq,
+    target,
 )
 
 if TYPE_CHECKING:

@@ -9,9 +9,10 @@ parsed JVM plan) and returns a DataFrame, or None to give the statement to Spark
 
 Delta's own grammar (OPTIMIZE, VACUUM, RESTORE, DESCRIBE HISTORY/DETAIL, CONVERT TO DELTA) is
 not Spark's: Spark cannot parse it (or parses DESCRIBE HISTORY t as column t of a table
-"history"), so :func:`parse` names those kinds by their leading keywords, before Spark's parser; without a handler they are a clear
-``HW_SQL_NOT_SUPPORTED_YET``, never a parse error. To add a statement (issue 13: DML,
-maintenance, history), write ``handler(lake, statement)`` and add it with :func:`handles`.
+"history"), so :func:`parse` names those kinds by their leading keywords, before Spark's
+parser; without a handler they are a clear ``HW_SQL_NOT_SUPPORTED_YET``, never a parse
+error. To add a statement (issue 13: DML, maintenance, history), write
+``handler(lake, statement)`` and add it with :func:`handles`.
 
 ``delta.`/path``` in a query (which Spark refuses for Python data sources) is found among the
 parsed plan's relations and replaced, at the relation's exact text span, by a temporary view
