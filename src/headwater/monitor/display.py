@@ -36,7 +36,7 @@ class Display:
         self._lags: dict[str, tuple[float, Lag | None]] = {}
         self._lock = threading.Lock()
 
-    # --- what the runner calls -----------------------------------------------------------
+    # --- what the run calls (echo: the runner; watch, close: its RunMonitor) -------------
 
     def echo(self, text: str) -> None:
         line = f"[{time.monotonic() - self._t0:7.1f}s] {text}"
