@@ -4,7 +4,7 @@
 - scheduler.py: ``Runner``, triggered waves, the continuous loop, stop handling;
 - flow_writer.py: a streaming table's foreachBatch writer, side tables, ``write_table``;
 - native.py: stateless Delta-to-Delta flows read with Spark's parquet reader;
-- refresh.py: materialized views recomputed, ``replace_table``;
+- refresh.py: materialized views recomputed (``Lakehouse.replace``: one commit each);
 - compat.py: whether a flow may resume from its checkpoint;
 - progress.py: ``FlowResult``, batches and metrics counted, summaries;
 - full_refresh.py: ``--full-refresh``, tables and checkpoints dropped with their cascade.

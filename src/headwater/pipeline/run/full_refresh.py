@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from headwater.pipeline.definitions import TABLE
 from headwater.pipeline.graph import Graph
+from headwater.pipeline.model import TABLE
 from headwater.pipeline.run.flow_writer import LATE_SUFFIX, QUARANTINE_SUFFIX
 from headwater.spark.checkpoint_lock import CheckpointLock
 

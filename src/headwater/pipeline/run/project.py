@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from headwater.lakehouse import Lakehouse
     from headwater.monitor.display import Display
-    from headwater.pipeline.definitions import Registry
+    from headwater.pipeline.registry import Registry
 
 CONTINUOUS = "continuous"  # the trigger spelling of a continuous run at Spark's 500 ms default
 

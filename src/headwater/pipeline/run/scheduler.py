@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from headwater.errors import HeadwaterError, find_code, unwrap
 from headwater.errors.spark import translate_flow_failure
 from headwater.monitor.observer import FlowStatus, RunDescription, RunObserver
-from headwater.pipeline.definitions import MATERIALIZED_VIEW, TABLE
 from headwater.pipeline.graph import Graph, ResolvedFlow
+from headwater.pipeline.model import MATERIALIZED_VIEW, TABLE
 from headwater.pipeline.run import compat
 from headwater.pipeline.run.flow_writer import start_stream
 from headwater.pipeline.run.native import native_input, start_native
