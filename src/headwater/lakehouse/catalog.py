@@ -18,7 +18,7 @@ from headwater.conf.layout import LAKEHOUSE_ROOT_CONF
 from headwater.lakehouse.names import TableName
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from headwater.lakehouse.tables import Lakehouse
 
@@ -51,10 +51,7 @@ _guard = threading.RLock()
 
 
 def attach(lakehouse: "Lakehouse") -> None:
-    """Make ``lakehouse`` the one of its session (replacing a previous one there) and install
-    the session hooks while any lakehouse is attached."""
-    from headwater.lakehouse import hooks
-
+    """Make ``lakehouse`` the one of its session (replacing a previous one there)."""
     with _guard:
         previous = lakehouse_of(lakehouse.spark)
         if previous is not None and previous is not lakehouse:
@@ -62,23 +59,21 @@ def attach(lakehouse: "Lakehouse") -> None:
         if lakehouse not in _attached:
             _attached.append(lakehouse)
         lakehouse.spark.conf.set(ROOT_KEY, str(lakehouse.root))
-        hooks.install()
 
 
 def detach(lakehouse: "Lakehouse") -> bool:
-    """Forget the attachment; the hooks go when the last lakehouse is detached. False when it
-    was not attached."""
-    from headwater.lakehouse import hooks
-
+    """Forget the attachment. False when it was not attached."""
     with _guard:
         if lakehouse not in _attached:
             return False
         _attached.remove(lakehouse)
         if _conf_root(lakehouse.spark) == str(lakehouse.root):
             lakehouse.spark.conf.unset(ROOT_KEY)
-        if not _attached:
-            hooks.uninstall()
         return True
+
+
+def any_attached() -> bool:
+    return bool(_attached)
 
 
 def lakehouse_of(spark: "SparkSession | None") -> "Lakehouse | None":
@@ -122,3 +117,17 @@ def columns_option(value: Any) -> list[str]:
     from headwater.conf.options import parse_columns
 
     return parse_columns("partitionBy", value)
+
+
+# --- Spark's own methods, while the hooks (hooks.py) wrap them ----------------------------------
+
+# (class, attribute) -> Spark's original, filled by hooks.install().
+_originals: dict[tuple[type, str], Any] = {}
+
+
+def raw_sql(spark: "SparkSession", text: str) -> "DataFrame":
+    """Spark's own ``spark.sql`` (headwater's internal statements must not be routed)."""
+    from pyspark.sql import SparkSession
+
+    original = _originals.get((SparkSession, "sql"), SparkSession.sql)
+    return original(spark, text)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.names import parse_name
-from headwater.lakehouse.sql import (
+from headwater.lakehouse.statements import (
     ANY_KIND,
     DELTA_ON_TABLES,
     Statement,

@@ -26,23 +26,14 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
 from headwater.errors import HeadwaterError
-from headwater.lakehouse.catalog import lakehouse_of
+from headwater.lakehouse.catalog import _originals, lakehouse_of
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
-_originals: dict[tuple[type, str], Any] = {}
 _guard = threading.Lock()
 # The format explicitly set on a writer (weak keys: writers are short-lived).
 _formats: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
-
-
-def raw_sql(spark: "SparkSession", text: str) -> "DataFrame":
-    """Spark's own ``spark.sql`` (headwater's internal statements must not be routed)."""
-    from pyspark.sql import SparkSession
-
-    original = _originals.get((SparkSession, "sql"), SparkSession.sql)
-    return original(spark, text)
 
 
 def installed() -> bool:

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import WAREHOUSE
-from headwater.ingest.registration import register_sources
-from headwater.messages import register_message_sources
-from headwater.spark.session import build_session
+from headwater.lakehouse.sources import start_session
+from headwater.lakehouse.tables import Lakehouse
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,11 +36,7 @@ def spark_session(
     """
     # Spark's managed-table folders (always empty: the data lives in the lakehouse).
     warehouse = Path(lakehouse).expanduser().resolve() / WAREHOUSE if lakehouse else None
-    spark = build_session(master, app_name, conf, warehouse)
-    register_sources(spark)
-    register_message_sources(spark)
+    spark = start_session(master, app_name, conf, warehouse)
     if lakehouse is not None:
-        from headwater.lakehouse.tables import Lakehouse
-
         Lakehouse(lakehouse, spark)
     return spark

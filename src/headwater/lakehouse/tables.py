@@ -25,10 +25,9 @@ from typing import TYPE_CHECKING, Any, Iterable
 from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, WAREHOUSE
 from headwater.conf.triggers import Trigger, trigger_kwargs
 from headwater.errors import HeadwaterError
-from headwater.lakehouse import catalog
+from headwater.lakehouse import catalog, hooks
 from headwater.lakehouse.catalog import columns_option as _columns
-from headwater.lakehouse.catalog import per_table_source
-from headwater.lakehouse.hooks import raw_sql
+from headwater.lakehouse.catalog import per_table_source, raw_sql
 from headwater.lakehouse.names import SYSTEM_TABLES, TableName, list_tables, parse_name
 from headwater.spark.checkpoint_lock import CheckpointLock
 
@@ -57,9 +56,9 @@ class Lakehouse:
 
             spark = SparkSession.getActiveSession()
         if spark is None:
-            from headwater.lakehouse.session import spark_session
+            from headwater.lakehouse.sources import start_session
 
-            spark = spark_session(conf={"spark.sql.warehouse.dir": str(self.root / WAREHOUSE)})
+            spark = start_session(warehouse=self.root / WAREHOUSE)
         self.spark = spark
         self._locks: dict[str, tuple[CheckpointLock, Any]] = {}
         self._registered: set[str] = set()
@@ -102,6 +101,7 @@ class Lakehouse:
         """Register every table under the root and make this the session's lakehouse (a
         lakehouse attached to the same session before is detached)."""
         catalog.attach(self)
+        hooks.install()  # spark.sql and the writers, while any lakehouse is attached
         for name in self.tables():
             self.register(name)
         return self
@@ -115,6 +115,8 @@ class Lakehouse:
         for qualified in sorted(self._registered):
             raw_sql(self.spark, f"DROP TABLE IF EXISTS {parse_name(qualified).sql}")
         self._registered.clear()
+        if not catalog.any_attached():
+            hooks.uninstall()
 
     def register(self, name: str) -> None:
         """(Re)register one existing table in Spark's catalog, with its current schema."""

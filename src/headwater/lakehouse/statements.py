@@ -1,0 +1,118 @@
+"""The SQL router's vocabulary: a parsed :class:`Statement`, the handler table, and helpers
+to read Spark's parsed plans. Handlers (ddl.py, and the Delta statements) register here with
+:func:`handles`; :func:`headwater.lakehouse.sql.run_sql` dispatches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from headwater.errors import HeadwaterError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from headwater.lakehouse import Lakehouse
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One SQL statement as Spark's parser sees it.
+
+    text: the statement (``delta.`path``` reads already replaced by temp views).
+    kind: the parsed plan's root class name, or a Delta kind (``Optimize``, ``Vacuum``,
+        ``Restore``, ``DescribeHistory``, ``DescribeDetail``, ``ConvertToDelta``) for Delta's
+        own grammar, or ``Unparsed`` when Spark cannot parse it (Spark then reports why).
+    plan: the parsed (unresolved) JVM logical plan; None for Delta grammar and Unparsed.
+    session: the SparkSession the statement runs in (a cloned one inside foreachBatch).
+    """
+
+    text: str
+    kind: str
+    plan: Any
+    session: "SparkSession"
+
+
+Handler = Callable[["Lakehouse", Statement], "DataFrame | None"]
+HANDLERS: dict[str, Handler] = {}
+ANY_KIND = "*"  # the handler tried for kinds without one of their own (a guard, see ddl.py)
+
+# Delta statements Spark's parser does not know, by their leading keywords.
+DELTA_GRAMMAR = {
+    ("OPTIMIZE",): "Optimize", ("VACUUM",): "Vacuum", ("RESTORE",): "Restore",
+    ("CONVERT", "TO", "DELTA"): "ConvertToDelta", ("GENERATE",): "Generate",
+    ("REORG",): "Reorg", ("DESCRIBE", "HISTORY"): "DescribeHistory",
+    ("DESC", "HISTORY"): "DescribeHistory", ("DESCRIBE", "DETAIL"): "DescribeDetail",
+    ("DESC", "DETAIL"): "DescribeDetail",
+}
+# Delta statements Spark parses but cannot run on a Python data source table.
+DELTA_ON_TABLES = ("DeleteFromTable", "UpdateTable", "MergeIntoTable")
+# How error messages name a kind.
+STATEMENT_NAMES = {
+    "Optimize": "OPTIMIZE", "Vacuum": "VACUUM", "Restore": "RESTORE",
+    "ConvertToDelta": "CONVERT TO DELTA", "Generate": "GENERATE", "Reorg": "REORG",
+    "DescribeHistory": "DESCRIBE HISTORY", "DescribeDetail": "DESCRIBE DETAIL",
+    "DeleteFromTable": "DELETE FROM", "UpdateTable": "UPDATE", "MergeIntoTable": "MERGE INTO",
+}
+
+
+def handles(*kinds: str) -> Callable[[Handler], Handler]:
+    """Register a handler for statement kinds (a later registration wins)."""
+    def register(handler: Handler) -> Handler:
+        for kind in kinds:
+            HANDLERS[kind] = handler
+        return handler
+    return register
+
+
+def not_supported_yet(kind: str, text: str) -> HeadwaterError:
+    return HeadwaterError(
+        "HW_SQL_NOT_SUPPORTED_YET",
+        f"{STATEMENT_NAMES.get(kind, kind)} is a Delta statement headwater cannot run yet "
+        f"(near {text[:60]!r}).",
+        "Spark runs it only with delta-spark's jar; headwater implements Delta statements one "
+        "by one in its SQL router.",
+        "Use the deltalake Python API on the table's path (Lakehouse.path(name)) meanwhile.")
+
+
+# --- reading parsed plans -------------------------------------------------------------------
+
+def children(node: Any) -> Iterator[Any]:
+    kids = node.children()
+    for i in range(kids.size()):
+        yield kids.apply(i)
+
+
+def walk(plan: Any) -> Iterator[Any]:
+    """Every node of a parsed plan, subqueries in expressions included, parents first."""
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(children(node))
+        if hasattr(node, "subqueries"):
+            subs = node.subqueries()
+            stack.extend(subs.apply(i) for i in range(subs.size()))
+
+
+def seq(value: Any) -> list[Any]:
+    """A Scala Seq as a Python list."""
+    return [value.apply(i) for i in range(value.size())]
+
+
+def option(value: Any) -> Any:
+    """A Scala Option as its value or None."""
+    return value.get() if value.isDefined() else None
+
+
+def target(plan: Any) -> tuple[list[str], str] | None:
+    """(name parts, Spark's command name) of the table a command acts on, if any."""
+    for node in [plan, *children(plan)]:
+        kind = node.getClass().getSimpleName()
+        if kind in ("UnresolvedTable", "UnresolvedTableOrView"):
+            return [str(p) for p in seq(node.multipartIdentifier())], str(node.commandName())
+        if kind == "UnresolvedIdentifier":
+            return [str(p) for p in seq(node.nameParts())], ""
+        if kind == "UnresolvedRelation" and node is not plan:
+            return [str(p) for p in seq(node.multipartIdentifier())], ""
+    return None
