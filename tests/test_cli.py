@@ -30,11 +30,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
-from headwater.spark.checkpoint_lock import CheckpointLock
-from headwater.errors import HeadwaterError
-from tests.support import CALL_TIMEOUT, HEADWATER, cli, show
+from tests.support import HEADWATER, cli, show
 from tests.support import cli_env as _env
+
+from headwater.errors import HeadwaterError
+from headwater.spark.checkpoint_lock import CheckpointLock
 
 # Starts other JVMs or headwater processes: not in the fast tier.
 pytestmark = pytest.mark.procs

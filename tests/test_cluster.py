@@ -11,10 +11,9 @@ import textwrap
 import time
 from pathlib import Path
 
-import pytest
-from conftest import run_script
-
 import pyspark
+import pytest
+from tests.support import run_script
 
 # Starts other JVMs or headwater processes: not in the fast tier.
 pytestmark = pytest.mark.procs

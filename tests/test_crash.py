@@ -7,8 +7,8 @@ import textwrap
 
 import pyarrow as pa
 import pytest
-from conftest import rows, run_script, write
 from deltalake import DeltaTable
+from tests.support import rows, run_script, write
 
 # Starts other JVMs or headwater processes: not in the fast tier.
 pytestmark = pytest.mark.procs

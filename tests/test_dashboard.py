@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
-
 from tests.support import HEADWATER
 from tests.support import cli_env as _env
 

@@ -6,12 +6,10 @@ import json
 
 import pyarrow as pa
 import pytest
-from conftest import rows, write
 from deltalake import DeltaTable
+from tests.support import rows, write
 
 import headwater
-
-
 
 
 def test_complete_mode_replaces_the_table_in_one_commit(spark, tmp):

@@ -11,8 +11,8 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import rows, write
 from deltalake import DeltaTable
+from tests.support import rows, write
 
 import headwater
 from headwater.delta.log import DeltaLog

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from conftest import write
 from deltalake import DeltaTable as RsTable
 from pyspark.sql import functions as F
+from tests.support import write
 
 from headwater import DeltaTable
 from headwater.delta import maintenance

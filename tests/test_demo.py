@@ -4,7 +4,6 @@ to the ground truth, every landed record accounted for."""
 from __future__ import annotations
 
 import pytest
-
 from tests.support import cli, show
 
 # Starts other JVMs or headwater processes: not in the fast tier.

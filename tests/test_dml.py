@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import GOLDEN, write
 from deltalake import DeltaTable as RsTable
 from pyspark.sql import functions as F
+from tests.support import GOLDEN, write
 
 from headwater.delta import dml
 from headwater.delta.commit import Transaction, commit

@@ -6,8 +6,8 @@ import json
 
 import pyarrow as pa
 import pytest
-from conftest import rows, write
 from pyspark.errors import StreamingQueryException
+from tests.support import rows, write
 
 import headwater
 from headwater.pipeline.expectations import Expectation, observe, split, validate_rules

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from tests.support import GOLDEN
 from deltalake import DeltaTable
 from tests.golden_compare import normalize
+from tests.support import GOLDEN
 
 import headwater
 

@@ -15,10 +15,10 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 import headwater
 from headwater import HeadwaterError
 from headwater.errors import unwrap
+from headwater.ingest.ddl import parse_ddl
 from headwater.ingest.index import FileIndex
 from headwater.ingest.parse import FileEntry, ParseSettings, RecordParser
 from headwater.ingest.schemas import SchemaStore
-from headwater.ingest.ddl import parse_ddl
 
 # --- parsing, no Spark -------------------------------------------------------------------
 
@@ -455,7 +455,7 @@ def silver():
 
 
 def test_a_pipeline_ingests_evolves_by_itself_and_archives(spark, tmp_path):
-    from tests.test_pipeline import project, run
+    from tests.pipelines import project, run
 
     landing, archive = tmp_path / "landing", tmp_path / "archive"
     land(landing, "1.json", '{"id": 1, "v": 1.0}\n{"id": 2, "v": "oops"}\n')

@@ -12,10 +12,10 @@ import time
 import uuid
 
 import pytest
-from conftest import REPO, run_script
-from kafka_broker import Broker, broker_binary, ci
+from tests.support import REPO, run_script
 
 from headwater.errors import HeadwaterError, unwrap
+from kafka_broker import Broker, broker_binary, ci
 
 KAFKA = "headwater.kafka"
 
@@ -192,7 +192,7 @@ def test_fail_on_data_loss_for_a_recreated_topic_and_skip_when_false(spark, brok
 
 
 def test_sink_stream_and_batch_write_exact_records(spark, broker, tmp):
-    from conftest import write
+    from tests.support import write
 
     topic, other = topic_name("sink"), topic_name("sink2")
     broker.create_topic(topic, 2)
@@ -336,7 +336,7 @@ def test_benchmark_smoke_both_variants_write_every_message(spark, broker, tmp):
 
 
 def test_planning_rules_without_a_broker():
-    from headwater.messages.kafka_offsets import reconcile, rate_limit, split_ranges
+    from headwater.messages.kafka_offsets import rate_limit, reconcile, split_ranges
     from headwater.messages.kafka_options import SourceOptions
 
     a0, a1, b0 = ("a", 0), ("a", 1), ("b", 0)

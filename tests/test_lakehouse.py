@@ -6,12 +6,12 @@ import logging
 import textwrap
 
 import pytest
+from tests.support import REPO, run_script, write
 
 import headwater
 from headwater import HeadwaterError, Lakehouse
-from headwater.lakehouse import parse_name
 from headwater.conf.triggers import trigger_kwargs
-from tests.support import REPO, run_script, write
+from headwater.lakehouse import parse_name
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
+from tests.support import write
 
 import headwater
 from headwater import HeadwaterError, Lakehouse
-from tests.conftest import write
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import datetime as dt
 
 import pyarrow as pa
 import pytest
-from conftest import write
 from pyspark.sql import functions as F
+from tests.support import write
 
 from headwater.errors import HeadwaterError
 from headwater.pipeline.late import LateRows

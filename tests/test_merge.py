@@ -6,9 +6,9 @@ import datetime as dt
 
 import pyarrow as pa
 import pytest
-from conftest import write
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
+from tests.support import write
 
 import headwater
 from headwater.delta.merge import merge_batch, merge_predicate

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 from deltalake import DeltaTable
+from tests.pipelines import build, project
+from tests.support import write
 
+from headwater.conf.triggers import trigger_kwargs
 from headwater.monitor.commands import history_lines, status_lines
 from headwater.monitor.display import Display
 from headwater.pipeline.run import Runner
-from headwater.conf.triggers import trigger_kwargs
-from tests.support import write
-from tests.test_pipeline import build, project
 
 PIPELINE = """
 @headwater.table

@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as dt
 
 from deltalake import DeltaTable
+from tests.support import rows
 
 from headwater.delta.native import read_native, write_native
-from tests.support import rows
 
 
 def test_native_write_commits_once_with_stats_and_escaped_partitions(spark, tmp_path):

@@ -4,7 +4,7 @@ as HW_OPTION_INVALID from a real Delta stream and a real file stream (issue 12).
 from __future__ import annotations
 
 import pytest
-from conftest import write
+from tests.support import write
 
 import headwater
 from headwater.conf.options import (

@@ -6,46 +6,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from headwater import HeadwaterError, Lakehouse
-from headwater.pipeline.graph import Graph
-from headwater.conf.project import Project
-from headwater.pipeline.loader import load_definitions
-from headwater.pipeline.run import Runner
-from headwater.pipeline.validate import validate_project
-from headwater.conf.triggers import trigger_kwargs
+from tests.pipelines import HEADER, build, project, run
 from tests.support import write
 
-HEADER = """
-import headwater
-from pyspark.sql import SparkSession, functions as F
-spark = SparkSession.active()
-"""
-
-
-def project(tmp_path: Path, files: dict[str, str]) -> Path:
-    root = tmp_path / "proj"
-    (root / "defs").mkdir(parents=True, exist_ok=True)
-    (root / "headwater.toml").write_text(
-        '[pipeline]\nname = "t"\nroot = "lake"\ndefinitions = ["defs/*.py", "defs/*.sql"]\n')
-    for name, text in files.items():
-        body = textwrap.dedent(text)
-        (root / "defs" / name).write_text(HEADER + body if name.endswith(".py") else body)
-    if not any(n.endswith(".sql") for n in files):
-        (root / "defs" / "empty.sql").write_text("-- nothing\n")
-    return root
-
-
-def build(spark, root: Path, dry: bool = False) -> Graph:
-    proj = Project.load(root)
-    lake = Lakehouse(proj.root, spark)
-    return Graph(load_definitions(proj), lake, dry=dry).build()
-
-
-def run(spark, root: Path, select=None):
-    graph = build(spark, root)
-    results = Runner(graph, trigger_kwargs("available-now"), False, select, echo=lambda _: None).run()
-    return graph.lakehouse, {r.key: r for r in results}
+from headwater import HeadwaterError, Lakehouse
+from headwater.conf.project import Project
+from headwater.pipeline.loader import load_definitions
+from headwater.pipeline.validate import validate_project
 
 
 def count(lake: Lakehouse, name: str) -> int:

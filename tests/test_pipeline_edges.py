@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.support import write
+
 from headwater import Lakehouse
 from headwater.conf.project import Project
 from headwater.conf.triggers import trigger_kwargs
 from headwater.pipeline.graph import Graph
 from headwater.pipeline.loader import load_definitions
-from headwater.pipeline.runner import Runner
-from tests.conftest import write
+from headwater.pipeline.run import Runner
 
 HEADER = """
 import headwater

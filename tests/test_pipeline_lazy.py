@@ -8,12 +8,12 @@ import inspect
 import textwrap
 
 import pytest
+from tests.support import write
 
 from headwater import HeadwaterError, Lakehouse
 from headwater.conf.project import Project
 from headwater.pipeline.graph import Graph
 from headwater.pipeline.loader import load_definitions
-from tests.conftest import write
 
 DEFS = """
 import headwater
@@ -60,13 +60,15 @@ def test_building_the_graph_creates_no_table(spark, tmp_path):
 
 def test_read_files_default_location_comes_from_the_definition_or_the_session_conf(spark,
                                                                                   tmp_path):
+    import headwater
     from headwater.conf.context import (
-        LAKEHOUSE_ROOT_CONF, DefinitionContext, current_definition, defining,
+        LAKEHOUSE_ROOT_CONF,
+        DefinitionContext,
+        current_definition,
+        defining,
     )
     from headwater.ingest import api
     from headwater.spark.plan import relations
-
-    import headwater
 
     source = textwrap.dedent(inspect.getsource(api._default_location))
     imported = {node.module for node in ast.walk(ast.parse(source))

@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.support import write
 
 from headwater import HeadwaterError, Lakehouse
 from headwater.conf.project import Project
 from headwater.pipeline.expectations import Expectation
 from headwater.pipeline.graph import Graph
 from headwater.pipeline.loader import load_definitions
-from tests.conftest import write
 
 
 def project(tmp_path: Path, sql: str) -> Path:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
+from tests.support import write
 
 from headwater.conf.triggers import trigger_kwargs
 from headwater.errors import HeadwaterError
@@ -18,7 +19,6 @@ from headwater.monitor.observer import FlowOutcome, FlowStatus, RunDescription
 from headwater.pipeline.graph import Graph
 from headwater.pipeline.run import Runner, load_project, run_project
 from headwater.pipeline.run.project import _choose_trigger
-from tests.conftest import write
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "headwater"
 

@@ -11,7 +11,7 @@ import time
 
 import pyarrow as pa
 import pytest
-from conftest import run_script, write
+from tests.support import run_script, write
 
 import headwater
 from headwater.spark.session import java_major_version
