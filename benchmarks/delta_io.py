@@ -19,8 +19,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -288,7 +288,7 @@ def main() -> None:
     try:
         parquet_dir, delta_dir = make_input(spark, rows, root)
         todo = variants(spark, parquet_dir, delta_dir)
-        for name, start in todo.items():  # warm-up: JIT, Python worker daemon, page cache
+        for start in todo.values():  # warm-up: JIT, Python worker daemon, page cache
             measure(start, rows, root)
         results = {name: {"wall_s": [], "cpu_s": []} for name in todo}
         for _ in range(runs):  # interleaved, so drift in machine load hits every variant
@@ -296,8 +296,8 @@ def main() -> None:
                 wall, cpu = measure(start, rows, root)
                 results[name]["wall_s"].append(wall)
                 results[name]["cpu_s"].append(cpu)
-        import pyspark
         import deltalake
+        import pyspark
 
         machine = {"cores": os.cpu_count(), "rows": rows, "runs": runs, "files": FILES,
                    "task_slots": TASKS, "loadavg_1m_before": round(load_before, 2),

@@ -305,7 +305,7 @@ class RssSampler:
             for pid, rss in _python_rss().items():
                 self.peak[pid] = max(self.peak.get(pid, 0), rss)
 
-    def __enter__(self) -> "RssSampler":
+    def __enter__(self) -> RssSampler:
         self._thread.start()
         return self
 

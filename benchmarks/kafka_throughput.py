@@ -32,9 +32,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 
 from delta_io import tree_cpu_seconds
-from kafka_broker import Broker, broker_binary
-
 from headwater.messages.kafka_read import kafka_schema
+from kafka_broker import Broker, broker_binary
 
 PARTITIONS = 4
 VALUE_BYTES = 100

@@ -23,7 +23,12 @@ from pathlib import Path
 
 from pyspark.sql.functions import explode_outer
 from pyspark.sql.types import (
-    ArrayType, DoubleType, IntegerType, StringType, StructField, StructType,
+    ArrayType,
+    DoubleType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
 )
 
 import headwater

@@ -13,7 +13,7 @@ import pyarrow as pa
 def _value(value: Any) -> Any:
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
         return ("ts", value.isoformat())
     if isinstance(value, float) and math.isnan(value):
         return ("nan",)

@@ -259,13 +259,13 @@ def test_newcomer_init_validate_run_then_incremental_rerun_with_late_rows(demo):
     # a new file lands: rows far behind the watermark, one bad row, and rows that move the
     # watermark on (closing the windows still open)
     watermark1 = max(r["ts"] for r in silver1) - DELAY
-    base = dt.datetime(2026, 1, 1, 9, 0, 10, tzinfo=dt.timezone.utc)
+    base = dt.datetime(2026, 1, 1, 9, 0, 10, tzinfo=dt.UTC)
     behind = [{"device_id": i % 4, "reading": 30.0 + i, "ts": base + dt.timedelta(minutes=i % 5,
                                                                                  seconds=i)}
               for i in range(6)]
     bad = [{"device_id": 1, "reading": 999.0, "ts": base + dt.timedelta(minutes=3)}]
     ahead = [{"device_id": i, "reading": 40.0 + i,
-              "ts": dt.datetime(2026, 1, 1, 10, 30 + i, i, tzinfo=dt.timezone.utc)}
+              "ts": dt.datetime(2026, 1, 1, 10, 30 + i, i, tzinfo=dt.UTC)}
              for i in range(4)]
     new = behind + bad + ahead
     assert all(window_start(r["ts"]) + MINUTE <= watermark1 for r in behind)

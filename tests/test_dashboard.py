@@ -57,7 +57,7 @@ def shots(tmp_path: Path) -> Path:
 
 def start(args: list[str], log: Path, cwd: Path) -> tuple[subprocess.Popen, str]:
     """A headwater process and the dashboard URL it prints."""
-    out = open(log, "w")
+    out = open(log, "w")  # noqa: SIM115 (the child process writes it until it exits)
     proc = subprocess.Popen(HEADWATER + args, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                             env=_env(), start_new_session=True)
     deadline = time.monotonic() + 180

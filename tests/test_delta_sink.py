@@ -61,9 +61,8 @@ def test_sink_schema_mismatch_names_the_columns(spark, tmp):
     dst = tmp / "dst"
     write(dst, {"id": pa.array([1], pa.int64()), "name": ["x"]})
     df = spark.createDataFrame([(1, 2.5)], "id long, name double")
-    with pytest.raises(headwater.HeadwaterError) as err:
-        with headwater.translated():
-            df.write.format("delta").mode("append").save(str(dst))
+    with pytest.raises(headwater.HeadwaterError) as err, headwater.translated():
+        df.write.format("delta").mode("append").save(str(dst))
     assert err.value.code == "HW_SINK_SCHEMA_MISMATCH"
     assert "name (table string, data double)" in str(err.value)
 
@@ -100,10 +99,9 @@ def test_overwrite_and_replace_where(spark, tmp):
     (spark.createDataFrame([(10, "a")], "id long, p string").write.format("delta")
      .mode("overwrite").option("replaceWhere", "p = 'a'").save(str(dst)))
     assert rows(spark, str(dst)) == [(2, "b"), (10, "a")]
-    with pytest.raises(headwater.HeadwaterError) as err:
-        with headwater.translated():
-            (spark.createDataFrame([(11, "b")], "id long, p string").write.format("delta")
-             .mode("overwrite").option("replaceWhere", "p = 'a'").save(str(dst)))
+    with pytest.raises(headwater.HeadwaterError) as err, headwater.translated():
+        (spark.createDataFrame([(11, "b")], "id long, p string").write.format("delta")
+         .mode("overwrite").option("replaceWhere", "p = 'a'").save(str(dst)))
     assert err.value.code == "HW_REPLACE_WHERE_MISMATCH"
     spark.createDataFrame([(7, "z")], "id long, p string").write.format("delta") \
         .mode("overwrite").save(str(dst))
@@ -143,16 +141,14 @@ def test_foreach_batch_writes_two_tables_exactly_once(spark, tmp):
 
 
 def test_write_without_path_is_a_clear_error(spark):
-    with pytest.raises(headwater.HeadwaterError) as err:
-        with headwater.translated():
-            spark.createDataFrame([(1,)], "id long").write.format("delta").mode("append").save()
+    with pytest.raises(headwater.HeadwaterError) as err, headwater.translated():
+        spark.createDataFrame([(1,)], "id long").write.format("delta").mode("append").save()
     assert err.value.code == "HW_SINK_NO_PATH"
 
 
 def test_read_missing_table_is_a_clear_error(spark, tmp):
-    with pytest.raises(headwater.HeadwaterError) as err:
-        with headwater.translated():
-            spark.read.format("delta").load(str(tmp / "nothing")).count()
+    with pytest.raises(headwater.HeadwaterError) as err, headwater.translated():
+        spark.read.format("delta").load(str(tmp / "nothing")).count()
     assert err.value.code == "HW_DELTA_TABLE_NOT_FOUND"
 
 

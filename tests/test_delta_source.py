@@ -168,9 +168,8 @@ def test_schema_change_is_a_clear_error(spark, tmp):
              .trigger(processingTime="200 milliseconds").start(str(dst)))
     query.processAllAvailable()
     write(src, {**ids(5, 7), "extra": [1.0, 2.0]}, schema_mode="merge")
-    with pytest.raises(headwater.HeadwaterError) as err:
-        with headwater.translated():
-            query.awaitTermination(120)
+    with pytest.raises(headwater.HeadwaterError) as err, headwater.translated():
+        query.awaitTermination(120)
     assert err.value.code == "HW_SOURCE_SCHEMA_CHANGED"
     assert "extra" in str(err.value)
     # A restart picks up the new schema; the sink enforces its own unless mergeSchema is set.
@@ -253,7 +252,7 @@ def test_starting_timestamp(spark, tmp):
     for version in (0, 1):
         os.utime(src / "_delta_log" / f"{version:020d}.json", (old, old))
     write(src, ids(4, 6))
-    since = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=10)).isoformat()
+    since = (dt.datetime.now(dt.UTC) - dt.timedelta(minutes=10)).isoformat()
     stream(spark, src, tmp / "dst", tmp / "cp", startingTimestamp=since)
     assert [r[0] for r in rows(spark, str(tmp / "dst"))] == [4, 5]
 

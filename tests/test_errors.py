@@ -30,14 +30,12 @@ def test_unwrap_finds_the_code_inside_a_wrapped_traceback():
 
 
 def test_translated_reraises_with_cause():
-    with pytest.raises(HeadwaterError) as err:
-        with headwater.translated():
-            raise RuntimeError("org.apache.spark... [HW_SINK_NO_PATH] no path given")
+    with pytest.raises(HeadwaterError) as err, headwater.translated():
+        raise RuntimeError("org.apache.spark... [HW_SINK_NO_PATH] no path given")
     assert err.value.code == "HW_SINK_NO_PATH"
     assert isinstance(err.value.__cause__, RuntimeError)
-    with pytest.raises(KeyError):
-        with headwater.translated():
-            raise KeyError("not ours")
+    with pytest.raises(KeyError), headwater.translated():
+        raise KeyError("not ours")
 
 
 def test_codes_must_be_prefixed():
@@ -107,7 +105,7 @@ def test_unwrap_keeps_what_why_and_fix_of_a_wrapped_message():
 def test_a_spark_wrapped_error_comes_back_with_what_why_fix(spark, tmp):
     """An error raised in a data source's schema() reaches us as Spark's AnalysisException."""
     with pytest.raises(Exception) as raised:
-        spark.read.format("delta").load(str(tmp / "no-table")).schema
+        _ = spark.read.format("delta").load(str(tmp / "no-table")).schema
     assert not isinstance(raised.value, HeadwaterError)
     plain = unwrap(raised.value)
     assert isinstance(plain, HeadwaterError)

@@ -338,7 +338,7 @@ def test_a_messy_feed_accounts_for_every_record_and_counts_them(spark, tmp):
     assert len(rescued(big)["blob"]) == 10 << 20  # the 10 MB field, kept whole
     metrics = {}
     for progress in query.recentProgress:
-        for key, row in progress.observedMetrics.items():
+        for _key, row in progress.observedMetrics.items():
             for k, v in row.asDict().items():
                 metrics[k] = metrics.get(k, 0) + v
     assert metrics == {"rows": 9, "rescued_rows": 6, "malformed_rows": 4}

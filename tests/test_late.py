@@ -12,7 +12,7 @@ from tests.support import write
 from headwater.errors import HeadwaterError
 from headwater.pipeline.late import LateRows
 
-T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 
 # One Delta commit per micro-batch (maxFilesPerTrigger=1, all commits there before the start).
 # (key, seconds after T0); 5 s tumbling windows, 10 s watermark delay.
@@ -118,7 +118,7 @@ def test_late_rows_match_spark_drops(spark, tmp_path, key, mode):
     watermarks: dict[int, set] = {}
     for row in late_df.collect():
         per_batch.setdefault(row._batch_id, set()).add(
-            (row.k, int((row.ts.replace(tzinfo=dt.timezone.utc) - T0).total_seconds())))
+            (row.k, int((row.ts.replace(tzinfo=dt.UTC) - T0).total_seconds())))
         watermarks.setdefault(row._batch_id, set()).add(row._watermark)
         if key == "window":
             assert row.window.end <= row._watermark
@@ -127,7 +127,7 @@ def test_late_rows_match_spark_drops(spark, tmp_path, key, mode):
     for batch_id, count in dropped.items():
         assert len(per_batch.get(batch_id, ())) == count, batch_id
     assert per_batch == EXPECTED_LATE
-    assert {b: {w.replace(tzinfo=dt.timezone.utc) for w in ws} for b, ws in watermarks.items()} \
+    assert {b: {w.replace(tzinfo=dt.UTC) for w in ws} for b, ws in watermarks.items()} \
         == {b: {w} for b, w in EXPECTED_WATERMARK.items()}
 
     # The aggregate output is what the plain query wrote, batch by batch.

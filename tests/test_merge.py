@@ -13,7 +13,7 @@ from tests.support import write
 import headwater
 from headwater.delta.merge import merge_batch, merge_predicate
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def create_table(spark, path, schema) -> None:

@@ -57,7 +57,7 @@ def test_ten_runs_exit_zero_without_abort(tmp):
     """Drivers that ran Python-source streams and never call spark.stop() exit cleanly."""
     write(tmp / "src", {"id": pa.array(range(20), pa.int64())})
     results = []
-    for run in range(10):
+    for _run in range(10):
         done = run_script(_driver(tmp), timeout=180)
         results.append((done.returncode, "terminate called" in done.stderr))
         assert "streamed 20" in done.stdout, done.stderr[-3000:]

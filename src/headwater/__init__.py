@@ -1,16 +1,27 @@
 """headwater: incremental data pipelines on Spark Structured Streaming over Delta Lake."""
 
-from headwater.lakehouse.delta_table import DeltaTable
 from headwater.errors import HeadwaterError, translated, unwrap
 from headwater.helpers import active_streams, block_until_stream_is_ready, cleanup, stop_all_streams
 from headwater.ingest import read_files
 from headwater.lakehouse import Lakehouse, active_lakehouse
-from headwater.pipeline.api import (
-    append_flow, create_streaming_table, expect, expect_all, expect_all_or_drop,
-    expect_all_or_fail, expect_or_drop, expect_or_fail, materialized_view, read, read_stream,
-    table, temporary_view, view,
-)
+from headwater.lakehouse.delta_table import DeltaTable
 from headwater.lakehouse.session import spark_session
+from headwater.pipeline.api import (
+    append_flow,
+    create_streaming_table,
+    expect,
+    expect_all,
+    expect_all_or_drop,
+    expect_all_or_fail,
+    expect_or_drop,
+    expect_or_fail,
+    materialized_view,
+    read,
+    read_stream,
+    table,
+    temporary_view,
+    view,
+)
 from headwater.spark.session import stop_spark
 
 __all__ = [

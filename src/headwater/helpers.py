@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 
-def block_until_stream_is_ready(query: "StreamingQuery", min_batches: int = 2,
+def block_until_stream_is_ready(query: StreamingQuery, min_batches: int = 2,
                                 timeout: float = 120.0) -> None:
     """Wait until ``query`` has completed ``min_batches`` micro-batches (default 2, as the
     seeds' helper), or has ended. A query that failed raises its error; a query still short
@@ -40,12 +40,12 @@ def block_until_stream_is_ready(query: "StreamingQuery", min_batches: int = 2,
         "Raise timeout=, or check query.status and query.lastProgress.")
 
 
-def active_streams(spark: "SparkSession | None" = None) -> list["StreamingQuery"]:
+def active_streams(spark: SparkSession | None = None) -> list[StreamingQuery]:
     """The session's running streaming queries."""
     return list(_spark(spark).streams.active)
 
 
-def stop_all_streams(spark: "SparkSession | None" = None, timeout: float = 60.0) -> int:
+def stop_all_streams(spark: SparkSession | None = None, timeout: float = 60.0) -> int:
     """Stop every running stream, each after its current micro-batch; returns how many."""
     stopped = 0
     for query in active_streams(spark):
@@ -58,7 +58,7 @@ def stop_all_streams(spark: "SparkSession | None" = None, timeout: float = 60.0)
     return stopped
 
 
-def cleanup(root: str | Path, spark: "SparkSession | None" = None) -> None:
+def cleanup(root: str | Path, spark: SparkSession | None = None) -> None:
     """Stop all streams, forget the lakehouse's tables, and delete ``root``."""
     stop_all_streams(spark)
     from headwater.lakehouse import Lakehouse, active_lakehouse
@@ -71,7 +71,7 @@ def cleanup(root: str | Path, spark: "SparkSession | None" = None) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _spark(spark: "SparkSession | None") -> "SparkSession":
+def _spark(spark: SparkSession | None) -> SparkSession:
     from pyspark.sql import SparkSession
 
     return spark or SparkSession.active()

@@ -10,9 +10,10 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from headwater.conf.layout import LAKEHOUSE_ROOT_CONF
 
@@ -49,6 +50,6 @@ def current_definition() -> DefinitionContext | None:
     return _definition.get()
 
 
-def lakehouse_root(spark: "SparkSession") -> str | None:
+def lakehouse_root(spark: SparkSession) -> str | None:
     """The root of the lakehouse attached to ``spark``, if one is."""
     return spark.conf.get(LAKEHOUSE_ROOT_CONF, None) or None

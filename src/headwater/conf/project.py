@@ -37,7 +37,7 @@ class Project:
     spark_conf: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, project_dir: str | Path = ".") -> "Project":
+    def load(cls, project_dir: str | Path = ".") -> Project:
         path = Path(project_dir).resolve()
         config = path / CONFIG if path.is_dir() else path
         if not config.is_file():

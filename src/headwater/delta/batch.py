@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 import threading
 import zlib
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,

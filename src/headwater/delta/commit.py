@@ -18,8 +18,9 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 from urllib.parse import unquote
 
 from headwater.delta.log import DeltaLog, normalize_uri

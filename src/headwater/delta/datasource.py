@@ -13,10 +13,10 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from headwater.conf.options import parse_int
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.schema import spark_schema, strip_field_metadata
 from headwater.delta.source import MACHINE_PARALLELISM
-from headwater.conf.options import parse_int
 from headwater.errors import HeadwaterError
 
 

@@ -8,7 +8,7 @@ tables Spark's reader can read as they are qualify (see :func:`native.natively_r
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType

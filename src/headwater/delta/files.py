@@ -9,8 +9,9 @@ import json
 import math
 import time
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,9 +20,13 @@ from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from headwater.delta.log import FileEntry, filesystem_for
+from headwater.delta.schema import (
+    conform_column,
+    format_partition_value,
+    partition_array,
+    physical_name,
+)
 from headwater.errors import HeadwaterError
-from headwater.delta.schema import conform_column, format_partition_value, partition_array, \
-    physical_name
 
 READ_BATCH_ROWS = 65536  # rows per Arrow batch handed to Spark
 STATS_STRING_PREFIX = 32  # delta-spark's default prefix length for string min/max
@@ -339,7 +344,7 @@ def _json_value(value: Any, arrow_type: pa.DataType, upper: bool) -> Any:
         if isinstance(value, int):
             value = pa.scalar(value, pa.timestamp(arrow_type.unit)).as_py()
         if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
         micros = value.microsecond
         value = value.replace(microsecond=micros - micros % 1000)
         if upper and micros % 1000:

@@ -230,7 +230,7 @@ def _typed_partition(value: Any, spark_field) -> Any:
         if isinstance(spark_field.dataType, TimestampNTZType):
             return value.replace(tzinfo=None)
         if value.tzinfo is None:
-            return value.replace(tzinfo=dt.timezone.utc)
+            return value.replace(tzinfo=dt.UTC)
     return value
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.errors import HeadwaterError
@@ -196,7 +197,7 @@ def restore(path: str, version: int | None = None,
         target = timestamp if isinstance(timestamp, dt.datetime) else \
             dt.datetime.fromisoformat(str(timestamp).replace("Z", "+00:00"))
         if target.tzinfo is None:
-            target = target.replace(tzinfo=dt.timezone.utc)
+            target = target.replace(tzinfo=dt.UTC)
     try:
         metrics = dict(table.restore(target))
     except Exception as exc:  # noqa: BLE001
@@ -229,7 +230,7 @@ def history(path: str, limit: int | None = None) -> list[dict[str, Any]]:
         row.update({k: v for k, v in entry.items() if k in row})
         row["version"] = entry.get("version")
         ts = entry.get("timestamp")
-        row["timestamp"] = (dt.datetime.fromtimestamp(ts / 1000, dt.timezone.utc)
+        row["timestamp"] = (dt.datetime.fromtimestamp(ts / 1000, dt.UTC)
                             if isinstance(ts, (int, float)) else ts)
         for key in ("operationParameters", "operationMetrics"):
             row[key] = {k: v if isinstance(v, str) else json.dumps(v)
@@ -248,9 +249,9 @@ def detail(path: str) -> dict[str, Any]:
     return {
         "format": "delta", "id": meta.id, "name": meta.name, "description": meta.description,
         "location": table.table_uri,
-        "createdAt": dt.datetime.fromtimestamp(meta.created_time / 1000, dt.timezone.utc)
+        "createdAt": dt.datetime.fromtimestamp(meta.created_time / 1000, dt.UTC)
         if meta.created_time else None,
-        "lastModified": dt.datetime.fromtimestamp(last[0]["timestamp"] / 1000, dt.timezone.utc)
+        "lastModified": dt.datetime.fromtimestamp(last[0]["timestamp"] / 1000, dt.UTC)
         if last else None,
         "partitionColumns": list(meta.partition_columns), "clusteringColumns": [],
         "numFiles": count, "sizeInBytes": size,

@@ -48,7 +48,7 @@ def _resolve_keys(keys: list[str], columns: list[str], path: str) -> list[str]:
     return [by_lower[k.lower()] for k in keys]
 
 
-def merge_batch(batch_df: "DataFrame", path: str, keys: list[str], app_id: str,
+def merge_batch(batch_df: DataFrame, path: str, keys: list[str], app_id: str,
                 version: int) -> bool:
     """MERGE ``batch_df`` into the Delta table at ``path`` by ``keys``, exactly once.
 

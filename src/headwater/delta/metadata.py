@@ -14,8 +14,8 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from headwater.errors import HeadwaterError
 

@@ -41,7 +41,7 @@ def _column_mapped(table) -> bool:
     return config.get("delta.columnMapping.mode", "none") != "none"
 
 
-def write_native(df: "DataFrame", path: str, mode: str = "append",
+def write_native(df: DataFrame, path: str, mode: str = "append",
                  txn: tuple[str, int] | None = None,
                  partition_by: list[str] | None = None,
                  merge_schema: bool = False) -> int | None:
@@ -77,7 +77,7 @@ def write_native(df: "DataFrame", path: str, mode: str = "append",
     return sum(json.loads(a["stats"])["numRecords"] for a in adds) if committed else 0
 
 
-def replace_native(df: "DataFrame", path: str, partition_by: list[str] | None = None,
+def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = None,
                    name: str | None = None, description: str | None = None,
                    configuration: dict[str, str] | None = None) -> int:
     """Replace the table at ``path`` (created when missing) by ``df``: Spark's parquet writer
@@ -150,7 +150,7 @@ def invalid_property(exc: BaseException, path: str) -> BaseException:
         "Use a property Delta knows with a valid value (e.g. 'delta.appendOnly'='true').")
 
 
-def _stage(df: "DataFrame", uri: str, partition_columns: list[str]) -> tuple[str, list[dict]]:
+def _stage(df: DataFrame, uri: str, partition_columns: list[str]) -> tuple[str, list[dict]]:
     """Write ``df`` with Spark's parquet writer into a fresh folder under the table; return the
     folder and the add actions of its files. A failed write leaves no folder behind."""
     spark = df.sparkSession
@@ -167,7 +167,7 @@ def _stage(df: "DataFrame", uri: str, partition_columns: list[str]) -> tuple[str
     return staging, _adds(uri, staging, df, partition_columns)
 
 
-def _adds(uri: str, staging: str, df: "DataFrame", partition_columns: list[str]) -> list[dict]:
+def _adds(uri: str, staging: str, df: DataFrame, partition_columns: list[str]) -> list[dict]:
     fs, root = filesystem_for(uri)
     data_fields = [f for f in df.schema.fields if f.name not in partition_columns]
     from pyspark.sql.types import StructType
@@ -209,7 +209,7 @@ def _remove_dir(uri: str, staging: str) -> None:
         pass
 
 
-def read_native(spark: "SparkSession", path: str) -> "DataFrame | None":
+def read_native(spark: SparkSession, path: str) -> DataFrame | None:
     """The table's latest snapshot through Spark's parquet reader, or None when it has column
     mapping, partition columns or deletion vectors (the Python reader handles those)."""
     table = DeltaLog(normalize_uri(path)).table()

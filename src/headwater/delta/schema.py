@@ -188,7 +188,7 @@ def parse_partition_value(raw: str | None, dtype: DataType) -> Any:
         value = dt.datetime.fromisoformat(text)
         if isinstance(dtype, TimestampType):
             if value.tzinfo is None:
-                value = value.replace(tzinfo=dt.timezone.utc)
+                value = value.replace(tzinfo=dt.UTC)
             return value
         return value.replace(tzinfo=None)
     if isinstance(dtype, BinaryType):
@@ -209,7 +209,7 @@ def format_partition_value(value: Any) -> str | None:
         return "true" if value else "false"
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
         return value.isoformat(sep=" ", timespec="microseconds")
     if isinstance(value, dt.date):
         return value.isoformat()

@@ -12,18 +12,19 @@ import json
 import os
 import signal
 import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from headwater.conf.layout import FAULT_ENV  # a test hook: crash tests kill the driver here
+from headwater.conf.options import parse_bool, parse_columns, parse_size
 from headwater.delta.files import collect_adds, write_task
 from headwater.delta.log import DeltaLog, filesystem_for, normalize_uri, resolve_file
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
-from headwater.conf.layout import FAULT_ENV  # a test hook: crash tests kill the driver here
-from headwater.conf.options import parse_bool, parse_columns, parse_size
 from headwater.errors import HeadwaterError
 
 DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
@@ -38,7 +39,7 @@ class WriteOptions:
     codec: str = "snappy"
 
     @classmethod
-    def from_options(cls, options: dict[str, str]) -> "WriteOptions":
+    def from_options(cls, options: dict[str, str]) -> WriteOptions:
         path = options.get("path")
         if not path:
             raise HeadwaterError(

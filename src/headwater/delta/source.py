@@ -15,8 +15,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -25,10 +26,10 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from headwater.delta.log import DeltaLog, FileEntry, resolve_file
-from headwater.delta.schema import arrow_schema, parse_partition_value, spark_schema
 from headwater.conf.options import parse_bool, parse_int, parse_size
 from headwater.conf.read_limits import default_read_limit, limits_of
+from headwater.delta.log import DeltaLog, FileEntry, resolve_file
+from headwater.delta.schema import arrow_schema, parse_partition_value, spark_schema
 from headwater.errors import HeadwaterError
 
 log = logging.getLogger("headwater.delta.source")
@@ -53,7 +54,7 @@ class Offset:
                 "index": self.index, "isStartingVersion": self.is_starting}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Offset":
+    def from_dict(cls, data: dict[str, Any]) -> Offset:
         return cls(str(data["reservoirId"]), int(data["reservoirVersion"]), int(data["index"]),
                    bool(data["isStartingVersion"]))
 
@@ -70,7 +71,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
 
     @classmethod
-    def from_options(cls, options: dict[str, str]) -> "SourceOptions":
+    def from_options(cls, options: dict[str, str]) -> SourceOptions:
         max_bytes = parse_size("maxBytesPerTrigger", options.get("maxbytespertrigger"), None)
         opts = cls(
             # maxBytesPerTrigger alone lifts the default file cap
@@ -355,7 +356,7 @@ def _parse_timestamp(text: str) -> dt.datetime:
             "HW_OPTION_INVALID", f"startingTimestamp {text!r} is not a timestamp.",
             "It is parsed as ISO 8601.", "Use e.g. '2026-01-31' or '2026-01-31T12:00:00Z'.",
         ) from exc
-    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
 # --- Spark adapter ---------------------------------------------------------------------

@@ -8,10 +8,11 @@ import datetime as dt
 import shutil
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 TOML = '''[pipeline]
 name = "headwater-demo"

@@ -1,7 +1,12 @@
 """The seeds' nested order schema (seed 004), as the factory lands it."""
 
 from pyspark.sql.types import (
-    ArrayType, DoubleType, IntegerType, StringType, StructField, StructType,
+    ArrayType,
+    DoubleType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
 )
 
 ORDER_SCHEMA = StructType([

@@ -45,7 +45,7 @@ class HeadwaterError(Exception):
         super().__init__(" ".join(p.replace("\n", " ") for p in parts))
 
     @classmethod
-    def from_message(cls, code: str, message: str) -> "HeadwaterError":
+    def from_message(cls, code: str, message: str) -> HeadwaterError:
         """The error again from its one-line message (``what Why: ... Fix: ...``)."""
         match = _PARTS_RE.match(_SQLSTATE_RE.sub("", message).strip())
         assert match is not None  # every part is optional

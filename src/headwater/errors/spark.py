@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from headwater.errors.base import HeadwaterError, unwrap
 

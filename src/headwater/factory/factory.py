@@ -25,11 +25,12 @@ import datetime as dt
 import json
 import os
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 BATCH_SPAN = dt.timedelta(minutes=10)  # event time advances this much per batch
 LATE_BY = dt.timedelta(hours=2)
 
@@ -67,7 +68,7 @@ class GroundTruth:
     entries: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def read(cls, root: str | os.PathLike) -> "GroundTruth":
+    def read(cls, root: str | os.PathLike) -> GroundTruth:
         entries = []
         for path in sorted((Path(root) / "_factory").glob("truth-*.jsonl")):
             entries.extend(json.loads(line) for line in path.read_text().splitlines() if line)
@@ -176,7 +177,7 @@ class DataFactory:
         city, country = rng.choice(CITIES)
         customer_id = rng.randrange(1, 200)
         items = []
-        for k in range(rng.randrange(1, 4)):
+        for _k in range(rng.randrange(1, 4)):
             item_id, product, price = rng.choice(PRODUCTS)
             items.append({"item_id": item_id, "product_name": product,
                           "quantity": rng.randrange(1, 5), "price": price})
@@ -200,7 +201,7 @@ class DataFactory:
     def _devices(self, number: int) -> Iterator[dict[str, Any]]:
         rng, rates = self._rng("devices", number), self.rates
         rows = []
-        for i in range(rates.devices):
+        for _i in range(rates.devices):
             late = rng.random() < rates.late
             rows.append({"device_id": rng.randrange(1, 11),
                          "event_time": self._event_time(rng, number, late),
@@ -215,7 +216,7 @@ class DataFactory:
     def _colors(self, number: int) -> Iterator[dict[str, Any]]:
         rng, rates = self._rng("colors", number), self.rates
         rows = []
-        for i in range(rates.colors):
+        for _i in range(rates.colors):
             late = rng.random() < rates.late
             rows.append({"color": rng.choice(COLORS),
                          "event_date": self._event_time(rng, number, late),

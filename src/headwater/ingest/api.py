@@ -19,7 +19,7 @@ def read_files(
     path: str | os.PathLike,
     format: str = "json",
     *,
-    schema: "StructType | str | None" = None,
+    schema: StructType | str | None = None,
     schema_location: str | os.PathLike | None = None,
     schema_hints: str | None = None,
     schema_evolution_mode: str | None = None,
@@ -34,8 +34,8 @@ def read_files(
     clean_source: str = "off",
     archive_dir: str | os.PathLike | None = None,
     ignore_missing_files: bool = False,
-    spark: "SparkSession | None" = None,
-) -> "DataFrame":
+    spark: SparkSession | None = None,
+) -> DataFrame:
     """Stream the files that land in ``path`` (and its subfolders), each file once.
 
     format: "json" (one object per line; ``multi_line=True`` for one document per file,
@@ -127,7 +127,7 @@ def _schema_json(schema: Any) -> str:
                          "Pass e.g. schema=\"id bigint, name string\".")
 
 
-def _default_location(sid: str, spark: "SparkSession") -> str | None:
+def _default_location(sid: str, spark: SparkSession) -> str | None:
     """Inside the storage of the pipeline dataset being defined, else under the lakehouse
     attached to ``spark`` (its root is in the session conf); None when neither."""
     from headwater.conf.context import current_definition, lakehouse_root

@@ -9,7 +9,8 @@ import datetime as dt
 import decimal
 import json
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pyspark.sql.types import (
     ArrayType,
@@ -208,9 +209,9 @@ def _parse_datetime(value: Any) -> dt.datetime:
 def _to_timestamp(value: Any) -> dt.datetime:
     parsed = _parse_datetime(value)
     if parsed.tzinfo is None:
-        return parsed.replace(tzinfo=dt.timezone.utc)  # the session time zone is UTC
+        return parsed.replace(tzinfo=dt.UTC)  # the session time zone is UTC
     try:
-        return parsed.astimezone(dt.timezone.utc)
+        return parsed.astimezone(dt.UTC)
     except OverflowError:  # year 1 with a positive offset
         raise Mismatch from None
 

@@ -19,9 +19,9 @@ import fnmatch
 import os
 import sqlite3
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from headwater.ingest.formats.common import FileEntry
 

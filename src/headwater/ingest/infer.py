@@ -9,7 +9,8 @@ record the reader would call malformed is not used to infer types either. Plain 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql.types import (
     ArrayType,

@@ -14,7 +14,8 @@ group back, halved, until the files that need it go through the per-record path.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.types import StringType, StructField, StructType

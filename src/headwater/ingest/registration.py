@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-_registered: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_registered: weakref.WeakSet[Any] = weakref.WeakSet()
 _lock = threading.Lock()
 
 
-def register_sources(spark: "SparkSession") -> None:
+def register_sources(spark: SparkSession) -> None:
     """Make ``format("delta")`` and ``format("cloudFiles")`` work on ``spark`` (once per
     session), with scans split for the session's parallelism, and clean ingested files
     (``clean_source``) when their batch commits."""

@@ -12,26 +12,28 @@ import dataclasses
 import hashlib
 import json
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
-    ReadLimit, SupportsTriggerAvailableNow,
+    ReadLimit,
+    SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StringType, StructField, StructType
 
 from headwater.conf.layout import FILE_INDEX, RESCUED_DATA
 from headwater.conf.options import parse_bool, parse_choice, parse_int, parse_size
+from headwater.conf.read_limits import default_read_limit, limits_of
+from headwater.delta.source import MACHINE_PARALLELISM
 from headwater.errors import HeadwaterError
 from headwater.ingest.ddl import apply_hints, parse_ddl
 from headwater.ingest.formats.common import FileEntry, ParseSettings
 from headwater.ingest.infer import add_new_fields, infer_schema
 from headwater.ingest.parse import RecordParser
 from headwater.ingest.schemas import SchemaStore
-from headwater.conf.read_limits import default_read_limit, limits_of
-from headwater.delta.source import MACHINE_PARALLELISM
 
 FORMATS = ("json", "csv", "parquet")
 EVOLUTION_MODES = ("addNewColumns", "rescue", "failOnNewColumns", "none")
@@ -61,7 +63,7 @@ class IngestOptions:
     ignore_missing: bool
 
     @classmethod
-    def parse(cls, options: dict[str, str]) -> "IngestOptions":
+    def parse(cls, options: dict[str, str]) -> IngestOptions:
         opts: dict[str, str] = {}
         for key, value in options.items():
             key = key.lower()

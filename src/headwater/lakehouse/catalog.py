@@ -46,11 +46,11 @@ def per_table_source(name: TableName, path: str) -> type:
 
 # --- attachments ------------------------------------------------------------------------------
 
-_attached: list["Lakehouse"] = []
+_attached: list[Lakehouse] = []
 _guard = threading.RLock()
 
 
-def attach(lakehouse: "Lakehouse") -> None:
+def attach(lakehouse: Lakehouse) -> None:
     """Make ``lakehouse`` the one of its session (replacing a previous one there)."""
     with _guard:
         previous = lakehouse_of(lakehouse.spark)
@@ -61,7 +61,7 @@ def attach(lakehouse: "Lakehouse") -> None:
         lakehouse.spark.conf.set(ROOT_KEY, str(lakehouse.root))
 
 
-def detach(lakehouse: "Lakehouse") -> bool:
+def detach(lakehouse: Lakehouse) -> bool:
     """Forget the attachment. False when it was not attached."""
     with _guard:
         if lakehouse not in _attached:
@@ -76,7 +76,7 @@ def any_attached() -> bool:
     return bool(_attached)
 
 
-def lakehouse_of(spark: "SparkSession | None") -> "Lakehouse | None":
+def lakehouse_of(spark: SparkSession | None) -> Lakehouse | None:
     """The lakehouse attached to ``spark`` (or to the session it was cloned from), else None."""
     if spark is None or not _attached:
         return None  # the common case without a lakehouse costs no JVM call
@@ -92,7 +92,7 @@ def lakehouse_of(spark: "SparkSession | None") -> "Lakehouse | None":
     return same_root[0] if same_root else None
 
 
-def active_lakehouse() -> "Lakehouse | None":
+def active_lakehouse() -> Lakehouse | None:
     """The lakehouse attached to the active SparkSession (``Lakehouse.of(active session)``)."""
     if not _attached:
         return None
@@ -105,7 +105,7 @@ def active_lakehouse() -> "Lakehouse | None":
     return lakehouse_of(spark)
 
 
-def _conf_root(spark: "SparkSession") -> str | None:
+def _conf_root(spark: SparkSession) -> str | None:
     try:
         return spark.conf.get(ROOT_KEY, None)
     except Exception:  # a stopped session, or Spark Connect without the key
@@ -125,7 +125,7 @@ def columns_option(value: Any) -> list[str]:
 _originals: dict[tuple[type, str], Any] = {}
 
 
-def raw_sql(spark: "SparkSession", text: str) -> "DataFrame":
+def raw_sql(spark: SparkSession, text: str) -> DataFrame:
     """Spark's own ``spark.sql`` (headwater's internal statements must not be routed)."""
     from pyspark.sql import SparkSession
 

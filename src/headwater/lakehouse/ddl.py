@@ -38,12 +38,12 @@ if TYPE_CHECKING:
 _CHANGING = ("ALTER TABLE", "TRUNCATE TABLE", "LOAD DATA", "MSCK REPAIR TABLE", "REPAIR TABLE")
 
 
-def done(spark: "SparkSession") -> "DataFrame":
+def done(spark: SparkSession) -> DataFrame:
     """What a DDL statement returns (an empty result, as before)."""
     return spark.createDataFrame([], "result string")
 
 
-def lakehouse_table(lake: "Lakehouse", parts: list[str]) -> str | None:
+def lakehouse_table(lake: Lakehouse, parts: list[str]) -> str | None:
     """The qualified name when ``parts`` names an existing lakehouse table, else None."""
     try:
         name = parse_name(".".join(parts))
@@ -59,7 +59,7 @@ def is_delta_path(parts: list[str]) -> bool:
 # --- CREATE [OR REPLACE] TABLE [AS SELECT] --------------------------------------------------
 
 @handles("CreateTable", "CreateTableAsSelect", "ReplaceTable", "ReplaceTableAsSelect")
-def create(lake: "Lakehouse", st: Statement) -> "DataFrame | None":
+def create(lake: Lakehouse, st: Statement) -> DataFrame | None:
     plan, spark = st.plan, st.session
     spec = plan.tableSpec()
     provider = option(spec.provider())
@@ -101,7 +101,7 @@ def create(lake: "Lakehouse", st: Statement) -> "DataFrame | None":
     return done(spark)
 
 
-def dataframe(spark: "SparkSession", plan: Any) -> "DataFrame":
+def dataframe(spark: SparkSession, plan: Any) -> DataFrame:
     """A DataFrame of a parsed query plan (analysed now: a wrong query fails before any write)."""
     from pyspark.errors.exceptions.captured import capture_sql_exception
     from pyspark.sql import DataFrame
@@ -148,7 +148,7 @@ def _partitioning(transforms: list[Any], text: str) -> list[str]:
     return columns
 
 
-def _schema(columns: list[Any], name: str, text: str) -> "StructType":
+def _schema(columns: list[Any], name: str, text: str) -> StructType:
     from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
 
     fields = []
@@ -170,7 +170,7 @@ def _schema(columns: list[Any], name: str, text: str) -> "StructType":
     return StructType(fields)
 
 
-def _map(spark: "SparkSession", scala_map: Any) -> dict[str, str]:
+def _map(spark: SparkSession, scala_map: Any) -> dict[str, str]:
     converted = spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(scala_map)
     return {str(k): str(v) for k, v in dict(converted).items()}
 
@@ -178,7 +178,7 @@ def _map(spark: "SparkSession", scala_map: Any) -> dict[str, str]:
 # --- DROP TABLE ---------------------------------------------------------------------------
 
 @handles("DropTable")
-def drop(lake: "Lakehouse", st: Statement) -> "DataFrame | None":
+def drop(lake: Lakehouse, st: Statement) -> DataFrame | None:
     parts = [str(p) for p in seq(st.plan.child().nameParts())]
     name = lakehouse_table(lake, parts)
     if name is not None:
@@ -194,7 +194,7 @@ def drop(lake: "Lakehouse", st: Statement) -> "DataFrame | None":
 # --- ALTER TABLE --------------------------------------------------------------------------
 
 @handles("AddColumns")
-def add_columns(lake: "Lakehouse", st: Statement) -> "DataFrame | None":
+def add_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
     from deltalake import DeltaTable
     from deltalake.schema import Field
     from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
@@ -230,7 +230,7 @@ def add_columns(lake: "Lakehouse", st: Statement) -> "DataFrame | None":
 
 
 @handles("SetTableProperties")
-def set_properties(lake: "Lakehouse", st: Statement) -> "DataFrame | None":
+def set_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
     from deltalake import DeltaTable
 
     name = _altered(lake, st)
@@ -247,7 +247,7 @@ def set_properties(lake: "Lakehouse", st: Statement) -> "DataFrame | None":
 
 
 @handles("UnsetTableProperties")
-def unset_properties(lake: "Lakehouse", st: Statement) -> "DataFrame | None":
+def unset_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
     from deltalake import DeltaTable
 
     from headwater.delta.metadata import unset_table_properties
@@ -271,7 +271,7 @@ def unset_properties(lake: "Lakehouse", st: Statement) -> "DataFrame | None":
 
 
 @handles("CommentOnTable")
-def comment_on(lake: "Lakehouse", st: Statement) -> "DataFrame | None":
+def comment_on(lake: Lakehouse, st: Statement) -> DataFrame | None:
     from deltalake import DeltaTable
 
     name = _altered(lake, st)
@@ -282,7 +282,7 @@ def comment_on(lake: "Lakehouse", st: Statement) -> "DataFrame | None":
     return done(st.session)
 
 
-def _altered(lake: "Lakehouse", st: Statement) -> str | None:
+def _altered(lake: Lakehouse, st: Statement) -> str | None:
     found = target(st.plan)
     if found is None:
         return None
@@ -292,7 +292,7 @@ def _altered(lake: "Lakehouse", st: Statement) -> str | None:
 
 
 @handles(ANY_KIND)
-def guard(lake: "Lakehouse", st: Statement) -> "DataFrame | None":
+def guard(lake: Lakehouse, st: Statement) -> DataFrame | None:
     """Refuse what Spark would apply to its catalog alone, or cannot run on a lakehouse table."""
     found = target(st.plan) if st.plan is not None else None
     if found is None:

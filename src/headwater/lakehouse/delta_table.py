@@ -15,7 +15,8 @@ tables), maintenance through :mod:`headwater.delta.maintenance`.
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from headwater.delta import dml, maintenance
 from headwater.delta.dml.common import ColumnOrSql, DmlResult
@@ -30,7 +31,7 @@ class DeltaTable:
     """A Delta table by path, with delta-spark's methods. ``last_result`` holds the metrics
     of the last delete / update / merge (delta-spark's delete and update return None)."""
 
-    def __init__(self, spark: "SparkSession", path: str, alias: str | None = None) -> None:
+    def __init__(self, spark: SparkSession, path: str, alias: str | None = None) -> None:
         self._spark = spark
         self._path = normalize_uri(path)
         self._alias = alias
@@ -38,14 +39,14 @@ class DeltaTable:
 
     # -- construction -------------------------------------------------------------------
     @classmethod
-    def forPath(cls, sparkSession: "SparkSession", path: str,
-                hadoopConf: Mapping[str, str] | None = None) -> "DeltaTable":
+    def forPath(cls, sparkSession: SparkSession, path: str,
+                hadoopConf: Mapping[str, str] | None = None) -> DeltaTable:
         """The Delta table at ``path`` (HW_DELTA_TABLE_NOT_FOUND if there is none)."""
         DeltaLog(normalize_uri(path)).table()  # fails clearly when it is not a table
         return cls(sparkSession, path)
 
     @classmethod
-    def forName(cls, sparkSession: "SparkSession", tableOrViewName: str) -> "DeltaTable":
+    def forName(cls, sparkSession: SparkSession, tableOrViewName: str) -> DeltaTable:
         """A table of the session's lakehouse by name (or ``delta.`/path```)."""
         name = tableOrViewName.strip()
         if name.lower().startswith("delta.`") and name.endswith("`"):
@@ -63,16 +64,16 @@ class DeltaTable:
         return cls.forPath(sparkSession, str(_table_path(lakehouse, name)))
 
     @classmethod
-    def isDeltaTable(cls, sparkSession: "SparkSession", identifier: str) -> bool:
+    def isDeltaTable(cls, sparkSession: SparkSession, identifier: str) -> bool:
         """True when ``identifier`` (a path) holds a Delta table."""
         return DeltaLog(normalize_uri(identifier)).exists()
 
     # -- reading ------------------------------------------------------------------------
-    def toDF(self) -> "DataFrame":
+    def toDF(self) -> DataFrame:
         df = self._spark.read.format("delta").load(self._path)
         return df.alias(self._alias) if self._alias else df
 
-    def alias(self, aliasName: str) -> "DeltaTable":
+    def alias(self, aliasName: str) -> DeltaTable:
         return DeltaTable(self._spark, self._path, aliasName)
 
     # -- DML ----------------------------------------------------------------------------
@@ -91,33 +92,33 @@ class DeltaTable:
         self.last_result = dml.update(self._spark, self._path, set, condition,
                                       target_alias=self._alias)
 
-    def merge(self, source: "DataFrame", condition: ColumnOrSql) -> "DeltaMergeBuilder":
+    def merge(self, source: DataFrame, condition: ColumnOrSql) -> DeltaMergeBuilder:
         """Start a MERGE of ``source`` into this table ON ``condition``."""
         return DeltaMergeBuilder(self, source, condition)
 
     # -- maintenance --------------------------------------------------------------------
-    def history(self, limit: int | None = None) -> "DataFrame":
+    def history(self, limit: int | None = None) -> DataFrame:
         rows = maintenance.history(self._path, limit)
         return _frame(self._spark, rows, _HISTORY_SCHEMA)
 
-    def detail(self) -> "DataFrame":
+    def detail(self) -> DataFrame:
         return _frame(self._spark, [maintenance.detail(self._path)], _DETAIL_SCHEMA)
 
-    def optimize(self) -> "DeltaOptimizeBuilder":
+    def optimize(self) -> DeltaOptimizeBuilder:
         return DeltaOptimizeBuilder(self)
 
-    def vacuum(self, retentionHours: float | None = None) -> "DataFrame":
+    def vacuum(self, retentionHours: float | None = None) -> DataFrame:
         """Delete unreferenced files older than ``retentionHours`` (default 168)."""
         maintenance.vacuum(self._path, retentionHours)
         return self._spark.createDataFrame([], "path string")
 
-    def restoreToVersion(self, version: int) -> "DataFrame":
+    def restoreToVersion(self, version: int) -> DataFrame:
         return self._restore(maintenance.restore(self._path, version=version))
 
-    def restoreToTimestamp(self, timestamp: str | dt.datetime) -> "DataFrame":
+    def restoreToTimestamp(self, timestamp: str | dt.datetime) -> DataFrame:
         return self._restore(maintenance.restore(self._path, timestamp=timestamp))
 
-    def _restore(self, metrics: dict[str, Any]) -> "DataFrame":
+    def _restore(self, metrics: dict[str, Any]) -> DataFrame:
         keys = ["table_size_after_restore", "num_of_files_after_restore", "num_removed_files",
                 "num_restored_files", "removed_files_size", "restored_files_size"]
         row = tuple(int(metrics.get(k) or 0) for k in keys)
@@ -130,13 +131,13 @@ class DeltaTable:
 class DeltaMergeBuilder:
     """delta-spark's merge builder: clauses in order, then ``execute()``."""
 
-    def __init__(self, table: DeltaTable, source: "DataFrame", condition: ColumnOrSql) -> None:
+    def __init__(self, table: DeltaTable, source: DataFrame, condition: ColumnOrSql) -> None:
         self._table = table
         self._builder = dml.MergeBuilder(table._spark, table._path, source, condition,
                                          target_alias=table._alias)
 
     def whenMatchedUpdate(self, condition: ColumnOrSql | None = None,
-                          set: Mapping[str, ColumnOrSql] | None = None) -> "DeltaMergeBuilder":
+                          set: Mapping[str, ColumnOrSql] | None = None) -> DeltaMergeBuilder:
         if set is None:
             raise HeadwaterError("HW_DML_INVALID", "whenMatchedUpdate needs set={...}.",
                                  "It assigns the given columns.",
@@ -144,17 +145,17 @@ class DeltaMergeBuilder:
         self._builder.when_matched_update(set, condition)
         return self
 
-    def whenMatchedUpdateAll(self, condition: ColumnOrSql | None = None) -> "DeltaMergeBuilder":
+    def whenMatchedUpdateAll(self, condition: ColumnOrSql | None = None) -> DeltaMergeBuilder:
         self._builder.when_matched_update(None, condition)
         return self
 
-    def whenMatchedDelete(self, condition: ColumnOrSql | None = None) -> "DeltaMergeBuilder":
+    def whenMatchedDelete(self, condition: ColumnOrSql | None = None) -> DeltaMergeBuilder:
         self._builder.when_matched_delete(condition)
         return self
 
     def whenNotMatchedInsert(self, condition: ColumnOrSql | None = None,
                              values: Mapping[str, ColumnOrSql] | None = None
-                             ) -> "DeltaMergeBuilder":
+                             ) -> DeltaMergeBuilder:
         if values is None:
             raise HeadwaterError("HW_DML_INVALID", "whenNotMatchedInsert needs values={...}.",
                                  "It inserts the given columns.",
@@ -163,13 +164,13 @@ class DeltaMergeBuilder:
         return self
 
     def whenNotMatchedInsertAll(self, condition: ColumnOrSql | None = None
-                                ) -> "DeltaMergeBuilder":
+                                ) -> DeltaMergeBuilder:
         self._builder.when_not_matched_insert(None, condition)
         return self
 
     def whenNotMatchedBySourceUpdate(self, condition: ColumnOrSql | None = None,
                                      set: Mapping[str, ColumnOrSql] | None = None
-                                     ) -> "DeltaMergeBuilder":
+                                     ) -> DeltaMergeBuilder:
         if set is None:
             raise HeadwaterError("HW_DML_INVALID", "whenNotMatchedBySourceUpdate needs set=.",
                                  "Rows without a source match get only explicit values.",
@@ -178,15 +179,15 @@ class DeltaMergeBuilder:
         return self
 
     def whenNotMatchedBySourceDelete(self, condition: ColumnOrSql | None = None
-                                     ) -> "DeltaMergeBuilder":
+                                     ) -> DeltaMergeBuilder:
         self._builder.when_not_matched_by_source_delete(condition)
         return self
 
-    def withSchemaEvolution(self) -> "DeltaMergeBuilder":
+    def withSchemaEvolution(self) -> DeltaMergeBuilder:
         self._builder.with_schema_evolution()
         return self
 
-    def execute(self) -> "DataFrame":
+    def execute(self) -> DataFrame:
         """Run the MERGE; a one-row DataFrame of num_affected_rows, num_updated_rows,
         num_deleted_rows, num_inserted_rows (as delta-spark 3+)."""
         result = self._builder.execute()
@@ -201,18 +202,18 @@ class DeltaOptimizeBuilder:
         self._table = table
         self._where: str | None = None
 
-    def where(self, partitionFilter: str) -> "DeltaOptimizeBuilder":
+    def where(self, partitionFilter: str) -> DeltaOptimizeBuilder:
         self._where = partitionFilter
         return self
 
-    def executeCompaction(self) -> "DataFrame":
+    def executeCompaction(self) -> DataFrame:
         return self._result(maintenance.optimize(self._table._path, self._where))
 
-    def executeZOrderBy(self, *cols: str | list[str]) -> "DataFrame":
+    def executeZOrderBy(self, *cols: str | list[str]) -> DataFrame:
         columns = [c for group in cols for c in ([group] if isinstance(group, str) else group)]
         return self._result(maintenance.optimize(self._table._path, self._where, columns))
 
-    def _result(self, metrics: dict[str, Any]) -> "DataFrame":
+    def _result(self, metrics: dict[str, Any]) -> DataFrame:
         import json
 
         return self._table._spark.createDataFrame(
@@ -233,7 +234,7 @@ _DETAIL_SCHEMA = ("format string, id string, name string, description string, lo
                   "tableFeatures array<string>, statistics map<string,string>")
 
 
-def _frame(spark: "SparkSession", rows: list[dict[str, Any]], schema: str) -> "DataFrame":
+def _frame(spark: SparkSession, rows: list[dict[str, Any]], schema: str) -> DataFrame:
     from pyspark.sql.types import StructType
 
     struct = StructType.fromDDL(schema)

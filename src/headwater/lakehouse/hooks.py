@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.catalog import _originals, lakehouse_of
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 _guard = threading.Lock()
 # The format explicitly set on a writer (weak keys: writers are short-lived).
-_formats: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+_formats: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 def installed() -> bool:
@@ -180,11 +181,11 @@ def _delta_or_unset(writer: Any, lake: Any, name: str) -> bool:
 
 # --- reading Spark's writer state -----------------------------------------------------------
 
-def _strings(spark: "SparkSession", seq: Any) -> list[str]:
+def _strings(spark: SparkSession, seq: Any) -> list[str]:
     return [str(s) for s in spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq)]
 
 
-def _java_map(spark: "SparkSession", scala_map: Any) -> dict[str, str]:
+def _java_map(spark: SparkSession, scala_map: Any) -> dict[str, str]:
     converted = spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(scala_map)
     return {str(k): str(v) for k, v in dict(converted).items()}
 

@@ -20,7 +20,7 @@ def spark_session(
     app_name: str = "headwater",
     conf: dict[str, Any] | None = None,
     lakehouse: str | os.PathLike | None = None,
-) -> "SparkSession":
+) -> SparkSession:
     """Start (or return) a SparkSession with Delta Lake registered as ``format("delta")``.
 
     master: a Spark master URL; ``local[*]`` when None.

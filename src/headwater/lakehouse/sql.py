@@ -22,7 +22,8 @@ over a batch read of that path.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.catalog import raw_sql
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from headwater.lakehouse import Lakehouse
 
 
-def run_sql(lake: "Lakehouse", query: str, session: "SparkSession | None" = None) -> "DataFrame":
+def run_sql(lake: Lakehouse, query: str, session: SparkSession | None = None) -> DataFrame:
     """Run one statement in ``session`` (default the lakehouse's) with lakehouse semantics."""
     from headwater.lakehouse import ddl  # noqa: F401  (registers the DDL handlers)
 
@@ -59,7 +60,7 @@ def run_sql(lake: "Lakehouse", query: str, session: "SparkSession | None" = None
     return raw_sql(spark, statement.text)
 
 
-def parse(lake: "Lakehouse", spark: "SparkSession", query: str) -> Statement:
+def parse(lake: Lakehouse, spark: SparkSession, query: str) -> Statement:
     """Classify ``query`` with Spark's parser; ``delta.`path``` reads become temp views."""
     from pyspark.errors import ParseException
 
@@ -88,7 +89,7 @@ def _delta_kind(text: str) -> str | None:
     return None
 
 
-def _with_delta_paths(spark: "SparkSession", text: str, plan: Any) -> str:
+def _with_delta_paths(spark: SparkSession, text: str, plan: Any) -> str:
     """Replace every *read* of ``delta.`path``` by a temp view (targets of writes are kept:
     Spark marks them with required write privileges)."""
     spans = []

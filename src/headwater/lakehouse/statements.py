@@ -4,8 +4,9 @@ to read Spark's parsed plans. Handlers (ddl.py, and the Delta statements) regist
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from headwater.errors import HeadwaterError
 
@@ -30,7 +31,7 @@ class Statement:
     text: str
     kind: str
     plan: Any
-    session: "SparkSession"
+    session: SparkSession
 
 
 Handler = Callable[["Lakehouse", Statement], "DataFrame | None"]

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import shutil
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, WAREHOUSE
 from headwater.conf.triggers import Trigger, trigger_kwargs
@@ -47,7 +48,7 @@ class Lakehouse:
         lakehouse, until :meth:`detach`. ``Lakehouse.of(spark)`` returns it.
     """
 
-    def __init__(self, root: str | Path, spark: "SparkSession | None" = None,
+    def __init__(self, root: str | Path, spark: SparkSession | None = None,
                  attach: bool = True) -> None:
         self.root = Path(root).expanduser().resolve()
         self.root.mkdir(parents=True, exist_ok=True)
@@ -88,7 +89,7 @@ class Lakehouse:
     # --- catalog -------------------------------------------------------------------------
 
     @staticmethod
-    def of(spark: "SparkSession | None") -> "Lakehouse | None":
+    def of(spark: SparkSession | None) -> Lakehouse | None:
         """The lakehouse attached to ``spark`` (or to the session it was cloned from, such as
         a foreachBatch batch's ``sparkSession``), or None.
 
@@ -97,7 +98,7 @@ class Lakehouse:
         """
         return catalog.lakehouse_of(spark)
 
-    def attach(self) -> "Lakehouse":
+    def attach(self) -> Lakehouse:
         """Register every table under the root and make this the session's lakehouse (a
         lakehouse attached to the same session before is detached)."""
         catalog.attach(self)
@@ -142,7 +143,7 @@ class Lakehouse:
     def create_table(
         self,
         name: str,
-        schema: "StructType",
+        schema: StructType,
         partition_by: Iterable[str] = (),
         comment: str | None = None,
         properties: dict[str, str] | None = None,
@@ -189,7 +190,7 @@ class Lakehouse:
     def replace(
         self,
         name: str,
-        df: "DataFrame",
+        df: DataFrame,
         partition_by: Iterable[str] = (),
         comment: str | None = None,
         properties: dict[str, str] | None = None,
@@ -224,17 +225,17 @@ class Lakehouse:
 
     # --- reading and writing -------------------------------------------------------------
 
-    def read(self, name: str, **options: Any) -> "DataFrame":
+    def read(self, name: str, **options: Any) -> DataFrame:
         """A batch DataFrame of the table's latest version (or versionAsOf/timestampAsOf)."""
         tname = self._existing(name)
         return self.spark.read.format(tname.source_name).options(**_strs(options)).load()
 
-    def read_stream(self, name: str, **options: Any) -> "DataFrame":
+    def read_stream(self, name: str, **options: Any) -> DataFrame:
         """A streaming DataFrame over the table (Delta source options: maxFilesPerTrigger, ...)."""
         tname = self._existing(name)
         return self.spark.readStream.format(tname.source_name).options(**_strs(options)).load()
 
-    def write(self, df: "DataFrame", name: str, mode: str = "append",
+    def write(self, df: DataFrame, name: str, mode: str = "append",
               partition_by: Iterable[str] = (), **options: Any) -> None:
         """Write a batch DataFrame; the table is created from its schema when missing.
 
@@ -248,7 +249,7 @@ class Lakehouse:
         self.create_table(name, df.schema, partition_by=partition_by)
         df.write.format(tname.source_name).mode(mode).options(**_strs(options)).save()
 
-    def save_as_table(self, df: "DataFrame", name: str, mode: str = "errorifexists",
+    def save_as_table(self, df: DataFrame, name: str, mode: str = "errorifexists",
                       partition_by: Iterable[str] = (),
                       options: dict[str, str] | None = None) -> None:
         """``df.write.saveAsTable(name)`` in a session with this lakehouse (the writer's mode,
@@ -274,7 +275,7 @@ class Lakehouse:
 
     def write_stream(
         self,
-        df: "DataFrame",
+        df: DataFrame,
         name: str,
         trigger: Trigger = None,
         output_mode: str = "append",
@@ -283,7 +284,7 @@ class Lakehouse:
         partition_by: Iterable[str] = (),
         keys: Iterable[str] | None = None,
         **options: Any,
-    ) -> "StreamingQuery":
+    ) -> StreamingQuery:
         """Start a streaming write of ``df`` into table ``name`` and return the query.
 
         trigger: see :mod:`headwater.conf.triggers`; default a micro-batch every 500 ms.
@@ -356,7 +357,7 @@ class Lakehouse:
 
     # --- SQL -----------------------------------------------------------------------------
 
-    def sql(self, query: str) -> "DataFrame":
+    def sql(self, query: str) -> DataFrame:
         """Run one SQL statement on this lakehouse; the same as ``spark.sql`` in the session
         it is attached to. Spark's parser classifies the statement: CREATE [OR REPLACE] TABLE,
         DROP TABLE and ALTER TABLE go to the Delta tables (see :mod:`headwater.lakehouse.ddl`),
@@ -366,7 +367,7 @@ class Lakehouse:
         return run_sql(self, query)
 
 
-def _check_new_table(tname: TableName, schema: "StructType", partition_by: list[str]) -> None:
+def _check_new_table(tname: TableName, schema: StructType, partition_by: list[str]) -> None:
     missing = [c for c in partition_by if c not in schema.fieldNames()]
     if missing:
         raise HeadwaterError(

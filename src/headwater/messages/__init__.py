@@ -16,11 +16,11 @@ if TYPE_CHECKING:
 
 __all__ = ["FORMAT_NAME", "KafkaDataSource", "register_message_sources"]
 
-_registered: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_registered: weakref.WeakSet[Any] = weakref.WeakSet()
 _lock = threading.Lock()
 
 
-def register_message_sources(spark: "SparkSession") -> None:
+def register_message_sources(spark: SparkSession) -> None:
     """Make ``format("headwater.kafka")`` work on ``spark`` (once per session)."""
     with _lock:
         if spark in _registered:

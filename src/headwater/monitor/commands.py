@@ -11,8 +11,9 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from headwater.conf.layout import DELTA_LOG
 from headwater.errors import HeadwaterError
@@ -47,8 +48,8 @@ def _time(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, (int, float)):
-        value = dt.datetime.fromtimestamp(value / 1000, dt.timezone.utc)
-    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        value = dt.datetime.fromtimestamp(value / 1000, dt.UTC)
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def flow_summary(root: Path, run_id: str | None = None) -> dict[str, dict[str, Any]]:

@@ -113,7 +113,7 @@ class DashboardServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/"
 
-    def start(self) -> "DashboardServer":
+    def start(self) -> DashboardServer:
         self._thread.start()
         return self
 

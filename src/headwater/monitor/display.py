@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from headwater.monitor.lag import Lag, LagProbe
 from headwater.monitor.run import FlowStats, RunMonitor
@@ -45,7 +46,7 @@ class Display:
         else:
             self._echo(line)
 
-    def watch(self, monitor: RunMonitor) -> "Display":
+    def watch(self, monitor: RunMonitor) -> Display:
         self._monitor = monitor
         self._probe = LagProbe(monitor.root)
         monitor.on_batch = self.on_batch

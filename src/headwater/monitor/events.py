@@ -23,7 +23,10 @@ from typing import Any
 import pyarrow as pa
 
 from headwater.conf.layout import (  # noqa: F401 - EVENT_LOG re-exported
-    DELTA_LOG, EVENT_FLUSH_SECONDS_ENV, EVENT_LOG, EXPECTATIONS_METRICS,
+    DELTA_LOG,
+    EVENT_FLUSH_SECONDS_ENV,
+    EVENT_LOG,
+    EXPECTATIONS_METRICS,
 )
 
 # Seconds between appends (3 by default): what a SIGKILL can lose (recovered from
@@ -64,7 +67,7 @@ SCHEMA = pa.schema([
 
 
 def now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def parse_time(text: str | None) -> dt.datetime | None:

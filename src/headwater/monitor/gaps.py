@@ -78,7 +78,7 @@ def fill_from_checkpoint(log: EventLog, root: str | Path, flow: str,
         sources = [{"startOffset": start[i] if start and i < len(start) else None,
                     "endOffset": offset} for i, offset in enumerate(end or [])]
         committed_at = dt.datetime.fromtimestamp(
-            (checkpoint / "commits" / str(batch_id)).stat().st_mtime, dt.timezone.utc)
+            (checkpoint / "commits" / str(batch_id)).stat().st_mtime, dt.UTC)
         added += log.batch_row({
             "ts": now(), "event": "progress", "flow": flow, "table_name": flow.split("/")[0],
             "query_id": qid, "batch_id": batch_id, "trigger_time": committed_at,

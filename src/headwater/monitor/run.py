@@ -14,9 +14,10 @@ import json
 import os
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import RUNS
 from headwater.monitor.events import EventLog, executed, now, progress_row
@@ -52,7 +53,7 @@ class RunMonitor:
     """
 
     def __init__(self, root: str | Path, event_log: bool = True,
-                 display: "Display | None" = None) -> None:
+                 display: Display | None = None) -> None:
         self.root = Path(root)
         self.run_id = uuid.uuid4().hex[:12]
         self.pipeline = "pipeline"

@@ -71,7 +71,7 @@ class DashboardState:
         for table in tables:
             table["kind"] = _kind(table["name"], graph)
         return {
-            "generated_at": _iso(dt.datetime.now(dt.timezone.utc)),
+            "generated_at": _iso(dt.datetime.now(dt.UTC)),
             "lakehouse": self.root.name,
             "pipeline": events["pipeline"],
             "running": running,
@@ -120,7 +120,7 @@ class DashboardState:
                 continue
             last = _parse(info["last_commit"])
             info["freshness_seconds"] = None if last is None else round(
-                (dt.datetime.now(dt.timezone.utc) - last).total_seconds(), 1)
+                (dt.datetime.now(dt.UTC) - last).total_seconds(), 1)
             out.append(info)
         return out
 
@@ -213,15 +213,15 @@ def _kind(name: str, graph: dict[str, Any]) -> str:
 def _ms(value: Any) -> dt.datetime | None:
     if value is None:
         return None
-    return dt.datetime.fromtimestamp(value / 1000, dt.timezone.utc)
+    return dt.datetime.fromtimestamp(value / 1000, dt.UTC)
 
 
 def _iso(value: dt.datetime | None) -> str | None:
     if value is None:
         return None
     if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.timezone.utc)
-    return value.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds")
+        value = value.replace(tzinfo=dt.UTC)
+    return value.astimezone(dt.UTC).isoformat(timespec="milliseconds")
 
 
 def _parse(text: str | None) -> dt.datetime | None:

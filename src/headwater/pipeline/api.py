@@ -9,7 +9,8 @@ these return the function, so they stack with the ``expect*`` decorators in eith
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping, TypeVar, overload
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from headwater.errors import HeadwaterError
 from headwater.pipeline import model
@@ -60,12 +61,12 @@ def table(func: F) -> F: ...
 def table(*, name: str | None = None, output_mode: Literal["append", "complete", "update"] = ...,
           keys: Iterable[str] | None = None, partition_by: Iterable[str] | None = None,
           comment: str | None = None, table_properties: Mapping[str, str] | None = None,
-          keep_late_rows: bool = False, schema: "StructType | str | None" = None
+          keep_late_rows: bool = False, schema: StructType | str | None = None
           ) -> Decorator: ...
 def table(func: Callable | None = None, *, name: str | None = None, output_mode: str = "append",
           keys: Iterable[str] | None = None, partition_by: Iterable[str] | None = None,
           comment: str | None = None, table_properties: Mapping[str, str] | None = None,
-          keep_late_rows: bool = False, schema: "StructType | str | None" = None) -> Any:
+          keep_late_rows: bool = False, schema: StructType | str | None = None) -> Any:
     """A streaming table: the function returns a streaming DataFrame.
 
     name: default the function's name (``schema.table`` allowed).
@@ -98,11 +99,11 @@ def materialized_view(func: F) -> F: ...
 def materialized_view(*, name: str | None = None, partition_by: Iterable[str] | None = None,
                       comment: str | None = None,
                       table_properties: Mapping[str, str] | None = None,
-                      schema: "StructType | str | None" = None) -> Decorator: ...
+                      schema: StructType | str | None = None) -> Decorator: ...
 def materialized_view(func: Callable | None = None, *, name: str | None = None,
                       partition_by: Iterable[str] | None = None, comment: str | None = None,
                       table_properties: Mapping[str, str] | None = None,
-                      schema: "StructType | str | None" = None) -> Any:
+                      schema: StructType | str | None = None) -> Any:
     """A table recomputed from batch reads each run, committed as one overwrite.
 
     name, partition_by, comment (default the docstring), table_properties, schema: as for
@@ -148,7 +149,7 @@ def append_flow(func: Callable | None = None, *, target: str, name: str | None =
 def create_streaming_table(name: str, *, comment: str | None = None,
                            table_properties: Mapping[str, str] | None = None,
                            partition_by: Iterable[str] | None = None,
-                           schema: "StructType | str | None" = None,
+                           schema: StructType | str | None = None,
                            output_mode: Literal["append", "complete", "update"] = "append",
                            keys: Iterable[str] | None = None) -> None:
     """A streaming table without a query of its own: append flows fill it."""
@@ -219,19 +220,19 @@ def expect_all_or_fail(rules: Mapping[str, str]) -> Decorator:
 # --- reads ---------------------------------------------------------------------------------
 
 
-def read_stream(name: str, **options: Any) -> "DataFrame":
+def read_stream(name: str, **options: Any) -> DataFrame:
     """A stream over a pipeline dataset or lakehouse table (inside or outside a pipeline).
 
     options: Delta source options (maxFilesPerTrigger, startingVersion, ...)."""
     return _read(name, True, options)
 
 
-def read(name: str, **options: Any) -> "DataFrame":
+def read(name: str, **options: Any) -> DataFrame:
     """A batch read of a pipeline dataset or lakehouse table (versionAsOf, timestampAsOf)."""
     return _read(name, False, options)
 
 
-def _read(name: str, streaming: bool, options: dict[str, Any]) -> "DataFrame":
+def _read(name: str, streaming: bool, options: dict[str, Any]) -> DataFrame:
     from headwater.pipeline.graph import current_graph
 
     graph = current_graph()

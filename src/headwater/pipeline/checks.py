@@ -39,7 +39,7 @@ class CheckResult:
     warnings: list[str] = field(default_factory=list)  # each names the table and the fix
 
 
-def check_stream(df: "DataFrame", output_mode: str, table: str) -> CheckResult:
+def check_stream(df: DataFrame, output_mode: str, table: str) -> CheckResult:
     """What Spark will refuse (errors) and what will grow forever (warnings) for this query."""
     mode = output_mode.strip().lower() if isinstance(output_mode, str) else ""
     if mode not in _MODES:

@@ -48,7 +48,7 @@ class Read:
 class TableNames:
     """Maps plan relations to lakehouse table names."""
 
-    def __init__(self, datasets: dict[str, Any], lakehouse: "Lakehouse") -> None:
+    def __init__(self, datasets: dict[str, Any], lakehouse: Lakehouse) -> None:
         self.datasets = datasets
         self.lakehouse = lakehouse
         self.root = lakehouse.root
@@ -85,7 +85,7 @@ class TableNames:
             return name
         return None
 
-    def reads(self, df: "DataFrame", hints: list[Read], location: Location) -> list[Read]:
+    def reads(self, df: DataFrame, hints: list[Read], location: Location) -> list[Read]:
         """The flow's reads: those headwater.read* recorded (with their lines), then every
         other lakehouse relation of the plan (located at the definition)."""
         found = list(dict.fromkeys(hints))
@@ -115,14 +115,14 @@ def _parsed(text: str) -> str | None:
 # --- datasets readable before their table exists -------------------------------------------
 
 
-def pending_source(name: TableName, path: str, schema: "StructType") -> type:
+def pending_source(name: TableName, path: str, schema: StructType) -> type:
     """The table's own data source, answering ``schema`` while no Delta log exists at ``path``
     (then it behaves exactly like the table's source)."""
     base = per_table_source(name, path)
     declared = schema.json()
     log = os.path.join(path, "_delta_log")
 
-    def pending_schema(self: Any) -> "StructType":
+    def pending_schema(self: Any) -> StructType:
         if os.path.isdir(log):
             return base.schema(self)
         from pyspark.sql.types import StructType
@@ -133,7 +133,7 @@ def pending_source(name: TableName, path: str, schema: "StructType") -> type:
                                             "__module__": __name__})
 
 
-def register_pending(spark: "SparkSession", name: str, path: str, schema: "StructType") -> None:
+def register_pending(spark: SparkSession, name: str, path: str, schema: StructType) -> None:
     """Put ``name`` in Spark's catalog with ``schema``, writing nothing to the lakehouse."""
     tname = parse_name(name)
     spark.dataSource.register(pending_source(tname, path, schema))
@@ -143,7 +143,7 @@ def register_pending(spark: "SparkSession", name: str, path: str, schema: "Struc
     spark.sql(f"CREATE TABLE {tname.sql} USING {tname.source_name}")
 
 
-def unregister(spark: "SparkSession", name: str) -> None:
+def unregister(spark: SparkSession, name: str) -> None:
     spark.sql(f"DROP TABLE IF EXISTS {parse_name(name).sql}")
 
 

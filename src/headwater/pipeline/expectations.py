@@ -16,8 +16,9 @@ never with a ``limit``/``take``/``show`` of it: those report partial counts.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType
@@ -61,7 +62,7 @@ def _invalid(table: str, rule: str, what: str, fix: str) -> HeadwaterError:
         f"action in {', '.join(ACTIONS)}.", fix)
 
 
-def validate_rules(rules: Iterable[RuleLike], table: str, df: "DataFrame | None" = None) -> None:
+def validate_rules(rules: Iterable[RuleLike], table: str, df: DataFrame | None = None) -> None:
     """Bad action, empty or duplicate name (case-insensitive), or a condition that does not
     parse (always checked) or resolve to a boolean over ``df``'s columns (when ``df`` is given)."""
     seen: set[str] = set()
@@ -83,7 +84,7 @@ def validate_rules(rules: Iterable[RuleLike], table: str, df: "DataFrame | None"
                     raise _invalid(table, rule.name, f"condition {rule.condition!r} is "
                                    f"{dtype.simpleString()}, not boolean",
                                    "Write a comparison, e.g. 'amount > 0'.")
-                df.where(cond).schema  # no aggregates / window functions in a row filter
+                _ = df.where(cond).schema  # no aggregates / window functions in a row filter
         except HeadwaterError:
             raise
         except Exception as exc:  # noqa: BLE001 - ParseException, AnalysisException
@@ -93,12 +94,12 @@ def validate_rules(rules: Iterable[RuleLike], table: str, df: "DataFrame | None"
                            "returns true/false per row.") from exc
 
 
-def failed(rule: Expectation) -> "Column":
+def failed(rule: Expectation) -> Column:
     """True when a row fails ``rule``; a NULL condition result fails."""
     return ~F.coalesce(F.expr(rule.condition), F.lit(False))
 
 
-def observe(df: "DataFrame", rules: Iterable[RuleLike], table: str) -> "DataFrame":
+def observe(df: DataFrame, rules: Iterable[RuleLike], table: str) -> DataFrame:
     """``df`` with metrics ``<rule>_failed`` per rule and ``rows`` attached under
     ``expectations:<table>``: every micro-batch's progress carries them."""
     rules = _rules(rules)
@@ -107,12 +108,12 @@ def observe(df: "DataFrame", rules: Iterable[RuleLike], table: str) -> "DataFram
     return df.observe(metrics_name(table), *counts, F.count(F.lit(1)).alias("rows"))
 
 
-def _quote(name: str) -> "Column":
+def _quote(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def split(batch_df: "DataFrame", rules: Sequence[RuleLike], table: str,
-          batch_id: int) -> tuple["DataFrame", "DataFrame"]:
+def split(batch_df: DataFrame, rules: Sequence[RuleLike], table: str,
+          batch_id: int) -> tuple[DataFrame, DataFrame]:
     """(rows passing every drop rule, quarantined rows + ``_failed_rules``, ``_batch_id``).
 
     Raises HW_EXPECTATION_FAILED first if a "fail" rule fails in this batch. Each output is a
@@ -136,7 +137,7 @@ def split(batch_df: "DataFrame", rules: Sequence[RuleLike], table: str,
     return good, quarantined
 
 
-def _raise_on_fail(batch_df: "DataFrame", fail_rules: list[Expectation], table: str,
+def _raise_on_fail(batch_df: DataFrame, fail_rules: list[Expectation], table: str,
                    batch_id: int) -> None:
     any_failed = F.lit(False)
     for rule in fail_rules:

@@ -20,10 +20,11 @@ import shutil
 import tempfile
 import threading
 import traceback
+from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from headwater.conf.context import DefinitionContext, defining
 from headwater.conf.layout import INGEST
@@ -53,7 +54,7 @@ __all__ = ["Graph", "Read", "ResolvedFlow", "current_graph"]
 class ResolvedFlow:
     flow: Flow
     dataset: Any  # a model.Dataset
-    df: "DataFrame"
+    df: DataFrame
     reads: list[Read] = field(default_factory=list)
 
     @property
@@ -68,13 +69,13 @@ class _Evaluation:
 
     dataset: str
     hints: list[Read] = field(default_factory=list)
-    substitutes: dict[str, "DataFrame"] = field(default_factory=dict)
+    substitutes: dict[str, DataFrame] = field(default_factory=dict)
 
 
-_current: ContextVar["Graph | None"] = ContextVar("headwater_graph", default=None)
+_current: ContextVar[Graph | None] = ContextVar("headwater_graph", default=None)
 
 
-def current_graph() -> "Graph | None":
+def current_graph() -> Graph | None:
     """The graph whose definitions run now (headwater.read* resolves names through it)."""
     return _current.get()
 
@@ -87,9 +88,9 @@ class Graph(GraphQueries):
         self.lakehouse = lakehouse
         self.dry = dry
         self.flows: dict[str, ResolvedFlow] = {}
-        self.view_dfs: dict[str, "DataFrame"] = {}
+        self.view_dfs: dict[str, DataFrame] = {}
         self.names = TableNames(self.registry.datasets, lakehouse)
-        self._schemas: dict[str, "StructType"] = {}  # stored datasets: the schema to create
+        self._schemas: dict[str, StructType] = {}  # stored datasets: the schema to create
         self._pending: set[str] = set()
         self._done: set[str] = set()
         self._stack: list[tuple[str, Location | None]] = []
@@ -99,7 +100,7 @@ class Graph(GraphQueries):
 
     # --- building ----------------------------------------------------------------------
 
-    def build(self) -> "Graph":
+    def build(self) -> Graph:
         with self._lock, self._active():
             for name in self.registry.datasets:
                 self._resolve(name, None)
@@ -167,7 +168,7 @@ class Graph(GraphQueries):
         self.flows[resolved.key] = resolved
 
     def _evaluate(self, dataset: Any, flow: Flow,
-                  substitutes: dict[str, "DataFrame"]) -> tuple["DataFrame", list[Read]]:
+                  substitutes: dict[str, DataFrame]) -> tuple[DataFrame, list[Read]]:
         """Run the definition function; its DataFrame shaped to the dataset, and its hints."""
         evaluation = _Evaluation(dataset.name, substitutes=substitutes)
         self._evaluations.append(evaluation)
@@ -265,7 +266,7 @@ class Graph(GraphQueries):
             shutil.rmtree(self._scratch.root, ignore_errors=True)
 
     def rebuild(self, resolved: ResolvedFlow,
-                substitutes: dict[str, "DataFrame"] | None = None) -> "DataFrame":
+                substitutes: dict[str, DataFrame] | None = None) -> DataFrame:
         """A fresh DataFrame from the flow's definition (materialized views re-plan each run);
         the flow's table and its inputs' tables are created first when missing.
 
@@ -289,7 +290,7 @@ class Graph(GraphQueries):
     # --- reads from definitions (headwater.read / read_stream) ---------------------------
 
     def read(self, name: str, streaming: bool, options: dict[str, Any],
-             location: Location) -> "DataFrame":
+             location: Location) -> DataFrame:
         qualified = parse_name(name).qualified
         internal = qualified in self.registry.datasets
         evaluation = self._evaluations[-1] if self._evaluations else None
@@ -315,7 +316,7 @@ class Graph(GraphQueries):
             raise self._unknown(qualified, location, "read_stream" if streaming else "read")
         return self._read_table(qualified, streaming, options)
 
-    def _read_table(self, name: str, streaming: bool, options: dict[str, Any]) -> "DataFrame":
+    def _read_table(self, name: str, streaming: bool, options: dict[str, Any]) -> DataFrame:
         lake = self.lakehouse
         if not lake.exists(name):  # a dataset not created yet: its pending catalog source
             spark = lake.spark

@@ -17,7 +17,7 @@ class GraphQueries:
     """Mixed into :class:`headwater.pipeline.graph.Graph` (its ``registry`` and ``flows``)."""
 
     registry: Any
-    flows: dict[str, "ResolvedFlow"]
+    flows: dict[str, ResolvedFlow]
 
     def upstream(self, name: str) -> set[str]:
         """Pipeline datasets ``name`` reads, directly or through views."""

@@ -89,7 +89,7 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _pack(df: "DataFrame") -> "Column":
+def _pack(df: DataFrame) -> Column:
     return F.struct(*[F.col(_quote(c)) for c in df.columns])
 
 
@@ -100,7 +100,7 @@ class LateRows:
     ``<table>__late``; :meth:`split` unpacks each batch.
     """
 
-    def __init__(self, stream_df: "DataFrame", table: str, event_time: str,
+    def __init__(self, stream_df: DataFrame, table: str, event_time: str,
                  window_end: str | None) -> None:
         self.stream_df = stream_df
         self.table = table
@@ -109,7 +109,7 @@ class LateRows:
         self.window_end = window_end  # its end field when it is a window struct
 
     @classmethod
-    def prepare(cls, agg_df: "DataFrame", table: str, output_mode: str = "append") -> "LateRows":
+    def prepare(cls, agg_df: DataFrame, table: str, output_mode: str = "append") -> LateRows:
         """Pack ``agg_df`` (a streaming aggregate with a watermark) and its input rows together.
 
         Raises ``HeadwaterError`` ``HW_LATE_ROWS_UNSUPPORTED`` when ``agg_df`` is not such an
@@ -173,8 +173,8 @@ class LateRows:
         packed_raw = raw.select(F.lit(None).cast(agg_df.schema).alias(AGG), _pack(raw).alias(RAW))
         return cls(packed_agg.union(packed_raw), table, event_time, window_end)
 
-    def split(self, batch_df: "DataFrame", batch_id: int,
-              checkpoint: str) -> tuple["DataFrame", "DataFrame"]:
+    def split(self, batch_df: DataFrame, batch_id: int,
+              checkpoint: str) -> tuple[DataFrame, DataFrame]:
         """(aggregate rows, late raw rows) of one ``foreachBatch`` call on ``stream_df``.
 
         The aggregate rows have ``agg_df``'s columns. The late rows have the aggregate's input
@@ -194,7 +194,7 @@ class LateRows:
         return agg_rows, late
 
 
-def _streaming_aggregate(agg_df: "DataFrame", table: str) -> tuple[Any, Any]:
+def _streaming_aggregate(agg_df: DataFrame, table: str) -> tuple[Any, Any]:
     found = []
     for node in nodes(analyzed(agg_df)):
         if not node.isStreaming():
@@ -235,14 +235,14 @@ def _event_time_key(agg: Any, table: str) -> Any:
         "withWatermark) carries the watermark.")
 
 
-def _dataframe(spark: "SparkSession", plan: Any) -> "DataFrame":
+def _dataframe(spark: SparkSession, plan: Any) -> DataFrame:
     from pyspark.sql import DataFrame
 
     jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
     return DataFrame(jdf, spark)
 
 
-def late_watermark_ms(spark: "SparkSession", checkpoint: str, batch_id: int) -> int:
+def late_watermark_ms(spark: SparkSession, checkpoint: str, batch_id: int) -> int:
     """The watermark (ms) Spark drops late rows by in ``batch_id``, from the offset log."""
     allow_multiple = (spark.conf.get(_ALLOW_MULTIPLE, "true") or "true").lower() == "true"
     if allow_multiple and batch_id > 0:
@@ -259,7 +259,7 @@ def late_watermark_ms(spark: "SparkSession", checkpoint: str, batch_id: int) -> 
     return current
 
 
-def _batch_watermark_ms(spark: "SparkSession", checkpoint: str, batch_id: int) -> int | None:
+def _batch_watermark_ms(spark: SparkSession, checkpoint: str, batch_id: int) -> int | None:
     text = _read_text(spark, f"{checkpoint.rstrip('/')}/offsets/{batch_id}")
     if text is None:
         return None
@@ -272,7 +272,7 @@ def _batch_watermark_ms(spark: "SparkSession", checkpoint: str, batch_id: int) -
     return 0  # OffsetSeqMetadata's default
 
 
-def _read_text(spark: "SparkSession", path: str) -> str | None:
+def _read_text(spark: SparkSession, path: str) -> str | None:
     parsed = urlparse(path)
     if parsed.scheme in ("", "file"):
         local = parsed.path if parsed.scheme == "file" else path

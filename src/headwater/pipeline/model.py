@@ -10,9 +10,10 @@ them into DataFrames. Flow statuses belong to the runner, not here.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 from headwater.pipeline.expectations import Expectation
 
@@ -62,7 +63,7 @@ class Flow:
 
     name: str
     target: str
-    func: Callable[[], "DataFrame"]
+    func: Callable[[], DataFrame]
     location: Location
     sql: str | None = None
     once: bool = False
@@ -82,7 +83,7 @@ class _Stored:
     comment: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
     partition_by: tuple[str, ...] = ()
-    schema: "StructType | None" = None  # declared columns; None: the query's own schema
+    schema: StructType | None = None  # declared columns; None: the query's own schema
     expectations: tuple[Expectation, ...] = ()
 
     @property

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Iterator
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from pyspark.pipelines.graph_element_registry import (
     GraphElementRegistry,
@@ -43,12 +44,12 @@ class Registry(GraphElementRegistry):
 
     # --- SDP's interface -----------------------------------------------------------------
 
-    def register_output(self, output: "Output") -> None:
+    def register_output(self, output: Output) -> None:
         """A ``dp.table`` / ``materialized_view`` / ``temporary_view`` /
         ``create_streaming_table`` / ``create_sink`` declaration."""
         self.add_dataset(from_sdp_output(output))
 
-    def register_flow(self, flow: "SdpFlow") -> None:
+    def register_flow(self, flow: SdpFlow) -> None:
         """A dataset's query function, or a ``dp.append_flow``."""
         self.add_flow(model.Flow(
             name=flow.name, target=flow.target, func=flow.func,
@@ -56,7 +57,7 @@ class Registry(GraphElementRegistry):
             spark_conf=dict(flow.spark_conf or {}),
             once=bool(getattr(flow, "once", False))))
 
-    def register_auto_cdc_flow(self, flow: "AutoCdcFlow") -> None:
+    def register_auto_cdc_flow(self, flow: AutoCdcFlow) -> None:
         where = location_of_sdp(flow.source_code_location)
         raise HeadwaterError(
             "HW_PIPELINE_UNSUPPORTED",
@@ -90,7 +91,7 @@ class Registry(GraphElementRegistry):
     def add_flow(self, flow: model.Flow) -> None:
         self.flows.append(flow)
 
-    def finish(self) -> "Registry":
+    def finish(self) -> Registry:
         """Match flows to their datasets once every file is loaded; fold the expectations
         written on definition functions into their datasets. Idempotent."""
         if self._finished:
@@ -196,13 +197,13 @@ def active_registry(what: str, location: Location) -> Registry:
 # --- SDP's elements as headwater's ---------------------------------------------------------
 
 
-def location_of_sdp(location: "SourceCodeLocation | None") -> Location:
+def location_of_sdp(location: SourceCodeLocation | None) -> Location:
     if location is None:
         return Location("<unknown>", 0)
     return Location(location.filename, location.line_number or 0)
 
 
-def from_sdp_output(output: "Output") -> model.Dataset:
+def from_sdp_output(output: Output) -> model.Dataset:
     """SDP's output dataclass as headwater's model element; unsupported fields are refused."""
     from pyspark.pipelines import output as sdp
 

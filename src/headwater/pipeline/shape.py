@@ -36,7 +36,7 @@ def check_kind(dataset: Any, flow: Flow, df: Any) -> None:
             "Read inputs with headwater.read(...) / spark.read, or declare it @headwater.table.")
 
 
-def conform(dataset: Any, flow: Flow, df: "DataFrame") -> "DataFrame":
+def conform(dataset: Any, flow: Flow, df: DataFrame) -> DataFrame:
     """``df`` with the declared columns, in their order and types (a projection, so a
     stateless flow stays stateless); ``df`` itself when nothing is declared."""
     declared = dataset.schema

@@ -17,9 +17,10 @@ Whatever Spark's parser rejects is an error with the file and line.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from headwater.errors import HeadwaterError
 from headwater.pipeline import model
@@ -210,7 +211,7 @@ def strip_constraints(text: str, first_line: int, file: Path) -> tuple[str, list
 # --- statements to model elements ------------------------------------------------------------
 
 
-def register_sql_text(registry: "Registry", text: str, file: Path) -> None:
+def register_sql_text(registry: Registry, text: str, file: Path) -> None:
     from pyspark.sql import SparkSession
 
     spark = SparkSession.active()
@@ -233,7 +234,7 @@ def _parse(spark: Any, sql: str, where: Location) -> Any:
                        f"statement: {first[:300]}") from exc
 
 
-def _register(registry: "Registry", plan: Any, sql: str, rules: list[Expectation],
+def _register(registry: Registry, plan: Any, sql: str, rules: list[Expectation],
               where: Location) -> None:
     kind = plan.getClass().getSimpleName()
     if kind in ("CreateStreamingTableAsSelect", "CreateStreamingTable",
@@ -312,14 +313,14 @@ def _columns(plan: Any) -> Any:
     return StructType(fields)
 
 
-def _add_query(registry: "Registry", name: str, target: str, query: str,
+def _add_query(registry: Registry, name: str, target: str, query: str,
                where: Location) -> None:
     registry.add_flow(model.Flow(name=name, target=target, func=_sql_function(query),
                                  location=where, sql=query))
 
 
-def _sql_function(query: str) -> Callable[[], "DataFrame"]:
-    def define() -> "DataFrame":
+def _sql_function(query: str) -> Callable[[], DataFrame]:
+    def define() -> DataFrame:
         from pyspark.sql import SparkSession
 
         return SparkSession.active().sql(query)

@@ -27,7 +27,7 @@ class CheckpointLock:
         self.owner = owner
         self._fd: int | None = None
 
-    def acquire(self) -> "CheckpointLock":
+    def acquire(self) -> CheckpointLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -43,7 +43,7 @@ class CheckpointLock:
                 "Stop the other query first, or give this query its own checkpoint location.",
             ) from None
         info = {"owner": self.owner, "pid": os.getpid(), "host": socket.gethostname(),
-                "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+                "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(info).encode(), 0)
         self._fd = fd

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-def analyzed(df: "DataFrame") -> Any:
+def analyzed(df: DataFrame) -> Any:
     return df._jdf.queryExecution().analyzed()
 
 
@@ -27,7 +28,7 @@ def node_name(node: Any) -> str:
     return node.getClass().getSimpleName()
 
 
-def group_keys(df: "DataFrame") -> list[str]:
+def group_keys(df: DataFrame) -> list[str]:
     """The output column names of the top aggregate's grouping keys (update-mode MERGE keys)."""
     from headwater.errors import HeadwaterError
 
@@ -70,7 +71,7 @@ class Relation:
 _V2_RELATIONS = {"DataSourceV2Relation": False, "StreamingRelationV2": True}
 
 
-def relations(df: "DataFrame") -> list[Relation]:
+def relations(df: DataFrame) -> list[Relation]:
     """Every data-source relation and temporary view the analyzed plan reads (subqueries in
     expressions included), in plan order, without duplicates."""
     found: list[Relation] = []
@@ -113,8 +114,8 @@ def _v2_relation(node: Any, streaming: bool) -> Relation:
     return Relation(str(source), streaming, identifier, path, tuple(sorted(pairs.items())))
 
 
-def substitute_streams(df: "DataFrame", matches: Callable[[Relation], bool],
-                       batch: "DataFrame") -> "DataFrame":
+def substitute_streams(df: DataFrame, matches: Callable[[Relation], bool],
+                       batch: DataFrame) -> DataFrame:
     """``df`` with every streaming relation for which ``matches`` holds replaced by
     ``batch``'s plan (same column names and order): one micro-batch's rows run through the
     query the user wrote, whichever way it read its input. The stream's attribute ids are kept

@@ -97,7 +97,7 @@ def build_session(
     app_name: str = "headwater",
     conf: dict[str, Any] | None = None,
     warehouse: str | os.PathLike | None = None,
-) -> "pyspark.sql.SparkSession":  # noqa: F821
+) -> pyspark.sql.SparkSession:  # noqa: F821
     """Start (or return) a SparkSession with headwater's defaults; no sources registered.
 
     warehouse: Spark's managed-table folder (``spark.sql.warehouse.dir``), unless ``conf``

@@ -15,7 +15,8 @@ Spark, and Spark otherwise.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from headwater.delta.dml.common import ColumnOrSql, DmlResult
 from headwater.delta.dml.merge import MergeClause, MergeSpec
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["DmlResult", "MergeBuilder", "MergeClause", "MergeSpec", "delete", "merge", "update"]
 
 
-def delete(spark: "SparkSession", path: str, condition: ColumnOrSql | None = None,
+def delete(spark: SparkSession, path: str, condition: ColumnOrSql | None = None,
            engine: str = "auto", target_alias: str | None = None) -> DmlResult:
     """``DELETE FROM delta.`path` [WHERE condition]``.
 
@@ -40,7 +41,7 @@ def delete(spark: "SparkSession", path: str, condition: ColumnOrSql | None = Non
                        alias=target_alias)
 
 
-def update(spark: "SparkSession", path: str, assignments: Mapping[str, ColumnOrSql],
+def update(spark: SparkSession, path: str, assignments: Mapping[str, ColumnOrSql],
            condition: ColumnOrSql | None = None, engine: str = "auto",
            target_alias: str | None = None) -> DmlResult:
     """``UPDATE delta.`path` SET col = value, ... [WHERE condition]``.
@@ -54,7 +55,7 @@ def update(spark: "SparkSession", path: str, assignments: Mapping[str, ColumnOrS
                        engine=engine, alias=target_alias)
 
 
-def merge(spark: "SparkSession", spec: MergeSpec, engine: str = "auto") -> DmlResult:
+def merge(spark: SparkSession, spec: MergeSpec, engine: str = "auto") -> DmlResult:
     """Run a complete :class:`MergeSpec` (what ``MERGE INTO`` says)."""
     from headwater.delta.dml import engine as engines
 
@@ -70,40 +71,40 @@ class MergeBuilder:
     conditions (``t`` in ``t.id = s.id``).
     """
 
-    def __init__(self, spark: "SparkSession", path: str, source: "DataFrame",
+    def __init__(self, spark: SparkSession, path: str, source: DataFrame,
                  condition: ColumnOrSql, target_alias: str | None = None) -> None:
         self.spark = spark
         self.spec = MergeSpec(path=path, source=source, condition=condition,
                               target_alias=target_alias)
 
-    def _add(self, kind: str, action: str, condition, assignments) -> "MergeBuilder":
+    def _add(self, kind: str, action: str, condition, assignments) -> MergeBuilder:
         self.spec.clauses.append(MergeClause(kind, action, condition,
                                              dict(assignments) if assignments is not None
                                              else None))
         return self
 
     def when_matched_update(self, set: Mapping[str, ColumnOrSql] | None = None,
-                            condition: ColumnOrSql | None = None) -> "MergeBuilder":
+                            condition: ColumnOrSql | None = None) -> MergeBuilder:
         """WHEN MATCHED [AND condition] THEN UPDATE SET ... (``set=None``: UPDATE SET *)."""
         return self._add("matched", "update", condition, set)
 
-    def when_matched_delete(self, condition: ColumnOrSql | None = None) -> "MergeBuilder":
+    def when_matched_delete(self, condition: ColumnOrSql | None = None) -> MergeBuilder:
         return self._add("matched", "delete", condition, None)
 
     def when_not_matched_insert(self, values: Mapping[str, ColumnOrSql] | None = None,
-                                condition: ColumnOrSql | None = None) -> "MergeBuilder":
+                                condition: ColumnOrSql | None = None) -> MergeBuilder:
         """WHEN NOT MATCHED [AND condition] THEN INSERT ... (``values=None``: INSERT *)."""
         return self._add("not_matched", "insert", condition, values)
 
     def when_not_matched_by_source_update(self, set: Mapping[str, ColumnOrSql],
-                                          condition: ColumnOrSql | None = None) -> "MergeBuilder":
+                                          condition: ColumnOrSql | None = None) -> MergeBuilder:
         return self._add("not_matched_by_source", "update", condition, set)
 
     def when_not_matched_by_source_delete(self, condition: ColumnOrSql | None = None
-                                          ) -> "MergeBuilder":
+                                          ) -> MergeBuilder:
         return self._add("not_matched_by_source", "delete", condition, None)
 
-    def with_schema_evolution(self) -> "MergeBuilder":
+    def with_schema_evolution(self) -> MergeBuilder:
         """``*`` clauses add the source's new columns to the table."""
         self.spec.schema_evolution = True
         return self

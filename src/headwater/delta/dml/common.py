@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 ColumnOrSql = Union[str, "Column"]
 
 
-def to_column(value: "ColumnOrSql | None", what: str = "condition") -> "Column | None":
+def to_column(value: ColumnOrSql | None, what: str = "condition") -> Column | None:
     """SQL text -> ``F.expr(text)``; a Column stays as it is; None stays None."""
     if value is None:
         return None
@@ -39,7 +39,7 @@ def to_column(value: "ColumnOrSql | None", what: str = "condition") -> "Column |
                          "delta-spark's API takes both.", "Pass a string or a pyspark Column.")
 
 
-def sql_text(value: "ColumnOrSql | None") -> str | None:
+def sql_text(value: ColumnOrSql | None) -> str | None:
     """A readable form for commitInfo's operationParameters."""
     if value is None or isinstance(value, str):
         return value

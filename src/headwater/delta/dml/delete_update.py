@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from headwater.delta.dml.common import ColumnOrSql, DmlResult, sql_text, target_column_name, \
-    to_column
-from headwater.delta.dml.rewrite import CHANGE_TYPE, Written, commit_rewrite, data_only, \
-    write_files
+from headwater.delta.dml.common import (
+    ColumnOrSql,
+    DmlResult,
+    sql_text,
+    target_column_name,
+    to_column,
+)
+from headwater.delta.dml.rewrite import CHANGE_TYPE, Written, commit_rewrite, data_only, write_files
 from headwater.delta.dml.skipping import candidate_files
 from headwater.delta.dml.target import FILE_COL, Snapshot, refuse_deletion_vectors, scan
 from headwater.errors import HeadwaterError
@@ -28,7 +33,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructField
 
 
-def not_null(value: "Column", field: "StructField", uri: str) -> "Column":
+def not_null(value: Column, field: StructField, uri: str) -> Column:
     """``value`` cast to the column's type; NULL into a NOT NULL column fails the job."""
     from pyspark.sql import functions as F
 
@@ -41,13 +46,13 @@ def not_null(value: "Column", field: "StructField", uri: str) -> "Column":
     return F.when(value.isNull(), F.raise_error(F.lit(message))).otherwise(value)
 
 
-def spark_delete(spark: "SparkSession", snapshot: Snapshot, condition: "ColumnOrSql | None",
+def spark_delete(spark: SparkSession, snapshot: Snapshot, condition: ColumnOrSql | None,
                  alias: str | None = None) -> DmlResult:
     return _rewrite(spark, snapshot, "DELETE", to_column(condition), condition, None, alias)
 
 
-def spark_update(spark: "SparkSession", snapshot: Snapshot, assignments: Mapping[str, ColumnOrSql],
-                 condition: "ColumnOrSql | None", alias: str | None = None) -> DmlResult:
+def spark_update(spark: SparkSession, snapshot: Snapshot, assignments: Mapping[str, ColumnOrSql],
+                 condition: ColumnOrSql | None, alias: str | None = None) -> DmlResult:
     if not assignments:
         raise HeadwaterError("HW_DML_INVALID", f"UPDATE of {snapshot.uri} has no assignments.",
                              "UPDATE sets at least one column.",
@@ -58,9 +63,9 @@ def spark_update(spark: "SparkSession", snapshot: Snapshot, assignments: Mapping
     return _rewrite(spark, snapshot, "UPDATE", to_column(condition), condition, resolved, alias)
 
 
-def _rewrite(spark: "SparkSession", snapshot: Snapshot, operation: str,
-             cond: "Column | None", raw_condition,
-             assignments: "dict[str, Column] | None", alias: str | None = None) -> DmlResult:
+def _rewrite(spark: SparkSession, snapshot: Snapshot, operation: str,
+             cond: Column | None, raw_condition,
+             assignments: dict[str, Column] | None, alias: str | None = None) -> DmlResult:
     from pyspark.sql import functions as F
 
     started = time.time()
@@ -128,8 +133,8 @@ def _rewrite(spark: "SparkSession", snapshot: Snapshot, operation: str,
     return result
 
 
-def _assigned(field: "StructField", assignments: "dict[str, Column]", hit: "Column",
-              uri: str) -> "Column":
+def _assigned(field: StructField, assignments: dict[str, Column], hit: Column,
+              uri: str) -> Column:
     from pyspark.sql import functions as F
 
     current = F.col(f"`{field.name}`")

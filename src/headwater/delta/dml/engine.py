@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 ENGINES = ("auto", "spark", "delta-rs")
 
 
-def run(spark: "SparkSession", operation: str, path: str, engine: str = "auto",
+def run(spark: SparkSession, operation: str, path: str, engine: str = "auto",
         **kwargs: Any) -> DmlResult:
     if engine not in ENGINES:
         raise HeadwaterError("HW_OPTION_INVALID", f"Unknown DML engine {engine!r}.",

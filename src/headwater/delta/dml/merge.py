@@ -8,8 +8,9 @@ last clause of a kind may have no condition.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING
 
 from headwater.delta.dml.common import ColumnOrSql
 from headwater.errors import HeadwaterError
@@ -50,7 +51,7 @@ class MergeSpec:
     schema_evolution: ``*`` clauses add the source's new columns to the table."""
 
     path: str
-    source: "DataFrame"
+    source: DataFrame
     condition: ColumnOrSql
     clauses: list[MergeClause] = field(default_factory=list)
     target_alias: str | None = None

@@ -16,8 +16,14 @@ from typing import TYPE_CHECKING
 
 from headwater.delta.dml.common import DmlResult, sql_text, target_column_name, to_column
 from headwater.delta.dml.delete_update import not_null
-from headwater.delta.dml.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, MergeClause, \
-    MergeSpec, multiple_match_error
+from headwater.delta.dml.merge import (
+    MATCHED,
+    NOT_MATCHED,
+    NOT_MATCHED_BY_SOURCE,
+    MergeClause,
+    MergeSpec,
+    multiple_match_error,
+)
 from headwater.delta.dml.rewrite import CHANGE_TYPE, Written, commit_rewrite, write_files
 from headwater.delta.dml.skipping import candidate_files
 from headwater.delta.dml.target import FILE_COL, ROW_COL, Snapshot, refuse_deletion_vectors, scan
@@ -30,7 +36,7 @@ if TYPE_CHECKING:
 T_MARK, S_MARK, ACTION = "_hw_t", "_hw_s", "_hw_action"
 
 
-def evolved_schema(snapshot: Snapshot, spec: MergeSpec) -> "StructType | None":
+def evolved_schema(snapshot: Snapshot, spec: MergeSpec) -> StructType | None:
     """The table schema plus the source's new columns, when schema evolution applies."""
     from pyspark.sql.types import StructField, StructType
 
@@ -42,7 +48,7 @@ def evolved_schema(snapshot: Snapshot, spec: MergeSpec) -> "StructType | None":
     return StructType(list(snapshot.schema.fields) + new) if new else None
 
 
-def spark_merge(spark: "SparkSession", snapshot: Snapshot, spec: MergeSpec) -> DmlResult:
+def spark_merge(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> DmlResult:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -189,7 +195,7 @@ def spark_merge(spark: "SparkSession", snapshot: Snapshot, spec: MergeSpec) -> D
                      metrics=metrics)
 
 
-def _any(clauses: list[MergeClause]) -> "Column":
+def _any(clauses: list[MergeClause]) -> Column:
     """True where some clause's condition holds (False when there is no clause)."""
     from pyspark.sql import functions as F
 
@@ -210,8 +216,8 @@ def _labels(matched, inserts, by_source) -> list[tuple[str, MergeClause]]:
             + [(f"n{i}", c) for i, c in enumerate(inserts)])
 
 
-def _value(clause: MergeClause, field: "StructField", spec: MergeSpec, src: "DataFrame",
-           snapshot: Snapshot, alias: str | None) -> "Column | None":
+def _value(clause: MergeClause, field: StructField, spec: MergeSpec, src: DataFrame,
+           snapshot: Snapshot, alias: str | None) -> Column | None:
     """The value ``clause`` assigns to ``field``, or None when it leaves it alone."""
     if clause.star:
         by_lower = {c.lower(): c for c in spec.source.columns}

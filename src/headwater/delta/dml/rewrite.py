@@ -46,13 +46,13 @@ class Written:
         return sum(json.loads(a["stats"])["numRecords"] for a in self.adds)
 
 
-def _prepare_session(df: "DataFrame") -> None:
+def _prepare_session(df: DataFrame) -> None:
     spark = df.sparkSession
     if spark.conf.get("spark.sql.parquet.outputTimestampType") == "INT96":
         spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
 
 
-def write_files(df: "DataFrame", snapshot: Snapshot, written: Written, cdc: bool = False) -> None:
+def write_files(df: DataFrame, snapshot: Snapshot, written: Written, cdc: bool = False) -> None:
     """Write ``df`` (table columns, plus ``_change_type`` when ``cdc``) partitioned like the
     table; record its add (or cdc) actions in ``written``."""
     _prepare_session(df)
@@ -77,7 +77,7 @@ def remove_action(f: TargetFile, now: int, data_change: bool = True) -> dict[str
 
 def commit_rewrite(snapshot: Snapshot, operation: str, parameters: dict[str, Any],
                    metrics: dict[str, Any], read: list[TargetFile], removed: list[TargetFile],
-                   written: Written, new_schema: "StructType | None" = None) -> int | None:
+                   written: Written, new_schema: StructType | None = None) -> int | None:
     """Commit removes of ``removed`` + ``written``'s files; None when there was nothing to do."""
     now = int(time.time() * 1000)
     actions: list[dict[str, Any]] = []
@@ -100,7 +100,7 @@ def commit_rewrite(snapshot: Snapshot, operation: str, parameters: dict[str, Any
     ))
 
 
-def data_only(df: "DataFrame", snapshot: Snapshot, schema: "StructType | None" = None):
+def data_only(df: DataFrame, snapshot: Snapshot, schema: StructType | None = None):
     """``df`` reduced to the table's columns, in the table's order."""
     from pyspark.sql import functions as F
 

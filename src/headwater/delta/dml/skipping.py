@@ -9,7 +9,8 @@ keeps every file, so pruning can only make the scan smaller, never change the ro
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from headwater.delta.dml.target import Snapshot, TargetFile
 
@@ -27,7 +28,7 @@ _FLIP = {"gt": "lt", "ge": "le", "lt": "gt", "le": "ge", "eq": "eq"}
 _STRING_STATS_PREFIX = 32  # max values this long may be truncated prefixes: no upper bound
 
 
-def candidate_files(snapshot: Snapshot, condition: "Column | None",
+def candidate_files(snapshot: Snapshot, condition: Column | None,
                     alias: str | None = None) -> list[TargetFile]:
     """The files that may hold rows matching ``condition`` (all files when unknown).
 
@@ -44,7 +45,7 @@ def candidate_files(snapshot: Snapshot, condition: "Column | None",
     return [f for f in snapshot.files if test(f)]
 
 
-def _expression(column: "Column"):
+def _expression(column: Column):
     from pyspark.sql import SparkSession
 
     spark = SparkSession.getActiveSession()
@@ -70,7 +71,7 @@ class _Context:
         self.partition_columns = snapshot.partition_columns
 
 
-def _column(node, ctx: "_Context") -> str | None:
+def _column(node, ctx: _Context) -> str | None:
     if node.getClass().getSimpleName() != "UnresolvedAttribute":
         return None
     parts = [str(node.nameParts().apply(i)) for i in range(node.nameParts().size())]
@@ -101,7 +102,7 @@ def _literal(node) -> tuple[bool, Any]:
     return False, None
 
 
-def _test(node, snapshot: "_Context") -> FileTest | None:
+def _test(node, snapshot: _Context) -> FileTest | None:
     op = _op(node)
     kids = _children(node)
     if op in ("and", "or") and len(kids) == 2:
@@ -149,7 +150,7 @@ def _comparable(a: Any, b: Any) -> bool:
     return type(a) is type(b) and isinstance(a, (str, dt.date))
 
 
-def _compare(col: str, op: str, value: Any, snapshot: "_Context") -> FileTest | None:
+def _compare(col: str, op: str, value: Any, snapshot: _Context) -> FileTest | None:
     if col in snapshot.partition_columns:
         idx = snapshot.partition_columns.index(col)
 

@@ -21,7 +21,7 @@ from headwater.delta.schema import format_partition_value, spark_schema, strip_f
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 FILE_COL, ROW_COL = "_hw_file", "_hw_row"
@@ -61,7 +61,7 @@ class Snapshot:
     uri: str
     version: int
     table: Any  # deltalake.DeltaTable at ``version``
-    schema: "StructType"  # logical schema, Delta field metadata removed
+    schema: StructType  # logical schema, Delta field metadata removed
     raw_schema_json: str
     partition_columns: list[str]
     configuration: dict[str, str]
@@ -75,7 +75,7 @@ class Snapshot:
     def data_columns(self) -> list[str]:
         return [f.name for f in self.schema.fields if f.name not in self.partition_columns]
 
-    def metadata_action(self, schema: "StructType") -> dict[str, Any]:
+    def metadata_action(self, schema: StructType) -> dict[str, Any]:
         """A metaData action equal to the current one but with ``schema`` (schema evolution)."""
         meta = self.table.metadata()
         return {"metaData": {
@@ -169,7 +169,7 @@ def load_snapshot(path: str, operation: str, needs_rows: bool = True) -> Snapsho
 
 def _utc(value: Any) -> Any:
     if isinstance(value, dt.datetime) and value.tzinfo is None:
-        return value.replace(tzinfo=dt.timezone.utc)
+        return value.replace(tzinfo=dt.UTC)
     return value
 
 
@@ -184,7 +184,7 @@ def refuse_deletion_vectors(snapshot: Snapshot, files: list[TargetFile], operati
                       "copy the rows into a new table.")
 
 
-def scan(spark: "SparkSession", snapshot: Snapshot, files: list[TargetFile]) -> "DataFrame":
+def scan(spark: SparkSession, snapshot: Snapshot, files: list[TargetFile]) -> DataFrame:
     """Rows of ``files`` with every table column, ``_hw_file`` and ``_hw_row``."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType

@@ -4,8 +4,9 @@ small text helpers."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Union
+from typing import Any, Union
 
 from headwater.conf.layout import RESCUED_DATA
 
@@ -40,8 +41,8 @@ class Malformed:
 
 
 # What a format yields per record: (line number or None, the record's fields) or Malformed.
-Record = Union[tuple[Union[int, None], dict], Malformed]
-ReadBytes = Callable[[FileEntry], Union[bytes, None]]
+Record = Union[tuple[int | None, dict], Malformed]
+ReadBytes = Callable[[FileEntry], bytes | None]
 
 
 def without_bom(read_bytes: ReadBytes) -> ReadBytes:

@@ -7,7 +7,7 @@ on rows, names and which rows are malformed (broken quoting, bad UTF-8, a wrong 
 from __future__ import annotations
 
 import csv
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from headwater.ingest.formats.common import Malformed, Record, split_lines, visible
 

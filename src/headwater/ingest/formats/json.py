@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 _STATE_NODES = ("Aggregate", "Deduplicate", "Join", "FlatMapGroupsWithState")
 
 
-def check_checkpoint(rf: "ResolvedFlow", checkpoint: str) -> None:
+def check_checkpoint(rf: ResolvedFlow, checkpoint: str) -> None:
     """Raise HW_CHECKPOINT_INCOMPATIBLE if ``rf`` changed in a way ``checkpoint`` cannot
     survive; nothing when the checkpoint is new or compatible."""
     state_file = Path(checkpoint) / FLOW_STATE
@@ -45,12 +45,12 @@ def check_checkpoint(rf: "ResolvedFlow", checkpoint: str) -> None:
             "(and its downstream streaming tables) from the start.")
 
 
-def save_state(rf: "ResolvedFlow", checkpoint: str) -> None:
+def save_state(rf: ResolvedFlow, checkpoint: str) -> None:
     """Record what ``checkpoint`` now depends on (after the flow started on it)."""
     (Path(checkpoint) / FLOW_STATE).write_text(json.dumps(flow_state(rf)))
 
 
-def flow_state(rf: "ResolvedFlow") -> dict[str, Any]:
+def flow_state(rf: ResolvedFlow) -> dict[str, Any]:
     from headwater.spark.plan import analyzed, node_name, nodes
 
     stateful = any(node_name(n) in _STATE_NODES and n.isStreaming()

@@ -9,7 +9,8 @@ drops go to ``<table>__quarantine`` and rows behind the watermark to ``<table>__
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import LATE_SUFFIX, QUARANTINE_SUFFIX
 from headwater.pipeline import expectations as expect_mod
@@ -25,8 +26,8 @@ if TYPE_CHECKING:
 
 
 
-def start_stream(graph: "Graph", rf: "ResolvedFlow", checkpoint: str, trigger: dict[str, Any],
-                 result: "FlowResult") -> "StreamingQuery":
+def start_stream(graph: Graph, rf: ResolvedFlow, checkpoint: str, trigger: dict[str, Any],
+                 result: FlowResult) -> StreamingQuery:
     """Start ``rf``'s query on ``checkpoint``; each batch's counts go to ``result``."""
     dataset = rf.dataset
     df = graph.rebuild(rf)
@@ -46,9 +47,9 @@ def start_stream(graph: "Graph", rf: "ResolvedFlow", checkpoint: str, trigger: d
     return writer.start()
 
 
-def batch_writer(lake: "Lakehouse", rf: "ResolvedFlow", checkpoint: str,
-                 late: "LateRows | None", result: "FlowResult"
-                 ) -> Callable[["DataFrame", int], None]:
+def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
+                 late: LateRows | None, result: FlowResult
+                 ) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of ``rf``: late rows split off, expectations applied, the
     rest written in the table's output mode, each commit tagged (flow, batch id)."""
     dataset = rf.dataset
@@ -62,7 +63,7 @@ def batch_writer(lake: "Lakehouse", rf: "ResolvedFlow", checkpoint: str,
     # caching job only; cache just for late rows, whose split re-reads the aggregate.
     cache = late is not None and not rules
 
-    def write_batch(batch: "DataFrame", batch_id: int) -> None:
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
         if cache:
             batch.persist()
         try:
@@ -95,7 +96,7 @@ def batch_writer(lake: "Lakehouse", rf: "ResolvedFlow", checkpoint: str,
     return write_batch
 
 
-def append_side(lake: "Lakehouse", df: "DataFrame", name: str, app_id: str,
+def append_side(lake: Lakehouse, df: DataFrame, name: str, app_id: str,
                 batch_id: int) -> int:
     """Quarantined or late rows: a side table, created at the first such row."""
     if df.isEmpty():
@@ -104,7 +105,7 @@ def append_side(lake: "Lakehouse", df: "DataFrame", name: str, app_id: str,
     return write_table(df, lake.path(name), "append", (app_id, batch_id))
 
 
-def write_table(df: "DataFrame", path: str, mode: str, txn: tuple[str, int] | None = None,
+def write_table(df: DataFrame, path: str, mode: str, txn: tuple[str, int] | None = None,
                 merge_schema: bool = True) -> int:
     """Spark's parquet writer plus a Delta commit; the Python writer where a table needs it.
     Returns the rows written (0 from the Python writer, which does not report counts).

@@ -7,8 +7,8 @@ recomputed whole on every run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from headwater.pipeline.graph import Graph
 from headwater.pipeline.model import TABLE

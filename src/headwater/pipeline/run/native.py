@@ -30,7 +30,7 @@ STATEFUL_NODES = {
 }
 
 
-def native_input(graph: "Graph", rf: "ResolvedFlow") -> "Read | None":
+def native_input(graph: Graph, rf: ResolvedFlow) -> Read | None:
     """The one Delta stream a stateless flow reads, when the flow can run natively."""
     from headwater.delta.log import DeltaLog
     from headwater.delta.native import natively_readable
@@ -62,8 +62,8 @@ def native_input(graph: "Graph", rf: "ResolvedFlow") -> "Read | None":
     return streams[0] if natively_readable(table) else None
 
 
-def start_native(graph: "Graph", rf: "ResolvedFlow", checkpoint: str, read: "Read",
-                 trigger: dict[str, Any], result: "FlowResult") -> "StreamingQuery":
+def start_native(graph: Graph, rf: ResolvedFlow, checkpoint: str, read: Read,
+                 trigger: dict[str, Any], result: FlowResult) -> StreamingQuery:
     """Start ``rf`` reading ``read``'s files batch by batch; rows written go to ``result``."""
     lake = graph.lakehouse
     spark = lake.spark

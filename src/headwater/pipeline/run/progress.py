@@ -41,7 +41,7 @@ class FlowResult:
                            self.batches, self.rows_written)
 
 
-def count_batches(result: FlowResult, query: "StreamingQuery") -> None:
+def count_batches(result: FlowResult, query: StreamingQuery) -> None:
     """Add the query's finished micro-batches not counted yet: batches, rescued and
     malformed rows, and each expectation's counts."""
     for p in query.recentProgress:

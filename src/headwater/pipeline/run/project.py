@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Literal
+from typing import TYPE_CHECKING, Literal
 
 from headwater.conf.project import Project
 from headwater.conf.triggers import is_triggered, trigger_kwargs
@@ -37,9 +38,9 @@ class LoadedProject:
     """A project with its session started, lakehouse attached and definitions loaded."""
 
     project: Project
-    spark: "SparkSession"
-    lakehouse: "Lakehouse"
-    registry: "Registry"
+    spark: SparkSession
+    lakehouse: Lakehouse
+    registry: Registry
 
 
 @dataclass
@@ -87,7 +88,7 @@ def load_project(project: Project | str | os.PathLike = ".",
     return LoadedProject(project, spark, lakehouse, registry)
 
 
-def _attached_lakehouse(spark: "SparkSession") -> "Lakehouse":
+def _attached_lakehouse(spark: SparkSession) -> Lakehouse:
     """The lakehouse spark_session attached to ``spark``."""
     from headwater.lakehouse import Lakehouse
 
@@ -102,7 +103,7 @@ def run_project(project: LoadedProject | Project | str | os.PathLike = ".", *,
                 select: list[str] | None = None,
                 continuous: bool | None = None,
                 event_log: bool | None = None,
-                display: "Display | None" = None,
+                display: Display | None = None,
                 echo: Callable[[str], None] = print,
                 stop_event: threading.Event | None = None,
                 app_name: str | None = None) -> RunOutcome:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from headwater.pipeline.graph import Graph, ResolvedFlow
 
 
-def recompute(graph: "Graph", rf: "ResolvedFlow") -> int:
+def recompute(graph: Graph, rf: ResolvedFlow) -> int:
     """Recompute the view ``rf`` writes (and its quarantine); returns the rows written."""
     dataset = rf.dataset
     name = dataset.name

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from headwater.errors import HeadwaterError, find_code, unwrap
 from headwater.errors.spark import translate_flow_failure
@@ -62,7 +63,7 @@ class Runner:
     def __init__(self, graph: Graph, trigger: dict[str, Any], continuous: bool,
                  select: list[str] | None = None,
                  echo: Callable[[str], None] = print, pipeline: str = "pipeline",
-                 event_log: bool = True, display: "Display | None" = None,
+                 event_log: bool = True, display: Display | None = None,
                  observer: RunObserver | None = None,
                  stop_event: threading.Event | None = None) -> None:
         self.graph = graph
@@ -145,7 +146,7 @@ class Runner:
             if self.stop_requested.is_set():
                 break
             wave = [n for n in self.datasets if depths[n] == level]
-            running: dict[str, "StreamingQuery"] = {}
+            running: dict[str, StreamingQuery] = {}
             for name in wave:
                 if self._skip_if_upstream_failed(name):
                     continue
@@ -163,7 +164,7 @@ class Runner:
                         self._refresh(flow)
 
     def _run_continuous(self) -> None:
-        running: dict[str, "StreamingQuery"] = {}
+        running: dict[str, StreamingQuery] = {}
         for name in self.datasets:
             if self.graph.registry.datasets[name].kind == TABLE:
                 for flow in self.graph.flows_of(name):
@@ -192,7 +193,7 @@ class Runner:
 
     # --- streaming flows -----------------------------------------------------------------
 
-    def _start(self, rf: ResolvedFlow) -> "StreamingQuery | None":
+    def _start(self, rf: ResolvedFlow) -> StreamingQuery | None:
         """Check and lock the flow's checkpoint, then start it natively or through the
         flow writer. None when it failed to start (its result says why)."""
         result = self.results.setdefault(rf.key, FlowResult(rf.key, "streaming table"))
@@ -226,7 +227,7 @@ class Runner:
                       f"{Path(checkpoint).relative_to(self.lakehouse.root)})")
         return query
 
-    def _await(self, running: dict[str, "StreamingQuery"]) -> None:
+    def _await(self, running: dict[str, StreamingQuery]) -> None:
         polls = 0
         while True:
             while any(q.isActive for q in running.values()):
@@ -240,7 +241,7 @@ class Runner:
             if not self._collect(running):
                 return  # nothing restarted: the wave is done
 
-    def _stop_all(self, running: dict[str, "StreamingQuery"]) -> None:
+    def _stop_all(self, running: dict[str, StreamingQuery]) -> None:
         """Stop each query between micro-batches (bounded wait for a running batch)."""
         for key, query in running.items():
             deadline = time.monotonic() + STOP_WAIT_SECONDS
@@ -252,7 +253,7 @@ class Runner:
                 self.results[key].status = FlowStatus.STOPPED
                 self._status(key, FlowStatus.STOPPED)
 
-    def _collect(self, running: dict[str, "StreamingQuery"]) -> bool:
+    def _collect(self, running: dict[str, StreamingQuery]) -> bool:
         """Count finished batches; settle ended queries. True if a flow was restarted."""
         restarts = []
         for key, query in running.items():
@@ -349,7 +350,7 @@ class Runner:
         self._release(result.key)
 
 
-def _clean_committed(query: "StreamingQuery") -> None:
+def _clean_committed(query: StreamingQuery) -> None:
     """cleanSource for the files of a cleanly ended query's last batch."""
     from headwater.ingest.clean import clean_quietly, committed_offsets
 
