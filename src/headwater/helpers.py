@@ -12,7 +12,7 @@ from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 
 def block_until_stream_is_ready(query: StreamingQuery, min_batches: int = 2,

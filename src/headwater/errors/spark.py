@@ -110,9 +110,11 @@ def translated() -> Iterator[None]:
     except Exception as exc:  # noqa: BLE001 - we only re-raise, never swallow
         plain = unwrap(exc)
         if plain is exc:
-            plain = as_headwater(exc)  # ORDER BY on a stream, say: the same words as validate
-            if plain is None:
+            # ORDER BY on a stream, say: the same words as validate
+            translated_error = as_headwater(exc)
+            if translated_error is None:
                 raise
+            plain = translated_error
         raise plain from exc
 
 

@@ -16,11 +16,11 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 def read_files(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     format: str = "json",
     *,
     schema: StructType | str | None = None,
-    schema_location: str | os.PathLike | None = None,
+    schema_location: str | os.PathLike[str] | None = None,
     schema_hints: str | None = None,
     schema_evolution_mode: str | None = None,
     rescued_data_column: str | None = RESCUED_DATA,
@@ -32,7 +32,7 @@ def read_files(
     include_existing_files: bool = True,
     path_glob_filter: str | None = None,
     clean_source: str = "off",
-    archive_dir: str | os.PathLike | None = None,
+    archive_dir: str | os.PathLike[str] | None = None,
     ignore_missing_files: bool = False,
     spark: SparkSession | None = None,
 ) -> DataFrame:

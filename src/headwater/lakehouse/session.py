@@ -19,7 +19,7 @@ def spark_session(
     master: str | None = None,
     app_name: str = "headwater",
     conf: dict[str, Any] | None = None,
-    lakehouse: str | os.PathLike | None = None,
+    lakehouse: str | os.PathLike[str] | None = None,
 ) -> SparkSession:
     """Start (or return) a SparkSession with Delta Lake registered as ``format("delta")``.
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def start_session(master: str | None = None, app_name: str = "headwater",
                   conf: dict[str, Any] | None = None,
-                  warehouse: str | os.PathLike | None = None) -> SparkSession:
+                  warehouse: str | os.PathLike[str] | None = None) -> SparkSession:
     """Start (or return) a session (see ``spark.session.build_session``) with the sources."""
     spark = build_session(master, app_name, conf, warehouse)
     register_sources(spark)

@@ -17,6 +17,7 @@ The catalog lives in memory, so every table under the root is registered at sess
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 from collections.abc import Iterable
@@ -34,7 +35,7 @@ from headwater.spark.checkpoint_lock import CheckpointLock
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.types import StructType
 
 
@@ -48,7 +49,7 @@ class Lakehouse:
         lakehouse, until :meth:`detach`. ``Lakehouse.of(spark)`` returns it.
     """
 
-    def __init__(self, root: str | Path, spark: SparkSession | None = None,
+    def __init__(self, root: str | os.PathLike[str], spark: SparkSession | None = None,
                  attach: bool = True) -> None:
         self.root = Path(root).expanduser().resolve()
         self.root.mkdir(parents=True, exist_ok=True)

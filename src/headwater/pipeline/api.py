@@ -25,10 +25,11 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 Decorator = Callable[[F], F]
+AnyDecorator = Decorator[Callable[..., Any]]
 OUTPUT_MODES = ("append", "complete", "update")
 
 
-def location_of(func: Callable) -> Location:
+def location_of(func: Callable[..., Any]) -> Location:
     """Where a definition function is written (its first decorator's line)."""
     code = getattr(func, "__code__", None)
     if code is None:
@@ -36,9 +37,9 @@ def location_of(func: Callable) -> Location:
     return Location(code.co_filename, code.co_firstlineno)
 
 
-def _register(dataset: Callable[[Callable, Location], model.Dataset], what: str,
-              func: Callable | None, flow_name: str | None = None) -> Any:
-    def register(f: Callable) -> Callable:
+def _register(dataset: Callable[[Callable[..., Any], Location], model.Dataset], what: str,
+              func: Callable[..., Any] | None, flow_name: str | None = None) -> Any:
+    def register(f: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(f):
             raise HeadwaterError(
                 "HW_PIPELINE_NOT_A_FUNCTION", f"@headwater.{what} decorates a "
@@ -62,8 +63,8 @@ def table(*, name: str | None = None, output_mode: Literal["append", "complete",
           keys: Iterable[str] | None = None, partition_by: Iterable[str] | None = None,
           comment: str | None = None, table_properties: Mapping[str, str] | None = None,
           keep_late_rows: bool = False, schema: StructType | str | None = None
-          ) -> Decorator: ...
-def table(func: Callable | None = None, *, name: str | None = None, output_mode: str = "append",
+          ) -> AnyDecorator: ...
+def table(func: Callable[..., Any] | None = None, *, name: str | None = None, output_mode: str = "append",
           keys: Iterable[str] | None = None, partition_by: Iterable[str] | None = None,
           comment: str | None = None, table_properties: Mapping[str, str] | None = None,
           keep_late_rows: bool = False, schema: StructType | str | None = None) -> Any:
@@ -77,7 +78,7 @@ def table(func: Callable | None = None, *, name: str | None = None, output_mode:
         ``<table>__late`` instead of vanishing.
     schema: the table's columns (StructType or DDL); default the query's own schema.
     """
-    def build(f: Callable, where: Location) -> model.Dataset:
+    def build(f: Callable[..., Any], where: Location) -> model.Dataset:
         table_name = name or f.__name__
         if output_mode not in OUTPUT_MODES:
             raise HeadwaterError(
@@ -99,8 +100,8 @@ def materialized_view(func: F) -> F: ...
 def materialized_view(*, name: str | None = None, partition_by: Iterable[str] | None = None,
                       comment: str | None = None,
                       table_properties: Mapping[str, str] | None = None,
-                      schema: StructType | str | None = None) -> Decorator: ...
-def materialized_view(func: Callable | None = None, *, name: str | None = None,
+                      schema: StructType | str | None = None) -> AnyDecorator: ...
+def materialized_view(func: Callable[..., Any] | None = None, *, name: str | None = None,
                       partition_by: Iterable[str] | None = None, comment: str | None = None,
                       table_properties: Mapping[str, str] | None = None,
                       schema: StructType | str | None = None) -> Any:
@@ -116,8 +117,8 @@ def materialized_view(func: Callable | None = None, *, name: str | None = None,
 @overload
 def view(func: F) -> F: ...
 @overload
-def view(*, name: str | None = None, comment: str | None = None) -> Decorator: ...
-def view(func: Callable | None = None, *, name: str | None = None,
+def view(*, name: str | None = None, comment: str | None = None) -> AnyDecorator: ...
+def view(func: Callable[..., Any] | None = None, *, name: str | None = None,
          comment: str | None = None) -> Any:
     """A named DataFrame other definitions read (also as a Spark temporary view); not stored.
 
@@ -130,13 +131,13 @@ def view(func: Callable | None = None, *, name: str | None = None,
 temporary_view = view
 
 
-def append_flow(func: Callable | None = None, *, target: str, name: str | None = None,
+def append_flow(func: Callable[..., Any] | None = None, *, target: str, name: str | None = None,
                 once: bool = False, spark_conf: Mapping[str, str] | None = None) -> Any:
     """One more streaming flow into the streaming table ``target`` (its own checkpoint).
 
     name: default the function's name. once: run the flow one time only (a backfill; its
     function may return a batch DataFrame). spark_conf: Spark settings for this flow."""
-    def register(f: Callable) -> Callable:
+    def register(f: Callable[..., Any]) -> Callable[..., Any]:
         where = location_of(f)
         active_registry("append_flow", where).add_flow(model.Flow(
             name=name or f.__name__, target=target, func=f, location=where, once=bool(once),
@@ -170,7 +171,7 @@ def create_streaming_table(name: str, *, comment: str | None = None,
 # --- expectations --------------------------------------------------------------------------
 
 
-def _expect(rules: Mapping[str, str], action: str) -> Decorator:
+def _expect(rules: Mapping[str, str], action: str) -> AnyDecorator:
     def add(f: Any) -> Any:
         if not callable(f):
             raise HeadwaterError(
@@ -187,32 +188,32 @@ def _expect(rules: Mapping[str, str], action: str) -> Decorator:
     return add
 
 
-def expect(name: str, condition: str) -> Decorator:
+def expect(name: str, condition: str) -> AnyDecorator:
     """Count rows failing ``condition`` (a SQL boolean); keep them."""
     return _expect({name: condition}, "warn")
 
 
-def expect_or_drop(name: str, condition: str) -> Decorator:
+def expect_or_drop(name: str, condition: str) -> AnyDecorator:
     """Drop rows failing ``condition`` into ``<table>__quarantine``, counted."""
     return _expect({name: condition}, "drop")
 
 
-def expect_or_fail(name: str, condition: str) -> Decorator:
+def expect_or_fail(name: str, condition: str) -> AnyDecorator:
     """Stop the flow when a row fails ``condition``, naming the rule, a row and the batch."""
     return _expect({name: condition}, "fail")
 
 
-def expect_all(rules: Mapping[str, str]) -> Decorator:
+def expect_all(rules: Mapping[str, str]) -> AnyDecorator:
     """:func:`expect` for each ``name: condition``."""
     return _expect(dict(rules), "warn")
 
 
-def expect_all_or_drop(rules: Mapping[str, str]) -> Decorator:
+def expect_all_or_drop(rules: Mapping[str, str]) -> AnyDecorator:
     """:func:`expect_or_drop` for each ``name: condition``."""
     return _expect(dict(rules), "drop")
 
 
-def expect_all_or_fail(rules: Mapping[str, str]) -> Decorator:
+def expect_all_or_fail(rules: Mapping[str, str]) -> AnyDecorator:
     """:func:`expect_or_fail` for each ``name: condition``."""
     return _expect(dict(rules), "fail")
 

@@ -17,7 +17,7 @@ from headwater.pipeline import expectations as expect_mod
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
     from headwater.lakehouse import Lakehouse
     from headwater.pipeline.graph import Graph, ResolvedFlow

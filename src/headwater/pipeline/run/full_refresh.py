@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from headwater.conf.layout import LATE_SUFFIX, QUARANTINE_SUFFIX
 from headwater.pipeline.graph import Graph
 from headwater.pipeline.model import TABLE
-from headwater.pipeline.run.flow_writer import LATE_SUFFIX, QUARANTINE_SUFFIX
 from headwater.spark.checkpoint_lock import CheckpointLock
 
 

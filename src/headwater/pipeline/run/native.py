@@ -15,7 +15,7 @@ from headwater.errors import HeadwaterError
 from headwater.pipeline.run.flow_writer import write_table
 
 if TYPE_CHECKING:
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
     from headwater.pipeline.graph import Graph, Read, ResolvedFlow
     from headwater.pipeline.run.progress import FlowResult

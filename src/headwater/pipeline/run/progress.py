@@ -11,7 +11,7 @@ from headwater.conf.layout import INGEST_METRICS
 from headwater.monitor.observer import FlowOutcome, FlowStatus
 
 if TYPE_CHECKING:
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 
 

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from headwater.conf.project import Project
 from headwater.conf.triggers import is_triggered, trigger_kwargs
@@ -68,7 +68,7 @@ class RunOutcome:
                 + (" (stopped on request)" if self.stopped else ""))
 
 
-def load_project(project: Project | str | os.PathLike = ".",
+def load_project(project: Project | str | os.PathLike[str] = ".",
                  app_name: str | None = None) -> LoadedProject:
     """Read headwater.toml, start the session with the project's lakehouse attached, and run
     the definition files.
@@ -97,7 +97,7 @@ def _attached_lakehouse(spark: SparkSession) -> Lakehouse:
     return lakehouse
 
 
-def run_project(project: LoadedProject | Project | str | os.PathLike = ".", *,
+def run_project(project: LoadedProject | Project | str | os.PathLike[str] = ".", *,
                 trigger: str | None = None,
                 full_refresh: list[str] | Literal["all"] | None = None,
                 select: list[str] | None = None,
@@ -148,7 +148,7 @@ def run_project(project: LoadedProject | Project | str | os.PathLike = ".", *,
 
 
 def _choose_trigger(trigger: str | None, project_trigger: str | None,
-                    continuous: bool | None) -> tuple[str, dict, bool]:
+                    continuous: bool | None) -> tuple[str, dict[str, Any], bool]:
     """(the trigger as spelled, DataStreamWriter.trigger keywords, continuous?)."""
     default = CONTINUOUS if continuous else "available-now"
     choice = trigger or project_trigger or default

@@ -33,7 +33,7 @@ from headwater.pipeline.run.refresh import recompute
 from headwater.spark.checkpoint_lock import CheckpointLock
 
 if TYPE_CHECKING:
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
     from headwater.monitor.display import Display
 
