@@ -62,7 +62,8 @@ def test_reserved_names_are_spelled_only_in_conf_layout():
 def test_no_configuration_through_environment_or_session_attributes():
     """Env vars read by headwater are test hooks documented in conf/layout.py; nothing is
     set on SparkSession (spark._headwater_...)."""
-    hooks = {layout.FAULT_ENV, layout.FAULT_TABLE_ENV, layout.EVENT_FLUSH_SECONDS_ENV}
+    hooks = {layout.FAULT_ENV, layout.FAULT_TABLE_ENV, layout.EVENT_FLUSH_SECONDS_ENV,
+             layout.KAFKA_FLUSH_TIMEOUT_ENV}
     spark_env = {"PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "JAVA_HOME"}  # Spark's own
     problems = []
     for path in sorted(SRC.rglob("*.py")):

@@ -170,7 +170,8 @@ def sql(query: str, root: str, limit: int) -> None:
                              "headwater sql queries the tables of an existing lakehouse.",
                              "Pass --root with the folder holding the tables."))
     spark = headwater.spark_session(conf={"spark.sql.shuffle.partitions": "2"}, lakehouse=root)
-    lake = headwater.Lakehouse(root, spark)
+    lake = headwater.Lakehouse.of(spark)  # spark_session attached it
+    assert lake is not None
     try:
         with headwater.translated():
             df = lake.sql(query)

@@ -78,6 +78,9 @@ LOG_LEVEL_CONF = "headwater.logLevel"
 # --- environment variables: test hooks, not configuration ------------------------------------
 # Seconds between event-log appends (default 3); crash and CLI tests shorten it.
 EVENT_FLUSH_SECONDS_ENV = "HEADWATER_EVENT_FLUSH_SECONDS"
+# Seconds a Kafka sink task waits for the brokers to acknowledge its records (default 120);
+# the broker tests shorten it.
+KAFKA_FLUSH_TIMEOUT_ENV = "HEADWATER_KAFKA_FLUSH_TIMEOUT"
 # Fault injection for crash tests: "sink_before_commit" (files written, nothing committed),
 # "sink_after_commit" (Delta committed, Spark's commit log not yet written), or a native-path
 # point; the process kills itself there. FAULT_TABLE_ENV limits it to paths containing it.

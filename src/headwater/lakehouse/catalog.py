@@ -25,18 +25,21 @@ if TYPE_CHECKING:
 ROOT_KEY = LAKEHOUSE_ROOT_CONF
 
 
-def per_table_source(name: TableName, path: str) -> type:
-    """A DeltaDataSource subclass whose path is fixed: Spark's catalog keeps the name only."""
+def per_table_source(name: TableName, path: str, parallelism: int) -> type:
+    """A DeltaDataSource subclass whose path is fixed (Spark's catalog keeps the name only)
+    and whose scans aim for the session's ``parallelism``, as ``format("delta")``'s do."""
     from headwater.delta.datasource import DeltaDataSource
+    from headwater.ingest.registration import with_parallelism
 
     source_name = name.source_name
+    base = with_parallelism(DeltaDataSource, parallelism)
 
     def __init__(self, options: dict[str, str]) -> None:
         opts = {k: v for k, v in options.items() if k.lower() != "path"}
         opts["path"] = path
-        DeltaDataSource.__init__(self, opts)
+        base.__init__(self, opts)
 
-    cls = type(source_name, (DeltaDataSource,), {
+    cls = type(source_name, (base,), {
         "__init__": __init__,
         "name": classmethod(lambda cls: source_name),
         "__module__": __name__,

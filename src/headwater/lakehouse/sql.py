@@ -22,10 +22,8 @@ over a batch read of that path.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from headwater.errors import HeadwaterError
 from headwater.lakehouse.catalog import raw_sql
 from headwater.lakehouse.statements import (
     ANY_KIND,
@@ -109,37 +107,3 @@ def _with_delta_paths(spark: SparkSession, text: str, plan: Any) -> str:
     for start, stop, view in sorted(spans, reverse=True):
         text = f"{text[:start]}`{view}`{text[stop + 1:]}"
     return text
-
-
-# --- kept for pipeline/loader.py until its SQL files go through Spark's parser too ----------
-
-def unquoted(text: str) -> Iterator[tuple[int, str, int]]:
-    """(index, char, parenthesis depth) of every character outside quoted text; a backslash
-    inside quotes escapes the next character, as in Spark SQL string literals."""
-    depth, quote, i = 0, None, 0
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = None
-        elif ch in "'`\"":
-            quote = ch
-        else:
-            if ch == "(":
-                depth += 1
-            yield i, ch, depth
-            if ch == ")":
-                depth -= 1
-        i += 1
-
-
-def balanced(text: str) -> tuple[str, str]:
-    """('a, (b)', rest) for text starting with '('."""
-    for i, ch, depth in unquoted(text):
-        if ch == ")" and depth == 1:
-            return text[1:i], text[i + 1:].lstrip()
-    raise HeadwaterError(
-        "HW_SQL_UNSUPPORTED", f"Unbalanced parentheses near {text[:60]!r}.",
-        "Every '(' needs its ')'.", "Check the statement's parentheses.")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, WAREHOUSE
+from headwater.conf.options import parse_bool
 from headwater.conf.triggers import Trigger, trigger_kwargs
 from headwater.errors import HeadwaterError
 from headwater.lakehouse import catalog, hooks
@@ -32,6 +33,7 @@ from headwater.lakehouse.catalog import columns_option as _columns
 from headwater.lakehouse.catalog import per_table_source, raw_sql
 from headwater.lakehouse.names import SYSTEM_TABLES, TableName, list_tables, parse_name
 from headwater.spark.checkpoint_lock import CheckpointLock
+from headwater.spark.session import session_parallelism
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -126,7 +128,8 @@ class Lakehouse:
         path = self.path(name)
         if not self.exists(name):
             raise self._not_found(tname)
-        self.spark.dataSource.register(per_table_source(tname, path))
+        self.spark.dataSource.register(
+            per_table_source(tname, path, session_parallelism(self.spark)))
         if tname.schema:
             raw_sql(self.spark, f"CREATE DATABASE IF NOT EXISTS `{tname.schema}`")
         # The catalog keeps the schema seen at CREATE; re-creating refreshes it.
@@ -267,8 +270,10 @@ class Lakehouse:
                 "Use .mode('append') or .mode('overwrite').")
         if existed and mode == "ignore":
             return
-        overwrite_schema = {k.lower(): v for k, v in options.items()}.get("overwriteschema")
-        if mode == "overwrite" and str(overwrite_schema).lower() == "true":
+        overwrite_schema = parse_bool(
+            "overwriteSchema", {k.lower(): v for k, v in options.items()}.get("overwriteschema"),
+            False)
+        if mode == "overwrite" and overwrite_schema:
             self.replace(name, df, partition_by=partition_by)
             return
         self.write(df, name, mode="overwrite" if mode == "overwrite" else "append",

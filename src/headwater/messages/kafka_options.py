@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from headwater.conf.options import parse_bool, parse_int
 from headwater.errors import HeadwaterError
 
 EARLIEST = -2
@@ -52,26 +53,9 @@ def _invalid(name: str, value: Any, why: str, fix: str) -> HeadwaterError:
                           why, fix)
 
 
-def parse_bool(name: str, value: str | None, default: bool) -> bool:
-    if value is None:
-        return default
-    text = str(value).strip().lower()
-    if text in ("true", "false"):
-        return text == "true"
-    raise _invalid(name, value, "It is a yes/no setting.", f"Set {name} to true or false.")
-
-
 def parse_positive(name: str, value: str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        number = 0
-    if number <= 0:
-        raise _invalid(name, value, "It must be a positive whole number.",
-                       f"Set {name} to e.g. 1000.")
-    return number
+    """A positive whole number, or None when not set (conf/options.py does the parsing)."""
+    return parse_int(name, value, None, minimum=1)
 
 
 def client_config(options: dict[str, str], forbidden: dict[str, str]) -> dict[str, str]:

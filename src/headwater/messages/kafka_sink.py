@@ -27,11 +27,12 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from headwater.conf.layout import KAFKA_FLUSH_TIMEOUT_ENV
 from headwater.errors import HeadwaterError
 from headwater.messages.kafka_client import new_client
 from headwater.messages.kafka_options import SinkOptions
 
-FLUSH_TIMEOUT_S = float(os.environ.get("HEADWATER_KAFKA_FLUSH_TIMEOUT", "120"))
+FLUSH_TIMEOUT_S = float(os.environ.get(KAFKA_FLUSH_TIMEOUT_ENV, "120"))  # a test hook
 
 # One producer per configuration per Python worker, reused by later tasks (as Spark caches
 # its Kafka producers): an idempotent producer's start costs ~0.5 s against Tansu. Workers

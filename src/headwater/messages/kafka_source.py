@@ -26,6 +26,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from headwater.conf.options import parse_bool
 from headwater.messages.kafka_client import TP, KafkaBroker
 from headwater.messages.kafka_offsets import (
     OffsetRange,
@@ -58,7 +59,7 @@ class KafkaDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> StructType:
-        include = str(self.options.get("includeheaders", "false")).lower() == "true"
+        include = parse_bool("includeHeaders", self.options.get("includeheaders"), False)
         return kafka_schema(include)
 
     def streamReader(self, schema: StructType) -> KafkaStreamReader:

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from headwater.errors import HeadwaterError
-from headwater.lakehouse.catalog import per_table_source
+from headwater.lakehouse.catalog import per_table_source, raw_sql
 from headwater.lakehouse.names import TableName, parse_name
 from headwater.pipeline.model import Location
 from headwater.spark.plan import Relation, relations
+from headwater.spark.session import session_parallelism
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -115,10 +116,10 @@ def _parsed(text: str) -> str | None:
 # --- datasets readable before their table exists -------------------------------------------
 
 
-def pending_source(name: TableName, path: str, schema: StructType) -> type:
+def pending_source(name: TableName, path: str, schema: StructType, parallelism: int) -> type:
     """The table's own data source, answering ``schema`` while no Delta log exists at ``path``
     (then it behaves exactly like the table's source)."""
-    base = per_table_source(name, path)
+    base = per_table_source(name, path, parallelism)
     declared = schema.json()
     log = os.path.join(path, "_delta_log")
 
@@ -136,15 +137,16 @@ def pending_source(name: TableName, path: str, schema: StructType) -> type:
 def register_pending(spark: SparkSession, name: str, path: str, schema: StructType) -> None:
     """Put ``name`` in Spark's catalog with ``schema``, writing nothing to the lakehouse."""
     tname = parse_name(name)
-    spark.dataSource.register(pending_source(tname, path, schema))
+    spark.dataSource.register(pending_source(tname, path, schema, session_parallelism(spark)))
+    # Spark's own sql: the lakehouse's DROP TABLE would delete the table's data.
     if tname.schema:
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS `{tname.schema}`")
-    spark.sql(f"DROP TABLE IF EXISTS {tname.sql}")
-    spark.sql(f"CREATE TABLE {tname.sql} USING {tname.source_name}")
+        raw_sql(spark, f"CREATE DATABASE IF NOT EXISTS `{tname.schema}`")
+    raw_sql(spark, f"DROP TABLE IF EXISTS {tname.sql}")
+    raw_sql(spark, f"CREATE TABLE {tname.sql} USING {tname.source_name}")
 
 
 def unregister(spark: SparkSession, name: str) -> None:
-    spark.sql(f"DROP TABLE IF EXISTS {parse_name(name).sql}")
+    raw_sql(spark, f"DROP TABLE IF EXISTS {parse_name(name).sql}")
 
 
 def missing_relation(exc: BaseException) -> str | None:

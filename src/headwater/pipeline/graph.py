@@ -216,7 +216,7 @@ class Graph(GraphQueries):
         """The stored dataset a failed ``format("delta").load(path)`` read, if its table
         does not exist yet."""
         found = find_code(exc)
-        if found is None or found[0] != "HW_TABLE_NOT_FOUND":
+        if found is None or found[0] != "HW_DELTA_TABLE_NOT_FOUND":
             return None
         for name, dataset in self.registry.datasets.items():
             if dataset.stored and not self.lakehouse.exists(name) \
