@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
+from headwater.conf.layout import DELTA_LOG
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.errors import HeadwaterError
 
@@ -63,7 +64,7 @@ def put_if_absent(uri: str, version: int, payload: bytes) -> bool:
             "implemented for the Spark path.",
             "Use the delta-rs path (engine='delta-rs'), which commits with conditional puts.",
         )
-    log_dir = os.path.join(uri, "_delta_log")
+    log_dir = os.path.join(uri, DELTA_LOG)
     final = os.path.join(log_dir, f"{version:020d}.json")
     temp = os.path.join(log_dir, f".{version:020d}.json.{uuid.uuid4().hex}.tmp")
     with open(temp, "wb") as handle:

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
+from headwater.conf.layout import DELTA_LOG
 from headwater.errors import HeadwaterError
 
 
@@ -31,7 +32,7 @@ def unset_table_properties(path: str, keys: Iterable[str], attempts: int = 5) ->
             "headwater does only on local file systems.",
             "Set the property to its default value with SET TBLPROPERTIES instead.")
     keys = list(keys)
-    log_dir = Path(path.removeprefix("file://")) / "_delta_log"
+    log_dir = Path(path.removeprefix("file://")) / DELTA_LOG
     for _ in range(attempts):
         table = DeltaTable(path)
         meta = table.metadata()

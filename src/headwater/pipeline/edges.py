@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from headwater.conf.layout import DELTA_LOG
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.catalog import per_table_source, raw_sql
 from headwater.lakehouse.names import TableName, parse_name
@@ -121,7 +122,7 @@ def pending_source(name: TableName, path: str, schema: StructType, parallelism: 
     (then it behaves exactly like the table's source)."""
     base = per_table_source(name, path, parallelism)
     declared = schema.json()
-    log = os.path.join(path, "_delta_log")
+    log = os.path.join(path, DELTA_LOG)
 
     def pending_schema(self: Any) -> StructType:
         if os.path.isdir(log):
