@@ -30,6 +30,19 @@ def test_tables_under_the_root_are_registered_by_name(lake, spark, tmp_path):
     assert lake.read("sales.orders").count() == 1
 
 
+def test_attaching_the_same_root_again_hands_the_catalog_over(lake, spark, tmp_path):
+    # spark_session(lakehouse=root) then Lakehouse(root, spark): the second object takes over
+    # the first one's catalog entries, so detaching it drops them and the first is inert.
+    again = Lakehouse(tmp_path / "lake", spark)
+    assert Lakehouse.of(spark) is again
+    assert spark.table("bronze").count() == 4
+    lake.detach()  # no longer attached: must not drop what `again` now owns
+    assert spark.table("bronze").count() == 4
+    again.detach()
+    assert not spark.catalog.tableExists("bronze")
+    again.attach()
+
+
 def test_seed_001_streaming_temp_views_and_complete_mode_to_table(lake, spark, tmp_path):
     spark.readStream.table("bronze").createOrReplaceTempView("streaming_tmp_vw")
     spark.sql("""CREATE OR REPLACE TEMP VIEW device_counts_tmp_vw AS (

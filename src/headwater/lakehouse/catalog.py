@@ -53,15 +53,26 @@ _attached: list[Lakehouse] = []
 _guard = threading.RLock()
 
 
-def attach(lakehouse: Lakehouse) -> None:
-    """Make ``lakehouse`` the one of its session (replacing a previous one there)."""
+def attach(lakehouse: Lakehouse) -> Lakehouse | None:
+    """Make ``lakehouse`` the one of its session (replacing a previous one there).
+
+    A previous lakehouse of the same root and session (``spark_session(lakehouse=root)``
+    then ``Lakehouse(root, spark)``) is handed over, not detached: its tables stay in Spark's
+    catalog, and it is returned so the new object takes over what it registered.
+    """
     with _guard:
         previous = lakehouse_of(lakehouse.spark)
+        handed_over = None
         if previous is not None and previous is not lakehouse:
-            previous.detach()
+            if previous.root == lakehouse.root and previous.spark is lakehouse.spark:
+                _attached.remove(previous)
+                handed_over = previous
+            else:
+                previous.detach()
         if lakehouse not in _attached:
             _attached.append(lakehouse)
         lakehouse.spark.conf.set(ROOT_KEY, str(lakehouse.root))
+        return handed_over
 
 
 def detach(lakehouse: Lakehouse) -> bool:

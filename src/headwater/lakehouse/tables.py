@@ -104,7 +104,10 @@ class Lakehouse:
     def attach(self) -> Lakehouse:
         """Register every table under the root and make this the session's lakehouse (a
         lakehouse attached to the same session before is detached)."""
-        catalog.attach(self)
+        previous = catalog.attach(self)
+        if previous is not None:  # same root and session: its catalog entries are ours now
+            self._registered |= previous._registered
+            previous._registered = set()
         hooks.install()  # spark.sql and the writers, while any lakehouse is attached
         for name in self.tables():
             self.register(name)
