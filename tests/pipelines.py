@@ -19,11 +19,15 @@ spark = SparkSession.active()
 """
 
 
-def project(tmp_path: Path, files: dict[str, str]) -> Path:
+def project(tmp_path: Path, files: dict[str, str],
+            globs: tuple[str, ...] = ("defs/*.py", "defs/*.sql")) -> Path:
+    """A project folder: headwater.toml loading ``globs`` in that order, and these definition
+    files (Python ones get HEADER)."""
     root = tmp_path / "proj"
     (root / "defs").mkdir(parents=True, exist_ok=True)
+    definitions = ", ".join(f'"{g}"' for g in globs)
     (root / "headwater.toml").write_text(
-        '[pipeline]\nname = "t"\nroot = "lake"\ndefinitions = ["defs/*.py", "defs/*.sql"]\n')
+        f'[pipeline]\nname = "t"\nroot = "lake"\ndefinitions = [{definitions}]\n')
     for name, text in files.items():
         body = textwrap.dedent(text)
         (root / "defs" / name).write_text(HEADER + body if name.endswith(".py") else body)

@@ -6,33 +6,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests import pipelines
 from tests.support import write
 
-from headwater import Lakehouse
-from headwater.conf.project import Project
 from headwater.conf.triggers import trigger_kwargs
 from headwater.pipeline.graph import Graph
-from headwater.pipeline.loader import load_definitions
 from headwater.pipeline.run import Runner
-
-HEADER = """
-import headwater
-from pyspark.sql import SparkSession, functions as F
-spark = SparkSession.active()
-"""
 
 
 def project(tmp_path: Path, files: dict[str, str]) -> Path:
-    """A project folder: headwater.toml and these definition files (Python ones get HEADER)."""
-    root = tmp_path / "proj"
-    (root / "defs").mkdir(parents=True, exist_ok=True)
-    (root / "headwater.toml").write_text(
-        '[pipeline]\nname = "t"\nroot = "lake"\ndefinitions = ["defs/*.sql", "defs/*.py"]\n')
-    for name, text in files.items():
-        (root / "defs" / name).write_text(HEADER + text if name.endswith(".py") else text)
-    if not any(n.endswith(".sql") for n in files):
-        (root / "defs" / "empty.sql").write_text("-- nothing\n")
-    return root
+    """SQL files load first here: a SQL definition may name a Python one declared later."""
+    return pipelines.project(tmp_path, files, globs=("defs/*.sql", "defs/*.py"))
+
 
 # The same medallion, written two ways.
 HEADWATER_STYLE = """
@@ -112,8 +97,7 @@ def test_spark_reads_sql_views_and_paths_give_the_same_graph(spark, tmp_path):
     hw, sp = _projects(tmp_path)
     graphs = []
     for root in (hw, sp):
-        proj = Project.load(root)
-        graphs.append(Graph(load_definitions(proj), Lakehouse(proj.root, spark)).build())
+        graphs.append(pipelines.build(spark, root))
     expected, got = _shape(graphs[0]), _shape(graphs[1])
     assert expected["waves"] == {"bronze": 0, "silver": 1, "from_view": 1, "gold": 2,
                                  "platinum": 3}
@@ -131,9 +115,8 @@ def test_spark_reads_sql_views_and_paths_give_the_same_graph(spark, tmp_path):
 
 def test_spark_style_pipeline_runs_in_waves_natively_and_skips_after_a_failure(spark, tmp_path):
     _, sp = _projects(tmp_path)
-    proj = Project.load(sp)
-    lake = Lakehouse(proj.root, spark)
-    graph = Graph(load_definitions(proj), lake).build()
+    graph = pipelines.build(spark, sp)
+    lake = graph.lakehouse
     results = {r.key: r for r in Runner(graph, trigger_kwargs("available-now"), False,
                                         echo=lambda _: None).run()}
     assert {r.status for r in results.values()} == {"completed"}, results
@@ -145,8 +128,7 @@ def test_spark_style_pipeline_runs_in_waves_natively_and_skips_after_a_failure(s
     assert sorted(r.n2 for r in lake.read("silver").collect()) == [2, 4, 6, 8]
 
     _, failing = _projects(tmp_path / "again", limit=3)
-    proj = Project.load(failing)
-    graph = Graph(load_definitions(proj), Lakehouse(proj.root, spark)).build()
+    graph = pipelines.build(spark, failing)
     results = {r.key: r for r in Runner(graph, trigger_kwargs("available-now"), False,
                                         echo=lambda _: None).run()}
     assert results["bronze"].status == "failed"
