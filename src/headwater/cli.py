@@ -265,6 +265,89 @@ def history(table: str, project_dir: str | None, root: str | None, limit: int) -
         _fail(exc)
 
 
+def _table_folder(project_dir: str | None, root: str | None, table: str) -> str:
+    """The folder of lakehouse table ``table`` (HW_TABLE_NOT_FOUND when it has no Delta log)."""
+    from headwater.conf.layout import DELTA_LOG
+    from headwater.lakehouse import list_tables, parse_name
+    from headwater.monitor.commands import resolve_root
+
+    lake = resolve_root(project_dir, root)
+    path = lake / parse_name(table).relative_path
+    if not (path / DELTA_LOG).is_dir():
+        raise HeadwaterError("HW_TABLE_NOT_FOUND", f"Table {table!r} does not exist in {lake}.",
+                             "Maintenance commands act on a lakehouse table's Delta log.",
+                             f"Tables here: {', '.join(list_tables(lake)) or 'none'}.")
+    return str(path)
+
+
+@main.command()
+@click.argument("table")
+@_root_options
+@click.option("--where", default=None,
+              help="Partition predicate limiting what is compacted, e.g. \"day = '2024-01-01'\" "
+                   "(starts Spark to read it).")
+@click.option("--zorder-by", default=None, help="Columns to Z-order by, comma separated.")
+def optimize(table: str, project_dir: str | None, root: str | None, where: str | None,
+             zorder_by: str | None) -> None:
+    """Compact TABLE's small files (dataChange=false: streams reading it see nothing new)."""
+    from headwater.delta import maintenance
+
+    try:
+        path = _table_folder(project_dir, root, table)
+        if where:  # the predicate is read by Spark's parser, as in SQL
+            from headwater.spark.session import build_session
+
+            build_session("local[1]", app_name="headwater-optimize",
+                          conf={"spark.ui.enabled": "false"})
+        metrics = maintenance.optimize(path, where, _names(zorder_by) or None)
+    except HeadwaterError as exc:
+        _fail(exc)
+    click.echo(f"optimized {table}: {metrics['numFilesRemoved']} files -> "
+               f"{metrics['numFilesAdded']} ({metrics['partitionsOptimized']} partitions)")
+
+
+@main.command()
+@click.argument("table")
+@_root_options
+@click.option("--retain-hours", type=float, default=None,
+              help="Keep files a version of the last N hours needs (default 168, the minimum).")
+@click.option("--dry-run", is_flag=True, help="Only list the files that would be deleted.")
+def vacuum(table: str, project_dir: str | None, root: str | None, retain_hours: float | None,
+           dry_run: bool) -> None:
+    """Delete TABLE's data files no version within the retention references."""
+    from headwater.delta import maintenance
+
+    try:
+        files = maintenance.vacuum(_table_folder(project_dir, root, table), retain_hours,
+                                   dry_run=dry_run)
+    except HeadwaterError as exc:
+        _fail(exc)
+    for name in files:
+        click.echo(name)
+    click.echo(f"{'would delete' if dry_run else 'deleted'} {len(files)} files of {table}")
+
+
+@main.command()
+@click.argument("table")
+@_root_options
+@click.option("--version", "version", type=int, default=None, help="Version to go back to.")
+@click.option("--timestamp", default=None, help="Time to go back to (ISO, UTC if no zone).")
+def restore(table: str, project_dir: str | None, root: str | None, version: int | None,
+            timestamp: str | None) -> None:
+    """Restore TABLE to an older version, as a new commit (history is kept)."""
+    from headwater.delta import maintenance
+
+    try:
+        metrics = maintenance.restore(_table_folder(project_dir, root, table), version=version,
+                                      timestamp=timestamp)
+    except HeadwaterError as exc:
+        _fail(exc)
+    click.echo(f"restored {table} to {version if version is not None else timestamp}: "
+               f"version {metrics['version']}, {metrics['num_of_files_after_restore']} files "
+               f"({metrics['num_restored_files']} restored, {metrics['num_removed_files']} "
+               "removed)")
+
+
 @main.command()
 @_root_options
 @click.option("--timeout", default=180.0, show_default=True,

@@ -74,6 +74,8 @@ RESCUED_DATA = "_rescued_data"      # read_files' default rescued data column
 LAKEHOUSE_ROOT_CONF = "headwater.lakehouse.root"
 # Spark conf: the log level headwater sets on the SparkContext (default WARN).
 LOG_LEVEL_CONF = "headwater.logLevel"
+# The engine SQL DML uses in a session: auto (default), spark or delta-rs.
+DML_ENGINE_CONF = "headwater.dml.engine"
 
 # --- environment variables: test hooks, not configuration ------------------------------------
 # Seconds between event-log appends (default 3); crash and CLI tests shorten it.

@@ -149,6 +149,9 @@ CODES: dict[str, str] = {
     "HW_STREAM_NOT_READY": "A stream did not complete the awaited micro-batches in time.",
     "HW_STOP_TIMEOUT": "`headwater stop`: pipeline processes still run after the timeout.",
     "HW_DASHBOARD_PORT": "The dashboard's address is already in use.",
+    # sql13
+    "HW_DML_ENGINE_UNSUPPORTED": "engine='delta-rs' was forced for a DML delta-rs cannot run "
+    "exactly like Spark.",
 }
 
 

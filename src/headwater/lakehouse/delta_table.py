@@ -214,10 +214,7 @@ class DeltaOptimizeBuilder:
         return self._result(maintenance.optimize(self._table._path, self._where, columns))
 
     def _result(self, metrics: dict[str, Any]) -> DataFrame:
-        import json
-
-        return self._table._spark.createDataFrame(
-            [(self._table._path, json.dumps(metrics, default=str))], "path string, metrics string")
+        return optimize_frame(self._table._spark, self._table._path, metrics)
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -232,6 +229,32 @@ _DETAIL_SCHEMA = ("format string, id string, name string, description string, lo
                   "clusteringColumns array<string>, numFiles long, sizeInBytes long, "
                   "properties map<string,string>, minReaderVersion int, minWriterVersion int, "
                   "tableFeatures array<string>, statistics map<string,string>")
+
+
+_FILE_STATS = "struct<min:long, max:long, avg:double, totalFiles:long, totalSize:long>"
+OPTIMIZE_SCHEMA = (f"path string, metrics struct<numFilesAdded:long, numFilesRemoved:long, "
+                   f"filesAdded:{_FILE_STATS}, filesRemoved:{_FILE_STATS}, "
+                   "partitionsOptimized:long, zOrderStats:string, numBatches:long, "
+                   "totalConsideredFiles:long, totalFilesSkipped:long, "
+                   "preserveInsertionOrder:boolean>")
+
+
+def optimize_frame(spark: SparkSession, path: str, metrics: dict[str, Any]) -> DataFrame:
+    """OPTIMIZE's result as delta-spark returns it: the table's path and a metrics struct."""
+    import json
+
+    from pyspark.sql.types import StructType
+
+    struct = StructType.fromDDL(OPTIMIZE_SCHEMA)
+    values: dict[str, Any] = {}
+    for f in struct["metrics"].dataType.fields:  # type: ignore[attr-defined]
+        value = metrics.get(f.name)
+        if isinstance(value, str) and f.name.startswith("files"):
+            value = json.loads(value)  # delta-rs gives the file stats as JSON text
+        if f.name == "zOrderStats" and value is not None:
+            value = json.dumps(value, default=str)
+        values[f.name] = value
+    return spark.createDataFrame([(path, values)], struct)
 
 
 def _frame(spark: SparkSession, rows: list[dict[str, Any]], schema: str) -> DataFrame:

@@ -44,7 +44,11 @@ if TYPE_CHECKING:
 
 def run_sql(lake: Lakehouse, query: str, session: SparkSession | None = None) -> DataFrame:
     """Run one statement in ``session`` (default the lakehouse's) with lakehouse semantics."""
-    from headwater.lakehouse import ddl  # noqa: F401  (registers the DDL handlers)
+    from headwater.lakehouse import (  # noqa: F401  (they register their handlers)
+        ddl,
+        delta_admin_sql,
+        delta_sql,
+    )
 
     spark = session or lake.spark
     statement = parse(lake, spark, query)
@@ -72,6 +76,12 @@ def parse(lake: Lakehouse, spark: SparkSession, query: str) -> Statement:
     except ParseException:
         return Statement(text, "Unparsed", None, spark)  # Spark says why when it runs it
     kind = plan.getClass().getSimpleName()
+    # Rewrites of reads Spark cannot run on a Python data source, each at its exact text span
+    # (time travel first: it also reads delta.`path` at a version).
+    if " AS OF " in text.upper() or "@" in text:
+        replaced = _with_time_travel(lake, spark, text, plan)
+        if replaced != text:
+            text, plan = replaced, parser.parsePlan(replaced)
     if "delta." in text.lower():
         replaced = _with_delta_paths(spark, text, plan)
         if replaced != text:
@@ -85,6 +95,58 @@ def _delta_kind(text: str) -> str | None:
         if words[:len(prefix)] == prefix:
             return kind
     return None
+
+
+def _with_time_travel(lake: Lakehouse, spark: SparkSession, text: str, plan: Any) -> str:
+    """Replace every ``t VERSION AS OF n`` / ``t TIMESTAMP AS OF ts`` / ``t@v3`` read of a
+    lakehouse table or ``delta.`path``` by a temp view over a batch read at that version
+    (Spark's parser makes each a ``RelationTimeTravel``; other tables are left to Spark)."""
+    from headwater.lakehouse.delta_sql import expression_text, table_path
+    from headwater.lakehouse.statements import evaluate_timestamp
+
+    spans = []
+    for node in walk(plan):
+        if node.getClass().getSimpleName() != "RelationTimeTravel":
+            continue
+        relation = node.relation()
+        if relation.getClass().getSimpleName() != "UnresolvedRelation":
+            continue
+        path = table_path(lake, [str(p) for p in seq(relation.multipartIdentifier())])
+        origins = [relation.origin(), node.origin()]
+        starts = [option(o.startIndex()) for o in origins]
+        stops = [option(o.stopIndex()) for o in origins]
+        if path is None or None in starts or None in stops:
+            continue
+        version, stamp = option(node.version()), option(node.timestamp())
+        if version is not None:
+            key, value = "versionAsOf", str(version)
+        else:
+            statement = Statement(text, "Query", plan, spark)
+            key = "timestampAsOf"
+            value = evaluate_timestamp(statement, expression_text(statement, stamp)).isoformat()
+        view = "hw_tt_" + hashlib.sha1(f"{path}@{key}={value}".encode()).hexdigest()[:12]
+        _at_version(spark, path, key, value).createOrReplaceTempView(view)
+        spans.append((min(starts), max(stops), view))
+    for start, stop, view in sorted(spans, reverse=True):
+        text = f"{text[:start]}`{view}`{text[stop + 1:]}"
+    return text
+
+
+def _at_version(spark: SparkSession, path: str, key: str, value: str) -> DataFrame:
+    """A batch read of ``path`` at a version; a version that cannot be read is a clear error
+    now (HW_DELTA_VERSION_NOT_FOUND), not when the query runs."""
+    from headwater.delta.log import DeltaLog
+    from headwater.errors import HeadwaterError
+
+    if key == "versionAsOf":
+        latest = DeltaLog(path).table().version()
+        if int(value) > latest:
+            raise HeadwaterError(
+                "HW_DELTA_VERSION_NOT_FOUND",
+                f"VERSION AS OF {value}: the table at {path} has versions up to {latest}.",
+                "Time travel reads a version the table's log has committed.",
+                "Pick a version listed by DESCRIBE HISTORY.")
+    return spark.read.format("delta").option(key, value).load(path)
 
 
 def _with_delta_paths(spark: SparkSession, text: str, plan: Any) -> str:

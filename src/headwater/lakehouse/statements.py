@@ -4,6 +4,7 @@ to read Spark's parsed plans. Handlers (ddl.py, and the Delta statements) regist
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -117,3 +118,22 @@ def target(plan: Any) -> tuple[list[str], str] | None:
         if kind == "UnresolvedRelation" and node is not plan:
             return [str(p) for p in seq(node.multipartIdentifier())], ""
     return None
+
+
+def evaluate_timestamp(st: Statement, text: str) -> dt.datetime:
+    """A timestamp expression of a statement (``'2024-01-01 10:00'``, ``current_timestamp() -
+    INTERVAL 1 HOUR``), evaluated by Spark in the session's time zone, as an aware UTC time."""
+    try:
+        micros = st.session.range(1).selectExpr(
+            f"unix_micros(CAST({text} AS TIMESTAMP))").first()[0]
+    except Exception as exc:  # noqa: BLE001 - Spark's error, named in ours
+        raise HeadwaterError(
+            "HW_SQL_UNSUPPORTED", f"{text!r} is not a timestamp (near {st.text[:60]!r}).",
+            "AS OF takes a timestamp literal or expression.",
+            "Write e.g. TIMESTAMP AS OF '2024-01-01 10:00:00'.") from exc
+    if micros is None:
+        raise HeadwaterError(
+            "HW_SQL_UNSUPPORTED", f"{text!r} is not a valid timestamp (near {st.text[:60]!r}).",
+            "AS OF takes a timestamp literal or expression.",
+            "Write e.g. TIMESTAMP AS OF '2024-01-01 10:00:00'.")
+    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=int(micros))

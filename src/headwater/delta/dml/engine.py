@@ -1,4 +1,8 @@
-"""Which engine runs a DML: Spark copy-on-write, or delta-rs on the driver."""
+"""Which engine runs a DML: Spark copy-on-write, or delta-rs on the driver.
+
+``auto`` runs delta-rs when the target (and a MERGE's source) is small and the statement is one
+delta-rs runs exactly like Spark (:mod:`headwater.delta.dml.deltars` decides), else Spark.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,12 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 ENGINES = ("auto", "spark", "delta-rs")
+# Largest target (bytes of its data files) ``auto`` gives delta-rs. benchmarks/dml_crossover.py
+# (this machine, 2 shared cores; DELETE of 1% / UPDATE of 1%, median of 3 after a warm-up):
+# CROSSOVER_NUMBERS_HERE
+DELTA_RS_MAX_TARGET_BYTES = 256 * 1024 * 1024
+# A MERGE's source is collected to the driver for delta-rs: only small ones.
+DELTA_RS_MAX_SOURCE_ROWS = 1_000_000
 
 
 def run(spark: SparkSession, operation: str, path: str, engine: str = "auto",
@@ -21,7 +31,20 @@ def run(spark: SparkSession, operation: str, path: str, engine: str = "auto",
                              "DML runs on Spark's executors or on the driver with delta-rs.",
                              f"Use one of {', '.join(ENGINES)}.")
     snapshot = load_snapshot(path, operation)
-    from headwater.delta.dml import delete_update, merge_spark
+    from headwater.delta.dml import delete_update, deltars, merge_spark
+
+    if engine == "delta-rs" or (engine == "auto" and _small(snapshot, kwargs.get("spec"))):
+        try:
+            return _delta_rs(spark, deltars, operation, snapshot, kwargs)
+        except deltars.NotPortable as why:
+            if engine == "delta-rs":
+                raise HeadwaterError(
+                    "HW_DML_ENGINE_UNSUPPORTED",
+                    f"{operation} on {path} cannot run on delta-rs: {why}.",
+                    "delta-rs evaluates SQL differently from Spark outside a small common "
+                    "set, and lacks some table features; headwater never lets it guess.",
+                    "Use engine='spark' (or 'auto', which picks Spark for this statement).",
+                ) from None
 
     if operation == "DELETE":
         return delete_update.spark_delete(spark, snapshot, kwargs.get("condition"),
@@ -30,3 +53,26 @@ def run(spark: SparkSession, operation: str, path: str, engine: str = "auto",
         return delete_update.spark_update(spark, snapshot, kwargs["assignments"],
                                           kwargs.get("condition"), kwargs.get("alias"))
     return merge_spark.spark_merge(spark, snapshot, kwargs["spec"])
+
+
+def _small(snapshot: Any, spec: Any) -> bool:
+    if sum(f.size for f in snapshot.files) > DELTA_RS_MAX_TARGET_BYTES:
+        return False
+    if spec is None:
+        return True
+    # the source's size: Spark's estimate from its optimized plan (no job runs)
+    stats = spec.source._jdf.queryExecution().optimizedPlan().stats()
+    rows = stats.rowCount()
+    if rows.isDefined():
+        return int(str(rows.get())) <= DELTA_RS_MAX_SOURCE_ROWS
+    return int(str(stats.sizeInBytes())) <= DELTA_RS_MAX_TARGET_BYTES
+
+
+def _delta_rs(spark: SparkSession, deltars: Any, operation: str, snapshot: Any,
+              kwargs: dict[str, Any]) -> DmlResult:
+    if operation == "DELETE":
+        return deltars.delete(spark, snapshot, kwargs.get("condition"), kwargs.get("alias"))
+    if operation == "UPDATE":
+        return deltars.update(spark, snapshot, kwargs["assignments"], kwargs.get("condition"),
+                              kwargs.get("alias"))
+    return deltars.merge(spark, snapshot, kwargs["spec"])

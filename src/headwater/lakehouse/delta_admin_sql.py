@@ -1,0 +1,276 @@
+"""Delta's own statements in SQL (handlers of the SQL router): OPTIMIZE, VACUUM, RESTORE,
+DESCRIBE HISTORY / DETAIL, CONVERT TO DELTA, and SHOW TBLPROPERTIES of a Delta table.
+
+Spark's parser does not know Delta's grammar, so :func:`words` splits the statement into its
+top-level words (quotes, backticks and parentheses kept whole, with their positions) and each
+handler checks them against the statement's fixed shape; the parts in between are given to
+Spark's own parser (table names with ``parseMultipartIdentifier``, predicates, timestamps and
+column lists as expressions). A word the shape does not expect is a clear
+``HW_SQL_UNSUPPORTED`` naming it. The work is :mod:`headwater.delta.maintenance`'s (delta-rs);
+results have delta-spark's columns.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from headwater.errors import HeadwaterError
+from headwater.lakehouse.ddl import done
+from headwater.lakehouse.delta_sql import table_path, unsupported
+from headwater.lakehouse.statements import (
+    Statement,
+    evaluate_timestamp,
+    handles,
+    option,
+    seq,
+    target,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from headwater.lakehouse import Lakehouse
+
+Word = tuple[str, int, int]  # text, start, end (exclusive) in the statement
+_CLOSING = {"`": "`", "'": "'", '"': '"', "(": ")"}
+
+
+def words(text: str) -> list[Word]:
+    """Top-level words of ``text``: quoted names/strings and parenthesised groups stay whole."""
+    out: list[Word] = []
+    i, n = 0, len(text)
+    while i < n:
+        if text[i].isspace():
+            i += 1
+            continue
+        start, depth, quote = i, 0, None
+        while i < n and (quote or depth or not text[i].isspace()):
+            ch = text[i]
+            if quote:
+                quote = None if ch == _CLOSING[quote] else quote
+            elif ch in "`'\"":
+                quote = ch
+            elif ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+            i += 1
+        out.append((text[start:i], start, i))
+    return out
+
+
+class Shape:
+    """A cursor over a statement's words: ``take`` keywords, read the rest."""
+
+    def __init__(self, st: Statement, skip: int) -> None:
+        self.st, self.items, self.pos = st, words(st.text)[skip:], 0
+
+    def at(self, *keywords: str) -> bool:
+        got = [w[0].upper() for w in self.items[self.pos:self.pos + len(keywords)]]
+        return got == list(keywords)
+
+    def take(self, *keywords: str) -> bool:
+        if self.at(*keywords):
+            self.pos += len(keywords)
+            return True
+        return False
+
+    def word(self, what: str) -> str:
+        if self.pos >= len(self.items):
+            raise unsupported(f"a missing {what}", self.st)
+        self.pos += 1
+        return self.items[self.pos - 1][0]
+
+    def until(self, *stops: str) -> str:
+        """The text from here up to the first keyword in ``stops`` (or the end)."""
+        first = self.pos
+        while self.pos < len(self.items) and self.items[self.pos][0].upper() not in stops:
+            self.pos += 1
+        if first == self.pos:
+            raise unsupported("an empty clause", self.st)
+        return self.st.text[self.items[first][1]:self.items[self.pos - 1][2]]
+
+    def end(self) -> None:
+        if self.pos < len(self.items):
+            raise unsupported(f"{self.st.text[self.items[self.pos][1]:][:40]!r}", self.st)
+
+
+def _parser(st: Statement) -> Any:
+    return st.session._jsparkSession.sessionState().sqlParser()
+
+
+def _table(lake: Lakehouse, st: Statement, word: str) -> str:
+    """The Delta table a word names: a lakehouse table, ``delta.`path``` or a quoted path."""
+    if word[:1] in "'\"":
+        parts = ["delta", word[1:-1]]
+    else:
+        try:
+            parts = [str(p) for p in seq(_parser(st).parseMultipartIdentifier(word))]
+        except Exception as exc:  # noqa: BLE001 - Spark's ParseException, said in our words
+            raise unsupported(f"the table name {word!r}", st) from exc
+    path = table_path(lake, parts)
+    if path is None:
+        raise HeadwaterError(
+            "HW_TABLE_NOT_FOUND", f"{'.'.join(parts)} is not a Delta table of the lakehouse at "
+            f"{lake.root} (near {st.text[:60]!r}).",
+            "Delta statements run on lakehouse tables by name or on delta.`/path`.",
+            "Check the name (lake.tables() lists them) or write delta.`/path/to/table`.")
+    return path
+
+
+def _number(st: Statement, word: str, what: str) -> float:
+    try:
+        value = float(word)
+    except ValueError:
+        raise unsupported(f"{what} {word!r} (a number is expected)", st) from None
+    if value < 0:
+        raise unsupported(f"{what} {word!r} (it cannot be negative)", st)
+    return value
+
+
+def _columns(st: Statement, group: str) -> list[str]:
+    if not (group.startswith("(") and group.endswith(")")):
+        raise unsupported(f"the column list {group!r} (write it in parentheses)", st)
+    parser = _parser(st)
+    names = []
+    for item in group[1:-1].split(","):
+        parts = [str(p) for p in seq(parser.parseMultipartIdentifier(item.strip()))]
+        names.append(".".join(parts))
+    return names
+
+
+@handles("Optimize")
+def optimize(lake: Lakehouse, st: Statement) -> DataFrame:
+    """OPTIMIZE t [WHERE partition predicate] [ZORDER BY (cols)]."""
+    from headwater.delta import maintenance
+    from headwater.lakehouse.delta_table import optimize_frame
+
+    shape = Shape(st, 1)
+    path = _table(lake, st, shape.word("table name"))
+    where = shape.until("ZORDER") if shape.take("WHERE") else None
+    zorder = _columns(st, shape.word("ZORDER BY columns")) if shape.take("ZORDER", "BY") \
+        else None
+    shape.end()
+    return optimize_frame(st.session, path, maintenance.optimize(path, where, zorder))
+
+
+@handles("Vacuum")
+def vacuum(lake: Lakehouse, st: Statement) -> DataFrame:
+    """VACUUM t [RETAIN n HOURS] [DRY RUN]: the table's path, or (DRY RUN) the files."""
+    import os
+
+    from headwater.delta import maintenance
+
+    shape = Shape(st, 1)
+    path = _table(lake, st, shape.word("table name"))
+    hours = None
+    if shape.take("RETAIN"):
+        hours = _number(st, shape.word("number of hours"), "RETAIN")
+        if not shape.take("HOURS"):
+            raise unsupported("RETAIN without HOURS", st)
+    dry_run = shape.take("DRY", "RUN")
+    shape.end()
+    files = maintenance.vacuum(path, hours, dry_run=dry_run)
+    rows = [(os.path.join(path, f),) for f in files] if dry_run else [(path,)]
+    return st.session.createDataFrame(rows, "path string")
+
+
+@handles("Restore")
+def restore(lake: Lakehouse, st: Statement) -> DataFrame:
+    """RESTORE [TABLE] t [TO] VERSION AS OF n | TIMESTAMP AS OF ts."""
+    from headwater.lakehouse.delta_table import DeltaTable
+
+    shape = Shape(st, 1)
+    shape.take("TABLE")
+    table = DeltaTable(st.session, _table(lake, st, shape.word("table name")))
+    shape.take("TO")
+    if shape.take("VERSION", "AS", "OF"):
+        version = _number(st, shape.word("version"), "VERSION AS OF")
+        shape.end()
+        return table.restoreToVersion(int(version))
+    if shape.take("TIMESTAMP", "AS", "OF"):
+        return table.restoreToTimestamp(evaluate_timestamp(st, shape.until()))
+    raise unsupported("RESTORE without VERSION AS OF n or TIMESTAMP AS OF ts", st)
+
+
+@handles("DescribeHistory")
+def describe_history(lake: Lakehouse, st: Statement) -> DataFrame:
+    """DESCRIBE HISTORY t [LIMIT n]: newest first, delta-spark's columns."""
+    from headwater.lakehouse.delta_table import DeltaTable
+
+    shape = Shape(st, 2)
+    table = DeltaTable(st.session, _table(lake, st, shape.word("table name")))
+    limit = int(_number(st, shape.word("limit"), "LIMIT")) if shape.take("LIMIT") else None
+    shape.end()
+    return table.history(limit)
+
+
+@handles("DescribeDetail")
+def describe_detail(lake: Lakehouse, st: Statement) -> DataFrame:
+    """DESCRIBE DETAIL t: one row, delta-spark's columns."""
+    from headwater.lakehouse.delta_table import DeltaTable
+
+    shape = Shape(st, 2)
+    table = DeltaTable(st.session, _table(lake, st, shape.word("table name")))
+    shape.end()
+    return table.detail()
+
+
+@handles("ConvertToDelta")
+def convert(lake: Lakehouse, st: Statement) -> DataFrame:
+    """CONVERT TO DELTA parquet.`path` [NO STATISTICS] [PARTITIONED BY (col type, ...)]."""
+    from deltalake import Schema, convert_to_deltalake
+    from pyspark.sql.types import StructType
+
+    from headwater.delta.log import normalize_uri
+    from headwater.delta.schema import arrow_schema
+
+    shape = Shape(st, 3)
+    parts = [str(p) for p in seq(_parser(st).parseMultipartIdentifier(shape.word("table")))]
+    if len(parts) != 2 or parts[0].lower() != "parquet":
+        raise unsupported(f"converting {'.'.join(parts)} (only parquet.`/path` can be "
+                          "converted)", st)
+    stats = not shape.take("NO", "STATISTICS")
+    partition_by = None
+    if shape.take("PARTITIONED", "BY"):
+        group = shape.word("partition columns")
+        schema = StructType.fromDDL(group.strip()[1:-1])
+        partition_by = Schema.from_arrow(arrow_schema(schema))
+    shape.end()
+    try:
+        convert_to_deltalake(normalize_uri(parts[1]), partition_by=partition_by,
+                             partition_strategy="hive" if partition_by else None,
+                             collect_stats=stats)
+    except Exception as exc:  # noqa: BLE001
+        raise HeadwaterError(
+            "HW_DELTA_OPERATION_FAILED", f"CONVERT TO DELTA parquet.`{parts[1]}` failed in "
+            f"delta-rs: {exc}.", "The folder must hold parquet files (hive-style partition "
+            "folders when PARTITIONED BY is given) and no Delta table yet.",
+            "Check the path and the PARTITIONED BY columns; nothing was written.") from exc
+    return done(st.session)
+
+
+@handles("ShowTableProperties")
+def show_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """SHOW TBLPROPERTIES t [(key)] of a Delta table: its properties from the Delta log."""
+    from headwater.delta.log import DeltaLog
+
+    found = target(st.plan)
+    path = None if found is None else table_path(lake, found[0])
+    if found is None or path is None:
+        return None  # another provider's table or a view: Spark's
+    table = DeltaLog(path).table()
+    protocol = table.protocol()
+    properties = dict(table.metadata().configuration or {})
+    properties.setdefault("delta.minReaderVersion", str(protocol.min_reader_version))
+    properties.setdefault("delta.minWriterVersion", str(protocol.min_writer_version))
+    for feature in sorted(set(protocol.reader_features or [])
+                          | set(protocol.writer_features or [])):
+        properties.setdefault(f"delta.feature.{feature}", "supported")
+    key = option(st.plan.propertyKey())
+    if key is not None:
+        key = str(key)
+        value = properties.get(key, f"Table {'.'.join(found[0])} does not have property: "
+                                    f"{key}")  # Spark's own answer for a missing key
+        return st.session.createDataFrame([(key, value)], "key string, value string")
+    return st.session.createDataFrame(sorted(properties.items()), "key string, value string")
