@@ -149,6 +149,10 @@ CODES: dict[str, str] = {
     "HW_STREAM_NOT_READY": "A stream did not complete the awaited micro-batches in time.",
     "HW_STOP_TIMEOUT": "`headwater stop`: pipeline processes still run after the timeout.",
     "HW_DASHBOARD_PORT": "The dashboard's address is already in use.",
+    # cdf13
+    "HW_CDF_NO_START": "A batch change data feed read has no startingVersion/startingTimestamp.",
+    "HW_CDF_NOT_RECORDED": "A change data feed range covers versions written without "
+                           "delta.enableChangeDataFeed=true.",
 }
 
 
