@@ -75,6 +75,13 @@ LAKEHOUSE_ROOT_CONF = "headwater.lakehouse.root"
 # Spark conf: the log level headwater sets on the SparkContext (default WARN).
 LOG_LEVEL_CONF = "headwater.logLevel"
 
+# Delta table properties headwater acts on. The two autoCompact limits are delta-spark's
+# session confs spark.databricks.delta.autoCompact.*, here per table (delta-rs refuses unknown
+# delta.* properties, hence the headwater. prefix).
+AUTO_COMPACT_PROPERTY = "delta.autoOptimize.autoCompact"
+AUTO_COMPACT_MIN_FILES_PROPERTY = "headwater.autoCompact.minNumFiles"
+AUTO_COMPACT_MAX_FILE_SIZE_PROPERTY = "headwater.autoCompact.maxFileSize"
+
 # --- environment variables: test hooks, not configuration ------------------------------------
 # Seconds between event-log appends (default 3); crash and CLI tests shorten it.
 EVENT_FLUSH_SECONDS_ENV = "HEADWATER_EVENT_FLUSH_SECONDS"
