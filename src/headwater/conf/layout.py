@@ -77,6 +77,13 @@ LOG_LEVEL_CONF = "headwater.logLevel"
 # The engine SQL DML uses in a session: auto (default), spark or delta-rs.
 DML_ENGINE_CONF = "headwater.dml.engine"
 
+# Delta table properties headwater acts on. The two autoCompact limits are delta-spark's
+# session confs spark.databricks.delta.autoCompact.*, here per table (delta-rs refuses unknown
+# delta.* properties, hence the headwater. prefix).
+AUTO_COMPACT_PROPERTY = "delta.autoOptimize.autoCompact"
+AUTO_COMPACT_MIN_FILES_PROPERTY = "headwater.autoCompact.minNumFiles"
+AUTO_COMPACT_MAX_FILE_SIZE_PROPERTY = "headwater.autoCompact.maxFileSize"
+
 # --- environment variables: test hooks, not configuration ------------------------------------
 # Seconds between event-log appends (default 3); crash and CLI tests shorten it.
 EVENT_FLUSH_SECONDS_ENV = "HEADWATER_EVENT_FLUSH_SECONDS"

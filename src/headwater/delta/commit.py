@@ -175,15 +175,20 @@ def commit(txn: Transaction, max_attempts: int = 10_000) -> int:
 
 
 def _checkpoint_if_due(uri: str, version: int) -> None:
-    """delta-rs checkpoints after its own commits (``delta.checkpointInterval``, default 100);
-    commits written here do the same, so log replay stays short."""
+    """delta-rs checkpoints after its own commits (``delta.checkpointInterval``, default 100)
+    and then deletes log files older than ``delta.logRetentionDuration`` (default 30 days,
+    unless ``delta.enableExpiredLogCleanup=false``); commits written here do the same, at the
+    same versions (every ``interval`` commits: versions interval-1, 2*interval-1, ...), so both
+    writers of one table keep one checkpoint rhythm."""
     from deltalake import DeltaTable
 
     try:
         table = DeltaTable(uri, version=version)
-        interval = int((table.metadata().configuration or {})
-                       .get("delta.checkpointInterval", "100"))
-        if interval > 0 and version > 0 and version % interval == 0:
+        config = table.metadata().configuration or {}
+        interval = int(config.get("delta.checkpointInterval", "100"))
+        if interval > 0 and (version + 1) % interval == 0:
             table.create_checkpoint()
+            if config.get("delta.enableExpiredLogCleanup", "true").lower() != "false":
+                table.cleanup_metadata()
     except Exception:  # noqa: BLE001 - a checkpoint is an optimization, the commit stands
         pass

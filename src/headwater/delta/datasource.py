@@ -67,12 +67,24 @@ class DeltaDataSource(DataSource):
         return DeltaLog(_path(self.opts)).table(version)
 
     def schema(self) -> StructType:
+        from headwater.delta.cdf import change_feed_schema, reads_change_feed
+
+        if reads_change_feed(self.opts):  # the table as it is now, plus the change columns
+            return change_feed_schema(strip_field_metadata(spark_schema(
+                self._table().schema().to_json())))
         table = self._table(_version_spec(self.opts))
         return strip_field_metadata(spark_schema(table.schema().to_json()))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from headwater.delta.batch import DeltaBatchReader
+        from headwater.delta.cdf import ChangeFeedBatchReader, reads_change_feed
 
+        if reads_change_feed(self.opts):
+            table = self._table()
+            return ChangeFeedBatchReader(
+                _path(self.opts), self.opts, schema, spark_schema(table.schema().to_json()),
+                list(table.metadata().partition_columns), table.metadata().id,
+                self.parallelism)
         version = _version_spec(self.opts)
         table = self._table(version)
         return DeltaBatchReader(_path(self.opts), schema, spark_schema(table.schema().to_json()),
@@ -80,10 +92,12 @@ class DeltaDataSource(DataSource):
                                 self.parallelism)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from headwater.delta.cdf import ChangeFeedStreamReader, reads_change_feed
         from headwater.delta.source import DeltaStreamReader
 
         table = self._table()
-        return DeltaStreamReader(
+        reader = ChangeFeedStreamReader if reads_change_feed(self.opts) else DeltaStreamReader
+        return reader(
             _path(self.opts), self.opts, schema, spark_schema(table.schema().to_json()),
             list(table.metadata().partition_columns), table.metadata().id, self.parallelism,
         )

@@ -126,13 +126,16 @@ def optimize(path: str, where: str | Iterable[PartitionFilter] | None = None,
 
 def vacuum(path: str, retention_hours: float | None = None, dry_run: bool = False,
            enforce_retention: bool = True,
-           oldest_version_needed: int | Mapping[str, int] | None = None) -> list[str]:
+           oldest_version_needed: int | Mapping[str, int] | None = None,
+           checkpoints_root: str | None = None) -> list[str]:
     """Delete files no version within ``retention_hours`` (default 168) references.
 
     Refuses less than 168 hours unless ``enforce_retention=False``. dry_run: only list them.
     oldest_version_needed: the oldest table version a reader still reads, or {reader name:
-    version} (e.g. streams from their checkpoints); a file one of them still needs makes the
-    whole VACUUM an error naming the reader. Returns the files deleted (or to delete).
+    version}; a file one of them still needs makes the whole VACUUM an error naming the
+    reader. checkpoints_root: a folder of Spark checkpoints whose Delta source offsets name
+    more readers (default: ``<lakehouse root>/_checkpoints`` of the active session's
+    lakehouse, if any). Returns the files deleted (or to delete).
     """
     table = _table(path)
     hours = DEFAULT_RETENTION_HOURS if retention_hours is None else retention_hours
@@ -150,6 +153,9 @@ def vacuum(path: str, retention_hours: float | None = None, dry_run: bool = Fals
         raise _failed("VACUUM", table.table_uri, exc) from exc
     readers = ({"a reader": oldest_version_needed} if isinstance(oldest_version_needed, int)
                else dict(oldest_version_needed or {}))
+    root = checkpoints_root or _lakehouse_checkpoints()
+    if root and candidates:
+        readers.update(stream_positions(root, table.metadata().id))
     if readers and candidates:
         _check_readers(table, candidates, readers)
     if dry_run or not candidates:
@@ -171,16 +177,63 @@ def _check_readers(table, candidates: list[str], readers: dict[str, int]) -> Non
     for name, version in sorted(readers.items(), key=lambda kv: kv[1]):
         for v in range(int(version) + 1, latest + 1):
             for action in log.read_commit(v) or []:
-                removed = action.get("remove")
+                # a file removed after the reader's version, or change data it will read
+                removed = action.get("remove") or action.get("cdc")
                 if removed and unquote(removed["path"]) in doomed:
                     raise HeadwaterError(
                         "HW_VACUUM_READER_NEEDS_FILES",
                         f"VACUUM {table.table_uri} would delete {removed['path']}, which "
                         f"{name} still needs: it reads from version {version}, and the file "
-                        f"was removed only in version {v}.",
+                        f"belongs to version {v}.",
                         "Deleting it would make that reader fail (or silently skip rows).",
                         f"Let {name} catch up (or stop it for good), or keep a longer "
                         "retention.")
+
+
+def _lakehouse_checkpoints() -> str | None:
+    """``<root>/_checkpoints`` of the lakehouse attached to the active session (its root is in
+    the session conf, so this room needs no lakehouse import)."""
+    from pyspark.sql import SparkSession
+
+    from headwater.conf.layout import CHECKPOINTS, LAKEHOUSE_ROOT_CONF
+
+    spark = SparkSession.getActiveSession()
+    root = spark.conf.get(LAKEHOUSE_ROOT_CONF, None) if spark is not None else None
+    return f"{root.rstrip('/')}/{CHECKPOINTS}" if root else None
+
+
+def stream_positions(checkpoints_root: str, table_id: str) -> dict[str, int]:
+    """{stream: oldest version it still reads} for every Spark checkpoint under
+    ``checkpoints_root`` (any depth) whose Delta source offsets name table ``table_id``.
+
+    A stream resumes from the start of its last planned batch when that batch has no commit
+    yet: then the two newest offset files count, and the oldest of their versions wins."""
+    from pathlib import Path
+
+    out: dict[str, int] = {}
+    base = Path(checkpoints_root)
+    if not base.is_dir():
+        return out
+    for offsets in sorted(base.rglob("offsets")):
+        if not offsets.is_dir():
+            continue
+        batches = sorted(int(f.name) for f in offsets.iterdir() if f.name.isdigit())
+        versions = []
+        done = batches and (offsets.parent / "commits" / str(batches[-1])).exists()
+        for batch in batches[-1:] if done else batches[-2:]:
+            for line in (offsets / str(batch)).read_text().splitlines()[2:]:
+                try:
+                    offset = json.loads(line)
+                except ValueError:
+                    continue  # "-": a source without an offset yet
+                if isinstance(offset, dict) and offset.get("reservoirId") == table_id:
+                    # inside snapshot V it needs V's files; before commit V, V-1's
+                    version = int(offset["reservoirVersion"])
+                    versions.append(version if offset.get("isStartingVersion") else version - 1)
+        if versions:
+            name = f"the stream with checkpoint {offsets.parent.relative_to(base.parent)}"
+            out[name] = min(versions)
+    return out
 
 
 def restore(path: str, version: int | None = None,

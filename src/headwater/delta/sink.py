@@ -22,6 +22,7 @@ from pyspark.sql.types import StructType
 
 from headwater.conf.layout import FAULT_ENV  # a test hook: crash tests kill the driver here
 from headwater.conf.options import parse_bool, parse_columns, parse_size
+from headwater.delta import autocompact
 from headwater.delta.files import collect_adds, write_task
 from headwater.delta.log import DeltaLog, filesystem_for, normalize_uri, resolve_file
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
@@ -196,6 +197,9 @@ def commit_files(
         actions, mode=mode, schema=table.schema(), partition_by=existing_parts or None,
         partition_filters=partition_filters, commit_properties=props,
     )
+    if autocompact.enabled(config):
+        table.update_incremental()
+        autocompact.compact_if_due(table)
     return True
 
 

@@ -152,6 +152,10 @@ CODES: dict[str, str] = {
     # sql13
     "HW_DML_ENGINE_UNSUPPORTED": "engine='delta-rs' was forced for a DML delta-rs cannot run "
     "exactly like Spark.",
+    # cdf13
+    "HW_CDF_NO_START": "A batch change data feed read has no startingVersion/startingTimestamp.",
+    "HW_CDF_NOT_RECORDED": "A change data feed range covers versions written without "
+                           "delta.enableChangeDataFeed=true.",
 }
 
 

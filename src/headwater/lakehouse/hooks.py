@@ -44,8 +44,8 @@ def installed() -> bool:
 def install() -> None:
     """Wrap the methods (idempotent)."""
     from pyspark.sql import SparkSession
-    from pyspark.sql.readwriter import DataFrameWriter
-    from pyspark.sql.streaming.readwriter import DataStreamWriter
+    from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
+    from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
     with _guard:
         if _originals:
@@ -56,6 +56,8 @@ def install() -> None:
             (DataFrameWriter, "saveAsTable", _save_as_table),
             (DataStreamWriter, "format", _format),
             (DataStreamWriter, "toTable", _to_table),
+            (DataFrameReader, "table", _read_table),
+            (DataStreamReader, "table", _read_table),
         ]
         for cls, attr, wrap in wrappers:
             _originals[(cls, attr)] = cls.__dict__[attr]
@@ -163,6 +165,24 @@ def _to_table(original: Callable) -> Callable:
     return toTable
 
 
+def _read_table(original: Callable) -> Callable:
+    """``spark.read[Stream].option('readChangeFeed', 'true').table(t)``: a catalog table's
+    schema is fixed, so a change feed read of a lakehouse table goes to its source directly."""
+    def table(self, tableName: str):  # noqa: N803 (Spark's name)
+        lake = lakehouse_of(self._spark)
+        if lake is not None and lake.exists(tableName):
+            options = _java_map(self._spark, _private_field(self._jreader, "extraOptions")
+                                .originalMap())
+            if any(k.lower() in ("readchangefeed", "readchangedata") for k in options):
+                from headwater.lakehouse.names import parse_name
+
+                return self.format(parse_name(tableName).source_name).load()
+        return original(self, tableName)
+
+    table.__doc__ = original.__doc__
+    return table
+
+
 def _delta_or_unset(writer: Any, lake: Any, name: str) -> bool:
     """True for the lakehouse (no format, or delta); False for Spark's own behaviour."""
     fmt = _formats.get(writer)
@@ -191,8 +211,17 @@ def _java_map(spark: SparkSession, scala_map: Any) -> dict[str, str]:
 
 
 def _private_field(obj: Any, name: str) -> Any:
-    # DataStreamWriter keeps its settings in private fields (DataFrameWriter has accessors).
-    field = obj.getClass().getDeclaredField(name)
+    # DataStreamWriter keeps its settings in private fields (DataFrameWriter has accessors);
+    # the readers' extraOptions live in a superclass.
+    cls = obj.getClass()
+    while True:
+        try:
+            field = cls.getDeclaredField(name)
+            break
+        except Exception:  # noqa: BLE001 - py4j's wrapped NoSuchFieldException
+            cls = cls.getSuperclass()
+            if cls is None:
+                raise
     field.setAccessible(True)
     return field.get(obj)
 

@@ -86,6 +86,10 @@ def parse(lake: Lakehouse, spark: SparkSession, query: str) -> Statement:
         replaced = _with_delta_paths(spark, text, plan)
         if replaced != text:
             text, plan = replaced, parser.parsePlan(replaced)
+    if "table_changes" in text.lower():
+        replaced = _with_table_changes(lake, spark, text, plan)
+        if replaced != text:
+            text, plan = replaced, parser.parsePlan(replaced)
     return Statement(text, kind, plan, spark)
 
 
@@ -165,6 +169,42 @@ def _with_delta_paths(spark: SparkSession, text: str, plan: Any) -> str:
             continue
         view = "hw_path_" + hashlib.sha1(parts[1].encode()).hexdigest()[:12]
         spark.read.format("delta").load(parts[1]).createOrReplaceTempView(view)
+        spans.append((int(start), int(stop), view))
+    for start, stop, view in sorted(spans, reverse=True):
+        text = f"{text[:start]}`{view}`{text[stop + 1:]}"
+    return text
+
+
+def _with_table_changes(lake: Lakehouse, spark: SparkSession, text: str, plan: Any) -> str:
+    """Replace ``table_changes('t', start[, end])`` (versions or timestamps, as delta-spark
+    takes them) by a temp view over the batch change data feed read of table ``t``."""
+    from headwater.errors import HeadwaterError
+
+    spans = []
+    for node in walk(plan):
+        if node.getClass().getSimpleName() != "UnresolvedTableValuedFunction" or \
+                [str(p).lower() for p in seq(node.name())] != ["table_changes"]:
+            continue
+        args = seq(node.functionArgs())
+        values = [a.value() if a.getClass().getSimpleName() == "Literal" else None
+                  for a in args]
+        if len(args) not in (2, 3) or any(v is None for v in values):
+            raise HeadwaterError(
+                "HW_OPTION_INVALID",
+                f"table_changes takes a table name and 1 or 2 literal versions or timestamps "
+                f"(in: {text}).", "It reads the change data feed between two points.",
+                "Write e.g. table_changes('orders', 2) or table_changes('orders', 2, 5).")
+        start, stop = option(node.origin().startIndex()), option(node.origin().stopIndex())
+        if start is None or stop is None:
+            continue
+        name, *bounds = [str(v.toString()) if hasattr(v, "toString") else str(v)
+                         for v in values]
+        reader = spark.read.format("delta").option("readChangeFeed", "true")
+        for key, bound in zip(("starting", "ending"), bounds):
+            kind = "Version" if bound.isdigit() else "Timestamp"
+            reader = reader.option(f"{key}{kind}", bound)
+        view = "hw_changes_" + hashlib.sha1(repr([name, *bounds]).encode()).hexdigest()[:12]
+        reader.load(lake.path(name)).createOrReplaceTempView(view)
         spans.append((int(start), int(stop), view))
     for start, stop, view in sorted(spans, reverse=True):
         text = f"{text[:start]}`{view}`{text[stop + 1:]}"

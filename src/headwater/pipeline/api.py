@@ -221,10 +221,15 @@ def expect_all_or_fail(rules: Mapping[str, str]) -> AnyDecorator:
 # --- reads ---------------------------------------------------------------------------------
 
 
-def read_stream(name: str, **options: Any) -> DataFrame:
+def read_stream(name: str, read_change_feed: bool = False, **options: Any) -> DataFrame:
     """A stream over a pipeline dataset or lakehouse table (inside or outside a pipeline).
 
+    read_change_feed: stream the table's change data feed (rows plus _change_type,
+        _commit_version, _commit_timestamp) instead of its appends; default False. The
+        table needs delta.enableChangeDataFeed=true.
     options: Delta source options (maxFilesPerTrigger, startingVersion, ...)."""
+    if read_change_feed:
+        options = {**options, "readChangeFeed": "true"}
     return _read(name, True, options)
 
 

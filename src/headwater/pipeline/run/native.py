@@ -44,6 +44,8 @@ def native_input(graph: Graph, rf: ResolvedFlow) -> Read | None:
     streams = [r for r in rf.reads if r.streaming]
     if len(streams) != 1:
         return None
+    if any(k.lower() in ("readchangefeed", "readchangedata") for k, _ in streams[0].options):
+        return None  # change rows are made by the Delta source, not read from data files
     source = graph.registry.datasets.get(streams[0].name)
     if source is not None and not source.stored:
         return None  # a view: its rows are a query, not files
