@@ -149,6 +149,12 @@ CODES: dict[str, str] = {
     "HW_STREAM_NOT_READY": "A stream did not complete the awaited micro-batches in time.",
     "HW_STOP_TIMEOUT": "`headwater stop`: pipeline processes still run after the timeout.",
     "HW_DASHBOARD_PORT": "The dashboard's address is already in use.",
+    # cdc14
+    "HW_CDC_INVALID": "AUTO CDC arguments contradict each other or miss keys / sequence_by.",
+    "HW_CDC_COLUMN_UNKNOWN": "An AUTO CDC key or column list names a column the source lacks.",
+    "HW_CDC_SEQUENCE_NULL": "A change event has a NULL sequence_by value.",
+    "HW_CDC_DUPLICATE_SEQUENCE": "Two different change events share a key and a sequence value.",
+    "HW_CDC_TARGET_MISMATCH": "An AUTO CDC target table lacks columns the flow writes.",
 }
 
 
