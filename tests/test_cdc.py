@@ -132,7 +132,7 @@ def test_scd1_equals_an_independent_replay(spark, tmp):
             late = seq - rng.randint(0, 40) if rng.random() < 0.2 else seq
             op = rng.choice("IUUD")
             rows.append((key, rng.choice(["a", "b", None]), rng.choice(["x", None]),
-                         late * 1000 + key, op))
+                         late * 1000 + seq, op))  # unique per key
         batches.append(rows)
     for i, rows in enumerate(batches):
         apply(spark, path, rows, i, ignore_null_updates=True)
@@ -230,6 +230,11 @@ def test_auto_cdc_flow_in_a_pipeline(spark, tmp):
         headwater.apply_changes(target="customers_history", source="changes", keys=["id"],
                                 sequence_by="seq", apply_as_deletes="op = 'D'",
                                 except_column_list=["op", "seq"], stored_as_scd_type=2)
+        """, "c.sql": """
+        CREATE STREAMING TABLE customers_sql;
+        CREATE FLOW from_sql AS AUTO CDC INTO customers_sql FROM STREAM(changes) KEYS (id)
+          APPLY AS DELETE WHEN op = 'D' SEQUENCE BY seq COLUMNS * EXCEPT (op)
+          STORED AS SCD TYPE 1;
         """})
     (tmp / "in").mkdir()
     (tmp / "in" / "0.json").write_text(
@@ -241,3 +246,6 @@ def test_auto_cdc_flow_in_a_pipeline(spark, tmp):
     assert sorted((r["id"], r["name"], r["__START_AT"], r["__END_AT"]) for r in hist) == [
         (1, "a", 1, 2), (1, "b", 2, None), (2, "c", 1, 3)]
     assert results["customers"].rows_written == 2  # one upsert, one delete (of nothing)
+    assert rows_of(lake.path("customers_sql"), ("id", "name", "seq")) == [(1, "b", 2)]
+    assert DeltaTable(str(lake.path("customers"))).metadata().configuration[
+        "delta.enableChangeDataFeed"] == "true"

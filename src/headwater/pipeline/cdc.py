@@ -43,3 +43,48 @@ def cdc_flow(*, target: str, source: str, name: str | None, location: model.Loca
         raise HeadwaterError(exc.code, f"{location}: {exc.what}", exc.why, exc.fix) from None
     return model.Flow(name=name or target, target=target, func=_source_reader(source),
                       location=location, spark_conf=dict(spark_conf or {}), cdc=spec)
+
+
+def cdc_flow_from_sql(plan: Any, sql: str, name: str, target: str,
+                      location: model.Location) -> model.Flow:
+    """``CREATE FLOW name AS AUTO CDC INTO target FROM STREAM(src) KEYS (...) ...`` as Spark's
+    parser gives it (an ``AutoCdcInto`` plan) -> a CDC flow."""
+    def names(option: Any) -> list[str] | None:
+        if not option.isDefined():
+            return None
+        return _attributes(option.get())
+
+    source = plan.source()
+    origin = source.origin()
+    if not (origin.startIndex().isDefined() and origin.stopIndex().isDefined()):
+        raise HeadwaterError(
+            "HW_PIPELINE_SQL_INVALID", f"{location}: the source of AUTO CDC INTO {target} "
+            "could not be located in the statement.", "The source is read as written.",
+            "Write the source as FROM STREAM(name).")
+    source_sql = sql[origin.startIndex().get():origin.stopIndex().get() + 1]
+    delete = plan.deleteCondition()
+    try:
+        spec = CdcSpec.build(
+            _attributes(plan.keys()), plan.sequenceByExpr().sql(),
+            apply_as_deletes=delete.get().sql() if delete.isDefined() else None,
+            column_list=names(plan.includeColumns()),
+            except_column_list=names(plan.excludeColumns()),
+            stored_as_scd_type=int(plan.storedAsScdType()),
+            track_history_column_list=names(plan.trackHistoryColumns()),
+            track_history_except_column_list=names(plan.trackHistoryExceptColumns()))
+    except HeadwaterError as exc:
+        raise HeadwaterError(exc.code, f"{location}: {exc.what}", exc.why, exc.fix) from None
+
+    def read() -> DataFrame:
+        from pyspark.sql import SparkSession
+
+        return SparkSession.active().sql(f"SELECT * FROM {source_sql}")
+
+    read.__name__ = f"auto_cdc_{name}"
+    return model.Flow(name=name, target=target, func=read, location=location,
+                      sql=f"SELECT * FROM {source_sql}", cdc=spec)
+
+
+def _attributes(seq: Any) -> list[str]:
+    """A Scala Seq of UnresolvedAttribute -> their (dotted) names."""
+    return [str(seq.apply(i).name()) for i in range(seq.size())]
