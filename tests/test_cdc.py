@@ -176,7 +176,7 @@ def test_scd2_history_out_of_order_and_deletes(spark, tmp):
         (1, "a", "x", 1, 3), (1, "b", "x", 5, None), (1, "late", "x", 3, 5),
         (2, "c", "y", 2, 4), (3, "zombie", "z", 8, 9)]
     # __START_AT / __END_AT take the sequence's type
-    assert str(DeltaTable(str(path)).schema().to_arrow().field("__START_AT").type) == "int32"
+    assert DeltaTable(str(path)).to_pyarrow_table().schema.field("__START_AT").type == "int32"
     version = DeltaTable(str(path)).version()
     assert apply(spark, path, [(1, "replayed", "x", 7, "U")], 1, **kw).applied is False
     assert DeltaTable(str(path)).version() == version

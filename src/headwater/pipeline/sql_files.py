@@ -265,7 +265,9 @@ def _register(registry: Registry, plan: Any, sql: str, rules: list[Expectation],
         if insert.getClass().getSimpleName() == "AutoCdcInto":
             from headwater.pipeline.cdc import cdc_flow_from_sql
 
-            table = insert.targetTable().multipartIdentifier().mkString("\u0001")
+            relation = insert.targetTable()
+            table = (relation.multipartIdentifier() if relation.getClass().getSimpleName()
+                     == "UnresolvedRelation" else relation.nameParts()).mkString("\u0001")
             registry.add_flow(cdc_flow_from_sql(insert, sql, name, ".".join(
                 table.split("\u0001")), where))
             return

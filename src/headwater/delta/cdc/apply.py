@@ -93,9 +93,11 @@ def apply_changes_batch(batch: DataFrame, batch_id: int, target: str, spec: CdcS
                 truncate_row, truncating = _truncate(events, state_all)
             truncate_seq = F.lit(truncate_row["seq"]).cast(events.schema[SEQ].dataType) \
                 if truncate_row is not None else None
+            # Truncating concerns every row, not only the batch's keys.
             last = tl.scd1(spec, events,
                            stored if truncating else tl.of_keys(stored, keys_df, keys),
-                           tl.of_keys(key_state, keys_df, keys), output, truncate_seq)
+                           key_state if truncating else tl.of_keys(key_state, keys_df, keys),
+                           output, truncate_seq)
             data, state_rows = tl.split_scd1(last.toArrow(), output, keys, truncating)
         if done_target is None or done_target < batch_id:
             if scd2:

@@ -61,8 +61,10 @@ def fill_nulls(timeline: DataFrame, keys: list[str], columns: list[str]) -> Data
     df = timeline.withColumn(_SEG, F.sum(F.when(F.col(OP) == DELETE, 1).otherwise(0))
                              .over(running))
     within = _window(keys, _SEG).rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    return df.select(*[F.last(q(c), ignorenulls=True).over(within).alias(c)
-                       if c in columns else F.col(q(c)) for c in timeline.columns])
+    # a delete's own values never fill the upserts after it
+    return df.select(*[F.last(F.when(F.col(OP) != DELETE, F.col(q(c))), ignorenulls=True)
+                       .over(within).alias(c) if c in columns else F.col(q(c))
+                       for c in timeline.columns])
 
 
 def scd1(spec: CdcSpec, events: DataFrame, stored: DataFrame, state: DataFrame,
@@ -88,7 +90,8 @@ def scd1(spec: CdcSpec, events: DataFrame, stored: DataFrame, state: DataFrame,
     new = new.where(F.col("__hw_applied").isNull() | (F.col(SEQ) > F.col("__hw_applied")))
     if truncate_seq is not None:
         new = new.where(truncate_seq.isNull() | (F.col(SEQ) > truncate_seq))
-        old = old.where(truncate_seq.isNull() | F.col(SEQ).isNull() | (F.col(SEQ) > truncate_seq))
+        # a stored row of unknown sequence (no state) was there before the truncate
+        old = old.where(truncate_seq.isNull() | (F.col(SEQ) > truncate_seq))
     new = new.select(*[q(c) for c in output], SEQ, OP, F.lit(False).alias(_OLD))
     timeline = old.unionByName(new)
     if spec.ignore_null_updates:
