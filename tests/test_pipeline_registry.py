@@ -155,17 +155,27 @@ def test_the_active_registry_is_scoped_and_restored(spark):
         str(info.value)
 
 
-def test_auto_cdc_flows_are_refused_until_the_cdc_engine_exists():
+def test_auto_cdc_flows_register_as_headwater_cdc_flows(spark):
     # dp.create_auto_cdc_flow needs Spark Connect's client (grpcio) before it reaches the
     # registry, so the registry method is called as SDP would call it.
     from pyspark.pipelines.flow import AutoCdcFlow
     from pyspark.pipelines.source_code_location import SourceCodeLocation
+    from pyspark.sql import functions as F
 
-    flow = AutoCdcFlow(name=None, target="t", source="s", keys=[], sequence_by=None,
-                       apply_as_deletes=None, column_list=None, except_column_list=None,
-                       stored_as_scd_type=None, track_history_column_list=None,
-                       track_history_except_column_list=None, spark_conf={},
-                       source_code_location=SourceCodeLocation("cdc.py", 7))
+    def sdp_flow(keys):
+        return AutoCdcFlow(name=None, target="t", source="s", keys=keys,
+                           sequence_by=F.col("seq"), apply_as_deletes=F.expr("op = 'D'"),
+                           column_list=None, except_column_list=[F.col("op")],
+                           stored_as_scd_type="2", track_history_column_list=None,
+                           track_history_except_column_list=None, spark_conf={},
+                           source_code_location=SourceCodeLocation("cdc.py", 7))
+
+    registry = Registry()
+    registry.register_auto_cdc_flow(sdp_flow([F.col("id")]))
+    (flow,) = registry.flows
+    assert flow.target == "t" and flow.is_default
+    assert flow.cdc.keys == ("id",) and flow.cdc.stored_as_scd_type == 2
+    assert flow.cdc.except_column_list == ("op",)
     with pytest.raises(HeadwaterError) as info:
-        Registry().register_auto_cdc_flow(flow)
-    assert info.value.code == "HW_PIPELINE_UNSUPPORTED" and "cdc.py:7" in str(info.value)
+        Registry().register_auto_cdc_flow(sdp_flow([]))
+    assert info.value.code == "HW_CDC_INVALID" and "cdc.py:7" in str(info.value)

@@ -1,5 +1,6 @@
 """headwater: incremental data pipelines on Spark Structured Streaming over Delta Lake."""
 
+from headwater.delta.cdc.stream import apply_changes_stream
 from headwater.errors import HeadwaterError, translated, unwrap
 from headwater.helpers import active_streams, block_until_stream_is_ready, cleanup, stop_all_streams
 from headwater.ingest import read_files
@@ -8,6 +9,8 @@ from headwater.lakehouse.delta_table import DeltaTable
 from headwater.lakehouse.session import spark_session
 from headwater.pipeline.api import (
     append_flow,
+    apply_changes,
+    create_auto_cdc_flow,
     create_streaming_table,
     expect,
     expect_all,
@@ -26,7 +29,8 @@ from headwater.spark.session import stop_spark
 
 __all__ = [
     "DeltaTable", "HeadwaterError", "Lakehouse", "active_streams", "block_until_stream_is_ready",
-    "cleanup", "create_streaming_table", "temporary_view",
+    "apply_changes", "apply_changes_stream", "cleanup", "create_auto_cdc_flow",
+    "create_streaming_table", "temporary_view",
     "stop_all_streams", "active_lakehouse", "append_flow", "expect", "expect_all",
     "expect_all_or_drop", "expect_all_or_fail", "expect_or_drop", "expect_or_fail",
     "materialized_view", "read", "read_files", "read_stream", "spark_session", "stop_spark", "table",

@@ -46,6 +46,12 @@ def late_table(table: str) -> str:
     return f"{table}{LATE_SUFFIX}"
 
 
+# --- inside a Delta table's folder (Delta readers skip names starting with "_") ------------
+# AUTO CDC's per-key state (applied sequence, tombstones): a Delta table of its own.
+CDC_STATE = "_hw_cdc_state"
+# Databricks' name for how long a delete's tombstone is kept (seconds).
+CDC_TOMBSTONE_GC_CONF = "pipelines.cdc.tombstoneGCThresholdInSeconds"
+
 # --- files ----------------------------------------------------------------------------------
 DELTA_LOG = "_delta_log"             # Delta's own: a folder with one is a Delta table
 FLOW_STATE = "headwater-flow.json"   # in a flow's checkpoint: its output mode, state, schema

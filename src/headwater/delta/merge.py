@@ -20,7 +20,9 @@ from headwater.delta.sink import check_schema
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
 TARGET, SOURCE = "tgt", "src"
 
@@ -46,6 +48,15 @@ def _resolve_keys(keys: list[str], columns: list[str], path: str) -> list[str]:
             "Pass keys naming the grouping columns of the aggregation, e.g. ['window', 'k'].",
         )
     return [by_lower[k.lower()] for k in keys]
+
+
+def as_table_arrow(data: pa.Table, table_schema: StructType) -> pa.Table:
+    """Spark's Arrow types (timestamps in the session zone, field metadata) -> the table's
+    own, under the table's column names (matched case-insensitively)."""
+    table_columns = {f.name.lower(): f for f in table_schema.fields}
+    fields = [table_columns[name.lower()] for name in data.column_names]
+    target = arrow_schema(as_nullable(type(table_schema)(fields)))
+    return data.rename_columns(target.names).cast(target)
 
 
 def merge_batch(batch_df: DataFrame, path: str, keys: list[str], app_id: str,
@@ -83,11 +94,7 @@ def merge_batch(batch_df: DataFrame, path: str, keys: list[str], app_id: str,
     data = batch_df.toArrow()
     if data.num_rows == 0:
         return True
-    # Spark's Arrow types (timestamps in the session zone, field metadata) -> the table's own,
-    # under the table's column names.
-    fields = [table_columns[name.lower()] for name in data.column_names]
-    target = arrow_schema(as_nullable(type(table_schema)(fields)))
-    data = data.rename_columns(target.names).cast(target)
+    data = as_table_arrow(data, table_schema)
     names = [table_columns[k.lower()].name for k in key_columns]
     (
         table.merge(data, merge_predicate(names), source_alias=SOURCE, target_alias=TARGET,

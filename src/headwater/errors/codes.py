@@ -156,6 +156,12 @@ CODES: dict[str, str] = {
     "HW_CDF_NO_START": "A batch change data feed read has no startingVersion/startingTimestamp.",
     "HW_CDF_NOT_RECORDED": "A change data feed range covers versions written without "
                            "delta.enableChangeDataFeed=true.",
+    # cdc14
+    "HW_CDC_INVALID": "AUTO CDC arguments contradict each other or miss keys / sequence_by.",
+    "HW_CDC_COLUMN_UNKNOWN": "An AUTO CDC key or column list names a column the source lacks.",
+    "HW_CDC_SEQUENCE_NULL": "A change event has a NULL sequence_by value.",
+    "HW_CDC_DUPLICATE_SEQUENCE": "Two different change events share a key and a sequence value.",
+    "HW_CDC_TARGET_MISMATCH": "An AUTO CDC target table lacks columns the flow writes.",
 }
 
 

@@ -168,6 +168,57 @@ def create_streaming_table(name: str, *, comment: str | None = None,
                         None), output_mode=output_mode, keys=tuple(keys) if keys else None))
 
 
+def create_auto_cdc_flow(target: str, source: str, keys: Iterable[Any], sequence_by: Any,
+                         apply_as_deletes: Any = None, apply_as_truncates: Any = None,
+                         column_list: Iterable[Any] | None = None,
+                         except_column_list: Iterable[Any] | None = None,
+                         stored_as_scd_type: int | str = 1,
+                         track_history_column_list: Iterable[Any] | None = None,
+                         track_history_except_column_list: Iterable[Any] | None = None,
+                         ignore_null_updates: bool = False, name: str | None = None,
+                         tombstone_gc_seconds: int | None = None) -> None:
+    """An AUTO CDC flow (Databricks' ``APPLY CHANGES``): the change events of the dataset
+    ``source`` applied to the streaming table ``target`` (declare it with
+    :func:`create_streaming_table`).
+
+    keys: columns identifying a row. sequence_by: the column (or SQL / Column, or a list of
+        columns compared in order) ordering each key's events; the newest wins, older events
+        change nothing, a NULL is an error (HW_CDC_SEQUENCE_NULL), two different events with
+        one key and sequence too (HW_CDC_DUPLICATE_SEQUENCE).
+    apply_as_deletes: condition marking a delete (SQL or Column); deletes leave tombstones so
+        older upserts arriving later do not resurrect the row, for ``tombstone_gc_seconds``
+        (default two days; Databricks' pipelines.cdc.tombstoneGCThresholdInSeconds).
+    apply_as_truncates: condition marking a truncate of the whole table (SCD type 1 only).
+    column_list / except_column_list: the source columns the target keeps (keys always).
+    stored_as_scd_type: 1 (default: the latest row per key) or 2 (history rows with
+        ``__START_AT`` / ``__END_AT``, typed as the sequence; the current row's ``__END_AT``
+        is NULL). track_history_column_list / track_history_except_column_list (SCD2): the
+        columns whose change opens a new history row; others update the current row.
+    ignore_null_updates: a NULL in an update keeps the stored value (default False).
+    name: the flow's name (default: the target's).
+    The target is created with ``delta.enableChangeDataFeed=true``.
+    """
+    from headwater.pipeline.cdc import cdc_flow
+
+    frame = inspect.currentframe()
+    caller = frame.f_back if frame is not None else None
+    where = Location(caller.f_code.co_filename, caller.f_lineno) if caller else \
+        Location("<unknown>", 0)
+    extra: dict[str, Any] = {} if tombstone_gc_seconds is None else {
+        "tombstone_gc_seconds": int(tombstone_gc_seconds)}
+    active_registry("create_auto_cdc_flow", where).add_flow(cdc_flow(
+        target=target, source=source, name=name, location=where, keys=keys,
+        sequence_by=sequence_by, apply_as_deletes=apply_as_deletes,
+        apply_as_truncates=apply_as_truncates, column_list=column_list,
+        except_column_list=except_column_list, stored_as_scd_type=stored_as_scd_type,
+        track_history_column_list=track_history_column_list,
+        track_history_except_column_list=track_history_except_column_list,
+        ignore_null_updates=bool(ignore_null_updates), **extra))
+
+
+apply_changes = create_auto_cdc_flow  # DLT's older name
+
+
 # --- expectations --------------------------------------------------------------------------
 
 

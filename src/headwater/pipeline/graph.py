@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.conf.context import DefinitionContext, defining
 from headwater.conf.layout import INGEST
+from headwater.delta.cdc import CDC_TARGET_PROPERTIES
+from headwater.delta.cdc import target_schema as cdc_target_schema
 from headwater.errors import HeadwaterError, find_code
 from headwater.lakehouse import Lakehouse, parse_name
 from headwater.pipeline import expectations as expect_mod
@@ -159,7 +161,9 @@ class Graph(GraphQueries):
             if "." not in dataset.name:  # Spark's temporary views have one-part names
                 df.createOrReplaceTempView(dataset.name)
         elif dataset.name not in self._schemas:
-            self._schemas[dataset.name] = dataset.schema or df.schema
+            self._schemas[dataset.name] = dataset.schema or (
+                df.schema if flow.cdc is None else cdc_target_schema(
+                    flow.cdc, df, f"{flow.location}: AUTO CDC into {dataset.name!r}"))
             if not self.lakehouse.exists(dataset.name):
                 register_pending(self.lakehouse.spark, dataset.name,
                                  self.lakehouse.path(dataset.name), self._schemas[dataset.name])
@@ -183,7 +187,8 @@ class Graph(GraphQueries):
             self._evaluations.pop()
         if not substitutes:  # a substituted stream is a batch by design
             check_kind(dataset, flow, df)
-        return conform(dataset, flow, df), evaluation.hints
+        # AUTO CDC: the flow returns change events, not the table's rows.
+        return (df if flow.cdc is not None else conform(dataset, flow, df)), evaluation.hints
 
     def _definition_failed(self, dataset: Any, flow: Flow, exc: Exception) -> Exception:
         where = _user_line(exc, flow.location)
@@ -244,8 +249,12 @@ class Graph(GraphQueries):
         if self.dry or dataset is None or not dataset.stored or name not in self._schemas:
             return
         if not self.lakehouse.exists(name):
+            properties = dict(dataset.properties)
+            if any(f.cdc is not None for f in self.registry.flows_of(name)):
+                # AUTO CDC targets keep a change data feed unless the table says otherwise
+                properties = {**CDC_TARGET_PROPERTIES, **properties}
             self.lakehouse.create_table(name, self._schemas[name], dataset.partition_by,
-                                        dataset.comment, dict(dataset.properties))
+                                        dataset.comment, properties)
         self._pending.discard(name)
 
     def store_for(self, name: str) -> Lakehouse:

@@ -59,6 +59,8 @@ class Flow:
     sql: the SELECT text for flows defined in SQL files (None for Python functions).
     once: a flow that runs one time (a backfill) instead of following its input.
     spark_conf: Spark settings the flow asks for while it runs (SDP's ``spark_conf``).
+    cdc: an AUTO CDC flow's semantics (a ``headwater.delta.cdc.CdcSpec``): its function
+        returns the change events, which are applied to the target instead of appended.
     """
 
     name: str
@@ -68,6 +70,7 @@ class Flow:
     sql: str | None = None
     once: bool = False
     spark_conf: Mapping[str, str] = field(default_factory=dict)
+    cdc: Any = None
 
     @property
     def is_default(self) -> bool:

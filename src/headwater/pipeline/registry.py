@@ -58,13 +58,18 @@ class Registry(GraphElementRegistry):
             once=bool(getattr(flow, "once", False))))
 
     def register_auto_cdc_flow(self, flow: AutoCdcFlow) -> None:
-        where = location_of_sdp(flow.source_code_location)
-        raise HeadwaterError(
-            "HW_PIPELINE_UNSUPPORTED",
-            f"{where}: create_auto_cdc_flow into {flow.target!r} is not supported yet.",
-            "AUTO CDC needs headwater's MERGE-based CDC engine, which is not built yet.",
-            "Until then, write the changes with an append flow, or a streaming table with "
-            "output_mode='update' and keys=[...].")
+        """``dp.create_auto_cdc_flow``: headwater applies it with its own CDC engine."""
+        from headwater.pipeline.cdc import cdc_flow
+
+        self.add_flow(cdc_flow(
+            target=flow.target, source=flow.source, name=flow.name,
+            location=location_of_sdp(flow.source_code_location),
+            spark_conf=dict(flow.spark_conf or {}), keys=flow.keys,
+            sequence_by=flow.sequence_by, apply_as_deletes=flow.apply_as_deletes,
+            column_list=flow.column_list, except_column_list=flow.except_column_list,
+            stored_as_scd_type=flow.stored_as_scd_type or 1,
+            track_history_column_list=flow.track_history_column_list,
+            track_history_except_column_list=flow.track_history_except_column_list))
 
     def register_sql(self, sql_text: str, file_path: Path) -> None:
         """The CREATE statements of one SQL file (see :mod:`headwater.pipeline.sql_files`)."""

@@ -262,6 +262,15 @@ def _register(registry: Registry, plan: Any, sql: str, rules: list[Expectation],
     if kind == "CreateFlowCommand":
         insert = plan.flowOperation()
         name = ".".join(plan.name().nameParts().mkString("\u0001").split("\u0001"))
+        if insert.getClass().getSimpleName() == "AutoCdcInto":
+            from headwater.pipeline.cdc import cdc_flow_from_sql
+
+            relation = insert.targetTable()
+            table = (relation.multipartIdentifier() if relation.getClass().getSimpleName()
+                     == "UnresolvedRelation" else relation.nameParts()).mkString("\u0001")
+            registry.add_flow(cdc_flow_from_sql(insert, sql, name, ".".join(
+                table.split("\u0001")), where))
+            return
         target = ".".join(insert.table().multipartIdentifier().mkString("\u0001").split("\u0001"))
         origin = insert.query().origin()
         query = sql[origin.startIndex().get():origin.stopIndex().get() + 1]

@@ -77,7 +77,12 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
                 if drops:
                     result.quarantined += append_side(
                         lake, bad, name + QUARANTINE_SUFFIX, app_id, batch_id)
-            if dataset.output_mode == "update":
+            if rf.flow.cdc is not None:
+                from headwater.delta.cdc import apply_changes_batch
+
+                done = apply_changes_batch(rows, batch_id, lake.path(name), rf.flow.cdc, app_id)
+                result.rows_written += done.upserted + done.deleted
+            elif dataset.output_mode == "update":
                 from headwater.delta.merge import merge_batch
                 from headwater.spark.plan import group_keys
 

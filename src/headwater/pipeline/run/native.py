@@ -37,7 +37,8 @@ def native_input(graph: Graph, rf: ResolvedFlow) -> Read | None:
     from headwater.spark.plan import analyzed, node_name, nodes
 
     dataset = rf.dataset
-    if dataset.expectations or dataset.keep_late_rows or dataset.output_mode != "append":
+    if dataset.expectations or dataset.keep_late_rows or dataset.output_mode != "append" \
+            or rf.flow.cdc is not None:  # AUTO CDC applies its batches through foreachBatch
         return None
     if rf.flow.sql is not None:
         return None  # spark.sql reads its tables itself: no batch can be substituted
