@@ -181,3 +181,30 @@ def test_an_sdp_project_runs_twice_with_spark_injected_and_sql(spark, keep_lakeh
     outcome = run_project(root, echo=lambda _: None)
     assert outcome.ok, outcome.results
     assert [r["id"] for r in table_rows(store / "seen", "id")] == [1, 2, 3, 4]  # incremental
+
+
+# --- headwater init --format sdp -----------------------------------------------------------
+
+
+def test_init_format_sdp_scaffolds_a_project_headwater_runs_twice(spark, keep_lakehouse, tmp_path):
+    from tests.support import cli, show
+
+    made = cli("init", "--format", "sdp", "readings", cwd=tmp_path)  # starts no JVM
+    assert made.returncode == 0, show(made)
+    root = tmp_path / "readings"
+    assert (root / "spark-pipeline.yml").is_file() and not (root / "headwater.toml").exists()
+    py = (root / "transformations" / "pipeline.py").read_text()
+    assert "from pyspark import pipelines as dp" in py and "import headwater" not in py
+    assert (root / "transformations" / "device_summary.sql").is_file()
+    again = cli("init", "--format", "sdp", "readings", cwd=tmp_path)
+    assert again.returncode == 1 and "HW_PROJECT_EXISTS" in again.stderr
+
+    for _ in range(2):  # the second run finds no new file: nothing is appended twice
+        outcome = run_project(root, echo=lambda _: None)
+        assert outcome.ok, outcome.results
+        lake = root / "lakehouse"
+        assert len(table_rows(lake / "bronze", "ts")) == 60
+        assert len(table_rows(lake / "silver", "ts")) == 54  # 6 readings out of range
+        summary = table_rows(lake / "device_summary", "device_id")
+        assert [r["device_id"] for r in summary] == [0, 1, 2, 3]
+        assert sum(r["readings"] for r in summary) == 54

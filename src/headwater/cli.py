@@ -31,12 +31,16 @@ def main() -> None:
 @click.argument("name")
 @click.option("--dir", "parent", default=".", type=click.Path(file_okay=False),
               help="Folder to create the project in (default: here).")
-def init(name: str, parent: str) -> None:
+@click.option("--format", "format_", type=click.Choice(["headwater", "sdp"]),
+              default="headwater", show_default=True,
+              help="headwater.toml + headwater's decorators, or sdp: spark-pipeline.yml + "
+                   "`from pyspark import pipelines as dp` + a SQL file.")
+def init(name: str, parent: str, format_: str) -> None:
     """Scaffold a working pipeline project NAME: JSON landing zone -> bronze -> silver -> gold."""
     from headwater.pipeline.scaffold import scaffold
 
     try:
-        path = scaffold(Path(parent) / name, name)
+        path = scaffold(Path(parent) / name, name, format_)
     except HeadwaterError as exc:
         _fail(exc)
     click.echo(f"created {path}\n  cd {path}\n  headwater validate\n  headwater run")
