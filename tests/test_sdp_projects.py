@@ -208,3 +208,164 @@ def test_init_format_sdp_scaffolds_a_project_headwater_runs_twice(spark, keep_la
         summary = table_rows(lake / "device_summary", "device_id")
         assert [r["device_id"] for r in summary] == [0, 1, 2, 3]
         assert sum(r["readings"] for r in summary) == 54
+
+
+# --- DLT code with only the import changed ---------------------------------------------------
+
+# Written in the shape of Databricks' DLT documentation (a streaming bronze, expectations on
+# silver, a gold aggregate, a CDC flow with apply_changes); `spark` is the notebook's global.
+# (Auto Loader without cloudFiles.schemaLocation is not used: headwater picks that folder only
+# for headwater.read_files, not yet for spark.readStream.format("cloudFiles") in a pipeline.)
+DLT_MEDALLION = '''
+import dlt
+from pyspark.sql import functions as F
+from pyspark.sql.functions import col
+
+LANDING = spark.conf.get("retail.landing")
+
+
+@dlt.table(comment="Raw orders, as they landed.")
+def orders_bronze():
+    return (spark.readStream.format("json")
+            .schema("order_id BIGINT, customer_id STRING, amount DOUBLE, status STRING")
+            .load(LANDING))
+
+
+@dlt.table(comment="Orders that passed the quality rules.")
+@dlt.expect_or_drop("valid_order_id", "order_id IS NOT NULL")
+@dlt.expect_or_drop("positive_amount", "amount > 0")
+@dlt.expect("known_status", "status IN ('NEW', 'SHIPPED')")
+def orders_silver():
+    return (dlt.read_stream("orders_bronze")
+            .select("order_id", "customer_id", col("amount").cast("double").alias("amount"),
+                    "status"))
+
+
+@dlt.table(comment="Revenue per customer.")
+def customer_revenue_gold():
+    return (dlt.read("LIVE.orders_silver").groupBy("customer_id")
+            .agg(F.sum("amount").alias("revenue"), F.count("*").alias("orders")))
+'''
+
+DLT_CDC = '''
+import dlt
+from pyspark.sql.functions import col, expr
+
+CHANGES = spark.conf.get("retail.customer_changes")
+
+
+@dlt.view
+def customers_updates():
+    return (spark.readStream.format("json")
+            .schema("customer_id BIGINT, name STRING, op STRING, seq BIGINT")
+            .load(CHANGES))
+
+
+dlt.create_streaming_table("customers")
+
+dlt.apply_changes(
+    target="customers",
+    source="customers_updates",
+    keys=["customer_id"],
+    sequence_by=col("seq"),
+    apply_as_deletes=expr("op = 'DELETE'"),
+    except_column_list=["op", "seq"],
+    stored_as_scd_type=1,
+)
+'''
+
+ORDERS = [
+    [{"order_id": 1, "customer_id": "a", "amount": 10.0, "status": "NEW"},
+     {"order_id": 2, "customer_id": "b", "amount": -5.0, "status": "NEW"},      # dropped
+     {"order_id": None, "customer_id": "a", "amount": 3.0, "status": "NEW"},    # dropped
+     {"order_id": 3, "customer_id": "a", "amount": 7.5, "status": "LOST"}],     # warned, kept
+    [{"order_id": 4, "customer_id": "b", "amount": 2.0, "status": "SHIPPED"}],
+]
+
+
+def only_the_import_changed(code: str) -> str:
+    changed = code.replace("\nimport dlt\n", "\nimport headwater.dlt as dlt\n", 1)
+    diff = [(a, b) for a, b in zip(code.splitlines(), changed.splitlines()) if a != b]
+    assert diff == [("import dlt", "import headwater.dlt as dlt")]
+    return changed
+
+
+def dlt_project(tmp_path: Path, files: dict[str, str]) -> Path:
+    import json
+
+    landing, changes = tmp_path / "landing", tmp_path / "changes"
+    landing.mkdir()
+    changes.mkdir()
+    (landing / "orders-0.json").write_text("\n".join(json.dumps(r) for r in ORDERS[0]) + "\n")
+    spec = BASIC + ("configuration:\n"
+                    f"  retail.landing: {json.dumps(str(landing))}\n"
+                    f"  retail.customer_changes: {json.dumps(str(changes))}\n")
+    return spec_project(tmp_path, spec, {f"transformations/{n}": only_the_import_changed(t)
+                                          for n, t in files.items()})
+
+
+def test_a_dlt_medallion_runs_with_only_the_import_changed(spark, keep_lakehouse, tmp_path):
+    import json
+
+    root = dlt_project(tmp_path, {"medallion.py": DLT_MEDALLION})
+    store = root / "storage"
+    outcome = run_project(root, echo=lambda _: None)
+    assert outcome.ok, outcome.results
+    assert [r["order_id"] for r in table_rows(store / "orders_silver", "order_id")] == [1, 3]
+    quarantined = DeltaTable(str(store / "orders_silver__quarantine")).to_pyarrow_table()
+    assert quarantined.num_rows == 2
+    gold = table_rows(store / "customer_revenue_gold", "customer_id")
+    assert gold == [{"customer_id": "a", "revenue": 17.5, "orders": 2}]
+    # gold returned a batch DataFrame: a materialized view, as @dlt.table makes it
+    (tmp_path / "landing" / "orders-1.json").write_text(json.dumps(ORDERS[1][0]) + "\n")
+    outcome = run_project(root, echo=lambda _: None)
+    assert outcome.ok, outcome.results
+    assert [r["order_id"] for r in table_rows(store / "orders_silver", "order_id")] == [1, 3, 4]
+    assert len(table_rows(store / "orders_bronze", "amount")) == 5  # no row read twice
+    gold = table_rows(store / "customer_revenue_gold", "customer_id")
+    assert gold == [{"customer_id": "a", "revenue": 17.5, "orders": 2},
+                    {"customer_id": "b", "revenue": 2.0, "orders": 1}]
+
+
+def _has_cdc_engine() -> bool:
+    from headwater.pipeline import api
+
+    return hasattr(api, "create_auto_cdc_flow")
+
+
+@pytest.mark.xfail(not _has_cdc_engine(), raises=HeadwaterError, strict=True,
+                   reason="AUTO CDC engine is built on branch cdc14 (issue 14); until it is merged "
+                          "dlt.apply_changes reaches register_auto_cdc_flow: HW_PIPELINE_UNSUPPORTED")
+def test_a_dlt_apply_changes_flow_runs_with_only_the_import_changed(spark, keep_lakehouse,
+                                                                   tmp_path):
+    import json
+
+    root = dlt_project(tmp_path, {"customers_cdc.py": DLT_CDC})
+    events = [{"customer_id": 1, "name": "Ann", "op": "UPSERT", "seq": 1},
+              {"customer_id": 2, "name": "Bob", "op": "UPSERT", "seq": 1},
+              {"customer_id": 1, "name": "Anne", "op": "UPSERT", "seq": 3},
+              {"customer_id": 1, "name": "Old", "op": "UPSERT", "seq": 2},    # out of order
+              {"customer_id": 2, "name": None, "op": "DELETE", "seq": 2}]
+    (tmp_path / "changes" / "c-0.json").write_text("\n".join(json.dumps(e) for e in events))
+    outcome = run_project(root, echo=lambda _: None)
+    assert outcome.ok, outcome.results
+    rows = table_rows(root / "storage" / "customers", "customer_id")
+    assert [(r["customer_id"], r["name"]) for r in rows] == [(1, "Anne")]
+    assert set(rows[0]) == {"customer_id", "name"}
+
+
+def test_dlt_options_headwater_cannot_honour_are_refused():
+    import headwater.dlt as dlt
+
+    for kwargs in ({"path": "/mnt/x"}, {"cluster_by": ["a"]}, {"temporary": True},
+                   {"row_filter": "f"}, {"spark_conf": {"a": "b"}}):
+        with pytest.raises(HeadwaterError) as info:
+            dlt.table(**kwargs)
+        assert info.value.code == "HW_PIPELINE_UNSUPPORTED"
+        assert next(iter(kwargs)) in str(info.value) and "test_sdp_projects.py" in str(info.value)
+    with pytest.raises(HeadwaterError) as info:
+        dlt.create_streaming_table("t", expect_all_or_drop={"a": "x > 0"})
+    assert info.value.code == "HW_PIPELINE_UNSUPPORTED"
+    with pytest.raises(HeadwaterError) as info:  # outside a pipeline load
+        dlt.table(lambda: None)
+    assert info.value.code == "HW_PIPELINE_NOT_LOADING"
