@@ -369,3 +369,153 @@ def test_dlt_options_headwater_cannot_honour_are_refused():
     with pytest.raises(HeadwaterError) as info:  # outside a pipeline load
         dlt.table(lambda: None)
     assert info.value.code == "HW_PIPELINE_NOT_LOADING"
+
+
+# --- (procs) code no one here wrote: run unchanged, compared with spark-pipelines ------------
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "pipeline_vs_sdp"
+
+
+def sdp_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """What `spark-pipelines` needs: the venv's bin on PATH, SPARK_HOME, the venv's Python."""
+    import os
+    import sys
+
+    import pyspark
+    from tests.support import cli_env
+
+    env = cli_env()
+    env.update({"PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+                "SPARK_HOME": str(Path(pyspark.__file__).parent),
+                "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
+    for var in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_API_MODE"):
+        env.pop(var, None)
+    env.update(extra or {})
+    return env
+
+
+def start_spark_pipelines(copy: Path, env: dict[str, str]):
+    """`spark-pipelines run` on ``copy`` (its own storage and warehouse), started now."""
+    import subprocess
+    import sys
+
+    exe = Path(sys.executable).with_name("spark-pipelines")
+    log = open(copy / "sdp.log", "wb")  # noqa: SIM115 - closed by the caller's wait
+    return subprocess.Popen(
+        [str(exe), "--conf", f"spark.sql.warehouse.dir={copy / 'warehouse'}", "run"],
+        cwd=copy, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_sdp(proc, copy: Path) -> None:
+    rc = proc.wait(timeout=600)
+    text = (copy / "sdp.log").read_text(errors="replace")
+    assert rc == 0 and "Run is COMPLETED" in text, text[-4000:]
+
+
+def sdp_rows(copy: Path, table: str) -> list[tuple]:
+    """A table SDP wrote: parquet under its warehouse (files starting with _ or . skipped)."""
+    import pyarrow.parquet as pq
+
+    return sorted(tuple(r.values()) for r in pq.read_table(copy / "warehouse" / table).to_pylist())
+
+
+def hw_rows(root: Path, table: str) -> list[tuple]:
+    rows = DeltaTable(str(root / table)).to_pyarrow_table().to_pylist()
+    return sorted(tuple(r.values()) for r in rows)
+
+
+def snapshot(project: Path) -> dict[str, str]:
+    return {p.relative_to(project).as_posix(): p.read_text() for p in project.rglob("*")
+            if p.is_file() and p.suffix in (".yml", ".yaml", ".py", ".sql")
+            and "__pycache__" not in p.parts}
+
+
+def sdp_copy_of(project: Path, copy: Path) -> None:
+    """The same project for spark-pipelines, with its storage (an absolute URI, as SDP
+    requires) in the copy."""
+    import shutil
+
+    shutil.copytree(project, copy)
+    spec = copy / "spark-pipeline.yml"
+    lines = [f"storage: {(copy / 'pipeline-storage').as_uri()}" if ln.startswith("storage:")
+             else ln for ln in spec.read_text().splitlines()]
+    spec.write_text("\n".join(lines) + "\n")
+    (copy / "pipeline-storage").mkdir(exist_ok=True)
+
+
+@pytest.mark.procs
+def test_pysparks_own_scaffold_runs_unchanged_twice_like_spark_pipelines(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.support import cli, show
+
+    made = subprocess.run([str(Path(sys.executable).with_name("spark-pipelines")), "init",
+                           "--name", "x"], cwd=tmp_path, env=sdp_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert made.returncode == 0, made.stdout + made.stderr
+    project = tmp_path / "x"
+    before = snapshot(project)
+    assert "transformations/example_python_materialized_view.py" in before
+    sdp_copy_of(project, tmp_path / "sdp")
+    sdp = start_spark_pipelines(tmp_path / "sdp", sdp_env())  # concurrently: ~60 s saved
+    try:
+        for _ in range(2):  # `cd x && headwater run`, twice
+            ran = cli("run", "--plain", cwd=project)
+            assert ran.returncode == 0, show(ran)
+            assert "2 flows ok, 0 failed or skipped" in ran.stdout, show(ran)
+    finally:
+        wait_sdp(sdp, tmp_path / "sdp")
+    assert snapshot(project) == before  # nothing of the project was changed
+    storage = project / "pipeline-storage"
+    for table in ("example_python_materialized_view", "example_sql_materialized_view"):
+        assert hw_rows(storage, table) == sdp_rows(tmp_path / "sdp", table), table
+    assert hw_rows(storage, "example_sql_materialized_view") == [(0,), (2,), (4,), (6,), (8,)]
+
+
+@pytest.mark.procs
+def test_the_benchmarks_sdp_project_runs_unchanged_twice_like_spark_pipelines(tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.support import CALL_TIMEOUT, HEADWATER, show
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        import orders_data
+    finally:
+        sys.path.remove(str(BENCH))
+    data = tmp_path / "input"
+    expected = orders_data.generate(data, 400, 4, seed=4)
+    env = {"PIPELINE_BENCH_INPUT": str(data),
+           "PYTHONPATH": os.pathsep.join([str(BENCH), os.environ.get("PYTHONPATH", "")])}
+    project = tmp_path / "sdp_project"
+    shutil.copytree(BENCH / "sdp_project", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "storage", "warehouse"))
+    storage = project / "storage"
+    # The spec the benchmark writes for it (SDP wants an absolute storage URI).
+    (project / "spark-pipeline.yml").write_text(
+        f"name: orders_bench\nstorage: {storage.as_uri()}\nconfiguration:\n"
+        '  spark.sql.shuffle.partitions: "2"\n  spark.sql.session.timeZone: "UTC"\n'
+        "libraries:\n  - glob:\n      include: transformations/**\n")
+    before = snapshot(project)
+    sdp_copy_of(project, tmp_path / "sdp")
+    sdp = start_spark_pipelines(tmp_path / "sdp", sdp_env(env))
+    runs = []
+    try:
+        for _ in range(2):
+            ran = subprocess.run([*HEADWATER, "run", "--plain"], cwd=project,
+                                 capture_output=True, text=True, timeout=CALL_TIMEOUT,
+                                 env=sdp_env(env), start_new_session=True)
+            assert ran.returncode == 0, show(ran)
+            runs.append({t: hw_rows(storage, t) for t in ("bronze", "silver", "gold")})
+    finally:
+        wait_sdp(sdp, tmp_path / "sdp")
+    assert snapshot(project) == before
+    first, second = runs
+    assert len(first["silver"]) == expected["silver_rows"]
+    assert second == first  # the second run is incremental: nothing appended twice
+    for table in ("silver", "gold"):
+        assert first[table] == sdp_rows(tmp_path / "sdp", table), table
