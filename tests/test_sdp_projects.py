@@ -416,12 +416,13 @@ def sdp_rows(copy: Path, table: str) -> list[tuple]:
     """A table SDP wrote: parquet under its warehouse (files starting with _ or . skipped)."""
     import pyarrow.parquet as pq
 
-    return sorted(tuple(r.values()) for r in pq.read_table(copy / "warehouse" / table).to_pylist())
+    return sorted((tuple(r.values()) for r in pq.read_table(copy / "warehouse" / table).to_pylist()),
+                  key=repr)
 
 
 def hw_rows(root: Path, table: str) -> list[tuple]:
     rows = DeltaTable(str(root / table)).to_pyarrow_table().to_pylist()
-    return sorted(tuple(r.values()) for r in rows)
+    return sorted((tuple(r.values()) for r in rows), key=repr)  # NULLs sort too
 
 
 def snapshot(project: Path) -> dict[str, str]:

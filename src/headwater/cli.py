@@ -47,7 +47,8 @@ def init(name: str, parent: str, format_: str) -> None:
 
 
 @main.command()
-@click.option("--project", "project_dir", default=".", help="Project folder (headwater.toml).")
+@click.option("--project", "project_dir", default=".",
+              help="Project folder (headwater.toml or spark-pipeline.yml).")
 def validate(project_dir: str) -> None:
     """Check the graph and every streaming query before anything runs."""
     from headwater.pipeline.run import load_project
@@ -70,7 +71,8 @@ def validate(project_dir: str) -> None:
 
 
 @main.command()
-@click.option("--project", "project_dir", default=".", help="Project folder (headwater.toml).")
+@click.option("--project", "project_dir", default=".",
+              help="Project folder (headwater.toml or spark-pipeline.yml).")
 @click.option("--trigger", default=None,
               help='available-now (default) or once: process what is there and stop. '
                    'An interval ("30 seconds") or "continuous" (every 500 ms): run until '
@@ -229,7 +231,7 @@ def factory(root: str, batches: int, interval: float, seed: int) -> None:
 
 _ROOT_OPTIONS = [
     click.option("--project", "project_dir", default=None,
-                 help="Project folder (headwater.toml); default: here."),
+                 help="Project folder (headwater.toml or spark-pipeline.yml); default: here."),
     click.option("--root", default=None, type=click.Path(file_okay=False),
                  help="The lakehouse folder instead of a project's (the demo: ./headwater-demo)."),
 ]
