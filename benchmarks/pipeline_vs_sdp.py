@@ -12,12 +12,17 @@ items[] and metadata[] arrays of structs; schema given explicitly on both sides)
   -> bronze: streaming table, raw
   -> silver: streaming table, explode_outer(metadata) then explode_outer(items), flattened
   -> gold:   materialized view, per country: orders, silver rows, quantity, exact revenue.
-The logic is one module (orders_transforms.py) imported by both definitions files. headwater
-writes Delta tables; SDP writes parquet tables (no Delta jars without a download).
+Both tools run the same unchanged SDP project (pipeline_vs_sdp/sdp_project: `from pyspark
+import pipelines as dp`, the `spark` global SDP injects; logic in orders_transforms.py) from
+the same spark-pipeline.yml the harness writes into each copy. headwater writes Delta tables;
+SDP writes parquet tables (no Delta jars without a download).
 
 Settings: the [spark] table of pipeline_vs_sdp/hw_project/headwater.toml is the one source;
 SDP gets the same values (master local[2] via --remote, driver memory, shuffle partitions,
-time zone). Both definitions files print the effective settings and the harness checks them.
+time zone); headwater reads the spec's configuration plus a headwater.toml the harness writes
+beside the spec (master, driver memory). The definitions file prints the effective settings
+and the harness checks them. (hw_project/transformations is headwater's own spelling of the
+same pipeline, kept for reading; the harness no longer runs it.)
 
 Rules (benchmarks/README.md): data generated once (seeded) into the work dir and reused; one
 discarded warm-up run per tool, then --runs runs interleaved (hw, sdp, hw, sdp, ...); medians.
@@ -174,16 +179,33 @@ class Tool:
         raise NotImplementedError
 
 
+def sdp_project_copy(project: Path, storage: Path, sql_conf: dict[str, str]) -> None:
+    """A copy of the SDP project (pipeline_vs_sdp/sdp_project) with its spec: both tools run
+    this same unchanged project. SDP wants an absolute storage URI; for headwater the storage
+    is the lakehouse (tables and checkpoints)."""
+    shutil.rmtree(project, ignore_errors=True)
+    shutil.copytree(HERE / "sdp_project", project, ignore=shutil.ignore_patterns("__pycache__"))
+    lines = ["# Written by benchmarks/pipeline_vs_sdp.py.", "name: orders_bench",
+             f"storage: {storage.as_uri()}", "configuration:"]
+    lines += [f"  {k}: {json.dumps(v)}" for k, v in sql_conf.items()]
+    lines += ["libraries:", "  - glob:", "      include: transformations/**", ""]
+    (project / "spark-pipeline.yml").write_text("\n".join(lines))
+
+
 class Headwater(Tool):
     name = HW
 
     def __init__(self, workdir: Path, settings: dict[str, str]) -> None:
+        # The SDP project, unchanged; the settings SDP gets on its command line (master,
+        # driver memory) go in a headwater.toml beside the spec, which holds only those.
         self.project = workdir / "headwater"
-        shutil.rmtree(self.project, ignore_errors=True)
-        shutil.copytree(HERE / "hw_project", self.project,
-                        ignore=shutil.ignore_patterns("__pycache__", "lakehouse"))
-        with open(self.project / "headwater.toml", "rb") as f:
-            self.root = self.project / tomllib.load(f)["pipeline"]["root"]
+        self.root = self.project / "storage"
+        sdp_project_copy(self.project, self.root,
+                         {k: v for k, v in settings.items() if k.startswith("spark.sql.")})
+        conf = "\n".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in settings.items())
+        (self.project / "headwater.toml").write_text(
+            "# Written by benchmarks/pipeline_vs_sdp.py: headwater's keys beside the spec.\n"
+            f'[pipeline]\ntrigger = "available-now"\n\n[spark]\n{conf}\n')
 
     def clean(self) -> None:
         for path in (self.root, self.project / "spark-warehouse", self.project / "metastore_db"):
@@ -220,9 +242,6 @@ class Sdp(Tool):
 
     def __init__(self, workdir: Path, settings: dict[str, str]) -> None:
         self.project = workdir / "sdp"
-        shutil.rmtree(self.project, ignore_errors=True)
-        shutil.copytree(HERE / "sdp_project", self.project,
-                        ignore=shutil.ignore_patterns("__pycache__"))
         self.storage = self.project / "storage"  # checkpoints
         self.warehouse = self.project / "warehouse"  # the tables (spark_catalog.default.*)
         conf = dict(settings)
@@ -234,11 +253,7 @@ class Sdp(Tool):
         self.sql_conf = {k: v for k, v in conf.items() if k.startswith("spark.sql.")}
         self.launch_conf = {k: v for k, v in conf.items() if k not in self.sql_conf}
         self.launch_conf["spark.sql.warehouse.dir"] = str(self.warehouse)
-        lines = ["# Written by benchmarks/pipeline_vs_sdp.py.", "name: orders_bench",
-                 f"storage: {self.storage.as_uri()}", "configuration:"]
-        lines += [f"  {k}: {json.dumps(v)}" for k, v in self.sql_conf.items()]
-        lines += ["libraries:", "  - glob:", "      include: transformations/**", ""]
-        (self.project / "spark-pipeline.yml").write_text("\n".join(lines))
+        sdp_project_copy(self.project, self.storage, self.sql_conf)
 
     def clean(self) -> None:
         for path in (self.storage, self.warehouse, self.project / "spark-warehouse",

@@ -31,19 +31,24 @@ def main() -> None:
 @click.argument("name")
 @click.option("--dir", "parent", default=".", type=click.Path(file_okay=False),
               help="Folder to create the project in (default: here).")
-def init(name: str, parent: str) -> None:
+@click.option("--format", "format_", type=click.Choice(["headwater", "sdp"]),
+              default="headwater", show_default=True,
+              help="headwater.toml + headwater's decorators, or sdp: spark-pipeline.yml + "
+                   "`from pyspark import pipelines as dp` + a SQL file.")
+def init(name: str, parent: str, format_: str) -> None:
     """Scaffold a working pipeline project NAME: JSON landing zone -> bronze -> silver -> gold."""
     from headwater.pipeline.scaffold import scaffold
 
     try:
-        path = scaffold(Path(parent) / name, name)
+        path = scaffold(Path(parent) / name, name, format_)
     except HeadwaterError as exc:
         _fail(exc)
     click.echo(f"created {path}\n  cd {path}\n  headwater validate\n  headwater run")
 
 
 @main.command()
-@click.option("--project", "project_dir", default=".", help="Project folder (headwater.toml).")
+@click.option("--project", "project_dir", default=".",
+              help="Project folder (headwater.toml or spark-pipeline.yml).")
 def validate(project_dir: str) -> None:
     """Check the graph and every streaming query before anything runs."""
     from headwater.pipeline.run import load_project
@@ -66,7 +71,8 @@ def validate(project_dir: str) -> None:
 
 
 @main.command()
-@click.option("--project", "project_dir", default=".", help="Project folder (headwater.toml).")
+@click.option("--project", "project_dir", default=".",
+              help="Project folder (headwater.toml or spark-pipeline.yml).")
 @click.option("--trigger", default=None,
               help='available-now (default) or once: process what is there and stop. '
                    'An interval ("30 seconds") or "continuous" (every 500 ms): run until '
@@ -225,7 +231,7 @@ def factory(root: str, batches: int, interval: float, seed: int) -> None:
 
 _ROOT_OPTIONS = [
     click.option("--project", "project_dir", default=None,
-                 help="Project folder (headwater.toml); default: here."),
+                 help="Project folder (headwater.toml or spark-pipeline.yml); default: here."),
     click.option("--root", default=None, type=click.Path(file_okay=False),
                  help="The lakehouse folder instead of a project's (the demo: ./headwater-demo)."),
 ]

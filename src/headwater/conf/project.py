@@ -1,4 +1,5 @@
-"""A pipeline project: ``headwater.toml`` plus the definition files it names.
+"""A pipeline project: ``headwater.toml`` (or Spark Declarative Pipelines'
+``spark-pipeline.yml``, see :mod:`headwater.conf.sdp_spec`) plus the definition files it names.
 
 ```toml
 [pipeline]
@@ -35,15 +36,25 @@ class Project:
     master: str | None = None
     event_log: bool = True
     spark_conf: dict[str, str] = field(default_factory=dict)
+    spec: Path | None = None  # the spark-pipeline.yml it was read from, if any
 
     @classmethod
     def load(cls, project_dir: str | Path = ".") -> Project:
+        """Read the project in ``project_dir`` (a folder, or its headwater.toml /
+        spark-pipeline.yml): a spark-pipeline spec wins, and a headwater.toml beside it then
+        only adds headwater's keys."""
+        from headwater.conf.sdp_spec import SPEC_FILES, find_spec, load_spec
+
         path = Path(project_dir).resolve()
+        spec = find_spec(path) if path.is_dir() else (path if path.name in SPEC_FILES else None)
+        if spec is not None:
+            return load_spec(spec, cls)
         config = path / CONFIG if path.is_dir() else path
         if not config.is_file():
             raise HeadwaterError(
-                "HW_PROJECT_NOT_FOUND", f"No {CONFIG} in {path}.",
-                "A pipeline project is a folder with a headwater.toml naming its definitions.",
+                "HW_PROJECT_NOT_FOUND", f"No {CONFIG} or spark-pipeline.yml in {path}.",
+                "A pipeline project is a folder with a headwater.toml (or Spark Declarative "
+                "Pipelines' spark-pipeline.yml) naming its definitions.",
                 "Run the command in the project folder, pass --project DIR, or create one with "
                 "`headwater init NAME`.")
         try:
@@ -84,12 +95,14 @@ class Project:
     def files(self) -> list[Path]:
         found: list[Path] = []
         for pattern in self.definitions:
-            matches = sorted(p for p in self.dir.glob(pattern) if p.is_file())
+            matches = sorted(p for p in self.dir.glob(pattern)
+                             if p.is_file() and "__pycache__" not in p.parts)
             if not matches:
                 raise HeadwaterError(
                     "HW_PROJECT_INVALID", f"definitions pattern {pattern!r} matches no file in "
                     f"{self.dir}.", "Every pattern in [pipeline] definitions should find files.",
-                    "Fix the glob (relative to headwater.toml) or remove it.")
+                    f"Fix the glob (relative to {(self.spec or Path(CONFIG)).name}) or remove "
+                    "it.")
             found.extend(m for m in matches if m not in found)
         return found
 

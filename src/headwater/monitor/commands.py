@@ -28,11 +28,13 @@ def resolve_root(project_dir: str | None, root: str | None) -> Path:
         path = Path(root).expanduser().resolve()
     else:
         from headwater.conf.project import CONFIG, Project
+        from headwater.conf.sdp_spec import find_spec
 
         folder = Path(project_dir or ".")
-        if not (folder / CONFIG).is_file():
+        if not (folder / CONFIG).is_file() and find_spec(folder.resolve()) is None:
             raise HeadwaterError(
-                "HW_PROJECT_NOT_FOUND", f"No {CONFIG} in {folder.resolve()} and no --root.",
+                "HW_PROJECT_NOT_FOUND", f"No {CONFIG} or spark-pipeline.yml in "
+                f"{folder.resolve()} and no --root.",
                 "The command reads a lakehouse: a project's root or a folder of tables.",
                 "Run it in the project folder, or pass --project DIR or --root LAKEHOUSE "
                 "(the demo's is ./headwater-demo).")

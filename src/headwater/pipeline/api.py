@@ -154,10 +154,7 @@ def create_streaming_table(name: str, *, comment: str | None = None,
                            output_mode: Literal["append", "complete", "update"] = "append",
                            keys: Iterable[str] | None = None) -> None:
     """A streaming table without a query of its own: append flows fill it."""
-    frame = inspect.currentframe()
-    caller = frame.f_back if frame is not None else None
-    where = Location(caller.f_code.co_filename, caller.f_lineno) if caller else \
-        Location("<unknown>", 0)
+    where = caller_location()
     if output_mode not in OUTPUT_MODES:
         raise HeadwaterError(
             "HW_OPTION_INVALID", f"{where}: output_mode={output_mode!r} for {name!r}.",

@@ -41,7 +41,15 @@ from headwater.pipeline.edges import (
     unregister,
 )
 from headwater.pipeline.graph_queries import GraphQueries
-from headwater.pipeline.model import MATERIALIZED_VIEW, TABLE, VIEW, Flow, Location
+from headwater.pipeline.model import (
+    KIND_FROM_QUERY,
+    MATERIALIZED_VIEW,
+    TABLE,
+    VIEW,
+    Flow,
+    Location,
+    as_materialized_view,
+)
 from headwater.pipeline.registry import Registry
 from headwater.pipeline.shape import check_kind, conform
 
@@ -148,6 +156,7 @@ class Graph(GraphQueries):
         else:  # pragma: no cover - each retry resolves one more dataset
             raise HeadwaterError("HW_PIPELINE_DEFINITION_FAILED",
                                  f"{flow.location}: {dataset.name!r} never resolved.")
+        dataset = self.registry.datasets[dataset.name]  # its kind may follow the query
         reads = self.names.reads(df, hints, flow.location)
         if dataset.kind == TABLE:
             for read in reads:
@@ -186,9 +195,20 @@ class Graph(GraphQueries):
         finally:
             self._evaluations.pop()
         if not substitutes:  # a substituted stream is a batch by design
+            dataset = self._kind_from_query(dataset, flow, df)
             check_kind(dataset, flow, df)
         # AUTO CDC: the flow returns change events, not the table's rows.
         return (df if flow.cdc is not None else conform(dataset, flow, df)), evaluation.hints
+
+    def _kind_from_query(self, dataset: Any, flow: Flow, df: Any) -> Any:
+        """A DLT-style table returning a batch DataFrame is a materialized view."""
+        from pyspark.sql import DataFrame
+
+        if dataset.kind == TABLE and getattr(flow.func, KIND_FROM_QUERY, False) \
+                and isinstance(df, DataFrame) and not df.isStreaming:
+            dataset = as_materialized_view(dataset)
+            self.registry.datasets[dataset.name] = dataset
+        return dataset
 
     def _definition_failed(self, dataset: Any, flow: Flow, exc: Exception) -> Exception:
         where = _user_line(exc, flow.location)

@@ -6,6 +6,7 @@ see :mod:`headwater.pipeline.sql_files`)."""
 
 from __future__ import annotations
 
+import os
 import runpy
 import sys
 import traceback
@@ -17,29 +18,41 @@ from headwater.pipeline.registry import Registry, collecting
 
 
 def load_definitions(project: Project) -> Registry:
-    """Run every definition file; return the filled (finished) registry."""
+    """Run every definition file; return the filled (finished) registry.
+
+    Python files see a global ``spark`` (the active session), as SDP's CLI injects one; a
+    project read from a spark-pipeline.yml also loads with its folder as the working
+    directory, as SDP does."""
+    from pyspark.sql import SparkSession
+
     registry = Registry()
     sys.path.insert(0, str(project.dir))
+    spark = SparkSession.getActiveSession()
+    cwd = os.getcwd()
     try:
+        if project.spec is not None:
+            os.chdir(project.dir)
         with collecting(registry):
             for file in project.files():
                 if file.suffix == ".sql":
                     registry.register_sql(file.read_text(), file)
                 elif file.suffix == ".py":
-                    _run_python_file(file)
+                    _run_python_file(file, {"spark": spark} if spark is not None else {})
                 else:
                     raise HeadwaterError(
                         "HW_PROJECT_INVALID", f"{file}: definitions are .py or .sql files.",
                         "headwater reads Python decorators and SQL CREATE statements.",
                         "Rename the file or narrow the glob.")
     finally:
+        os.chdir(cwd)
         sys.path.remove(str(project.dir))
     return registry.finish()
 
 
-def _run_python_file(file: Path) -> None:
+def _run_python_file(file: Path, init_globals: dict[str, object]) -> None:
     try:
-        runpy.run_path(str(file), run_name=f"headwater_pipeline.{file.stem}")
+        runpy.run_path(str(file), init_globals=init_globals,
+                       run_name=f"headwater_pipeline.{file.stem}")
     except HeadwaterError:
         raise
     except Exception as exc:

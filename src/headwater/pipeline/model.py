@@ -181,6 +181,17 @@ class View:
 
 Dataset = Union[StreamingTable, MaterializedView, View]
 
+# Set on a definition function (by ``headwater.dlt.table``) whose streaming table becomes a
+# materialized view when the function returns a batch DataFrame, as Databricks' @dlt.table does.
+KIND_FROM_QUERY = "_hw_kind_from_query"
+
+
+def as_materialized_view(table: StreamingTable) -> MaterializedView:
+    """The same stored fields, recomputed from batch reads instead."""
+    return MaterializedView(name=table.name, location=table.location, comment=table.comment,
+                            properties=table.properties, partition_by=table.partition_by,
+                            schema=table.schema, expectations=table.expectations)
+
 
 def describe(dataset: Any) -> str:
     """'streaming table', 'materialized view' or 'view', for messages."""

@@ -1,0 +1,174 @@
+"""Databricks' DLT Python names on headwater: ``import headwater.dlt as dlt`` runs DLT pipeline
+code with only the import changed.
+
+Every name is a thin alias over headwater's own decorators (:mod:`headwater.pipeline.api`), so
+both spellings share one registry and one code path. What DLT means differently:
+
+- ``@dlt.table`` is a streaming table when its function returns a stream, and a materialized
+  view when it returns a batch DataFrame (decided when the graph resolves the query).
+- ``dlt.read("LIVE.x")`` / ``dlt.read_stream("LIVE.x")``: the ``LIVE.`` prefix is dropped.
+- ``dlt.apply_changes`` / ``dlt.create_auto_cdc_flow`` go to headwater's AUTO CDC flow.
+
+Refused with ``HW_PIPELINE_UNSUPPORTED`` (headwater has no equivalent): ``path=`` (tables live
+in the lakehouse), ``cluster_by``, ``row_filter``, ``temporary=True``, ``spark_conf`` on
+datasets, expectations passed to ``create_streaming_table``, sinks, snapshot CDC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from headwater.errors import HeadwaterError
+from headwater.pipeline import api
+from headwater.pipeline.api import (
+    expect,
+    expect_all,
+    expect_all_or_drop,
+    expect_all_or_fail,
+    expect_or_drop,
+    expect_or_fail,
+)
+from headwater.pipeline.model import KIND_FROM_QUERY
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = [
+    "append_flow", "apply_changes", "create_auto_cdc_flow", "create_streaming_table", "expect",
+    "expect_all", "expect_all_or_drop", "expect_all_or_fail", "expect_or_drop", "expect_or_fail",
+    "materialized_view", "read", "read_stream", "table", "view",
+]
+
+
+def _refuse(what: str, **given: Any) -> None:
+    """HW_PIPELINE_UNSUPPORTED for each DLT option headwater has no equivalent for."""
+    used = [k for k, v in given.items() if v not in (None, False, {}, [], ())]
+    if used:
+        where = api.caller_location()
+        raise HeadwaterError(
+            "HW_PIPELINE_UNSUPPORTED", f"{where}: dlt.{what}({', '.join(f'{k}=...' for k in used)}"
+            ") is not supported by headwater.",
+            "headwater stores every dataset as a Delta table in the pipeline's lakehouse; "
+            "external paths, liquid clustering, row filters, temporary tables and per-dataset "
+            "Spark settings have no equivalent there.",
+            f"Remove {', '.join(used)} (see 'Coming from SDP or DLT' in the README).")
+
+
+def table(query_function: Callable[..., Any] | None = None, *, name: str | None = None,
+          comment: str | None = None, spark_conf: Mapping[str, str] | None = None,
+          table_properties: Mapping[str, str] | None = None,
+          partition_cols: Iterable[str] | None = None, cluster_by: Iterable[str] | None = None,
+          path: str | None = None, schema: Any = None, row_filter: str | None = None,
+          temporary: bool = False) -> Any:
+    """DLT's ``@dlt.table``: a streaming table, or a materialized view when the function returns
+    a batch DataFrame. name (default the function's), comment (default the docstring),
+    table_properties, partition_cols, schema: as in DLT."""
+    _refuse("table", spark_conf=spark_conf, cluster_by=cluster_by, path=path,
+            row_filter=row_filter, temporary=temporary)
+
+    def register(f: Callable[..., Any]) -> Callable[..., Any]:
+        setattr(f, KIND_FROM_QUERY, True)
+        return api.table(name=name, comment=comment, table_properties=table_properties,
+                         partition_by=partition_cols, schema=schema)(f)
+
+    return register(query_function) if query_function is not None else register
+
+
+def materialized_view(query_function: Callable[..., Any] | None = None, *,
+                      name: str | None = None, comment: str | None = None,
+                      spark_conf: Mapping[str, str] | None = None,
+                      table_properties: Mapping[str, str] | None = None,
+                      partition_cols: Iterable[str] | None = None,
+                      cluster_by: Iterable[str] | None = None, path: str | None = None,
+                      schema: Any = None, row_filter: str | None = None) -> Any:
+    """DLT's ``@dlt.materialized_view``: recomputed from batch reads each run."""
+    _refuse("materialized_view", spark_conf=spark_conf, cluster_by=cluster_by, path=path,
+            row_filter=row_filter)
+    decorator = api.materialized_view(name=name, comment=comment,
+                                      table_properties=table_properties,
+                                      partition_by=partition_cols, schema=schema)
+    return decorator(query_function) if query_function is not None else decorator
+
+
+def view(query_function: Callable[..., Any] | None = None, *, name: str | None = None,
+         comment: str | None = None, spark_conf: Mapping[str, str] | None = None) -> Any:
+    """DLT's ``@dlt.view``: a named query other datasets read; not stored."""
+    _refuse("view", spark_conf=spark_conf)
+    decorator = api.view(name=name, comment=comment)
+    return decorator(query_function) if query_function is not None else decorator
+
+
+def _live(name: str) -> str:
+    """DLT's ``LIVE.x`` (the pipeline's own dataset) is headwater's ``x``."""
+    return name[5:] if name[:5].lower() == "live." else name
+
+
+def read(name: str, **options: Any) -> DataFrame:
+    """DLT's ``dlt.read``: a batch read of a pipeline dataset or lakehouse table."""
+    return api.read(_live(name), **options)
+
+
+def read_stream(name: str, **options: Any) -> DataFrame:
+    """DLT's ``dlt.read_stream``: a stream over a pipeline dataset or lakehouse table."""
+    return api.read_stream(_live(name), **options)
+
+
+def create_streaming_table(name: str, comment: str | None = None,
+                           spark_conf: Mapping[str, str] | None = None,
+                           table_properties: Mapping[str, str] | None = None,
+                           partition_cols: Iterable[str] | None = None,
+                           cluster_by: Iterable[str] | None = None, path: str | None = None,
+                           schema: Any = None,
+                           expect_all: Mapping[str, str] | None = None,
+                           expect_all_or_drop: Mapping[str, str] | None = None,
+                           expect_all_or_fail: Mapping[str, str] | None = None,
+                           row_filter: str | None = None) -> None:
+    """DLT's ``dlt.create_streaming_table``: a table filled by append or AUTO CDC flows."""
+    _refuse("create_streaming_table", spark_conf=spark_conf, cluster_by=cluster_by, path=path,
+            row_filter=row_filter, expect_all=expect_all,
+            expect_all_or_drop=expect_all_or_drop, expect_all_or_fail=expect_all_or_fail)
+    api.create_streaming_table(name, comment=comment, table_properties=table_properties,
+                               partition_by=partition_cols, schema=schema)
+
+
+def append_flow(func: Callable[..., Any] | None = None, *, target: str,
+                name: str | None = None, comment: str | None = None,
+                spark_conf: Mapping[str, str] | None = None, once: bool = False) -> Any:
+    """DLT's ``@dlt.append_flow``: one more streaming flow into the table ``target``."""
+    return api.append_flow(func, target=target, name=name, once=once, spark_conf=spark_conf)
+
+
+def create_auto_cdc_flow(target: str, source: str, keys: Any, sequence_by: Any,
+                         where: Any = None, ignore_null_updates: bool = False,
+                         apply_as_deletes: Any = None, apply_as_truncates: Any = None,
+                         column_list: Any = None, except_column_list: Any = None,
+                         stored_as_scd_type: int | str = 1,
+                         track_history_column_list: Any = None,
+                         track_history_except_column_list: Any = None,
+                         flow_name: str | None = None, name: str | None = None,
+                         once: bool = False) -> None:
+    """DLT's ``dlt.apply_changes`` / ``dlt.create_auto_cdc_flow``: the change events of
+    ``source`` applied by ``keys`` in ``sequence_by`` order to the streaming table ``target``
+    (SCD type 1 or 2), through headwater's AUTO CDC flow."""
+    _refuse("create_auto_cdc_flow", where=where, once=once)
+    args: dict[str, Any] = dict(
+        target=target, source=source, keys=keys, sequence_by=sequence_by,
+        apply_as_deletes=apply_as_deletes, column_list=column_list,
+        except_column_list=except_column_list, stored_as_scd_type=stored_as_scd_type,
+        name=flow_name or name, track_history_column_list=track_history_column_list,
+        track_history_except_column_list=track_history_except_column_list)
+    headwater_cdc = getattr(api, "create_auto_cdc_flow", None)  # the CDC engine's API
+    if headwater_cdc is not None:
+        headwater_cdc(**args, apply_as_truncates=apply_as_truncates,
+                      ignore_null_updates=ignore_null_updates)
+        return
+    # Without it, SDP's own function reaches the registry's register_auto_cdc_flow.
+    _refuse("create_auto_cdc_flow", apply_as_truncates=apply_as_truncates,
+            ignore_null_updates=ignore_null_updates)
+    from pyspark import pipelines as dp
+
+    dp.create_auto_cdc_flow(**args)
+
+
+apply_changes = create_auto_cdc_flow
