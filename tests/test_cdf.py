@@ -187,11 +187,23 @@ def test_table_changes_sql_and_reads_by_name(spark, tmp, keep_lakehouse):
                                                 ("update_preimage", 1)]
 
 
-def test_read_stream_read_change_feed_in_a_pipeline_edge(spark, tmp, keep_lakehouse):
-    import headwater
+def test_read_stream_read_change_feed_in_a_pipeline(spark, tmp, keep_lakehouse):
+    """A pipeline's streaming table over read_stream(name, read_change_feed=True): the option
+    is on the flow's edge, and the run reads change rows (not the native file path)."""
+    from tests.pipelines import build, project, run
 
-    root = tmp / "lake"
-    write(root / "src", {"id": [1], "v": ["a"]}, configuration=CDF)
-    Lakehouse(root, spark)
-    df = headwater.read_stream("src", read_change_feed=True)
-    assert df.isStreaming and "_change_type" in df.columns
+    root = project(tmp, {"changes.py": """
+        @headwater.table
+        def changes():
+            return headwater.read_stream("src", read_change_feed=True, startingVersion=0)
+    """})
+    write(root / "lake" / "src", {"id": [1, 2], "v": ["a", "b"]}, configuration=CDF)
+    RsTable(str(root / "lake" / "src")).delete("id = 1")
+    graph = build(spark, root, dry=True)
+    reads = [r for flow in graph.flows.values() for r in flow.reads]
+    assert [(r.name, dict(r.options).get("readChangeFeed")) for r in reads] == [("src", "true")]
+    lake, results = run(spark, root)
+    assert results["changes"].status == "completed", results
+    rows = lake.read("changes").select(*KEY).collect()
+    assert sorted(tuple(r) for r in rows) == [(0, "insert", 1, "a"), (0, "insert", 2, "b"),
+                                             (1, "delete", 1, "a")]
