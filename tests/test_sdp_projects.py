@@ -15,19 +15,6 @@ from headwater.conf.project import Project
 from headwater.errors import HeadwaterError
 from headwater.pipeline.run import run_project
 
-SDP_PY = """
-from pyspark import pipelines as dp
-from pyspark.sql import DataFrame
-
-@dp.materialized_view
-def numbers() -> DataFrame:
-    return spark.range(10)
-
-@dp.table
-def events() -> DataFrame:
-    return spark.readStream.format("rate").option("rowsPerSecond", 1).load().limit(0)
-"""
-
 
 def spec_project(tmp_path: Path, spec: str, files: dict[str, str] | None = None,
                  name: str = "spark-pipeline.yml") -> Path:
