@@ -15,19 +15,6 @@ from headwater.conf.project import Project
 from headwater.errors import HeadwaterError
 from headwater.pipeline.run import run_project
 
-SDP_PY = """
-from pyspark import pipelines as dp
-from pyspark.sql import DataFrame
-
-@dp.materialized_view
-def numbers() -> DataFrame:
-    return spark.range(10)
-
-@dp.table
-def events() -> DataFrame:
-    return spark.readStream.format("rate").option("rowsPerSecond", 1).load().limit(0)
-"""
-
 
 def spec_project(tmp_path: Path, spec: str, files: dict[str, str] | None = None,
                  name: str = "spark-pipeline.yml") -> Path:
@@ -412,17 +399,28 @@ def wait_sdp(proc, copy: Path) -> None:
     assert rc == 0 and "Run is COMPLETED" in text, text[-4000:]
 
 
+def comparable(rows: list[dict]) -> list[tuple]:
+    """Rows in a stable order, timestamps as UTC wall time (Spark's parquet and delta-rs spell
+    the same UTC instant with different tzinfo objects)."""
+    import datetime as dt
+
+    def value(v):
+        if isinstance(v, dt.datetime) and v.tzinfo is not None:
+            return v.astimezone(dt.UTC).replace(tzinfo=None)
+        return v
+
+    return sorted((tuple(value(v) for v in r.values()) for r in rows), key=repr)
+
+
 def sdp_rows(copy: Path, table: str) -> list[tuple]:
     """A table SDP wrote: parquet under its warehouse (files starting with _ or . skipped)."""
     import pyarrow.parquet as pq
 
-    return sorted((tuple(r.values()) for r in pq.read_table(copy / "warehouse" / table).to_pylist()),
-                  key=repr)
+    return comparable(pq.read_table(copy / "warehouse" / table).to_pylist())
 
 
 def hw_rows(root: Path, table: str) -> list[tuple]:
-    rows = DeltaTable(str(root / table)).to_pyarrow_table().to_pylist()
-    return sorted((tuple(r.values()) for r in rows), key=repr)  # NULLs sort too
+    return comparable(DeltaTable(str(root / table)).to_pyarrow_table().to_pylist())
 
 
 def snapshot(project: Path) -> dict[str, str]:
