@@ -1,6 +1,6 @@
 """Where Spark's copy-on-write DML becomes faster than delta-rs on the driver.
 
-    .venv/bin/python benchmarks/dml_crossover.py [--rows 10000,100000,1000000] [--runs 3]
+    .venv/bin/python benchmarks/dml_crossover.py [--rows 10000,100000,1000000] [--runs 3] [--ops DELETE,MERGE]
 
 For each target size: a DELETE of 1% of the rows and a MERGE updating 1% (source of 1% of the
 keys), on engine="spark" and engine="delta-rs", each on a fresh copy of the same table (copied
@@ -62,6 +62,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", default="10000,100000,1000000")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--ops", default="DELETE,MERGE", help="Statements to measure.")
     args = parser.parse_args()
     spark = headwater.spark_session("local[2]", conf={"spark.sql.shuffle.partitions": "2",
                                                       "spark.ui.enabled": "false"})
@@ -72,7 +73,7 @@ def main() -> None:
         for rows in (int(r) for r in args.rows.split(",")):
             template = base / f"t{rows}"
             size = make_table(template, rows)
-            for op in ("DELETE 1%", "MERGE 1%"):
+            for op in (f"{o.strip()} 1%" for o in args.ops.split(",")):
                 times: dict[str, list[tuple]] = {"spark": [], "delta-rs": []}
                 for i in range(args.runs + 1):  # run 0: warm-up, discarded
                     for engine in ("spark", "delta-rs"):

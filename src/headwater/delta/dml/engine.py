@@ -18,8 +18,14 @@ if TYPE_CHECKING:
 ENGINES = ("auto", "spark", "delta-rs")
 # Largest target (bytes of its data files) ``auto`` gives delta-rs. benchmarks/dml_crossover.py
 # (this machine, 2 shared cores; DELETE of 1% / UPDATE of 1%, median of 3 after a warm-up):
-# CROSSOVER_NUMBERS_HERE
-DELTA_RS_MAX_TARGET_BYTES = 256 * 1024 * 1024
+#   rows (MB)       DELETE spark / delta-rs    MERGE spark / delta-rs  (wall seconds)
+#   10k (0.2)       14.4 / 0.37                13.6 / 1.02
+#   100k (1.8)       8.0 / 0.92                16.8 / 1.69
+#   1M (14.9)       11.3 / 2.51                56.8 / 7.02
+# delta-rs was faster at every size measured; its time grows with the bytes it rewrites
+# (~0.15 s/MB for DELETE here) while Spark's is mostly fixed job cost, so the lines cross
+# near 64 MB by extrapolation. The bound also caps what the driver holds in memory.
+DELTA_RS_MAX_TARGET_BYTES = 64 * 1024 * 1024
 # A MERGE's source is collected to the driver for delta-rs: only small ones.
 DELTA_RS_MAX_SOURCE_ROWS = 1_000_000
 
