@@ -26,6 +26,7 @@ def _source_reader(source: str):
         return spark.readStream.table(source)
 
     read.__name__ = f"auto_cdc_from_{source}"
+    read.cdc_source = source  # type: ignore[attr-defined]  # the graph reads it itself
     return read
 
 
@@ -81,6 +82,9 @@ def cdc_flow_from_sql(plan: Any, sql: str, name: str, target: str,
         return SparkSession.active().sql(f"SELECT * FROM {source_sql}")
 
     read.__name__ = f"auto_cdc_{name}"
+    if source.getClass().getSimpleName() == "UnresolvedRelation":  # STREAM(name)
+        read.cdc_source = ".".join(  # type: ignore[attr-defined]
+            str(source.multipartIdentifier().mkString("\u0001")).split("\u0001"))
     return model.Flow(name=name, target=target, func=read, location=location,
                       sql=f"SELECT * FROM {source_sql}", cdc=spec)
 
