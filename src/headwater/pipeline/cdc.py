@@ -4,6 +4,7 @@ flow writer applies each micro-batch with :func:`headwater.delta.cdc.apply_chang
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -82,9 +83,11 @@ def cdc_flow_from_sql(plan: Any, sql: str, name: str, target: str,
         return SparkSession.active().sql(f"SELECT * FROM {source_sql}")
 
     read.__name__ = f"auto_cdc_{name}"
-    if source.getClass().getSimpleName() == "UnresolvedRelation":  # STREAM(name)
-        read.cdc_source = ".".join(  # type: ignore[attr-defined]
-            str(source.multipartIdentifier().mkString("\u0001")).split("\u0001"))
+    # FROM STREAM(name): the graph reads the dataset itself (the lakehouse's session)
+    stream_of = re.fullmatch(r"STREAM\s*\(?\s*([A-Za-z_][\w.]*)\s*\)?", source_sql.strip(),
+                             re.IGNORECASE)
+    if stream_of:
+        read.cdc_source = stream_of.group(1)  # type: ignore[attr-defined]
     return model.Flow(name=name, target=target, func=read, location=location,
                       sql=f"SELECT * FROM {source_sql}", cdc=spec)
 
