@@ -4,6 +4,7 @@ flow writer applies each micro-batch with :func:`headwater.delta.cdc.apply_chang
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ def _source_reader(source: str):
         return spark.readStream.table(source)
 
     read.__name__ = f"auto_cdc_from_{source}"
+    read.cdc_source = source  # type: ignore[attr-defined]  # the graph reads it itself
     return read
 
 
@@ -81,6 +83,11 @@ def cdc_flow_from_sql(plan: Any, sql: str, name: str, target: str,
         return SparkSession.active().sql(f"SELECT * FROM {source_sql}")
 
     read.__name__ = f"auto_cdc_{name}"
+    # FROM STREAM(name): the graph reads the dataset itself (the lakehouse's session)
+    stream_of = re.fullmatch(r"STREAM\s*\(?\s*([A-Za-z_][\w.]*)\s*\)?", source_sql.strip(),
+                             re.IGNORECASE)
+    if stream_of:
+        read.cdc_source = stream_of.group(1)  # type: ignore[attr-defined]
     return model.Flow(name=name, target=target, func=read, location=location,
                       sql=f"SELECT * FROM {source_sql}", cdc=spec)
 

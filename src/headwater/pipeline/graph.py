@@ -187,7 +187,11 @@ class Graph(GraphQueries):
         self._evaluations.append(evaluation)
         try:
             with defining(DefinitionContext(dataset.name, self._ingest_root(dataset.name))):
-                df = flow.func()
+                # An AUTO CDC flow reads its source as headwater.read_stream would (the
+                # lakehouse's session, not whichever session is active).
+                source = getattr(flow.func, "cdc_source", None)
+                df = flow.func() if source is None else \
+                    self.read(source, True, {}, flow.location)
         except (HeadwaterError, _NeedsDataset):
             raise
         except Exception as exc:  # the user's code failed while building its DataFrame
