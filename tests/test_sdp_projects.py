@@ -314,15 +314,6 @@ def test_a_dlt_medallion_runs_with_only_the_import_changed(spark, keep_lakehouse
                     {"customer_id": "b", "revenue": 2.0, "orders": 1}]
 
 
-def _has_cdc_engine() -> bool:
-    from headwater.pipeline import api
-
-    return hasattr(api, "create_auto_cdc_flow")
-
-
-@pytest.mark.xfail(not _has_cdc_engine(), raises=HeadwaterError, strict=True,
-                   reason="AUTO CDC engine is built on branch cdc14 (issue 14); until it is merged "
-                          "dlt.apply_changes reaches register_auto_cdc_flow: HW_PIPELINE_UNSUPPORTED")
 def test_a_dlt_apply_changes_flow_runs_with_only_the_import_changed(spark, keep_lakehouse,
                                                                    tmp_path):
     import json

@@ -158,17 +158,8 @@ def create_auto_cdc_flow(target: str, source: str, keys: Any, sequence_by: Any,
         except_column_list=except_column_list, stored_as_scd_type=stored_as_scd_type,
         name=flow_name or name, track_history_column_list=track_history_column_list,
         track_history_except_column_list=track_history_except_column_list)
-    headwater_cdc = getattr(api, "create_auto_cdc_flow", None)  # the CDC engine's API
-    if headwater_cdc is not None:
-        headwater_cdc(**args, apply_as_truncates=apply_as_truncates,
-                      ignore_null_updates=ignore_null_updates)
-        return
-    # Without it, SDP's own function reaches the registry's register_auto_cdc_flow.
-    _refuse("create_auto_cdc_flow", apply_as_truncates=apply_as_truncates,
-            ignore_null_updates=ignore_null_updates)
-    from pyspark import pipelines as dp
-
-    dp.create_auto_cdc_flow(**args)
+    api.create_auto_cdc_flow(**args, apply_as_truncates=apply_as_truncates,
+                             ignore_null_updates=ignore_null_updates)
 
 
 apply_changes = create_auto_cdc_flow

@@ -197,10 +197,7 @@ def create_auto_cdc_flow(target: str, source: str, keys: Iterable[Any], sequence
     """
     from headwater.pipeline.cdc import cdc_flow
 
-    frame = inspect.currentframe()
-    caller = frame.f_back if frame is not None else None
-    where = Location(caller.f_code.co_filename, caller.f_lineno) if caller else \
-        Location("<unknown>", 0)
+    where = caller_location()  # the user's line, also through headwater.dlt
     extra: dict[str, Any] = {} if tombstone_gc_seconds is None else {
         "tombstone_gc_seconds": int(tombstone_gc_seconds)}
     active_registry("create_auto_cdc_flow", where).add_flow(cdc_flow(
