@@ -170,7 +170,7 @@ def _read_table(original: Callable) -> Callable:
     schema is fixed, so a change feed read of a lakehouse table goes to its source directly."""
     def table(self, tableName: str):  # noqa: N803 (Spark's name)
         lake = lakehouse_of(self._spark)
-        if lake is not None and lake.exists(tableName):
+        if lake is not None and _lakehouse_table(lake, tableName):
             options = _java_map(self._spark, _private_field(self._jreader, "extraOptions")
                                 .originalMap())
             if any(k.lower() in ("readchangefeed", "readchangedata") for k in options):
@@ -181,6 +181,17 @@ def _read_table(original: Callable) -> Callable:
 
     table.__doc__ = original.__doc__
     return table
+
+
+def _lakehouse_table(lake: Any, name: str) -> bool:
+    """True when ``name`` is an existing lakehouse table (a name headwater refuses, such as a
+    three-part one, is Spark's to resolve)."""
+    from headwater.errors import HeadwaterError
+
+    try:
+        return bool(lake.exists(name))
+    except HeadwaterError:
+        return False
 
 
 def _delta_or_unset(writer: Any, lake: Any, name: str) -> bool:
