@@ -253,3 +253,17 @@ def test_the_lakehouse_is_found_from_its_session_and_its_clones(lake, spark, tmp
     second = Lakehouse(tmp_path / "second", spark)  # a new one replaces it on this session
     assert Lakehouse.of(spark) is second and not spark.catalog.tableExists("t")
     second.detach()
+
+
+def test_formatted_and_parameterised_spark_sql_reach_the_router(lake, spark):
+    # kwargs: Spark's formatter runs first, then the router (a DELETE runs on the Delta table)
+    spark.sql("DELETE FROM t WHERE id = {victim}", victim=2)
+    assert ids(lake, "t") == [1, 3, 4]
+    # args: Spark binds them in statements it runs itself...
+    got = spark.sql("SELECT count(*) AS n FROM t WHERE id > :low", args={"low": 1}).first().n
+    assert got == 2
+    # ...and headwater's own statements refuse markers instead of leaving them unbound
+    with pytest.raises(HeadwaterError) as info:
+        spark.sql("DELETE FROM t WHERE id = ?", args=[1])
+    assert info.value.code == "HW_SQL_UNSUPPORTED" and "args=" in str(info.value)
+    assert ids(lake, "t") == [1, 3, 4]

@@ -139,9 +139,9 @@ def columns_option(value: Any) -> list[str]:
 _originals: dict[tuple[type, str], Any] = {}
 
 
-def raw_sql(spark: SparkSession, text: str) -> DataFrame:
+def raw_sql(spark: SparkSession, text: str, args: Any = None) -> DataFrame:
     """Spark's own ``spark.sql`` (headwater's internal statements must not be routed)."""
     from pyspark.sql import SparkSession
 
     original = _originals.get((SparkSession, "sql"), SparkSession.sql)
-    return original(spark, text)
+    return original(spark, text, args)

@@ -84,12 +84,21 @@ def uninstall() -> None:
 def _sql(original: Callable) -> Callable:
     def sql(self, sqlQuery: str, args: Any = None, **kwargs: Any):  # noqa: N803 (Spark's name)
         lake = lakehouse_of(self)
-        if lake is None or args is not None or kwargs or not hasattr(self, "_jsparkSession"):
-            # Parameterised / formatted statements are Spark's (the router reads plain text).
+        if lake is None or not hasattr(self, "_jsparkSession"):
             return original(self, sqlQuery, args, **kwargs)
         from headwater.lakehouse.sql import run_sql
 
-        return run_sql(lake, sqlQuery, session=self)
+        if not kwargs:
+            return run_sql(lake, sqlQuery, session=self, args=args)
+        # ``spark.sql("... {df} ...", df=df)``: Spark's own formatter first (DataFrames become
+        # temp views it drops afterwards), then the router sees plain text.
+        from pyspark.sql.sql_formatter import SQLStringFormatter
+
+        formatter = SQLStringFormatter(self)
+        try:
+            return run_sql(lake, formatter.format(sqlQuery, **kwargs), session=self, args=args)
+        finally:
+            formatter.clear()
 
     sql.__doc__ = original.__doc__
     return sql

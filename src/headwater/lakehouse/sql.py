@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
+from headwater.errors import HeadwaterError
 from headwater.lakehouse.catalog import raw_sql
 from headwater.lakehouse.statements import (
     ANY_KIND,
@@ -42,8 +43,14 @@ if TYPE_CHECKING:
     from headwater.lakehouse import Lakehouse
 
 
-def run_sql(lake: Lakehouse, query: str, session: SparkSession | None = None) -> DataFrame:
-    """Run one statement in ``session`` (default the lakehouse's) with lakehouse semantics."""
+def run_sql(lake: Lakehouse, query: str, session: SparkSession | None = None,
+            args: Any = None) -> DataFrame:
+    """Run one statement in ``session`` (default the lakehouse's) with lakehouse semantics.
+
+    args: Spark's parameter values (a dict for ``:name`` markers, a list for ``?``). Statements
+    Spark runs itself get them; headwater's own handlers read the statement's text, so a
+    marker there is refused rather than left unbound.
+    """
     from headwater.lakehouse import (  # noqa: F401  (they register their handlers)
         ddl,
         delta_admin_sql,
@@ -53,13 +60,22 @@ def run_sql(lake: Lakehouse, query: str, session: SparkSession | None = None) ->
     spark = session or lake.spark
     statement = parse(lake, spark, query)
     handler = HANDLERS.get(statement.kind) or HANDLERS.get(ANY_KIND)
+    if args is not None and (statement.kind in HANDLERS
+                             or statement.kind in DELTA_GRAMMAR.values()):
+        raise HeadwaterError(
+            "HW_SQL_UNSUPPORTED",
+            f"Parameter markers (args=) are not supported in {statement.kind} statements on a "
+            "lakehouse.",
+            "headwater runs this statement itself from its text, where markers have no value.",
+            "Put the values in the text, or use Spark's formatting: "
+            "spark.sql('... {value} ...', value=...).")
     if handler is not None:
         result = handler(lake, statement)
         if result is not None:
             return result
     if statement.kind in DELTA_GRAMMAR.values():
         raise not_supported_yet(statement.kind, statement.text)
-    return raw_sql(spark, statement.text)
+    return raw_sql(spark, statement.text, args)
 
 
 def parse(lake: Lakehouse, spark: SparkSession, query: str) -> Statement:
