@@ -72,8 +72,10 @@ def test_batch_change_feed_by_path_matches_load_cdf(spark, tmp):
     ranged = cdf_reader(spark, startingVersion=1, endingVersion=2).load(str(path))
     assert spark_changes(ranged) == rs_changes(path, 1, 2)
     # timestamps: from the commit at or after startingTimestamp (commit file times)
-    at = dt.datetime.fromtimestamp((path / "_delta_log" / f"{5:020d}.json").stat().st_mtime,
-                                   dt.UTC).isoformat()
+    # (exact microseconds, floored: a float of seconds may round up past the file's time)
+    mtime_ns = (path / "_delta_log" / f"{5:020d}.json").stat().st_mtime_ns
+    at = (dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+          + dt.timedelta(microseconds=mtime_ns // 1000)).isoformat()
     by_time = cdf_reader(spark, startingTimestamp=at).load(str(path))
     assert {r[0] for r in spark_changes(by_time)} == {5}
     # endingVersion past the latest is clamped, as delta-spark does

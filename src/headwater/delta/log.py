@@ -198,7 +198,9 @@ class DeltaLog:
     def version_at_or_after(self, when: dt.datetime) -> int:
         """The first version committed at or after ``when`` (commit file times, as delta-spark)."""
         latest = self.latest_version()
-        target = int(when.timestamp() * 1e9)
+        # integer nanoseconds: a float of seconds since 1970 loses the microseconds' last digit
+        since = when.astimezone(dt.UTC) - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+        target = (since.days * 86_400 + since.seconds) * 1_000_000_000 + since.microseconds * 1000
         lo, hi = 0, latest
         first = None
         while lo <= hi:
