@@ -114,3 +114,34 @@ def test_a_format_without_a_streaming_writer_is_named(spark, tmp_path):
         and "no streaming writer" in db.error, db.error
     assert "HW_PIPELINE_SINK_FORMAT" in kafka.error and "headwater.kafka" in kafka.error, \
         kafka.error
+
+
+def test_expectations_and_batch_flows_into_a_sink_are_refused(spark, tmp_path):
+    import pytest
+
+    from headwater.errors import HeadwaterError
+
+    expect = """
+    from pyspark import pipelines as dp
+    dp.create_sink("out", "json", {"path": "o"})
+
+    @dp.append_flow(target="out")
+    @headwater.expect_or_drop("positive", "id > 0")
+    def f():
+        return spark.readStream.format("rate").load().selectExpr("value AS id")
+    """
+    with pytest.raises(HeadwaterError) as info:
+        build(spark, project(tmp_path / "a", {"p.py": expect}), dry=True)
+    assert info.value.code == "HW_EXPECTATION_INVALID" and "sink 'out'" in str(info.value)
+
+    batch = """
+    from pyspark import pipelines as dp
+    dp.create_sink("out", "json", {"path": "o"})
+
+    @dp.append_flow(target="out")
+    def f():
+        return spark.range(3)
+    """
+    with pytest.raises(HeadwaterError) as info:
+        build(spark, project(tmp_path / "b", {"p.py": batch}), dry=True)
+    assert info.value.code == "HW_PIPELINE_NOT_A_STREAM" and "p.py:" in str(info.value)
