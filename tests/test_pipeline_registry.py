@@ -112,7 +112,7 @@ def test_sdp_decorators_register_into_headwaters_graph(spark, tmp_path):
      "HW_PIPELINE_UNSUPPORTED", 4, "cluster_by"),
     ("@dp.materialized_view(format='parquet')\ndef t():\n    return None\n",
      "HW_PIPELINE_UNSUPPORTED", 4, "format='parquet'"),
-    ("dp.create_sink('out', format='kafka')\n", "HW_PIPELINE_UNSUPPORTED", 4, "create_sink"),
+    ("dp.create_sink('out', format='parquet')\n", "HW_PIPELINE_SINK_FORMAT", 4, "'path'"),
     ("dp.create_streaming_table('t')\n", "HW_PIPELINE_NO_FLOW", 4, "no flow"),
     ("@dp.append_flow(target='nowhere')\ndef f():\n    return None\n",
      "HW_PIPELINE_UNKNOWN_TABLE", 4, "nowhere"),

@@ -11,6 +11,7 @@ from headwater.pipeline.api import (
     append_flow,
     apply_changes,
     create_auto_cdc_flow,
+    create_sink,
     create_streaming_table,
     expect,
     expect_all,
@@ -30,7 +31,7 @@ from headwater.spark.session import stop_spark
 __all__ = [
     "DeltaTable", "HeadwaterError", "Lakehouse", "active_streams", "block_until_stream_is_ready",
     "apply_changes", "apply_changes_stream", "cleanup", "create_auto_cdc_flow",
-    "create_streaming_table", "temporary_view",
+    "create_sink", "create_streaming_table", "temporary_view",
     "stop_all_streams", "active_lakehouse", "append_flow", "expect", "expect_all",
     "expect_all_or_drop", "expect_all_or_fail", "expect_or_drop", "expect_or_fail",
     "materialized_view", "read", "read_files", "read_stream", "spark_session", "stop_spark", "table",

@@ -11,7 +11,7 @@ both spellings share one registry and one code path. What DLT means differently:
 
 Refused with ``HW_PIPELINE_UNSUPPORTED`` (headwater has no equivalent): ``path=`` (tables live
 in the lakehouse), ``cluster_by``, ``row_filter``, ``temporary=True``, ``spark_conf`` on
-datasets, expectations passed to ``create_streaming_table``, sinks, snapshot CDC.
+datasets, expectations passed to ``create_streaming_table``, snapshot CDC.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from headwater.errors import HeadwaterError
 from headwater.pipeline import api
 from headwater.pipeline.api import (
+    create_sink,
     expect,
     expect_all,
     expect_all_or_drop,
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = [
-    "append_flow", "apply_changes", "create_auto_cdc_flow", "create_streaming_table", "expect",
+    "append_flow", "apply_changes", "create_auto_cdc_flow", "create_sink", "create_streaming_table",
+    "expect",
     "expect_all", "expect_all_or_drop", "expect_all_or_fail", "expect_or_drop", "expect_or_fail",
     "materialized_view", "read", "read_stream", "table", "view",
 ]

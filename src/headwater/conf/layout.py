@@ -61,6 +61,7 @@ FILE_INDEX = "_files.sqlite"         # in a file stream's schema location: every
 # --- observed metrics (Dataset.observe names) --------------------------------------------------
 EXPECTATIONS_METRICS = "expectations:"  # + table: <rule>_failed counts and rows
 INGEST_METRICS = "ingest:"              # + stream id: rows, rescued_rows, malformed_rows
+SINK_METRICS = "sink:"                  # + flow key: rows (a sink's writer may not count them)
 
 
 def expectations_metrics(table: str) -> str:

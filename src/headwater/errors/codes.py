@@ -162,6 +162,9 @@ CODES: dict[str, str] = {
     "HW_CDC_SEQUENCE_NULL": "A change event has a NULL sequence_by value.",
     "HW_CDC_DUPLICATE_SEQUENCE": "Two different change events share a key and a sequence value.",
     "HW_CDC_TARGET_MISMATCH": "An AUTO CDC target table lacks columns the flow writes.",
+    # sinks16
+    "HW_PIPELINE_SINK_FORMAT": "A pipeline sink's format has no streaming writer here, or "
+                               "misses an option it needs (path).",
 }
 
 

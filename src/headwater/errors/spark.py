@@ -147,3 +147,28 @@ def translate_flow_failure(key: str, exc: BaseException) -> HeadwaterError:
                           "Spark stopped the query with an error.",
                           "Read the error above; fix the definition or the input and run again.")
 
+
+
+# --- a pipeline sink that cannot start --------------------------------------------------------
+
+# Formats Spark names but cannot write as a stream here, and what to use instead.
+_SINK_INSTEAD = {"kafka": "format 'headwater.kafka' (Kafka without the Spark Kafka jar)",
+                 "avro": "format 'parquet' or 'json' (the Avro jar is not installed)"}
+
+
+def translate_sink_start(sink: str, fmt: str, exc: BaseException) -> HeadwaterError | None:
+    """HW_PIPELINE_SINK_FORMAT when Spark refused ``fmt`` as a streaming destination (no
+    such data source, or one without streamed writing); None for any other failure."""
+    text = str(exc)
+    unknown = "DATA_SOURCE_NOT_FOUND" in text or "DATA_SOURCE_NOT_ENABLED" in text
+    if not unknown and "does not support streamed writing" not in text:
+        return None
+    why = (f"Spark finds no data source named {fmt!r} on this machine." if unknown else
+           f"Spark's {fmt!r} data source has no streaming writer.")
+    instead = _SINK_INSTEAD.get(fmt.lower(), "'delta' (headwater's Delta writer, exactly once), "
+                                "a file format ('parquet', 'json', 'csv', 'orc', 'text'; "
+                                "exactly once through Spark's file sink log) or "
+                                "'headwater.kafka' (at least once)")
+    return HeadwaterError("HW_PIPELINE_SINK_FORMAT",
+                          f"Sink {sink!r} cannot be written in format {fmt!r}.", why,
+                          f"Use {instead} in create_sink.")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 from headwater.errors import HeadwaterError
 from headwater.pipeline import model
 from headwater.pipeline.expectations import Expectation
-from headwater.pipeline.fields import stored_fields
+from headwater.pipeline.fields import sink_fields, stored_fields
 from headwater.pipeline.model import Location
 from headwater.pipeline.registry import active_registry
 
@@ -163,6 +163,22 @@ def create_streaming_table(name: str, *, comment: str | None = None,
     active_registry("create_streaming_table", where).add_dataset(model.StreamingTable(
         **stored_fields(name, where, comment, table_properties, partition_by, None, schema,
                         None), output_mode=output_mode, keys=tuple(keys) if keys else None))
+
+
+def create_sink(name: str, format: str, options: Mapping[str, str] | None = None, *,
+                comment: str | None = None) -> None:
+    """An external destination that append flows (``append_flow(target=name)``) write to as
+    a streaming write in ``format`` with ``options``, as SDP's ``dp.create_sink``.
+
+    format: 'delta' (headwater's Delta writer, exactly once), a file format ('parquet', 'json',
+        'csv', 'orc', 'text'; exactly once through Spark's file sink log), 'headwater.kafka'
+        (at least once), or any data source with a streaming writer.
+    options: the writer's options; file formats and delta need 'path' (a relative path is
+        made absolute when the definitions load). comment: a description. Each flow keeps its
+        checkpoint under the lakehouse; the sink itself is never created or truncated."""
+    where = caller_location()
+    active_registry("create_sink", where).add_dataset(
+        model.Sink(**sink_fields(name, where, format, options, comment)))
 
 
 def create_auto_cdc_flow(target: str, source: str, keys: Iterable[Any], sequence_by: Any,

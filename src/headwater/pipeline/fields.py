@@ -1,5 +1,5 @@
 """The checked fields of a stored dataset (streaming table or materialized view), shared by the
-SDP registry, headwater's decorators and SQL files."""
+SDP registry, headwater's decorators and SQL files; and a sink's checked fields."""
 
 from __future__ import annotations
 
@@ -47,3 +47,33 @@ def declared_schema(schema: Any, where: Location) -> Any:
         "HW_PIPELINE_SCHEMA_INVALID", f"{where}: schema is a {type(schema).__name__}.",
         "A declared schema lists the table's columns and types.",
         "Pass a StructType or a DDL string such as 'id BIGINT, name STRING'.")
+
+
+# Formats whose streaming writer writes files under a ``path`` option.
+PATH_FORMATS = ("delta", "parquet", "json", "csv", "orc", "text")
+
+
+def sink_fields(name: str, where: Location, format: str, options: Any,
+                comment: str | None = None) -> dict[str, Any]:
+    """A sink's fields, checked: a format, string options, and a ``path`` where the format
+    writes files, made absolute now (against the working directory while definitions load:
+    a spark-pipeline.yml project's folder, as under SDP), so runs do not depend on it."""
+    import os
+
+    format = str(format or "").strip()
+    opts = {str(k): str(v) for k, v in dict(options or {}).items()}
+    if not format:
+        raise HeadwaterError(
+            "HW_PIPELINE_SINK_FORMAT", f"{where}: sink {name!r} has no format.",
+            "A sink is a streaming write in a format Spark or headwater provides.",
+            "Pass format='delta', 'parquet', 'json', ... or 'headwater.kafka'.")
+    path_key = next((k for k in opts if k.lower() == "path"), None)
+    if format.lower() in PATH_FORMATS:
+        if path_key is None or not opts[path_key]:
+            raise HeadwaterError(
+                "HW_PIPELINE_SINK_FORMAT", f"{where}: sink {name!r} in format {format!r} has "
+                "no 'path' option.", f"A {format} sink writes files into a folder.",
+                f"Pass options={{'path': '/data/{name}'}} to create_sink.")
+        if "://" not in opts[path_key]:
+            opts[path_key] = os.path.abspath(opts[path_key])
+    return dict(name=name, location=where, comment=comment, format=format, options=opts)

@@ -44,11 +44,13 @@ from headwater.pipeline.graph_queries import GraphQueries
 from headwater.pipeline.model import (
     KIND_FROM_QUERY,
     MATERIALIZED_VIEW,
+    SINK,
     TABLE,
     VIEW,
     Flow,
     Location,
     as_materialized_view,
+    describe,
 )
 from headwater.pipeline.registry import Registry
 from headwater.pipeline.shape import check_kind, conform
@@ -158,14 +160,16 @@ class Graph(GraphQueries):
                                  f"{flow.location}: {dataset.name!r} never resolved.")
         dataset = self.registry.datasets[dataset.name]  # its kind may follow the query
         reads = self.names.reads(df, hints, flow.location)
-        if dataset.kind == TABLE:
+        if dataset.kind in (TABLE, SINK):
             for read in reads:
                 if read.internal and not read.streaming and \
                         self.registry.datasets[read.name].kind == TABLE:
-                    _batch_read_of_stream(dataset.name, read)
+                    _batch_read_of_stream(dataset, read)
         if dataset.expectations:
             expect_mod.validate_rules(dataset.expectations, dataset.name, df)
-        if dataset.kind == VIEW:
+        if dataset.kind == SINK:
+            pass  # an external destination: nothing to create, register or conform
+        elif dataset.kind == VIEW:
             self.view_dfs[dataset.name] = df
             if "." not in dataset.name:  # Spark's temporary views have one-part names
                 df.createOrReplaceTempView(dataset.name)
@@ -394,10 +398,11 @@ def _user_line(exc: BaseException, fallback: Location) -> Location:
     return Location(fallback.file, frames[-1].lineno) if frames else fallback
 
 
-def _batch_read_of_stream(reader: str, read: Read) -> None:
+def _batch_read_of_stream(reader: Any, read: Read) -> None:
     raise HeadwaterError(
         "HW_PIPELINE_BATCH_READ_OF_STREAM",
-        f"{read.location}: streaming table {reader!r} makes a batch read of {read.name!r}, "
+        f"{read.location}: {describe(reader)} {reader.name!r} makes a batch read of "
+        f"{read.name!r}, "
         "which a stream of this pipeline writes in the same run.",
         "The batch read would see whatever that stream happened to have committed when "
         "each micro-batch started: results would depend on timing.",

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.errors import HeadwaterError
 from headwater.lakehouse import parse_name
-from headwater.pipeline.model import VIEW, Location
+from headwater.pipeline.model import SINK, VIEW, Location
 
 if TYPE_CHECKING:
     from headwater.pipeline.graph import ResolvedFlow
@@ -52,7 +52,7 @@ class GraphQueries:
             raise HeadwaterError(
                 "HW_PIPELINE_UNKNOWN_TABLE", f"{option} names {unknown}, not datasets of this "
                 "pipeline.", f"{option} chooses among the pipeline's own tables.",
-                f"Choose among: {', '.join(self.stored())}.")
+                f"Choose among: {', '.join(self.written())}.")
         return chosen
 
     def flows_of(self, name: str) -> list[ResolvedFlow]:
@@ -60,6 +60,14 @@ class GraphQueries:
 
     def stored(self) -> list[str]:
         """Stored datasets in dependency order (inputs first)."""
+        return [n for n in self._ordered() if self.registry.datasets[n].stored]
+
+    def written(self) -> list[str]:
+        """What a run writes, in dependency order: stored datasets and sinks."""
+        return [n for n in self._ordered()
+                if self.registry.datasets[n].stored or self.registry.datasets[n].kind == SINK]
+
+    def _ordered(self) -> list[str]:
         order: list[str] = []
         seen: set[str] = set()
 
@@ -73,7 +81,7 @@ class GraphQueries:
 
         for name in self.registry.datasets:
             visit(name)
-        return [n for n in order if self.registry.datasets[n].stored]
+        return order
 
 
     def _check_cycles(self) -> None:

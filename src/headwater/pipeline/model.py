@@ -1,5 +1,5 @@
-"""What a pipeline declares, as frozen values: streaming tables, materialized views, views and
-the flows that write them. Each element carries only the fields that apply to it, and the
+"""What a pipeline declares, as frozen values: streaming tables, materialized views, views,
+sinks and the flows that write them. Each element carries only the fields that apply to it, and the
 user's file and line.
 
 The registry (:mod:`headwater.pipeline.registry`) builds these from SDP's own elements
@@ -30,6 +30,7 @@ class Kind(str, Enum):
     TABLE = "table"                          # a streaming table, fed by streaming flows
     MATERIALIZED_VIEW = "materialized_view"  # recomputed from batch reads, one overwrite commit
     VIEW = "view"                            # not stored: other definitions read its DataFrame
+    SINK = "sink"                            # an external destination append flows write to
 
     def __str__(self) -> str:
         return self.value
@@ -38,6 +39,7 @@ class Kind(str, Enum):
 TABLE = Kind.TABLE
 MATERIALIZED_VIEW = Kind.MATERIALIZED_VIEW
 VIEW = Kind.VIEW
+SINK = Kind.SINK
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,22 @@ class View:
         return False
 
 
-Dataset = Union[StreamingTable, MaterializedView, View]
+@dataclass(frozen=True)
+class Sink(View):
+    """An external destination (SDP's ``create_sink``): append flows write to it as a streaming
+    write in ``format`` with ``options`` (e.g. ``{"path": ...}``). Not a lakehouse table: it is
+    never created, conformed or read by other definitions; the pipeline keeps only its flows'
+    checkpoints. Shares View's fixed answers (not stored, append, no expectations)."""
+
+    format: str = ""
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.SINK
+
+
+Dataset = Union[StreamingTable, MaterializedView, View, Sink]
 
 # Set on a definition function (by ``headwater.dlt.table``) whose streaming table becomes a
 # materialized view when the function returns a batch DataFrame, as Databricks' @dlt.table does.
@@ -194,6 +211,6 @@ def as_materialized_view(table: StreamingTable) -> MaterializedView:
 
 
 def describe(dataset: Any) -> str:
-    """'streaming table', 'materialized view' or 'view', for messages."""
+    """'streaming table', 'materialized view', 'view' or 'sink', for messages."""
     return {Kind.TABLE: "streaming table", Kind.MATERIALIZED_VIEW: "materialized view",
-            Kind.VIEW: "view"}[dataset.kind]
+            Kind.VIEW: "view", Kind.SINK: "sink"}[dataset.kind]

@@ -24,7 +24,7 @@ from pyspark.pipelines.graph_element_registry import (
 
 from headwater.errors import HeadwaterError
 from headwater.pipeline import model
-from headwater.pipeline.fields import stored_fields
+from headwater.pipeline.fields import sink_fields, stored_fields
 from headwater.pipeline.model import Kind, Location
 
 if TYPE_CHECKING:
@@ -107,11 +107,12 @@ class Registry(GraphElementRegistry):
         for flow in self.flows:
             target = parse_name(flow.target).qualified
             dataset = self.datasets.get(target)
-            if dataset is None or (not flow.is_default and dataset.kind != Kind.TABLE):
+            if dataset is None or (not flow.is_default
+                                   and dataset.kind not in (Kind.TABLE, Kind.SINK)):
                 raise HeadwaterError(
                     "HW_PIPELINE_UNKNOWN_TABLE",
                     f"{flow.location}: flow {flow.name!r} targets {flow.target!r}, which is "
-                    "not a streaming table of this pipeline.",
+                    "not a streaming table or sink of this pipeline.",
                     "An append flow adds rows to a streaming table defined with "
                     "@headwater.table, dp.create_streaming_table or CREATE STREAMING TABLE.",
                     f"Define the table (e.g. dp.create_streaming_table({flow.target!r})), or fix "
@@ -135,18 +136,22 @@ class Registry(GraphElementRegistry):
                     "TABLE without AS) is filled by append flows.",
                     f"Add @dp.append_flow(target={name!r}) (or @headwater.append_flow), or give "
                     "the table a query.")
-            if dataset.kind != Kind.TABLE and (len(flows) > 1 or not flows[0].is_default):
+            if dataset.kind not in (Kind.TABLE, Kind.SINK) and (len(flows) > 1
+                                                                or not flows[0].is_default):
                 raise HeadwaterError(
                     "HW_PIPELINE_DUPLICATE", f"{flows[-1].location}: {model.describe(dataset)} "
                     f"{name!r} has more than its own query.",
                     "Only streaming tables take append flows.", "Remove the extra flow.")
             rules = _expectations_of(dataset, flows)
             if rules and not dataset.stored:
+                what = model.describe(dataset)
                 raise HeadwaterError(
-                    "HW_EXPECTATION_INVALID", f"{dataset.location}: view {name!r} has "
+                    "HW_EXPECTATION_INVALID", f"{dataset.location}: {what} {name!r} has "
                     f"expectations ({', '.join(r.name for r in rules)}).",
-                    "A view is not stored, so there is no table to count, drop or quarantine "
-                    "its rows in.", "Put the expectations on the table that reads the view.")
+                    f"A {what} is not a lakehouse table, so there is no table to count, drop "
+                    "or quarantine its rows in.",
+                    "Put the expectations on a streaming table the flow reads, or filter the "
+                    "rows in the flow's query.")
             if rules != tuple(dataset.expectations):
                 self.datasets[name] = dataclasses.replace(dataset, expectations=rules)
         self._finished = True
@@ -216,11 +221,8 @@ def from_sdp_output(output: Output) -> model.Dataset:
     if isinstance(output, sdp.TemporaryView):
         return model.View(name=output.name, location=where, comment=output.comment)
     if isinstance(output, sdp.Sink):
-        raise HeadwaterError(
-            "HW_PIPELINE_UNSUPPORTED", f"{where}: create_sink({output.name!r}, "
-            f"format={output.format!r}) is not supported yet.",
-            "Sinks (writing a flow to an external system) are not built yet.",
-            "Write into a streaming table, and read it from the external system.")
+        return model.Sink(**sink_fields(output.name, where, output.format, output.options,
+                                        output.comment))
     if not isinstance(output, sdp.Table):
         raise HeadwaterError(
             "HW_PIPELINE_UNSUPPORTED", f"{where}: {type(output).__name__} {output.name!r} is not "

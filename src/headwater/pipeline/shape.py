@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from headwater.errors import HeadwaterError
-from headwater.pipeline.model import MATERIALIZED_VIEW, TABLE, Flow
+from headwater.pipeline.model import MATERIALIZED_VIEW, SINK, TABLE, Flow
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -28,6 +28,12 @@ def check_kind(dataset: Any, flow: Flow, df: Any) -> None:
             "A streaming table processes new input incrementally, so it needs a stream.",
             "Read inputs with headwater.read_stream(...) / spark.readStream, or declare it "
             "@headwater.materialized_view to recompute it from batch reads.")
+    if dataset.kind == SINK and not df.isStreaming:
+        raise HeadwaterError(
+            "HW_PIPELINE_NOT_A_STREAM",
+            f"{flow.location}: flow {flow.name!r} into sink {dataset.name!r} returns a batch "
+            "DataFrame.", "A sink is written by streaming flows, each from its checkpoint.",
+            "Read inputs with spark.readStream / headwater.read_stream(...).")
     if dataset.kind == MATERIALIZED_VIEW and df.isStreaming:
         raise HeadwaterError(
             "HW_PIPELINE_STREAM_IN_MATERIALIZED_VIEW",

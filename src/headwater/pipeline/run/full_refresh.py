@@ -2,17 +2,20 @@
 
 Streaming tables downstream of a refreshed table are refreshed too: their checkpoints hold
 offsets into table versions that no longer exist. Materialized views need nothing: they are
-recomputed whole on every run.
+recomputed whole on every run. A sink (named, or downstream) gets its flows' checkpoints reset
+only: its data belongs to the external system and is never truncated (as in SDP), so its flows
+send every row again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from shutil import rmtree
 
 from headwater.conf.layout import LATE_SUFFIX, QUARANTINE_SUFFIX
 from headwater.pipeline.graph import Graph
-from headwater.pipeline.model import TABLE
+from headwater.pipeline.model import SINK, TABLE
 from headwater.spark.checkpoint_lock import CheckpointLock
 
 
@@ -25,7 +28,7 @@ def full_refresh(graph: Graph, targets: list[str], echo: Callable[[str], None] =
     """
     chosen = graph.datasets_named(targets, "--full-refresh")
     cascade = sorted({d for t in chosen for d in graph.downstream(t)
-                      if graph.registry.datasets[d].kind == TABLE} - set(chosen))
+                      if graph.registry.datasets[d].kind in (TABLE, SINK)} - set(chosen))
     echo(f"full refresh: {', '.join(chosen)}"
          + (f" (+ downstream streaming tables: {', '.join(cascade)})" if cascade else ""))
     lake = graph.lakehouse
@@ -42,6 +45,10 @@ def full_refresh(graph: Graph, targets: list[str], echo: Callable[[str], None] =
             if graph.registry.datasets[name].stored:
                 for table in (name, name + QUARANTINE_SUFFIX, name + LATE_SUFFIX):
                     lake.drop(table)
+            elif graph.registry.datasets[name].kind == SINK:
+                echo(f"full refresh: sink {name}: checkpoints reset, its data kept (its flows "
+                     "send every row again)")
+                rmtree(lake.checkpoint(name), ignore_errors=True)
     finally:
         for lock in locks:
             lock.release()

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import EXPECTATIONS_METRICS as EXPECTATION_METRICS
-from headwater.conf.layout import INGEST_METRICS
+from headwater.conf.layout import INGEST_METRICS, SINK_METRICS
 from headwater.monitor.observer import FlowOutcome, FlowStatus
 
 if TYPE_CHECKING:
@@ -53,6 +53,8 @@ def count_batches(result: FlowResult, query: StreamingQuery) -> None:
             if metrics_name.startswith(INGEST_METRICS):
                 result.rescued += int(row["rescued_rows"] or 0)
                 result.malformed += int(row["malformed_rows"] or 0)
+            if metrics_name.startswith(SINK_METRICS):
+                result.rows_written += int(row["rows"] or 0)
             if metrics_name.startswith(EXPECTATION_METRICS):
                 for metric, value in row.asDict().items():
                     result.expectations[metric] = result.expectations.get(metric, 0) + \

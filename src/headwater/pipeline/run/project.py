@@ -131,7 +131,7 @@ def run_project(project: LoadedProject | Project | str | os.PathLike[str] = ".",
     graph = Graph(loaded.registry, loaded.lakehouse).build()
     try:
         if full_refresh:
-            targets = graph.stored() if full_refresh == "all" else list(full_refresh)
+            targets = graph.written() if full_refresh == "all" else list(full_refresh)
             graph = refresh_tables(graph, targets, echo)
         if display is not None:
             display.triggered = not continuous

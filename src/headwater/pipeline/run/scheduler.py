@@ -24,12 +24,13 @@ from headwater.errors import HeadwaterError, find_code, unwrap
 from headwater.errors.spark import translate_flow_failure
 from headwater.monitor.observer import FlowStatus, RunDescription, RunObserver
 from headwater.pipeline.graph import Graph, ResolvedFlow
-from headwater.pipeline.model import MATERIALIZED_VIEW, TABLE
+from headwater.pipeline.model import MATERIALIZED_VIEW, SINK, TABLE, describe
 from headwater.pipeline.run import compat
 from headwater.pipeline.run.flow_writer import start_stream
 from headwater.pipeline.run.native import native_input, start_native
 from headwater.pipeline.run.progress import FlowResult, count_batches, summary
 from headwater.pipeline.run.refresh import recompute
+from headwater.pipeline.run.sink_writer import start_sink
 from headwater.spark.checkpoint_lock import CheckpointLock
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ class Runner:
             observer = RunMonitor(self.lakehouse.root, event_log=event_log, display=display)
         self.observer: RunObserver = observer
         self.stop_requested = stop_event if stop_event is not None else threading.Event()
-        datasets = graph.stored()
+        datasets = graph.written()
         if select:
             chosen = graph.datasets_named(select, "--select")
             datasets = [d for d in datasets if d in chosen]
@@ -114,8 +115,7 @@ class Runner:
     def description(self) -> RunDescription:
         """The run as its observer sees it: flows by kind and the graph's edges."""
         registry = self.graph.registry.datasets
-        flows = {rf.key: ("streaming table" if registry[name].kind == TABLE
-                          else "materialized view")
+        flows = {rf.key: describe(registry[name])
                  for name in self.datasets for rf in self.graph.flows_of(name)}
         graph = {}
         for name, dataset in registry.items():
@@ -123,7 +123,7 @@ class Runner:
             graph[name] = {"kind": str(dataset.kind),
                            "upstream": sorted({r.name for r in reads}),
                            # a streaming table reading no dataset or table reads files
-                           "reads_files": dataset.kind == TABLE
+                           "reads_files": dataset.kind in (TABLE, SINK)
                            and not any(r.streaming for r in reads)}
         mode = f"continuous, {self.trigger.get('processingTime')}" if self.continuous \
             else "triggered"
@@ -135,7 +135,7 @@ class Runner:
 
     def _depths(self) -> dict[str, int]:
         depth: dict[str, int] = {}
-        for name in self.graph.stored():
+        for name in self.graph.written():
             ups = [u for u in self.graph.upstream(name) if u in depth]
             depth[name] = 1 + max((depth[u] for u in ups), default=-1)
         return {n: depth[n] for n in self.datasets}
@@ -150,7 +150,7 @@ class Runner:
             for name in wave:
                 if self._skip_if_upstream_failed(name):
                     continue
-                if self.graph.registry.datasets[name].kind == TABLE:
+                if self.graph.registry.datasets[name].kind in (TABLE, SINK):
                     for flow in self.graph.flows_of(name):
                         query = self._start(flow)
                         if query is not None:
@@ -166,7 +166,7 @@ class Runner:
     def _run_continuous(self) -> None:
         running: dict[str, StreamingQuery] = {}
         for name in self.datasets:
-            if self.graph.registry.datasets[name].kind == TABLE:
+            if self.graph.registry.datasets[name].kind in (TABLE, SINK):
                 for flow in self.graph.flows_of(name):
                     query = self._start(flow)
                     if query is not None:
@@ -196,8 +196,9 @@ class Runner:
     def _start(self, rf: ResolvedFlow) -> StreamingQuery | None:
         """Check and lock the flow's checkpoint, then start it natively or through the
         flow writer. None when it failed to start (its result says why)."""
-        result = self.results.setdefault(rf.key, FlowResult(rf.key, "streaming table"))
+        result = self.results.setdefault(rf.key, FlowResult(rf.key, describe(rf.dataset)))
         dataset = rf.dataset
+        native = None
         checkpoint = self.lakehouse.checkpoint(dataset.name, rf.flow.name)
         try:
             compat.check_checkpoint(rf, checkpoint)
@@ -206,8 +207,9 @@ class Runner:
             if recovered:
                 self.echo(f"event log {rf.key}: {recovered} batches of an earlier run that "
                           "ended abruptly recovered from the checkpoint")
-            native = native_input(self.graph, rf)
-            if native is not None:
+            if dataset.kind == SINK:
+                query = start_sink(self.graph, rf, checkpoint, self.trigger)
+            elif (native := native_input(self.graph, rf)) is not None:
                 query = start_native(self.graph, rf, checkpoint, native, self.trigger, result)
             else:
                 query = start_stream(self.graph, rf, checkpoint, self.trigger, result)
@@ -223,7 +225,8 @@ class Runner:
                       f"{native.name})")
         else:
             self._status(rf.key, FlowStatus.RUNNING)
-            self.echo(f"started   {rf.key} ({dataset.output_mode}, checkpoint "
+            into = f"{dataset.format} sink, " if dataset.kind == SINK else ""
+            self.echo(f"started   {rf.key} ({into}{dataset.output_mode}, checkpoint "
                       f"{Path(checkpoint).relative_to(self.lakehouse.root)})")
         return query
 

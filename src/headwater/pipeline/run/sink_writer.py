@@ -1,0 +1,43 @@
+"""A sink's flow: a streaming write in the sink's format, with its options, on a checkpoint
+under the lakehouse.
+
+Spark's own streaming writers give what their format allows: ``delta`` goes to headwater's
+Delta writer, which tags each commit with (query id, batch id) and skips a repeated batch
+(exactly once); file formats go through Spark's file sink, whose ``_spark_metadata`` log
+lists each batch's files once (exactly once for readers that honour the log, as Spark's
+file reader does); ``headwater.kafka`` delivers at least once. The sink is never created,
+truncated or conformed by the pipeline: it belongs to the external system.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from headwater.conf.layout import SINK_METRICS
+from headwater.errors.spark import translate_sink_start
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
+
+    from headwater.pipeline.graph import Graph, ResolvedFlow
+
+
+def start_sink(graph: Graph, rf: ResolvedFlow, checkpoint: str,
+               trigger: dict[str, Any]) -> StreamingQuery:
+    """Start ``rf``'s query into its sink (append mode, the run's trigger); a format Spark
+    cannot write as a stream is HW_PIPELINE_SINK_FORMAT, naming what to use instead."""
+    from pyspark.sql import functions as F
+
+    sink = rf.dataset
+    # Spark's file sink reports no output count: the flow counts its rows itself.
+    df = graph.rebuild(rf).observe(SINK_METRICS + rf.key, F.count(F.lit(1)).alias("rows"))
+    writer = (df.writeStream.queryName(rf.key).trigger(**trigger)
+              .option("checkpointLocation", checkpoint).outputMode("append")
+              .format(sink.format).options(**dict(sink.options)))
+    try:
+        return writer.start()
+    except Exception as exc:
+        error = translate_sink_start(sink.name, sink.format, exc)
+        if error is None:
+            raise
+        raise error from exc
