@@ -267,6 +267,7 @@ DRIVER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.procs  # a driver process killed with SIGKILL, then restarted
 def test_driver_killed_mid_stream_then_restart_gives_every_message_once(spark, broker, tmp):
     topic = topic_name("crash")
     broker.create_topic(topic, 3)
