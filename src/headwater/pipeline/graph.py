@@ -121,6 +121,9 @@ class Graph(GraphQueries):
 
     @contextlib.contextmanager
     def _active(self) -> Iterator[None]:
+        from headwater.spark.session import activate
+
+        activate(self.lakehouse.spark)  # definitions may ask SparkSession.active()
         token = _current.set(self)
         try:
             yield

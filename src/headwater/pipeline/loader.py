@@ -11,23 +11,30 @@ import runpy
 import sys
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from headwater.conf.project import Project
 from headwater.errors import HeadwaterError
 from headwater.pipeline.registry import Registry, collecting
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
-def load_definitions(project: Project) -> Registry:
+
+def load_definitions(project: Project, spark: SparkSession | None = None) -> Registry:
     """Run every definition file; return the filled (finished) registry.
 
-    Python files see a global ``spark`` (the active session), as SDP's CLI injects one; a
-    project read from a spark-pipeline.yml also loads with its folder as the working
-    directory, as SDP does."""
-    from pyspark.sql import SparkSession
+    spark: the pipeline's session (its lakehouse's); default this thread's active session. It is made
+    the active one while the files run, so ``SparkSession.active()`` in them returns it.
+    Python files see it as a global ``spark``, as SDP's CLI injects one; a project read from
+    a spark-pipeline.yml also loads with its folder as the working directory, as SDP does."""
+    from headwater.spark.session import activate, thread_session
 
     registry = Registry()
     sys.path.insert(0, str(project.dir))
-    spark = SparkSession.getActiveSession()
+    spark = spark or thread_session()
+    if spark is not None:
+        activate(spark)
     cwd = os.getcwd()
     try:
         if project.spec is not None:

@@ -131,6 +131,44 @@ def build_session(
     return spark
 
 
+def thread_session() -> Any:
+    """This thread's active SparkSession as the JVM knows it, or None.
+
+    ``SparkSession.getActiveSession()`` can return another thread's foreachBatch clone (see
+    :func:`activate`); the JVM keeps the active session per thread, so ask it.
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    sc = SparkContext._active_spark_context
+    if sc is None or sc._jvm is None:
+        return None
+    found = sc._jvm.SparkSession.getActiveSession()
+    if not found.isDefined():
+        return None
+    jsession = found.get()
+    current = SparkSession._activeSession
+    if current is not None and current._jsparkSession.equals(jsession):
+        return current
+    return SparkSession(sc, jsession)
+
+
+def activate(spark: Any) -> None:
+    """Make ``spark`` the active session of this thread, for code that asks
+    ``SparkSession.active()`` / ``getActiveSession()`` (pipeline definitions do).
+
+    Why: pyspark keeps the active session in a class attribute shared by all threads, and
+    ``createDataFrame`` on a foreachBatch's cloned session (which runs on another thread) sets
+    it to that clone. ``getActiveSession()`` on the main thread then returns the clone, which
+    lacks data sources registered after it was cloned. These are the two assignments
+    pyspark's own ``createDataFrame`` makes.
+    """
+    from pyspark.sql import SparkSession
+
+    SparkSession._activeSession = spark
+    spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+
+
 def stop_spark() -> None:
     """Stop active streams and the SparkSession, if any. Safe to call more than once."""
     try:

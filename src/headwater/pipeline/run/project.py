@@ -84,7 +84,7 @@ def load_project(project: Project | str | os.PathLike[str] = ".",
     spark = spark_session(project.master, app_name=app_name or f"headwater:{project.name}",
                           conf=project.spark_conf, lakehouse=project.root)
     lakehouse = _attached_lakehouse(spark)
-    registry = load_definitions(project)
+    registry = load_definitions(project, spark)
     return LoadedProject(project, spark, lakehouse, registry)
 
 
