@@ -19,7 +19,6 @@ from headwater.errors import HeadwaterError
 from headwater.lakehouse.names import parse_name
 from headwater.lakehouse.statements import (
     ANY_KIND,
-    DELTA_ON_TABLES,
     Statement,
     handles,
     not_supported_yet,
@@ -299,8 +298,6 @@ def guard(lake: Lakehouse, st: Statement) -> DataFrame | None:
         return None
     parts, command = found
     mine = is_delta_path(parts) or lakehouse_table(lake, parts) is not None
-    if mine and st.kind in DELTA_ON_TABLES:
-        raise not_supported_yet(st.kind, st.text)
     if mine and command.upper().startswith(_CHANGING):
         raise HeadwaterError(
             "HW_SQL_UNSUPPORTED",

@@ -47,8 +47,6 @@ DELTA_GRAMMAR = {
     ("DESC", "HISTORY"): "DescribeHistory", ("DESCRIBE", "DETAIL"): "DescribeDetail",
     ("DESC", "DETAIL"): "DescribeDetail",
 }
-# Delta statements Spark parses but cannot run on a Python data source table.
-DELTA_ON_TABLES = ("DeleteFromTable", "UpdateTable", "MergeIntoTable")
 # How error messages name a kind.
 STATEMENT_NAMES = {
     "Optimize": "OPTIMIZE", "Vacuum": "VACUUM", "Restore": "RESTORE",
