@@ -120,7 +120,10 @@ def build_session(
     settings["spark.executor.extraJavaOptions"] = log_opt
     if warehouse is not None:
         settings["spark.sql.warehouse.dir"] = str(warehouse)
-    settings.update({k: str(v) for k, v in (conf or {}).items()})
+    for key, value in (conf or {}).items():
+        if key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+            value = f"{log_opt} {value}"  # the user's JVM options keep headwater's log config
+        settings[key] = str(value)
 
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
