@@ -177,6 +177,28 @@ def test_the_database_of_headwater_toml_and_a_refused_catalog(spark, keep_lakeho
     assert outcome.ok, [(r.key, r.error) for r in outcome.failed]
     assert rows(store, "big", "customer", "amount") == [("c", 12)]
 
+    # a table at the lakehouse's top level is not found unqualified; default.<t> reads it
+    from tests.support import write
+
+    from headwater.pipeline.run import load_project
+    from headwater.pipeline.validate import validate_project
+
+    write(store / "top_level", {"customer": ["c"]})
+    extra = root / "transformations" / "extra.py"
+    extra.write_text("from pyspark import pipelines as dp\n\n@dp.materialized_view\n"
+                     "def joined():\n    return spark.table('top_level')  # noqa: F821\n")
+    loaded = load_project(root)
+    with pytest.raises(HeadwaterError) as info:
+        validate_project(loaded.registry, loaded.lakehouse)
+    assert info.value.code == "HW_PIPELINE_UNKNOWN_TABLE", info.value
+    assert "'sales.top_level'" in str(info.value) and "default.<table>" in str(info.value)
+    extra.write_text(extra.read_text().replace("'top_level'", "'default.top_level'"))
+    loaded = load_project(root)
+    report = validate_project(loaded.registry, loaded.lakehouse)
+    assert not report.errors, report.errors
+    assert any(line.split()[1] == "sales.joined" for line in report.lines), report.lines
+    assert spark.catalog.currentDatabase() != "sales"
+
     for catalog in ("main", "hive_metastore"):
         spec = make_project(tmp_path / catalog, SPEC + f"catalog: {catalog}\n")
         with pytest.raises(HeadwaterError) as info:

@@ -394,7 +394,10 @@ class Graph(GraphQueries):
             "HW_PIPELINE_UNKNOWN_TABLE",
             f"{location}: {how}({name!r}) names a table that is neither defined in this "
             "pipeline nor in the lakehouse.", f"Known tables: {', '.join(known) or 'none'}.",
-            "Fix the name, or define the table in one of the pipeline's files.")
+            "Fix the name, or define the table in one of the pipeline's files."
+            + (f" Unqualified names are in the pipeline's database {self.registry.database!r}"
+               "; a table at the lakehouse's top level is default.<table>."
+               if self.registry.database else ""))
 
 class _NeedsDataset(Exception):
     """A definition read a dataset of the pipeline that is not resolved yet."""
