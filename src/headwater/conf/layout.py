@@ -27,6 +27,8 @@ RUNS = "_runs"
 EVENT_LOG = "_event_log"
 WAREHOUSE = "_warehouse"
 RESERVED_PREFIXES = ("_", ".")
+# One part of a table name (a schema or a table): a folder name, lower case.
+NAME_PART = r"^[a-z_][a-z0-9_]*$"
 # Tables headwater writes itself, queryable like any other (names users cannot take).
 SYSTEM_TABLES = (EVENT_LOG,)
 

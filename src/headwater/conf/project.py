@@ -6,6 +6,7 @@
 name = "orders"
 root = "lakehouse"                          # the lakehouse: tables and checkpoints
 definitions = ["transformations/*.py", "transformations/*.sql"]
+database = "sales"                          # optional: unqualified names live in sales
 trigger = "available-now"                   # default of `headwater run`
 master = "local[*]"                         # optional
 event_log = true                            # every batch's progress in _event_log
@@ -21,6 +22,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from headwater.conf.database import check_database
 from headwater.errors import HeadwaterError
 
 CONFIG = "headwater.toml"
@@ -37,6 +39,9 @@ class Project:
     event_log: bool = True
     spark_conf: dict[str, str] = field(default_factory=dict)
     spec: Path | None = None  # the spark-pipeline.yml it was read from, if any
+    # The schema unqualified dataset names resolve in (SDP's `database:`); None: the
+    # lakehouse's top level (Spark's `default`).
+    database: str | None = None
 
     @classmethod
     def load(cls, project_dir: str | Path = ".") -> Project:
@@ -68,7 +73,7 @@ class Project:
         if not isinstance(section, dict):
             raise _invalid(config, "it has no [pipeline] table")
         unknown = set(section) - {"name", "root", "definitions", "trigger", "master",
-                                 "event_log"}
+                                 "event_log", "database"}
         if unknown:
             raise _invalid(config, f"unknown [pipeline] keys {sorted(unknown)}")
         definitions = section.get("definitions")
@@ -90,6 +95,8 @@ class Project:
             master=section.get("master"),
             event_log=section.get("event_log", True),
             spark_conf={str(k): str(v) for k, v in spark_conf.items()},
+            database=check_database(section["database"], f"{config}: [pipeline] database")
+            if "database" in section else None,
         )
 
     def files(self) -> list[Path]:

@@ -9,8 +9,9 @@ libraries:
       include: transformations/**         # a folder/** or a plain file path (SDP's rule)
 configuration:                            # Spark settings, strings only (SDP's rule)
   spark.sql.shuffle.partitions: "4"
-catalog: spark_catalog                    # optional; only the session catalog
-database: default                         # optional (or `schema`); only `default` for now
+catalog: spark_catalog                    # optional; only Spark's session catalog
+database: sales                           # optional (or `schema`): unqualified names
+                                          # (defined or read) are sales.<name>
 headwater:                                # optional: headwater's own keys
   trigger: available-now
   event_log: true
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from headwater.conf.database import check_database
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
@@ -72,7 +74,7 @@ def load_spec(spec: Path, project_cls: type[Project]) -> Project:
     if "database" in data and "schema" in data:
         raise _invalid(spec, "both `database` and `schema` are set",
                        "They are the same setting: keep one.")
-    _check_schema(spec, data.get("catalog"), data.get("database", data.get("schema")))
+    database = _database(spec, data.get("catalog"), data.get("database", data.get("schema")))
     extra = _headwater_keys(spec, data.get("headwater") or {})
     spark_conf = {**_string_map(spec, data.get("configuration") or {}, "configuration")}
     beside = spec.parent / "headwater.toml"
@@ -84,7 +86,7 @@ def load_spec(spec: Path, project_cls: type[Project]) -> Project:
         dir=spec.parent, name=str(data["name"]), root=_storage(spec, data["storage"]),
         definitions=_libraries(spec, data["libraries"]), trigger=extra.get("trigger"),
         master=extra.get("master"), event_log=extra.get("event_log", True),
-        spark_conf=spark_conf, spec=spec)
+        spark_conf=spark_conf, spec=spec, database=database)
 
 
 def _read_yaml(spec: Path) -> dict[str, Any]:
@@ -160,18 +162,18 @@ def _string_map(spec: Path, value: Any, key: str) -> dict[str, str]:
     return dict(value)
 
 
-def _check_schema(spec: Path, catalog: Any, database: Any) -> None:
-    if catalog is not None and str(catalog).lower() not in SESSION_CATALOGS:
+def _database(spec: Path, catalog: Any, database: Any) -> str | None:
+    """SDP's default catalog and database: the catalog must be Spark's session catalog (where
+    the lakehouse's tables are); the database becomes the project's (None: ``default``)."""
+    if catalog is not None and (not isinstance(catalog, str)
+                                or catalog.strip().strip("`").lower() not in SESSION_CATALOGS):
         raise HeadwaterError(
             "HW_PIPELINE_UNSUPPORTED", f"{spec}: catalog {catalog!r} is not supported.",
-            "headwater's tables live in one lakehouse folder (Spark's session catalog); there "
-            "are no Unity Catalog catalogs.", "Remove `catalog:` or set it to spark_catalog.")
-    if database is not None and str(database).lower() != "default":
-        raise HeadwaterError(
-            "HW_PIPELINE_UNSUPPORTED", f"{spec}: database/schema {database!r} as the "
-            "pipeline's default schema is not supported yet.",
-            "Unqualified names land in the lakehouse's default schema.",
-            f"Remove `database:`, or name the tables {database}.<table> in the definitions.")
+            "headwater's tables live in one lakehouse folder, which Spark sees as its session "
+            "catalog, spark_catalog; there are no other catalogs (Unity Catalog's, "
+            "hive_metastore), and spark-pipelines itself fails on a catalog Spark lacks.",
+            "Remove `catalog:` or set it to spark_catalog; keep `database:` for the schema.")
+    return None if database is None else check_database(database, f"{spec}: database")
 
 
 def _headwater_keys(spec: Path, section: Any) -> dict[str, Any]:

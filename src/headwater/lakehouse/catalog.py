@@ -11,7 +11,9 @@ each have their own lakehouse), not a default: a session without the key has no 
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import LAKEHOUSE_ROOT_CONF
@@ -145,3 +147,21 @@ def raw_sql(spark: SparkSession, text: str, args: Any = None) -> DataFrame:
 
     original = _originals.get((SparkSession, "sql"), SparkSession.sql)
     return original(spark, text, args)
+
+
+@contextlib.contextmanager
+def using_database(spark: SparkSession, database: str | None) -> Iterator[None]:
+    """Make ``database`` (a lakehouse schema; created in Spark's catalog when missing) the
+    session's current database for the block, as ``USE`` would, so unqualified names resolve
+    in it; the previous one comes back after. ``None`` changes nothing."""
+    if database is None:
+        yield
+        return
+    previous = spark.catalog.currentDatabase()
+    raw_sql(spark, f"CREATE DATABASE IF NOT EXISTS `{database}`")
+    spark.catalog.setCurrentDatabase(database)
+    try:
+        yield
+    finally:
+        if spark.catalog.databaseExists(previous):
+            spark.catalog.setCurrentDatabase(previous)

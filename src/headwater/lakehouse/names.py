@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from headwater.conf.layout import DELTA_LOG, RESERVED_PREFIXES, SYSTEM_TABLES
+from headwater.conf.layout import DELTA_LOG, NAME_PART, RESERVED_PREFIXES, SYSTEM_TABLES
 from headwater.errors import HeadwaterError
 
-_PART = re.compile(r"^[a-z_][a-z0-9_]*$")
+_PART = re.compile(NAME_PART)
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,17 @@ def parse_name(name: str) -> TableName:
                 name, f"{part!r} must be letters, digits and underscores, not starting with a "
                 "digit or underscore")
     return TableName(parts[0] if len(parts) == 2 else None, parts[-1])
+
+
+def in_schema(name: str, schema: str | None) -> TableName:
+    """``name`` with a one-part name placed in ``schema`` (a pipeline's default database, as
+    Spark resolves unqualified names in its current database); qualified names, system
+    tables and ``schema=None`` leave it as :func:`parse_name` reads it."""
+    tname = parse_name(name)
+    one_part = len([p for p in name.strip().split(".") if p.strip()]) == 1
+    if schema is None or not one_part or tname.table in SYSTEM_TABLES:
+        return tname
+    return parse_name(f"{schema}.{tname.table}")
 
 
 def _bad_name(name: Any, why: str) -> HeadwaterError:

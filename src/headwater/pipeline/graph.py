@@ -32,6 +32,7 @@ from headwater.delta.cdc import CDC_TARGET_PROPERTIES
 from headwater.delta.cdc import target_schema as cdc_target_schema
 from headwater.errors import HeadwaterError, find_code
 from headwater.lakehouse import Lakehouse, parse_name
+from headwater.lakehouse.catalog import using_database
 from headwater.pipeline import expectations as expect_mod
 from headwater.pipeline.edges import (
     Read,
@@ -109,10 +110,16 @@ class Graph(GraphQueries):
         self._evaluations: list[_Evaluation] = []
         self._scratch: Lakehouse | None = None
         self._lock = threading.RLock()  # foreachBatch calls of concurrent flows rebuild too
+        # The pipeline's database is the session's current one from build() to close().
+        self._database: contextlib.ExitStack | None = None
 
     # --- building ----------------------------------------------------------------------
 
     def build(self) -> Graph:
+        if self._database is None:
+            self._database = contextlib.ExitStack()
+            self._database.enter_context(
+                using_database(self.lakehouse.spark, self.registry.database))
         with self._lock, self._active():
             for name in self.registry.datasets:
                 self._resolve(name, None)
@@ -224,6 +231,8 @@ class Graph(GraphQueries):
     def _definition_failed(self, dataset: Any, flow: Flow, exc: Exception) -> Exception:
         where = _user_line(exc, flow.location)
         missing = missing_relation(exc)
+        if missing is not None:
+            missing = self.registry.qualify(missing)
         if missing is not None and missing in self.registry.datasets \
                 and missing not in self._done:
             return _NeedsDataset(missing, where)
@@ -304,6 +313,9 @@ class Graph(GraphQueries):
         self._pending.clear()
         if self._scratch is not None:
             shutil.rmtree(self._scratch.root, ignore_errors=True)
+        if self._database is not None:
+            self._database.close()
+            self._database = None
 
     def rebuild(self, resolved: ResolvedFlow,
                 substitutes: dict[str, DataFrame] | None = None) -> DataFrame:
@@ -331,7 +343,7 @@ class Graph(GraphQueries):
 
     def read(self, name: str, streaming: bool, options: dict[str, Any],
              location: Location) -> DataFrame:
-        qualified = parse_name(name).qualified
+        qualified = self.registry.qualify(name)
         internal = qualified in self.registry.datasets
         evaluation = self._evaluations[-1] if self._evaluations else None
         if evaluation is not None:
@@ -382,7 +394,10 @@ class Graph(GraphQueries):
             "HW_PIPELINE_UNKNOWN_TABLE",
             f"{location}: {how}({name!r}) names a table that is neither defined in this "
             "pipeline nor in the lakehouse.", f"Known tables: {', '.join(known) or 'none'}.",
-            "Fix the name, or define the table in one of the pipeline's files.")
+            "Fix the name, or define the table in one of the pipeline's files."
+            + (f" Unqualified names are in the pipeline's database {self.registry.database!r}"
+               "; a table at the lakehouse's top level is default.<table>."
+               if self.registry.database else ""))
 
 class _NeedsDataset(Exception):
     """A definition read a dataset of the pipeline that is not resolved yet."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from headwater.errors import HeadwaterError
-from headwater.lakehouse import parse_name
 from headwater.pipeline.model import SINK, VIEW, Location
 
 if TYPE_CHECKING:
@@ -46,7 +45,7 @@ class GraphQueries:
 
     def datasets_named(self, names: list[str], option: str) -> list[str]:
         """Qualified names of these pipeline datasets; an error naming ``option`` otherwise."""
-        chosen = [parse_name(n).qualified for n in names]
+        chosen = [self.registry.qualify(n) for n in names]
         unknown = [n for n in chosen if n not in self.registry.datasets]
         if unknown:
             raise HeadwaterError(

@@ -6,6 +6,7 @@ see :mod:`headwater.pipeline.sql_files`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import runpy
 import sys
@@ -27,10 +28,12 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     spark: the pipeline's session (its lakehouse's); default this thread's active session. It is made
     the active one while the files run, so ``SparkSession.active()`` in them returns it.
     Python files see it as a global ``spark``, as SDP's CLI injects one; a project read from
-    a spark-pipeline.yml also loads with its folder as the working directory, as SDP does."""
+    a spark-pipeline.yml also loads with its folder as the working directory, as SDP does.
+    The project's ``database`` is the session's current database while they run."""
+    from headwater.lakehouse.catalog import using_database
     from headwater.spark.session import activate, thread_session
 
-    registry = Registry()
+    registry = Registry(project.database)
     sys.path.insert(0, str(project.dir))
     spark = spark or thread_session()
     if spark is not None:
@@ -39,7 +42,8 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     try:
         if project.spec is not None:
             os.chdir(project.dir)
-        with collecting(registry):
+        with collecting(registry), using_database(spark, project.database) \
+                if spark is not None else contextlib.nullcontext():
             for file in project.files():
                 if file.suffix == ".sql":
                     registry.register_sql(file.read_text(), file)

@@ -37,7 +37,10 @@ if TYPE_CHECKING:
 class Registry(GraphElementRegistry):
     """The datasets and flows declared by a pipeline's files, in declaration order."""
 
-    def __init__(self) -> None:
+    def __init__(self, database: str | None = None) -> None:
+        """database: the schema unqualified names of stored datasets resolve in (the
+        project's ``database``); default None, the lakehouse's top level."""
+        self.database = database
         self.datasets: dict[str, model.Dataset] = {}
         self.flows: list[model.Flow] = []
         self._finished = False
@@ -79,10 +82,23 @@ class Registry(GraphElementRegistry):
 
     # --- the one path both spellings take -------------------------------------------------
 
-    def add_dataset(self, dataset: model.Dataset) -> None:
-        from headwater.lakehouse.names import parse_name
+    def qualify(self, name: str) -> str:
+        """The dataset or table a name read or targeted in the pipeline means: a one-part name
+        is a view or sink of the pipeline when one has it, else a table in the pipeline's
+        database (as Spark resolves it in the current database)."""
+        from headwater.lakehouse.names import in_schema, parse_name
 
-        name = parse_name(dataset.name).qualified
+        own = self.datasets.get(parse_name(name).qualified)
+        if own is not None and own.kind in (Kind.VIEW, Kind.SINK):
+            return own.name
+        return in_schema(name, self.database).qualified
+
+    def add_dataset(self, dataset: model.Dataset) -> None:
+        from headwater.lakehouse.names import in_schema, parse_name
+
+        # Views and sinks are no catalog tables: their names stay as written (as in SDP).
+        name = parse_name(dataset.name).qualified if dataset.kind in (Kind.VIEW, Kind.SINK) \
+            else in_schema(dataset.name, self.database).qualified
         dataset = dataclasses.replace(dataset, name=name)
         if name in self.datasets:
             first = self.datasets[name].location
@@ -101,11 +117,9 @@ class Registry(GraphElementRegistry):
         written on definition functions into their datasets. Idempotent."""
         if self._finished:
             return self
-        from headwater.lakehouse.names import parse_name
-
         matched: list[model.Flow] = []
         for flow in self.flows:
-            target = parse_name(flow.target).qualified
+            target = self.qualify(flow.target)
             dataset = self.datasets.get(target)
             if dataset is None or (not flow.is_default
                                    and dataset.kind not in (Kind.TABLE, Kind.SINK)):
