@@ -214,10 +214,17 @@ def test_apply_changes_stream_from_plain_pyspark(spark, tmp):
 
 
 def test_auto_cdc_flow_in_a_pipeline(spark, tmp):
+    """Python and SQL flows, SCD1 and SCD2, an expectation on the CDC source quarantining an
+    event without a sequence, and the per-batch counts in the event log and the dashboard."""
+    import json
+
+    from headwater.monitor.events import read_events
+    from headwater.monitor.state import DashboardState
     from pipelines import project, run
 
     root = project(tmp, {"p.py": f"""
         @headwater.table
+        @headwater.expect_or_drop("sequenced", "seq IS NOT NULL")
         def changes():
             return (spark.readStream.schema("id INT, name STRING, seq INT, op STRING")
                     .json({str(tmp / "in")!r}))
@@ -239,13 +246,28 @@ def test_auto_cdc_flow_in_a_pipeline(spark, tmp):
     (tmp / "in").mkdir()
     (tmp / "in" / "0.json").write_text(
         '{"id": 1, "name": "a", "seq": 1, "op": "I"}\n{"id": 1, "name": "b", "seq": 2, "op": "U"}\n'
-        '{"id": 2, "name": "c", "seq": 1, "op": "I"}\n{"id": 2, "seq": 3, "op": "D"}\n')
+        '{"id": 2, "name": "c", "seq": 1, "op": "I"}\n{"id": 2, "seq": 3, "op": "D"}\n'
+        '{"id": 3, "name": "no sequence", "op": "I"}\n')
     lake, results = run(spark, root)
+    # without the expectation the NULL sequence fails the flows (HW_CDC_SEQUENCE_NULL)
+    assert results["changes"].quarantined == 1
+    assert [r["id"] for r in lake.read("changes__quarantine").collect()] == [3]
     assert rows_of(lake.path("customers"), ("id", "name", "seq")) == [(1, "b", 2)]
     hist = DeltaTable(str(lake.path("customers_history"))).to_pyarrow_table().to_pylist()
     assert sorted((r["id"], r["name"], r["__START_AT"], r["__END_AT"]) for r in hist) == [
         (1, "a", 1, 2), (1, "b", 2, None), (2, "c", 1, 3)]
     assert results["customers"].rows_written == 2  # one upsert, one delete (of nothing)
+    assert results["customers"].cdc == {"upserted": 1, "deleted": 1, "history_rows": 0}
+    assert results["customers_history"].cdc == {"upserted": 1, "deleted": 0, "history_rows": 3}
+    progress = read_events(lake.root, where=None).to_pylist()
+    logged = {(e["flow"], e["batch_id"]): json.loads(e["details"] or "{}").get("cdc")
+              for e in progress if e["event"] == "progress"}
+    assert logged[("customers_history", 0)] == {
+        "upserted": 1, "deleted": 0, "history_rows": 3}, logged
+    flows = {f["flow"]: f for f in DashboardState(lake.root).snapshot()["flows"]}
+    assert flows["customers"]["cdc"] == {"upserted": 1, "deleted": 1,
+                                                   "history_rows": 0}
+    assert flows["changes"]["cdc"] is None
     assert rows_of(lake.path("customers_sql"), ("id", "name", "seq")) == [(1, "b", 2)]
     assert DeltaTable(str(lake.path("customers"))).metadata().configuration[
         "delta.enableChangeDataFeed"] == "true"

@@ -132,6 +132,9 @@ class Recorder:
                     **details: Any) -> None:
         self.calls.append(("flow_status", (key, status)))
 
+    def batch_details(self, key: str, batch_id: int, details: dict[str, Any]) -> None:
+        self.calls.append(("batch_details", (key, batch_id)))
+
     def query_ended(self, key: str, query: Any) -> None:
         self.calls.append(("query_ended", key))
 

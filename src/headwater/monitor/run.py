@@ -67,6 +67,7 @@ class RunMonitor:
         self._listener: Any = None
         self._spark: Any = None
         self._lock = threading.Lock()
+        self._details: dict[tuple[str, int], dict[str, Any]] = {}  # batch_details, not logged yet
         self._run_file = self.root / RUNS / f"{self.run_id}.json"
         self.started = now()
         self.after_abrupt_end = False
@@ -165,6 +166,10 @@ class RunMonitor:
         for progress in query.recentProgress:
             self.batch(key, progress_dict(progress))
 
+    def batch_details(self, key: str, batch_id: int, details: dict[str, Any]) -> None:
+        with self._lock:
+            self._details[(key, batch_id)] = dict(details)
+
     def batch(self, key: str, progress: dict) -> None:
         """A micro-batch's progress (from the listener or the query itself)."""
         if key not in self.stats or not executed(progress):
@@ -172,6 +177,10 @@ class RunMonitor:
         if self.log is not None and self.log.knows(progress["id"], int(progress["batchId"])):
             return  # reported already: checked before the row is built
         row = progress_row(progress, key)
+        with self._lock:
+            details = self._details.pop((key, int(progress["batchId"])), None)
+        if details:
+            row["details"] = json.dumps(details)
         if self.log is not None and not self.log.batch_row(row):
             return  # the listener and the query's own report raced: the first one is logged
         with self._lock:

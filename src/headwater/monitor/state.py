@@ -162,7 +162,8 @@ class DashboardState:
                                            "status": None, "batches": 0, "input_rows": 0,
                                            "rows_per_second": None, "last_batch_ms": None,
                                            "watermark": None, "last_batch_at": None,
-                                           "state_rows": None, "recovered_batches": 0})
+                                           "state_rows": None, "recovered_batches": 0,
+                                           "cdc": None})
             if e["event"] == "progress":
                 f["batches"] += 1
                 f["input_rows"] += e["input_rows"] or 0
@@ -179,6 +180,11 @@ class DashboardState:
                     "rows": e["input_rows"], "input_rate": e["input_rows_per_second"],
                     "processing_rate": e["processed_rows_per_second"],
                     "duration_ms": e["batch_duration_ms"]})
+                cdc = json.loads(e["details"] or "{}").get("cdc")
+                if cdc:  # AUTO CDC flows: what the batches did to the target
+                    totals = f["cdc"] = f["cdc"] or {}
+                    for name, n in cdc.items():
+                        totals[name] = totals.get(name, 0) + int(n or 0)
                 if e["late_rows_dropped"]:
                     late[key] = late.get(key, 0) + e["late_rows_dropped"]
                 for rule, c in json.loads(e["expectations"] or "{}").items():

@@ -38,13 +38,26 @@ CDC_TARGET_PROPERTIES = {"delta.enableChangeDataFeed": "true"}
 
 @dataclass
 class CdcResult:
-    """What one batch did. applied: False when its txn was already committed (a replay)."""
+    """What one batch did to the target. applied: False when its txn was already committed
+    (a replay; every count is then 0).
+
+    SCD1: ``upserted`` rows inserted or updated, ``deleted`` rows removed.
+    SCD2: ``history_rows`` history rows written (versions opened, closed or corrected),
+    ``upserted`` of those the current version of their key (``__END_AT`` NULL), ``deleted``
+    history rows removed (an out-of-order event rewrote a key's history).
+    """
 
     applied: bool = True
     upserted: int = 0
     deleted: int = 0
+    history_rows: int = 0
     truncated: bool = False
     target_version: int | None = None
+
+    def counts(self) -> dict[str, int]:
+        """The counts the event log keeps per batch."""
+        return {"upserted": self.upserted, "deleted": self.deleted,
+                "history_rows": self.history_rows}
 
 
 def state_path(target: str) -> str:
@@ -106,8 +119,15 @@ def apply_changes_batch(batch: DataFrame, batch_id: int, target: str, spec: CdcS
                 table, data, keys + ([START_AT] if scd2 else []), target_schema, truncating,
                 app_id, batch_id)
             actions = data.column(tl.ACTION).to_pylist()
-            result.upserted = actions.count("upsert")
+            written = actions.count("upsert")
             result.deleted = actions.count("delete")
+            if scd2:
+                result.history_rows = written
+                ends = data.column(END_AT).to_pylist()
+                result.upserted = sum(1 for a, e in zip(actions, ends, strict=True)
+                                      if a == "upsert" and e is None)
+            else:
+                result.upserted = written
             result.truncated = truncating
         if done_state is None or done_state < batch_id:
             if scd2:

@@ -215,6 +215,15 @@ function render(s) {
          kept.map(([table, n]) => el("tr", {}, el("td", {}, table),
            cell(fmt(n), `late-kept-${table}`))), "")));
 
+  replace("cdc", grid(
+    [{t: "flow"}, {t: "upserted", n: 1}, {t: "deleted", n: 1}, {t: "history rows", n: 1}],
+    s.flows.filter(f => f.cdc).map(f => el("tr", {},
+      el("td", {}, f.flow),
+      cell(fmt(f.cdc.upserted), `cdc-upserted-${f.flow}`),
+      cell(fmt(f.cdc.deleted), `cdc-deleted-${f.flow}`),
+      cell(fmt(f.cdc.history_rows), `cdc-history-${f.flow}`))),
+    "No AUTO CDC flow has applied changes yet."));
+
   replace("errors", s.errors.length ? el("ul", {class: "errors", "data-testid": "errors"},
     s.errors.map(e => el("li", {}, el("span", {class: "bad"}, `${time(e.at)} ${e.flow || "run"}: `),
                                      e.message || ""))) :

@@ -81,7 +81,9 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
                 from headwater.delta.cdc import apply_changes_batch
 
                 done = apply_changes_batch(rows, batch_id, lake.path(name), rf.flow.cdc, app_id)
-                result.rows_written += done.upserted + done.deleted
+                result.rows_written += done.deleted + max(done.upserted, done.history_rows)
+                if done.applied:
+                    result.add_cdc(batch_id, done.counts())
             elif dataset.output_mode == "update":
                 from headwater.delta.merge import merge_batch
                 from headwater.spark.plan import group_keys

@@ -3,6 +3,7 @@ and the one-line summary the runner prints when the flow completes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -29,11 +30,22 @@ class FlowResult:
     malformed: int = 0
     schema_changes: int = 0
     expectations: dict[str, int] = field(default_factory=dict)
+    cdc: dict[str, int] = field(default_factory=dict)  # AUTO CDC: upserted, deleted, history_rows
+    # the writer's per-batch details for the observer (set by the scheduler)
+    on_batch_details: Callable[[int, dict[str, Any]], None] | None = field(default=None,
+                                                                          repr=False)
     counted: set[tuple[Any, int]] = field(default_factory=set, repr=False)  # (run id, batch)
 
     @property
     def ok(self) -> bool:
         return FlowStatus(self.status).ok
+
+    def add_cdc(self, batch_id: int, counts: dict[str, int]) -> None:
+        """One AUTO CDC batch applied: its counts added up and handed to the observer."""
+        for name, n in counts.items():
+            self.cdc[name] = self.cdc.get(name, 0) + n
+        if self.on_batch_details is not None:
+            self.on_batch_details(batch_id, {"cdc": counts})
 
     def outcome(self) -> FlowOutcome:
         """The plain data an observer gets when the run finishes."""
@@ -66,6 +78,11 @@ def summary(result: FlowResult) -> str:
     parts = [f"{result.batches} batches", f"{result.rows_written} rows written"]
     if result.rescued:
         parts.append(f"{result.rescued} with rescued data ({result.malformed} malformed)")
+    if result.cdc:
+        parts.append(f"AUTO CDC {result.cdc.get('upserted', 0)} upserted, "
+                     f"{result.cdc.get('deleted', 0)} deleted"
+                     + (f", {result.cdc['history_rows']} history rows"
+                        if result.cdc.get("history_rows") else ""))
     if result.schema_changes:
         parts.append(f"schema evolved {result.schema_changes}x")
     if result.quarantined:

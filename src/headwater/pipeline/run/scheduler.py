@@ -197,6 +197,9 @@ class Runner:
         """Check and lock the flow's checkpoint, then start it natively or through the
         flow writer. None when it failed to start (its result says why)."""
         result = self.results.setdefault(rf.key, FlowResult(rf.key, describe(rf.dataset)))
+        key = rf.key
+        result.on_batch_details = lambda batch_id, details: self.observer.batch_details(
+            key, batch_id, details)
         dataset = rf.dataset
         native = None
         checkpoint = self.lakehouse.checkpoint(dataset.name, rf.flow.name)
