@@ -12,6 +12,10 @@ event_log = true                            # every batch's progress in _event_l
 
 [spark]
 "spark.sql.shuffle.partitions" = "8"
+
+[storage]                                   # object-store credentials (conf/storage.py)
+AWS_ENDPOINT_URL = "http://127.0.0.1:9000"  # delta-rs keys; never printed or logged
+AWS_ALLOW_HTTP = "true"
 ```
 """
 
@@ -37,6 +41,7 @@ class Project:
     event_log: bool = True
     spark_conf: dict[str, str] = field(default_factory=dict)
     spec: Path | None = None  # the spark-pipeline.yml it was read from, if any
+    storage: dict[str, str] = field(default_factory=dict, repr=False)  # secrets: no repr
 
     @classmethod
     def load(cls, project_dir: str | Path = ".") -> Project:
@@ -81,6 +86,13 @@ class Project:
         spark_conf = data.get("spark", {})
         if not isinstance(spark_conf, dict):
             raise _invalid(config, "[spark] must be a table of Spark settings")
+        storage = data.get("storage", {})
+        if not isinstance(storage, dict) or not all(
+                isinstance(v, str | bool) for v in storage.values()):
+            raise HeadwaterError(
+                "HW_STORAGE_INVALID", f"{config}: [storage] must be a table of string values.",
+                "[storage] holds delta-rs storage options (AWS_REGION = \"...\").",
+                'Write one key = "value" line per option under [storage].')
         return cls(
             dir=config.parent,
             name=str(section.get("name") or config.parent.name),
@@ -90,6 +102,8 @@ class Project:
             master=section.get("master"),
             event_log=section.get("event_log", True),
             spark_conf={str(k): str(v) for k, v in spark_conf.items()},
+            storage={str(k): str(v).lower() if isinstance(v, bool) else str(v)
+                     for k, v in storage.items()},
         )
 
     def files(self) -> list[Path]:

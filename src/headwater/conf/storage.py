@@ -139,6 +139,36 @@ class Credentials:
         register(self.uri, self._options)
 
 
+class Defaults:
+    """This process's ``[storage]`` options, pickled with a session's data source classes
+    (``ingest/registration.py``) so Spark's planning workers have them too."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self._options = dict(options)
+
+    @classmethod
+    def current(cls) -> Defaults:
+        return cls(_defaults)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Defaults) and other._options == self._options
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._options)))
+
+    def __repr__(self) -> str:
+        return f"StorageDefaults(keys={sorted(self._options)})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"options": self._options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._options = state["options"]
+        if self._options:
+            _defaults.clear()
+            _defaults.update(self._options)
+
+
 def pyarrow_filesystem(uri: str) -> tuple[Any, str]:
     """(pyarrow filesystem, path inside it) for ``uri`` with its registered credentials.
 

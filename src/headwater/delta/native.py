@@ -224,7 +224,10 @@ def read_native(spark: SparkSession, path: str) -> DataFrame | None:
 def natively_readable(table) -> bool:
     """Spark's parquet reader returns the same rows: no column mapping, no partition columns
     (their values live in the log), no reader features such as deletion vectors or type
-    widening (files may hold narrower types than the schema)."""
+    widening (files may hold narrower types than the schema). Only local tables: Spark's
+    reader opens paths through Hadoop, which has no s3 / az / gs filesystem here."""
+    if "://" in table.table_uri and not table.table_uri.startswith("file:"):
+        return False
     features = set(table.protocol().reader_features or [])
     return not (_column_mapped(table) or table.metadata().partition_columns
                 or features - {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
