@@ -5,6 +5,10 @@ refuses a duplicate inside one session; the lock here also holds across processe
 ``flock`` on ``<checkpoint>/.headwater.lock``: the kernel drops it when the owning process dies,
 SIGKILL included, so a crashed owner never blocks the next run. ``flock`` locks belong to the
 open file, so a second lock attempt from the same process is refused too.
+
+``flock`` is not reliable on NFS and other network mounts, and impossible on object stores
+(an ``s3a://`` checkpoint on a cluster with hadoop-aws): there the lock is a lease
+(:mod:`headwater.spark.lease`), renewed while the query runs, expiring when its owner dies.
 """
 
 from __future__ import annotations
@@ -17,17 +21,22 @@ import socket
 from pathlib import Path
 
 from headwater.errors import HeadwaterError
+from headwater.spark.lease import LeaseLock, needs_lease
 
 LOCK_NAME = ".headwater.lock"
 
 
 class CheckpointLock:
     def __init__(self, checkpoint: str | os.PathLike, owner: str) -> None:
+        self.checkpoint = str(checkpoint)
         self.path = Path(checkpoint) / LOCK_NAME
         self.owner = owner
         self._fd: int | None = None
+        self._lease: LeaseLock | None = None
 
     def acquire(self) -> CheckpointLock:
+        if needs_lease(self.checkpoint):
+            return self._acquire_lease()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -49,7 +58,25 @@ class CheckpointLock:
         self._fd = fd
         return self
 
+    def _acquire_lease(self) -> CheckpointLock:
+        try:
+            self._lease = LeaseLock(self.checkpoint, self.owner).acquire()
+        except HeadwaterError as exc:
+            if exc.code != "HW_LEASE_HELD":
+                raise
+            raise HeadwaterError(
+                "HW_CHECKPOINT_IN_USE",
+                f"The checkpoint {self.checkpoint} is in use by another query: {exc.what}",
+                "Two queries writing with one checkpoint would corrupt its offset and commit "
+                "logs; on a network mount or object store the lock is a renewed lease.",
+                "Stop the other query first (its lease then expires), or give this query its "
+                "own checkpoint location.") from None
+        return self
+
     def release(self) -> None:
+        if self._lease is not None:
+            lease, self._lease = self._lease, None
+            lease.release()
         if self._fd is not None:
             fd, self._fd = self._fd, None
             try:
@@ -59,7 +86,7 @@ class CheckpointLock:
 
     @property
     def held(self) -> bool:
-        return self._fd is not None
+        return self._fd is not None or (self._lease is not None and self._lease.held)
 
 
 def _read_holder(fd: int) -> str:
