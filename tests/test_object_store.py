@@ -18,6 +18,7 @@ from tests.object_store import MotoServer
 
 import headwater
 from headwater.conf import storage
+from headwater.errors import HeadwaterError
 
 
 @pytest.fixture(autouse=True)
@@ -147,3 +148,27 @@ def test_two_concurrent_appenders_lose_no_commit(moto):
     assert errors == []
     assert len(_ids(moto, table)) == 1 + 2 * 50
     assert DeltaTable(table, storage_options=moto.options()).version() == 10
+
+
+def test_a_checkpoint_on_s3_without_hadoop_aws_is_a_clear_error(spark, moto):
+    bucket = moto.bucket()
+    _append(moto, f"{bucket}/src", range(3))
+    reader = spark.readStream.format("delta").options(**moto.options()).load(f"{bucket}/src")
+    with pytest.raises(HeadwaterError) as refused, headwater.translated():
+        (reader.writeStream.format("delta").options(**moto.options())
+         .option("checkpointLocation", f"{bucket}/cp").trigger(availableNow=True)
+         .start(f"{bucket}/dst").awaitTermination())
+    assert refused.value.code == "HW_HADOOP_FILESYSTEM_MISSING"
+    assert "s3://" in refused.value.what and moto.secret not in str(refused.value)
+
+
+def test_session_storage_options_reach_the_workers_without_reader_options(spark, moto):
+    bucket = moto.bucket()
+    _append(moto, f"{bucket}/t", range(4))
+    session = headwater.spark_session(storage_options=moto.options())
+    assert session is spark
+    assert sorted(r.id for r in spark.read.format("delta").load(f"{bucket}/t").collect()) \
+        == [0, 1, 2, 3]
+    with pytest.raises(HeadwaterError) as refused, headwater.translated():
+        spark.read.format("delta").option("fs.s3a.fast.upload", "true").load(f"{bucket}/t")
+    assert refused.value.code == "HW_STORAGE_OPTION_UNKNOWN"
