@@ -172,3 +172,23 @@ def test_session_storage_options_reach_the_workers_without_reader_options(spark,
     with pytest.raises(HeadwaterError) as refused, headwater.translated():
         spark.read.format("delta").option("fs.s3a.fast.upload", "true").load(f"{bucket}/t")
     assert refused.value.code == "HW_STORAGE_OPTION_UNKNOWN"
+
+
+def test_storage_options_translate_s3a_names_redact_and_register_when_unpickled():
+    import pickle
+
+    opts, rest = storage.split_options({
+        "fs.s3a.access.key": "AK", "fs.s3a.secret.key": "SK", "AWS_REGION": "eu-west-1",
+        "fs.s3a.connection.ssl.enabled": "false", "fs.s3a.endpoint": "http://h:9",
+        "maxFilesPerTrigger": "3"})
+    assert opts == {"aws_access_key_id": "AK", "aws_secret_access_key": "SK",
+                    "aws_region": "eu-west-1", "aws_allow_http": "true",
+                    "aws_endpoint_url": "http://h:9"}
+    assert rest == {"maxFilesPerTrigger": "3"}
+    creds = storage.Credentials("s3://bkt/t", opts)
+    assert "SK" not in repr(creds) and "SK" not in str(creds)
+    assert storage.options_for("s3://other-bkt/x") is None
+    pickle.loads(pickle.dumps(creds))  # what a Spark worker does with a reader
+    assert storage.options_for("s3://bkt/elsewhere")["aws_secret_access_key"] == "SK"
+    assert storage.options_for("/local/path") is None
+    storage._by_bucket.pop("s3://bkt")

@@ -34,7 +34,8 @@ def _env(fault: str | None) -> dict[str, str]:
     return env
 
 
-@pytest.mark.parametrize("fault", ["sink_before_commit", "sink_after_commit"])
+# sink_before_commit (orphan files, none visible) passed too; one fault keeps CI shorter
+@pytest.mark.parametrize("fault", ["sink_after_commit"])
 def test_s3_driver_killed_around_commit_then_restart_commits_exactly_once(moto, tmp, fault):
     bucket = moto.bucket()
     src, dst, cp = f"{bucket}/src", f"{bucket}/dst", str(tmp / "cp")

@@ -43,6 +43,7 @@ LOCAL_SCHEMES = ("", "file")
 
 _defaults: dict[str, str] = {}
 _by_bucket: dict[str, dict[str, str]] = {}
+_s3_filesystems: dict[tuple[tuple[str, str], ...], Any] = {}
 
 
 def _norm_key(key: str) -> str | None:
@@ -183,7 +184,10 @@ def pyarrow_filesystem(uri: str) -> tuple[Any, str]:
     parsed = urlparse(uri)
     path = f"{parsed.netloc}{parsed.path}".rstrip("/")
     if parsed.scheme in ("s3", "s3a"):
-        return pafs.S3FileSystem(**_pyarrow_s3(options)), path
+        key = tuple(sorted(options.items()))
+        if key not in _s3_filesystems:  # one client per credentials, not one per file
+            _s3_filesystems[key] = pafs.S3FileSystem(**_pyarrow_s3(options))
+        return _s3_filesystems[key], path
     from deltalake.fs import DeltaStorageHandler
 
     root = f"{parsed.scheme}://{parsed.netloc}"
