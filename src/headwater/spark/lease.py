@@ -26,9 +26,9 @@ from typing import Any
 from urllib.parse import urlparse
 
 from headwater.conf import storage
+from headwater.conf.layout import LEASE
 from headwater.errors import HeadwaterError
 
-LEASE_DIR = "_lease"
 DEFAULT_TTL = 60.0
 KEEP = 3  # newest lease objects kept; older ones are removed after each write
 
@@ -117,10 +117,10 @@ class _S3Store:
 def _store_for(location: str) -> _LocalStore | _S3Store:
     scheme = urlparse(location).scheme
     if scheme in ("s3", "s3a"):
-        return _S3Store(f"s3://{location.split('://', 1)[1].rstrip('/')}/{LEASE_DIR}")
+        return _S3Store(f"s3://{location.split('://', 1)[1].rstrip('/')}/{LEASE}")
     if scheme in ("", "file"):
         path = location.removeprefix("file://")
-        return _LocalStore(os.path.join(path, LEASE_DIR))
+        return _LocalStore(os.path.join(path, LEASE))
     raise HeadwaterError(
         "HW_STORAGE_CLIENT_MISSING", f"No lease store for {scheme}:// locations.",
         "Leases are written put-if-absent on local or network filesystems and on S3.",
