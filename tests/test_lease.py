@@ -104,6 +104,18 @@ def test_network_mounts_and_uris_need_a_lease_local_disks_do_not():
     assert not needs_lease("/mnt/shared/tmp/ckpt", MOUNTS)
     assert not needs_lease("/home/me/ckpt", MOUNTS)
     assert needs_lease("s3a://bucket/ckpt", MOUNTS)
+    assert not needs_lease("hdfs://nn/ckpt", MOUNTS)  # no lease store: a local flock
+
+
+def test_hdfs_checkpoint_lock_is_a_local_flock_keyed_by_the_uri(tmp):
+    first = CheckpointLock("hdfs://nn:8020/ckpt/a", "one").acquire()
+    try:
+        assert "hdfs:" not in str(first.path) and first.path.is_file()
+        with pytest.raises(HeadwaterError, match="hdfs://nn:8020/ckpt/a"):
+            CheckpointLock("hdfs://nn:8020/ckpt/a", "two").acquire()
+        CheckpointLock("hdfs://nn:8020/ckpt/b", "three").acquire().release()
+    finally:
+        first.release()
 
 
 def test_checkpoint_lock_on_s3a_uses_the_lease(moto):

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import datetime as dt
 import fcntl
+import hashlib
 import json
 import os
 import socket
+import tempfile
 from pathlib import Path
 
 from headwater.errors import HeadwaterError
@@ -29,7 +31,7 @@ LOCK_NAME = ".headwater.lock"
 class CheckpointLock:
     def __init__(self, checkpoint: str | os.PathLike, owner: str) -> None:
         self.checkpoint = str(checkpoint)
-        self.path = Path(checkpoint) / LOCK_NAME
+        self.path = _local_lock_path(self.checkpoint)
         self.owner = owner
         self._fd: int | None = None
         self._lease: LeaseLock | None = None
@@ -46,7 +48,7 @@ class CheckpointLock:
             os.close(fd)
             raise HeadwaterError(
                 "HW_CHECKPOINT_IN_USE",
-                f"The checkpoint {self.path.parent} is in use by another query ({holder}).",
+                f"The checkpoint {self.checkpoint} is in use by another query ({holder}).",
                 "Two queries writing with one checkpoint would corrupt its offset and commit "
                 "logs; a checkpoint belongs to exactly one query.",
                 "Stop the other query first, or give this query its own checkpoint location.",
@@ -87,6 +89,15 @@ class CheckpointLock:
     @property
     def held(self) -> bool:
         return self._fd is not None or (self._lease is not None and self._lease.held)
+
+
+def _local_lock_path(checkpoint: str) -> Path:
+    """The flock file: in the checkpoint folder, or for a URI without a lease store
+    (hdfs://, ...) a local file named by the URI's hash (one host only)."""
+    if "://" in checkpoint and not checkpoint.startswith("file:"):
+        digest = hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
+        return Path(tempfile.gettempdir()) / "headwater-locks" / digest / LOCK_NAME
+    return Path(checkpoint.removeprefix("file://")) / LOCK_NAME
 
 
 def _read_holder(fd: int) -> str:

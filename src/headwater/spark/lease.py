@@ -262,8 +262,12 @@ def filesystem_type(path: str, mounts: str | None = None) -> str:
 
 
 def needs_lease(location: str, mounts: str | None = None) -> bool:
-    """True where flock cannot be trusted: a URI (s3a://, hdfs://, ...) or a network mount."""
+    """True where flock cannot be trusted and a lease store exists: ``s3://`` / ``s3a://``,
+    or a path on a network mount. Other URIs (hdfs://, abfs://, ...) have no lease store
+    yet: their lock is a local flock, which guards one host only."""
     scheme = urlparse(location).scheme
-    if scheme not in ("", "file"):
+    if scheme in ("s3", "s3a"):
         return True
+    if scheme not in ("", "file"):
+        return False
     return filesystem_type(location.removeprefix("file://"), mounts) in NETWORK_FILESYSTEMS
