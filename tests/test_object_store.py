@@ -192,3 +192,19 @@ def test_storage_options_translate_s3a_names_redact_and_register_when_unpickled(
     assert storage.options_for("s3://bkt/elsewhere")["aws_secret_access_key"] == "SK"
     assert storage.options_for("/local/path") is None
     storage._by_bucket.pop("s3://bkt")
+
+
+def test_storage_section_of_headwater_toml(tmp):
+    from headwater.conf.project import Project
+
+    (tmp / "headwater.toml").write_text(
+        '[pipeline]\nname = "p"\ndefinitions = ["*.py"]\n\n'
+        '[storage]\nAWS_SECRET_ACCESS_KEY = "topsecret"\nAWS_ALLOW_HTTP = true\n')
+    project = Project.load(tmp)
+    assert project.storage == {"AWS_SECRET_ACCESS_KEY": "topsecret", "AWS_ALLOW_HTTP": "true"}
+    assert "topsecret" not in repr(project)
+    (tmp / "headwater.toml").write_text(
+        '[pipeline]\nname = "p"\ndefinitions = ["*.py"]\n\n[storage]\nAWS_REGION = 5\n')
+    with pytest.raises(HeadwaterError) as invalid:
+        Project.load(tmp)
+    assert invalid.value.code == "HW_STORAGE_INVALID"
