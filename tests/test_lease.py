@@ -91,6 +91,21 @@ def test_background_renewal_keeps_the_lease(moto, tmp):
     lease.release()
 
 
+def test_a_holder_taken_over_is_told_on_its_renewal_thread(tmp):
+    import threading
+
+    lost = threading.Event()
+    clock = Clock()
+    location = str(tmp / "taken")
+    holder = LeaseLock(location, "slow", ttl=0.6, clock=clock, on_lost=lost.set).acquire()
+    clock.now += 1  # the holder looks expired to the next writer (a paused process, say)
+    LeaseLock(location, "new", ttl=0.6, clock=clock).acquire(renew=False)
+    assert lost.wait(5) and holder.lost and not holder.held
+    holder.release()  # writes nothing: the lease is the new writer's
+    with pytest.raises(HeadwaterError, match="leased by new"):
+        LeaseLock(location, "third", ttl=0.6, clock=clock).acquire(renew=False)
+
+
 MOUNTS = """\
 /dev/sda1 / ext4 rw 0 0
 server:/export /mnt/shared nfs4 rw 0 0

@@ -20,6 +20,7 @@ import json
 import os
 import socket
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from headwater.errors import HeadwaterError
@@ -29,8 +30,11 @@ LOCK_NAME = ".headwater.lock"
 
 
 class CheckpointLock:
-    def __init__(self, checkpoint: str | os.PathLike, owner: str) -> None:
+    def __init__(self, checkpoint: str | os.PathLike, owner: str,
+                 on_lost: Callable[[], object] | None = None) -> None:
+        """on_lost: with a lease, called when another writer took it over (stop the query)."""
         self.checkpoint = str(checkpoint)
+        self.on_lost = on_lost
         self.path = _local_lock_path(self.checkpoint)
         self.owner = owner
         self._fd: int | None = None
@@ -62,7 +66,8 @@ class CheckpointLock:
 
     def _acquire_lease(self) -> CheckpointLock:
         try:
-            self._lease = LeaseLock(self.checkpoint, self.owner).acquire()
+            self._lease = LeaseLock(self.checkpoint, self.owner,
+                                    on_lost=self.on_lost).acquire()
         except HeadwaterError as exc:
             if exc.code != "HW_LEASE_HELD":
                 raise

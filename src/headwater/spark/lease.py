@@ -135,11 +135,15 @@ class LeaseLock:
     ttl: seconds a lease lives without renewal (default 60); renewals run every ``ttl / 3``
         on a daemon thread once :meth:`acquire` succeeds (``renew=False`` to renew by hand).
     clock: seconds since the epoch (tests pass their own).
+    on_lost: called once (on the renewal thread) when a renewal is refused because another
+        writer took the lease over: the place to stop the query this lease guarded.
     """
 
     def __init__(self, location: str, owner: str, ttl: float = DEFAULT_TTL,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 on_lost: Callable[[], object] | None = None) -> None:
         self.location, self.owner, self.ttl, self.clock = location, owner, ttl, clock
+        self.on_lost = on_lost
         self.store = _store_for(location)
         self.token = uuid.uuid4().hex
         self.seq: int | None = None
@@ -216,6 +220,8 @@ class LeaseLock:
         while not self._stop.wait(self.ttl / 3):
             try:
                 if not self.renew():
+                    if self.lost and self.on_lost is not None:
+                        self.on_lost()
                     return
             except OSError:  # a store hiccup: try again next round, before the expiry
                 continue
