@@ -53,3 +53,20 @@ def no_lakehouse(spark, keep_lakehouse):
 @pytest.fixture
 def tmp(tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def moto(tmp_path_factory):
+    """moto's S3 server on 127.0.0.1 (tests/object_store.py); ``moto.bucket()`` per test."""
+    import os
+
+    from tests.object_store import MotoServer, moto_binary
+
+    binary = moto_binary()
+    if binary is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("CI is set but moto_server is missing (pip install 'moto[server]==5.2.5')")
+        pytest.skip("no moto_server: pip install 'moto[server]==5.2.5' (the test extra)")
+    server = MotoServer(binary, log=tmp_path_factory.mktemp("moto") / "moto.log").start()
+    yield server
+    server.stop()

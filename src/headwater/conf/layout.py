@@ -9,6 +9,7 @@ A lakehouse root looks like this::
     <root>/_event_log/                 the pipeline event log, a Delta table  (EVENT_LOG)
     <root>/_checkpoints/<table>/       one Spark checkpoint per writing query (CHECKPOINTS)
         .../headwater-flow.json        what the checkpoint's flow looked like (FLOW_STATE)
+        .../_lease/<n>.json            the lock's lease on a network mount or s3a:// (LEASE)
         .../_ingest/<stream id>/       a file stream's schema versions and file list
     <root>/_ingest/<stream id>/        the same for read_files outside a pipeline (INGEST)
         _schemas/<n>.json, _files.sqlite                                  (SCHEMAS, FILE_INDEX)
@@ -29,6 +30,7 @@ WAREHOUSE = "_warehouse"
 RESERVED_PREFIXES = ("_", ".")
 # One part of a table name (a schema or a table): a folder name, lower case.
 NAME_PART = r"^[a-z_][a-z0-9_]*$"
+LEASE = "_lease"  # put-if-absent lease objects of a checkpoint lock (spark/lease.py)
 # Tables headwater writes itself, queryable like any other (names users cannot take).
 SYSTEM_TABLES = (EVENT_LOG,)
 

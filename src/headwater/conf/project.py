@@ -13,6 +13,10 @@ event_log = true                            # every batch's progress in _event_l
 
 [spark]
 "spark.sql.shuffle.partitions" = "8"
+
+[storage]                                   # object-store credentials (conf/storage.py)
+AWS_ENDPOINT_URL = "http://127.0.0.1:9000"  # delta-rs keys; never printed or logged
+AWS_ALLOW_HTTP = "true"
 ```
 """
 
@@ -42,6 +46,7 @@ class Project:
     # The schema unqualified dataset names resolve in (SDP's `database:`); None: the
     # lakehouse's top level (Spark's `default`).
     database: str | None = None
+    storage: dict[str, str] = field(default_factory=dict, repr=False)  # secrets: no repr
 
     @classmethod
     def load(cls, project_dir: str | Path = ".") -> Project:
@@ -86,6 +91,13 @@ class Project:
         spark_conf = data.get("spark", {})
         if not isinstance(spark_conf, dict):
             raise _invalid(config, "[spark] must be a table of Spark settings")
+        storage = data.get("storage", {})
+        if not isinstance(storage, dict) or not all(
+                isinstance(v, str | bool) for v in storage.values()):
+            raise HeadwaterError(
+                "HW_STORAGE_INVALID", f"{config}: [storage] must be a table of string values.",
+                "[storage] holds delta-rs storage options (AWS_REGION = \"...\").",
+                'Write one key = "value" line per option under [storage].')
         return cls(
             dir=config.parent,
             name=str(section.get("name") or config.parent.name),
@@ -97,6 +109,8 @@ class Project:
             spark_conf={str(k): str(v) for k, v in spark_conf.items()},
             database=check_database(section["database"], f"{config}: [pipeline] database")
             if "database" in section else None,
+            storage={str(k): str(v).lower() if isinstance(v, bool) else str(v)
+                     for k, v in storage.items()},
         )
 
     def files(self) -> list[Path]:

@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from headwater.conf.layout import DELTA_LOG
-from headwater.delta.log import DeltaLog, normalize_uri
+from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.errors import HeadwaterError
 
 ENGINE_INFO = "headwater-0.1 (Spark copy-on-write)"
@@ -180,10 +180,9 @@ def _checkpoint_if_due(uri: str, version: int) -> None:
     unless ``delta.enableExpiredLogCleanup=false``); commits written here do the same, at the
     same versions (every ``interval`` commits: versions interval-1, 2*interval-1, ...), so both
     writers of one table keep one checkpoint rhythm."""
-    from deltalake import DeltaTable
 
     try:
-        table = DeltaTable(uri, version=version)
+        table = open_table(uri, version=version)
         config = table.metadata().configuration or {}
         interval = int(config.get("delta.checkpointInterval", "100"))
         if interval > 0 and (version + 1) % interval == 0:

@@ -13,6 +13,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from headwater.conf import storage
 from headwater.conf.options import parse_int
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.schema import spark_schema, strip_field_metadata
@@ -56,8 +57,22 @@ class DeltaDataSource(DataSource):
     parallelism: int = MACHINE_PARALLELISM
 
     def __init__(self, options: dict[str, str]) -> None:
-        super().__init__(options)
-        self.opts: dict[str, Any] = {k.lower(): v for k, v in options.items()}
+        credentials, rest = storage.split_options(options)
+        super().__init__(rest)  # storage options stay out of every other option dict
+        self.opts: dict[str, Any] = {k.lower(): v for k, v in rest.items()}
+        self.credentials: storage.Credentials | None = None
+        if self.opts.get("path"):
+            uri = normalize_uri(self.opts["path"])
+            storage.register(uri, credentials)
+            # Spark pickles the data source between its planning workers: carry them along
+            self.credentials = storage.Credentials.for_uri(uri)
+
+    def _carry(self, worker_side: Any) -> Any:
+        """Attach the path's storage credentials, so the processes that unpickle the reader /
+        writer (Spark's Python workers) register them too."""
+        if self.opts.get("path"):
+            worker_side.credentials = storage.Credentials.for_uri(_path(self.opts))
+        return worker_side
 
     @classmethod
     def name(cls) -> str:
@@ -81,15 +96,15 @@ class DeltaDataSource(DataSource):
 
         if reads_change_feed(self.opts):
             table = self._table()
-            return ChangeFeedBatchReader(
+            return self._carry(ChangeFeedBatchReader(
                 _path(self.opts), self.opts, schema, spark_schema(table.schema().to_json()),
                 list(table.metadata().partition_columns), table.metadata().id,
-                self.parallelism)
+                self.parallelism))
         version = _version_spec(self.opts)
         table = self._table(version)
-        return DeltaBatchReader(_path(self.opts), schema, spark_schema(table.schema().to_json()),
-                                list(table.metadata().partition_columns), version,
-                                self.parallelism)
+        return self._carry(DeltaBatchReader(
+            _path(self.opts), schema, spark_schema(table.schema().to_json()),
+            list(table.metadata().partition_columns), version, self.parallelism))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from headwater.delta.cdf import ChangeFeedStreamReader, reads_change_feed
@@ -97,17 +112,17 @@ class DeltaDataSource(DataSource):
 
         table = self._table()
         reader = ChangeFeedStreamReader if reads_change_feed(self.opts) else DeltaStreamReader
-        return reader(
+        return self._carry(reader(
             _path(self.opts), self.opts, schema, spark_schema(table.schema().to_json()),
             list(table.metadata().partition_columns), table.metadata().id, self.parallelism,
-        )
+        ))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from headwater.delta.batch import DeltaBatchWriter
 
-        return DeltaBatchWriter(self.opts, schema, overwrite)
+        return self._carry(DeltaBatchWriter(self.opts, schema, overwrite))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from headwater.delta.sink import DeltaStreamWriter
 
-        return DeltaStreamWriter(self.opts, schema, overwrite)
+        return self._carry(DeltaStreamWriter(self.opts, schema, overwrite))

@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from headwater.conf import storage
 from headwater.conf.layout import DELTA_LOG
 from headwater.errors import HeadwaterError
 
@@ -48,10 +49,17 @@ def normalize_uri(path: str) -> str:
 
 
 def filesystem_for(uri: str) -> tuple[pafs.FileSystem, str]:
+    """pyarrow's filesystem for ``uri`` (with its registered storage credentials)."""
     if "://" not in uri:
         return pafs.LocalFileSystem(), uri
-    fs, root = pafs.FileSystem.from_uri(uri)
-    return fs, root
+    return storage.pyarrow_filesystem(uri)
+
+
+def open_table(uri: str, version: int | None = None):
+    """delta-rs' DeltaTable at ``uri`` with its registered storage credentials."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(uri, version=version, storage_options=storage.options_for(uri))
 
 
 def resolve_file(table_root: str, log_path: str) -> str:
@@ -69,7 +77,7 @@ class DeltaLog:
 
     def __init__(self, uri: str, storage_options: dict[str, str] | None = None) -> None:
         self.uri = normalize_uri(uri)
-        self.storage_options = storage_options or None
+        self.storage_options = storage_options or storage.options_for(self.uri)
         self.fs, self.root = filesystem_for(self.uri)
         self.reads = 0
         self._last_checkpoint: tuple[int, int | None] | None = None

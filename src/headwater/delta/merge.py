@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from headwater.delta.log import normalize_uri
+from headwater.delta.log import normalize_uri, open_table
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
 from headwater.delta.sink import check_schema
 from headwater.errors import HeadwaterError
@@ -66,13 +66,13 @@ def merge_batch(batch_df: DataFrame, path: str, keys: list[str], app_id: str,
     False (nothing done) when the table already holds txn ``version`` (or later) of ``app_id``.
     True otherwise; an empty batch needs no commit. The table must exist.
     """
-    from deltalake import CommitProperties, DeltaTable, Transaction
+    from deltalake import CommitProperties, Transaction
     from deltalake.exceptions import TableNotFoundError
 
     uri = normalize_uri(str(path))
     key_columns = _resolve_keys(list(keys), batch_df.columns, uri)
     try:
-        table = DeltaTable(uri)
+        table = open_table(uri)
     except TableNotFoundError as exc:
         raise HeadwaterError(
             "HW_DELTA_TABLE_NOT_FOUND", f"MERGE target {uri} is not a Delta table.",

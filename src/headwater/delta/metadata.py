@@ -18,12 +18,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from headwater.conf.layout import DELTA_LOG
+from headwater.delta.log import open_table
 from headwater.errors import HeadwaterError
 
 
 def unset_table_properties(path: str, keys: Iterable[str], attempts: int = 5) -> int:
     """Remove ``keys`` from the table's configuration in one commit; return its version."""
-    from deltalake import DeltaTable
 
     if "://" in path and not path.startswith("file://"):
         raise HeadwaterError(
@@ -34,7 +34,7 @@ def unset_table_properties(path: str, keys: Iterable[str], attempts: int = 5) ->
     keys = list(keys)
     log_dir = Path(path.removeprefix("file://")) / DELTA_LOG
     for _ in range(attempts):
-        table = DeltaTable(path)
+        table = open_table(path)
         meta = table.metadata()
         version = table.version() + 1
         configuration = {k: v for k, v in (meta.configuration or {}).items() if k not in keys}

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from headwater.conf.layout import FAULT_ENV, FAULT_TABLE_ENV  # test hooks (crash tests)
 from headwater.delta.files import file_stats
-from headwater.delta.log import DeltaLog, deletion_vector_paths, filesystem_for, normalize_uri
+from headwater.delta.log import DeltaLog, deletion_vector_paths, filesystem_for, normalize_uri, open_table
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema, strip_field_metadata
 from headwater.delta.sink import check_partitioning, check_schema, commit_files
 from headwater.errors import HeadwaterError
@@ -126,9 +126,8 @@ def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = No
     if not adds:
         _remove_dir(uri, staging)
     if user_keys:
-        from deltalake import DeltaTable
 
-        DeltaTable(uri).alter.set_table_properties(user_keys, raise_if_not_exists=False)
+        open_table(uri).alter.set_table_properties(user_keys, raise_if_not_exists=False)
     return sum(json.loads(a["stats"])["numRecords"] for a in adds)
 
 
@@ -225,7 +224,10 @@ def read_native(spark: SparkSession, path: str) -> DataFrame | None:
 def natively_readable(table) -> bool:
     """Spark's parquet reader returns the same rows: no column mapping, no partition columns
     (their values live in the log), no reader features such as deletion vectors or type
-    widening (files may hold narrower types than the schema)."""
+    widening (files may hold narrower types than the schema). Only local tables: Spark's
+    reader opens paths through Hadoop, which has no s3 / az / gs filesystem here."""
+    if "://" in table.table_uri and not table.table_uri.startswith("file:"):
+        return False
     features = set(table.protocol().reader_features or [])
     return not (_column_mapped(table) or table.metadata().partition_columns
                 or features - {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})

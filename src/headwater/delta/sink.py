@@ -20,11 +20,12 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from headwater.conf import storage
 from headwater.conf.layout import FAULT_ENV  # a test hook: crash tests kill the driver here
 from headwater.conf.options import parse_bool, parse_columns, parse_size
 from headwater.delta import autocompact
 from headwater.delta.files import collect_adds, write_task
-from headwater.delta.log import DeltaLog, filesystem_for, normalize_uri, resolve_file
+from headwater.delta.log import DeltaLog, filesystem_for, normalize_uri, open_table, resolve_file
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
 from headwater.errors import HeadwaterError
 
@@ -138,7 +139,7 @@ def commit_files(
     partition_filters: list[tuple[str, str, Any]] | None = None,
 ) -> bool:
     """Commit ``adds`` in one transaction. False when ``txn`` was already committed."""
-    from deltalake import CommitProperties, DeltaTable, Schema, Transaction
+    from deltalake import CommitProperties, Schema, Transaction
     from deltalake.exceptions import TableNotFoundError
     from deltalake.transaction import AddAction, create_table_with_add_actions
 
@@ -150,7 +151,7 @@ def commit_files(
     ]
     data_schema = as_nullable(data_schema)
     try:
-        table = DeltaTable(path)
+        table = open_table(path)
     except TableNotFoundError:
         table = None
     if table is None:
@@ -165,6 +166,7 @@ def commit_files(
         schema = Schema.from_arrow(arrow_schema(data_schema))
         create_table_with_add_actions(path, schema, actions, mode="append",
                                       partition_by=partition_by or None,
+                                      storage_options=storage.options_for(path),
                                       commit_properties=props)
         return True
     if txn is not None:
@@ -192,7 +194,7 @@ def commit_files(
 
         arrow = arrow_schema(data_schema)
         table.alter.add_columns([Field.from_arrow(arrow.field(c)) for c in new_columns])
-        table = DeltaTable(path)
+        table = open_table(path)
     table.create_write_transaction(
         actions, mode=mode, schema=table.schema(), partition_by=existing_parts or None,
         partition_filters=partition_filters, commit_properties=props,

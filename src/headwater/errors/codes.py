@@ -165,6 +165,13 @@ CODES: dict[str, str] = {
     # sinks16
     "HW_PIPELINE_SINK_FORMAT": "A pipeline sink's format has no streaming writer here, or "
                                "misses an option it needs (path).",
+    # s3obj15
+    "HW_STORAGE_OPTION_UNKNOWN": "An fs.s3a.* storage option has no delta-rs counterpart.",
+    "HW_STORAGE_CLIENT_MISSING": "A lease on object storage needs boto3 (headwater[s3]).",
+    "HW_STORAGE_INVALID": "[storage] in headwater.toml is not a table of string options.",
+    "HW_HADOOP_FILESYSTEM_MISSING": "Spark has no Hadoop filesystem for a path's scheme "
+                                    "(an s3:// checkpoint without hadoop-aws).",
+    "HW_LEASE_HELD": "A live lease held by another writer guards this location.",
 }
 
 

@@ -119,7 +119,17 @@ def translated() -> Iterator[None]:
 
 
 def as_headwater(exc: BaseException) -> HeadwaterError | None:
-    """HW_STREAM_UNSUPPORTED for Spark's unsupported-operation error, else None."""
+    """HW_STREAM_UNSUPPORTED for Spark's unsupported-operation error,
+    HW_HADOOP_FILESYSTEM_MISSING for a path Hadoop cannot open, else None."""
+    scheme = re.search(r'No FileSystem for scheme "?([\w+.-]+)"?', str(exc))
+    if scheme:
+        return HeadwaterError(
+            "HW_HADOOP_FILESYSTEM_MISSING",
+            f"Spark has no Hadoop filesystem for {scheme.group(1)}:// paths.",
+            "Checkpoints (and Spark's own file sources) go through Hadoop; pyspark brings the "
+            "local filesystem and HDFS, not s3a / abfs / gcs.",
+            "Keep checkpointLocation on a local path, a shared mount or HDFS, or run where "
+            "the cluster provides hadoop-aws and use s3a://. Delta tables may stay on s3://.")
     if type(exc).__name__ != "AnalysisException":
         return None
     message = spark_message(exc)

@@ -8,7 +8,9 @@ Each session gets its own subclasses of the sources carrying the session's
 ``defaultParallelism`` (how many partitions a scan aims for): Spark pickles the class when it
 is registered, so the value reaches the planning worker with it. That is the reason for the
 subclasses: no environment variable, and nothing is set on Spark's objects; which sessions
-are done is kept in a weak set here (an entry goes when its session is collected).
+are done is kept in a weak map here (an entry goes when its session is collected). The
+storage defaults ([storage] in headwater.toml) travel the same way; a session is registered
+again when they change.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from headwater.conf import storage
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-_registered: weakref.WeakSet[Any] = weakref.WeakSet()
+_registered: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -34,17 +38,22 @@ def register_sources(spark: SparkSession) -> None:
     from headwater.ingest.source import FilesDataSource
     from headwater.spark.session import session_parallelism
 
+    defaults = storage.Defaults.current()
     with _lock:
-        if spark in _registered:
+        if _registered.get(spark) == defaults:
             return
         parallelism = session_parallelism(spark)
         for source in (DeltaDataSource, DeltaFileListSource, FilesDataSource):
-            spark.dataSource.register(with_parallelism(source, parallelism))
-        install_listener(spark)
-        _registered.add(spark)
+            spark.dataSource.register(with_parallelism(source, parallelism, defaults))
+        if spark not in _registered:
+            install_listener(spark)
+        _registered[spark] = defaults
 
 
-def with_parallelism(source: type, parallelism: int) -> type:
-    """A subclass of ``source`` whose scans aim for ``parallelism`` partitions (same ``name()``)."""
+def with_parallelism(source: type, parallelism: int,
+                     defaults: storage.Defaults | None = None) -> type:
+    """A subclass of ``source`` whose scans aim for ``parallelism`` partitions (same ``name()``),
+    carrying the process's storage defaults ([storage]) to Spark's planning workers."""
     return type(f"{source.__name__}_p{parallelism}", (source,),
-                {"parallelism": parallelism, "__module__": __name__})
+                {"parallelism": parallelism, "storage_defaults": defaults,
+                 "__module__": __name__})

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from headwater.conf import storage
 from headwater.conf.layout import WAREHOUSE
 from headwater.lakehouse.sources import start_session
 from headwater.lakehouse.tables import Lakehouse
@@ -20,6 +21,7 @@ def spark_session(
     app_name: str = "headwater",
     conf: dict[str, Any] | None = None,
     lakehouse: str | os.PathLike[str] | None = None,
+    storage_options: dict[str, str] | None = None,
 ) -> SparkSession:
     """Start (or return) a SparkSession with Delta Lake registered as ``format("delta")``.
 
@@ -30,11 +32,16 @@ def spark_session(
     lakehouse: a folder of Delta tables; every table in it is registered by name, so
         ``spark.table("bronze")``, ``readStream.table``, ``toTable`` and SQL work on them.
         ``headwater.Lakehouse(root)`` gives the same from an existing session.
+    storage_options: object-store credentials for every ``s3://`` / ``az://`` / ``gs://``
+        path (delta-rs keys such as ``AWS_REGION``; as ``[storage]`` in headwater.toml).
+        Default: the environment's. Kept in memory only, never printed or logged.
 
     Python workers use this interpreter, and Spark is stopped on every exit path
     (normal exit, exception, SIGTERM, Ctrl-C).
     """
     # Spark's managed-table folders (always empty: the data lives in the lakehouse).
+    if storage_options is not None:
+        storage.set_defaults(storage_options)
     warehouse = Path(lakehouse).expanduser().resolve() / WAREHOUSE if lakehouse else None
     spark = start_session(master, app_name, conf, warehouse)
     if lakehouse is not None:

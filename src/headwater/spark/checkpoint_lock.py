@@ -5,29 +5,44 @@ refuses a duplicate inside one session; the lock here also holds across processe
 ``flock`` on ``<checkpoint>/.headwater.lock``: the kernel drops it when the owning process dies,
 SIGKILL included, so a crashed owner never blocks the next run. ``flock`` locks belong to the
 open file, so a second lock attempt from the same process is refused too.
+
+``flock`` is not reliable on NFS and other network mounts, and impossible on object stores
+(an ``s3a://`` checkpoint on a cluster with hadoop-aws): there the lock is a lease
+(:mod:`headwater.spark.lease`), renewed while the query runs, expiring when its owner dies.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import fcntl
+import hashlib
 import json
 import os
 import socket
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from headwater.errors import HeadwaterError
+from headwater.spark.lease import LeaseLock, needs_lease
 
 LOCK_NAME = ".headwater.lock"
 
 
 class CheckpointLock:
-    def __init__(self, checkpoint: str | os.PathLike, owner: str) -> None:
-        self.path = Path(checkpoint) / LOCK_NAME
+    def __init__(self, checkpoint: str | os.PathLike, owner: str,
+                 on_lost: Callable[[], object] | None = None) -> None:
+        """on_lost: with a lease, called when another writer took it over (stop the query)."""
+        self.checkpoint = str(checkpoint)
+        self.on_lost = on_lost
+        self.path = _local_lock_path(self.checkpoint)
         self.owner = owner
         self._fd: int | None = None
+        self._lease: LeaseLock | None = None
 
     def acquire(self) -> CheckpointLock:
+        if needs_lease(self.checkpoint):
+            return self._acquire_lease()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -37,7 +52,7 @@ class CheckpointLock:
             os.close(fd)
             raise HeadwaterError(
                 "HW_CHECKPOINT_IN_USE",
-                f"The checkpoint {self.path.parent} is in use by another query ({holder}).",
+                f"The checkpoint {self.checkpoint} is in use by another query ({holder}).",
                 "Two queries writing with one checkpoint would corrupt its offset and commit "
                 "logs; a checkpoint belongs to exactly one query.",
                 "Stop the other query first, or give this query its own checkpoint location.",
@@ -49,7 +64,26 @@ class CheckpointLock:
         self._fd = fd
         return self
 
+    def _acquire_lease(self) -> CheckpointLock:
+        try:
+            self._lease = LeaseLock(self.checkpoint, self.owner,
+                                    on_lost=self.on_lost).acquire()
+        except HeadwaterError as exc:
+            if exc.code != "HW_LEASE_HELD":
+                raise
+            raise HeadwaterError(
+                "HW_CHECKPOINT_IN_USE",
+                f"The checkpoint {self.checkpoint} is in use by another query: {exc.what}",
+                "Two queries writing with one checkpoint would corrupt its offset and commit "
+                "logs; on a network mount or object store the lock is a renewed lease.",
+                "Stop the other query first (its lease then expires), or give this query its "
+                "own checkpoint location.") from None
+        return self
+
     def release(self) -> None:
+        if self._lease is not None:
+            lease, self._lease = self._lease, None
+            lease.release()
         if self._fd is not None:
             fd, self._fd = self._fd, None
             try:
@@ -59,7 +93,16 @@ class CheckpointLock:
 
     @property
     def held(self) -> bool:
-        return self._fd is not None
+        return self._fd is not None or (self._lease is not None and self._lease.held)
+
+
+def _local_lock_path(checkpoint: str) -> Path:
+    """The flock file: in the checkpoint folder, or for a URI without a lease store
+    (hdfs://, ...) a local file named by the URI's hash (one host only)."""
+    if "://" in checkpoint and not checkpoint.startswith("file:"):
+        digest = hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
+        return Path(tempfile.gettempdir()) / "headwater-locks" / digest / LOCK_NAME
+    return Path(checkpoint.removeprefix("file://")) / LOCK_NAME
 
 
 def _read_holder(fd: int) -> str:

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import CDC_STATE
+from headwater.conf.storage import options_for
 from headwater.delta.cdc import timeline as tl
 from headwater.delta.cdc.spec import END_AT, SEQ, START_AT, TRUNCATE, CdcSpec, events_of
-from headwater.delta.log import normalize_uri
+from headwater.delta.log import normalize_uri, open_table
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
@@ -141,11 +142,10 @@ def apply_changes_batch(batch: DataFrame, batch_id: int, target: str, spec: CdcS
 
 
 def _txn_version(uri: str, app_id: str) -> int | None:
-    from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        return DeltaTable(uri).transaction_version(app_id)
+        return open_table(uri).transaction_version(app_id)
     except TableNotFoundError:
         return None
 
@@ -189,10 +189,11 @@ def _ensure_table(uri: str, schema: StructType, configuration: dict[str, str], w
     from headwater.delta.sink import check_schema
 
     try:
-        table = DeltaTable(uri)
+        table = open_table(uri)
     except TableNotFoundError:
         return DeltaTable.create(uri, arrow_schema(as_nullable(schema)), mode="ignore",
-                                 configuration=configuration or None)
+                                 configuration=configuration or None,
+                                 storage_options=options_for(uri))
     existing = spark_schema(table.schema().to_json())
     missing = {f.name.lower() for f in schema.fields} - {f.name.lower() for f in existing.fields}
     if missing:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from headwater.delta.dml.common import ColumnOrSql, DmlResult, target_column_name
+from headwater.delta.log import open_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -246,10 +247,9 @@ def _alias_of(df: Any) -> str | None:
 
 def _result(operation: str, snapshot: Snapshot, metrics: dict[str, Any], updated: int = 0,
             deleted: int = 0, inserted: int = 0) -> DmlResult:
-    from deltalake import DeltaTable
 
     changed = updated + deleted + inserted
-    version = DeltaTable(snapshot.uri).version()
+    version = open_table(snapshot.uri).version()
     return DmlResult(operation, num_affected_rows=changed, num_updated_rows=updated,
                      num_deleted_rows=deleted, num_inserted_rows=inserted,
                      version=version if version != snapshot.version else None,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from headwater.conf import storage
 from headwater.conf.project import Project
 from headwater.conf.triggers import is_triggered, trigger_kwargs
 from headwater.errors import HeadwaterError
@@ -81,6 +82,8 @@ def load_project(project: Project | str | os.PathLike[str] = ".",
 
     if not isinstance(project, Project):
         project = Project.load(Path(project))
+    if project.storage:  # before any table is opened; readers carry them to the workers
+        storage.set_defaults(project.storage)
     spark = spark_session(project.master, app_name=app_name or f"headwater:{project.name}",
                           conf=project.spark_conf, lakehouse=project.root)
     lakehouse = _attached_lakehouse(spark)
