@@ -8,6 +8,7 @@
 #   bash dev.sh bench-pipeline   headwater run vs Spark Declarative Pipelines (outside CI)
 #   bash dev.sh bench-ingest     read_files vs Spark's file source, 1k..100k files (outside CI)
 #   bash dev.sh bench-eventlog   the demo pipeline with and without the event log (outside CI)
+#   bash dev.sh bench-dml        MERGE / DELETE: Spark vs delta-rs vs hand-written deltalake (outside CI)
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
@@ -34,5 +35,6 @@ case "$cmd" in
   bench-pipeline) exec .venv/bin/python benchmarks/pipeline_vs_sdp.py "$@" ;;
   bench-ingest) exec .venv/bin/python benchmarks/ingest_scale.py "$@" ;;
   bench-eventlog) exec .venv/bin/python benchmarks/event_log_overhead.py "$@" ;;
-  *) echo "usage: bash dev.sh demo|test|fast|lint|bench|bench-pipeline|bench-ingest|bench-eventlog" >&2; exit 2 ;;
+  bench-dml) exec .venv/bin/python benchmarks/dml.py "$@" ;;
+  *) echo "usage: bash dev.sh demo|test|fast|lint|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-dml" >&2; exit 2 ;;
 esac

@@ -26,6 +26,10 @@ CPU seconds of the JVM alone; the Python driver's peak RSS (VmHWM, reset before 
 through /proc/self/clear_refs after freeing what the allocators hold) and the JVM's peak RSS
 (in local mode the executors live in the JVM, so that one holds Spark's work). One discarded
 warm-up per statement and path at each size, then ``--runs`` interleaved runs; medians.
+
+Driver memory: Arrow's and delta-rs's allocators keep some freed memory, so in one process a
+path's peak can include what an earlier path left ("driver +MB" then understates it). For
+clean driver peaks run one path per process: ``--paths delta-rs``.
 """
 
 from __future__ import annotations
@@ -271,6 +275,9 @@ def main() -> None:
     parser.add_argument("--warm-up", type=int, default=1, help="Discarded rounds per size.")
     parser.add_argument("--statements", default=None,
                         help=f"Comma-separated, of: {', '.join(STATEMENTS)} (default: all).")
+    parser.add_argument("--paths", default=",".join(PATHS),
+                        help="Comma-separated, of: spark, delta-rs, hand-written. One path per "
+                             "process gives driver peaks free of other paths' leftovers.")
     parser.add_argument("--smoke", action="store_true",
                         help="100k rows, 2k changes, 10k rows per file, MERGE random and "
                              "DELETE 1%% only (unless --statements), no warm-up, 1 run.")
@@ -281,9 +288,10 @@ def main() -> None:
             "100000", 2000, 10_000, 1, 0
         args.statements = args.statements or "MERGE random,DELETE 1%"
     statements = tuple(s.strip() for s in (args.statements or ",".join(STATEMENTS)).split(","))
-    unknown = set(statements) - set(STATEMENTS)
+    paths = tuple(p.strip() for p in args.paths.split(","))
+    unknown = (set(statements) - set(STATEMENTS)) | (set(paths) - set(PATHS))
     if unknown:
-        parser.error(f"unknown statements {sorted(unknown)}; use {', '.join(STATEMENTS)}")
+        parser.error(f"unknown statements or paths {sorted(unknown)}")
     spark = headwater.spark_session("local[2]", conf={"spark.sql.shuffle.partitions": "2",
                                                       "spark.ui.enabled": "false"})
     base = Path(tempfile.mkdtemp(prefix="hw-bench-dml-"))
@@ -294,7 +302,7 @@ def main() -> None:
     try:
         for rows in (int(r) for r in args.rows.split(",")):
             results += bench(spark, rows, args.changes, args.rows_per_file, args.runs,
-                             args.warm_up, base, statements)
+                             args.warm_up, base, statements, paths)
     finally:
         shutil.rmtree(base, ignore_errors=True)
         headwater.stop_spark()
