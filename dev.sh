@@ -9,6 +9,7 @@
 #   bash dev.sh bench-ingest     read_files vs Spark's file source, 1k..100k files (outside CI)
 #   bash dev.sh bench-eventlog   the demo pipeline with and without the event log (outside CI)
 #   bash dev.sh bench-cdc        AUTO CDC vs a hand-written deltalake MERGE, SCD1 and 2 (outside CI)
+#   bash dev.sh bench-dml        MERGE / DELETE: Spark vs delta-rs vs hand-written deltalake (outside CI)
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
@@ -36,5 +37,6 @@ case "$cmd" in
   bench-ingest) exec .venv/bin/python benchmarks/ingest_scale.py "$@" ;;
   bench-eventlog) exec .venv/bin/python benchmarks/event_log_overhead.py "$@" ;;
   bench-cdc) exec .venv/bin/python benchmarks/cdc_apply.py "$@" ;;
-  *) echo "usage: bash dev.sh demo|test|fast|lint|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-cdc" >&2; exit 2 ;;
+  bench-dml) exec .venv/bin/python benchmarks/dml.py "$@" ;;
+  *) echo "usage: bash dev.sh demo|test|fast|lint|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-cdc|bench-dml" >&2; exit 2 ;;
 esac

@@ -108,3 +108,21 @@ def test_auto_picks_delta_rs_only_where_it_matches_spark(spark, tmp_path):
     with pytest.raises(HeadwaterError) as err:
         dml.update(spark, path, {"name": "upper(name)"}, engine="delta-rs")
     assert err.value.code == "HW_DML_ENGINE_UNSUPPORTED" and "UnresolvedFunction" in str(err.value)
+
+
+def test_dml_benchmark_smoke_three_paths_delete_the_same_rows(spark, tmp_path):
+    """benchmarks/dml.py at its smallest: the three paths run the same DELETE on fresh copies
+    of one table and each removes exactly 1% (the harness checks every run's counts)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        from dml import PATHS, bench, report
+    finally:
+        sys.path.pop(0)
+    results = bench(spark, rows=20_000, changes=200, rows_per_file=5_000, runs=1, warm_up=0,
+                    base=tmp_path, statements=("DELETE 1%",))
+    assert [r["path"] for r in results] == list(PATHS)
+    assert all(r["deleted"] == 200 and r["files_rewritten"] == 4 for r in results), results
+    assert "| DELETE 1% | spark |" in report(results)

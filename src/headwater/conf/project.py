@@ -10,6 +10,7 @@ database = "sales"                          # optional: unqualified names live i
 trigger = "available-now"                   # default of `headwater run`
 master = "local[*]"                         # optional
 event_log = true                            # every batch's progress in _event_log
+auto_compact = true                         # compact the small files of written tables
 
 [spark]
 "spark.sql.shuffle.partitions" = "8"
@@ -41,6 +42,9 @@ class Project:
     trigger: str | None = None
     master: str | None = None
     event_log: bool = True
+    # Compact small files after each commit of a pipeline table (delta-rs OPTIMIZE,
+    # dataChange=false); a table's delta.autoOptimize.autoCompact property wins.
+    auto_compact: bool = True
     spark_conf: dict[str, str] = field(default_factory=dict)
     spec: Path | None = None  # the spark-pipeline.yml it was read from, if any
     # The schema unqualified dataset names resolve in (SDP's `database:`); None: the
@@ -78,7 +82,7 @@ class Project:
         if not isinstance(section, dict):
             raise _invalid(config, "it has no [pipeline] table")
         unknown = set(section) - {"name", "root", "definitions", "trigger", "master",
-                                 "event_log", "database"}
+                                 "event_log", "database", "auto_compact"}
         if unknown:
             raise _invalid(config, f"unknown [pipeline] keys {sorted(unknown)}")
         definitions = section.get("definitions")
@@ -86,8 +90,9 @@ class Project:
             definitions = [definitions]
         if not definitions or not all(isinstance(d, str) for d in definitions):
             raise _invalid(config, "[pipeline] definitions must list file globs")
-        if not isinstance(section.get("event_log", True), bool):
-            raise _invalid(config, "[pipeline] event_log must be true or false")
+        for key in ("event_log", "auto_compact"):
+            if not isinstance(section.get(key, True), bool):
+                raise _invalid(config, f"[pipeline] {key} must be true or false")
         spark_conf = data.get("spark", {})
         if not isinstance(spark_conf, dict):
             raise _invalid(config, "[spark] must be a table of Spark settings")
@@ -106,6 +111,7 @@ class Project:
             trigger=section.get("trigger"),
             master=section.get("master"),
             event_log=section.get("event_log", True),
+            auto_compact=section.get("auto_compact", True),
             spark_conf={str(k): str(v) for k, v in spark_conf.items()},
             database=check_database(section["database"], f"{config}: [pipeline] database")
             if "database" in section else None,

@@ -15,13 +15,14 @@ database: sales                           # optional (or `schema`): unqualified 
 headwater:                                # optional: headwater's own keys
   trigger: available-now
   event_log: true
+  auto_compact: true                      # compact the small files of written tables
   master: local[2]
 ```
 
 The keys and checks follow pyspark's own ``pyspark/pipelines/cli.py`` (unknown key, missing
 name/storage, both .yml and .yaml, glob shapes, string-only configuration), each as a
 ``HW_PROJECT_INVALID`` naming the key. headwater's keys may instead live in a
-``headwater.toml`` beside the spec, holding only ``[pipeline]`` trigger/master/event_log and
+``headwater.toml`` beside the spec, holding only ``[pipeline]`` trigger/master/event_log/auto_compact and
 ``[spark]``.
 """
 
@@ -42,7 +43,7 @@ SPEC_FILES = ("spark-pipeline.yml", "spark-pipeline.yaml")
 SPEC_KEYS = {"name", "storage", "catalog", "database", "schema", "configuration", "libraries",
              "headwater"}
 REQUIRED_KEYS = ("name", "storage")
-HEADWATER_KEYS = {"trigger", "master", "event_log"}
+HEADWATER_KEYS = {"trigger", "master", "event_log", "auto_compact"}
 SESSION_CATALOGS = {"spark_catalog"}
 
 
@@ -86,6 +87,7 @@ def load_spec(spec: Path, project_cls: type[Project]) -> Project:
         dir=spec.parent, name=str(data["name"]), root=_storage(spec, data["storage"]),
         definitions=_libraries(spec, data["libraries"]), trigger=extra.get("trigger"),
         master=extra.get("master"), event_log=extra.get("event_log", True),
+        auto_compact=extra.get("auto_compact", True),
         spark_conf=spark_conf, spec=spec, database=database)
 
 
@@ -184,8 +186,9 @@ def _headwater_keys(spec: Path, section: Any) -> dict[str, Any]:
     if unknown:
         raise _invalid(spec, f"unknown headwater key(s) {unknown}",
                        f"headwater: takes {sorted(HEADWATER_KEYS)}.")
-    if not isinstance(section.get("event_log", True), bool):
-        raise _invalid(spec, "headwater.event_log must be true or false", "Write true/false.")
+    for key in ("event_log", "auto_compact"):
+        if not isinstance(section.get(key, True), bool):
+            raise _invalid(spec, f"headwater.{key} must be true or false", "Write true/false.")
     for key in ("trigger", "master"):
         if key in section and not isinstance(section[key], str):
             raise _invalid(spec, f"headwater.{key} must be a string", 'Quote it.')

@@ -7,6 +7,10 @@ A stream writing every few seconds leaves one small file per micro-batch (about 
 ``headwater.autoCompact.maxFileSize`` (default 128 MiB), delta-rs's OPTIMIZE compacts them. Its
 commit carries dataChange=false: streams reading the table skip it, so no row is read twice.
 The write has committed already; a failed compaction is logged, never raised.
+
+Writers may pass a default for tables that do not set the property: ``headwater run`` turns
+auto-compaction on for every table its pipeline writes (the ``auto_compact`` pipeline setting,
+default true). The table property, when set, wins either way.
 """
 
 from __future__ import annotations
@@ -28,22 +32,26 @@ DEFAULT_MIN_FILES = 50
 DEFAULT_MAX_FILE_SIZE = 128 << 20
 
 
-def enabled(configuration: dict[str, str] | None) -> bool:
-    """Whether the table property ``delta.autoOptimize.autoCompact`` is true (default false;
-    delta-spark's value ``auto`` counts as true)."""
+def enabled(configuration: dict[str, str] | None, default: bool = False) -> bool:
+    """Whether auto-compaction is on for a table with these properties: the table property
+    ``delta.autoOptimize.autoCompact`` when set (delta-spark's value ``auto`` counts as true),
+    else ``default`` (the writer's setting; False outside ``headwater run``)."""
     value = (configuration or {}).get(AUTO_COMPACT_PROPERTY)
+    if value is None:
+        return default
     # Read after a write committed: a bad value must not fail that write, so only "true" and
     # "auto" turn it on (ALTER TABLE ... SET TBLPROPERTIES is where values get checked).
-    return value is not None and value.strip().lower() in ("true", "auto")
+    return value.strip().lower() in ("true", "auto")
 
 
-def compact_if_due(table: Any) -> dict[str, Any] | None:
+def compact_if_due(table: Any, default: bool = False) -> dict[str, Any] | None:
     """Compact ``table`` (a deltalake DeltaTable at its latest version) when auto-compaction is
-    on and it has enough small files. Returns OPTIMIZE's metrics, or None when nothing ran."""
+    on (see :func:`enabled`; ``default`` applies when the table does not say) and it has
+    enough small files. Returns OPTIMIZE's metrics, or None when nothing ran."""
     import pyarrow as pa
 
     config = table.metadata().configuration or {}
-    if not enabled(config):
+    if not enabled(config, default):
         return None
     try:
         min_files, max_size = _limits(config)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from headwater.delta import autocompact
 from headwater.delta.log import normalize_uri, open_table
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
 from headwater.delta.sink import check_schema
@@ -60,11 +61,13 @@ def as_table_arrow(data: pa.Table, table_schema: StructType) -> pa.Table:
 
 
 def merge_batch(batch_df: DataFrame, path: str, keys: list[str], app_id: str,
-                version: int) -> bool:
+                version: int, auto_compact: bool = False) -> bool:
     """MERGE ``batch_df`` into the Delta table at ``path`` by ``keys``, exactly once.
 
     False (nothing done) when the table already holds txn ``version`` (or later) of ``app_id``.
-    True otherwise; an empty batch needs no commit. The table must exist.
+    True otherwise; an empty batch needs no commit. The table must exist. auto_compact:
+    compact small files afterwards unless the table's ``delta.autoOptimize.autoCompact``
+    says otherwise (default False: only the property decides).
     """
     from deltalake import CommitProperties, Transaction
     from deltalake.exceptions import TableNotFoundError
@@ -104,4 +107,7 @@ def merge_batch(batch_df: DataFrame, path: str, keys: list[str], app_id: str,
         .when_not_matched_insert_all()
         .execute()
     )
+    if autocompact.enabled(table.metadata().configuration, auto_compact):
+        table.update_incremental()
+        autocompact.compact_if_due(table, auto_compact)
     return True

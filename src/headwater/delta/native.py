@@ -44,13 +44,15 @@ def _column_mapped(table) -> bool:
 def write_native(df: DataFrame, path: str, mode: str = "append",
                  txn: tuple[str, int] | None = None,
                  partition_by: list[str] | None = None,
-                 merge_schema: bool = False) -> int | None:
+                 merge_schema: bool = False, auto_compact: bool = False) -> int | None:
     """Write ``df`` with Spark's parquet writer and commit it as one Delta transaction.
 
     mode: "append" or "overwrite" (the whole table, one commit). Returns the rows committed
     (0 when ``txn`` was already committed: nothing is written twice), or None when the table
     needs the Python writer (column mapping). merge_schema: new columns in ``df`` are added
-    to the table (as ``mergeSchema``); otherwise they are an error.
+    to the table (as ``mergeSchema``); otherwise they are an error. auto_compact: compact
+    small files after the commit unless the table's property says otherwise (default False,
+    see :func:`headwater.delta.sink.commit_files`).
     """
     uri = normalize_uri(path)
     log = DeltaLog(uri)
@@ -72,7 +74,7 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
         _remove_dir(uri, staging)
     _fault("native_before_commit", uri)
     committed = commit_files(uri, adds, df.schema, mode, partition_columns, txn=txn,
-                             merge_schema=merge_schema)
+                             merge_schema=merge_schema, auto_compact=auto_compact)
     _fault("native_after_commit", uri)
     return sum(json.loads(a["stats"])["numRecords"] for a in adds) if committed else 0
 

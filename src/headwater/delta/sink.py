@@ -137,8 +137,13 @@ def commit_files(
     txn: tuple[str, int] | None = None,
     merge_schema: bool = False,
     partition_filters: list[tuple[str, str, Any]] | None = None,
+    auto_compact: bool = False,
 ) -> bool:
-    """Commit ``adds`` in one transaction. False when ``txn`` was already committed."""
+    """Commit ``adds`` in one transaction. False when ``txn`` was already committed.
+
+    auto_compact: compact small files after the commit unless the table's
+    ``delta.autoOptimize.autoCompact`` property says otherwise (default False: only the
+    property decides; ``headwater run`` passes its pipeline setting)."""
     from deltalake import CommitProperties, Schema, Transaction
     from deltalake.exceptions import TableNotFoundError
     from deltalake.transaction import AddAction, create_table_with_add_actions
@@ -199,9 +204,9 @@ def commit_files(
         actions, mode=mode, schema=table.schema(), partition_by=existing_parts or None,
         partition_filters=partition_filters, commit_properties=props,
     )
-    if autocompact.enabled(config):
+    if autocompact.enabled(config, auto_compact):
         table.update_incremental()
-        autocompact.compact_if_due(table)
+        autocompact.compact_if_due(table, auto_compact)
     return True
 
 

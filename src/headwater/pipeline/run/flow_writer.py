@@ -27,8 +27,10 @@ if TYPE_CHECKING:
 
 
 def start_stream(graph: Graph, rf: ResolvedFlow, checkpoint: str, trigger: dict[str, Any],
-                 result: FlowResult) -> StreamingQuery:
-    """Start ``rf``'s query on ``checkpoint``; each batch's counts go to ``result``."""
+                 result: FlowResult, auto_compact: bool = False) -> StreamingQuery:
+    """Start ``rf``'s query on ``checkpoint``; each batch's counts go to ``result``.
+    auto_compact: compact the tables it writes after commits (a table's
+    ``delta.autoOptimize.autoCompact`` property wins)."""
     dataset = rf.dataset
     df = graph.rebuild(rf)
     rules = dataset.expectations
@@ -43,12 +45,12 @@ def start_stream(graph: Graph, rf: ResolvedFlow, checkpoint: str, trigger: dict[
     writer = (df.writeStream.queryName(rf.key).trigger(**trigger)
               .option("checkpointLocation", checkpoint))
     writer = writer.outputMode(dataset.output_mode).foreachBatch(
-        batch_writer(graph.lakehouse, rf, checkpoint, late, result))
+        batch_writer(graph.lakehouse, rf, checkpoint, late, result, auto_compact))
     return writer.start()
 
 
 def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
-                 late: LateRows | None, result: FlowResult
+                 late: LateRows | None, result: FlowResult, auto_compact: bool = False
                  ) -> Callable[[DataFrame, int], None]:
     """The foreachBatch function of ``rf``: late rows split off, expectations applied, the
     rest written in the table's output mode, each commit tagged (flow, batch id)."""
@@ -71,12 +73,12 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
             if late is not None:
                 rows, late_rows = late.split(batch, batch_id, checkpoint)
                 result.late_rows += append_side(lake, late_rows, name + LATE_SUFFIX,
-                                                app_id, batch_id)
+                                                app_id, batch_id, auto_compact)
             if rules:
                 rows, bad = expect_mod.split(rows, rules, name, batch_id)
                 if drops:
                     result.quarantined += append_side(
-                        lake, bad, name + QUARANTINE_SUFFIX, app_id, batch_id)
+                        lake, bad, name + QUARANTINE_SUFFIX, app_id, batch_id, auto_compact)
             if rf.flow.cdc is not None:
                 from headwater.delta.cdc import apply_changes_batch
 
@@ -89,10 +91,12 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
                 from headwater.spark.plan import group_keys
 
                 merge_keys = keys or group_keys(rf.df)
-                merge_batch(rows, lake.path(name), merge_keys, app_id, batch_id)
+                merge_batch(rows, lake.path(name), merge_keys, app_id, batch_id,
+                            auto_compact=auto_compact)
             else:
                 mode = "overwrite" if dataset.output_mode == "complete" else "append"
-                written = write_table(rows, lake.path(name), mode, (app_id, batch_id))
+                written = write_table(rows, lake.path(name), mode, (app_id, batch_id),
+                                      auto_compact=auto_compact)
                 # complete mode rewrites the whole result: count the latest, not the sum
                 result.rows_written = written if mode == "overwrite" else \
                     result.rows_written + written
@@ -104,28 +108,31 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
 
 
 def append_side(lake: Lakehouse, df: DataFrame, name: str, app_id: str,
-                batch_id: int) -> int:
+                batch_id: int, auto_compact: bool = False) -> int:
     """Quarantined or late rows: a side table, created at the first such row."""
     if df.isEmpty():
         return 0
     lake.create_table(name, df.schema)
-    return write_table(df, lake.path(name), "append", (app_id, batch_id))
+    return write_table(df, lake.path(name), "append", (app_id, batch_id),
+                       auto_compact=auto_compact)
 
 
 def write_table(df: DataFrame, path: str, mode: str, txn: tuple[str, int] | None = None,
-                merge_schema: bool = True) -> int:
+                merge_schema: bool = True, auto_compact: bool = False) -> int:
     """Spark's parquet writer plus a Delta commit; the Python writer where a table needs it.
     Returns the rows written (0 from the Python writer, which does not report counts).
 
     Pipeline tables follow their query's schema: new columns (a file source's schema
-    evolved) are added to the table; a changed type is still an error.
+    evolved) are added to the table; a changed type is still an error. auto_compact: compact
+    small files after the commit unless the table's property says otherwise.
 
     By path: foreachBatch runs in a clone of the session taken at query start, which does not
     see the per-table data sources registered later.
     """
     from headwater.delta.native import write_native
 
-    written = write_native(df, path, mode, txn, merge_schema=merge_schema)
+    written = write_native(df, path, mode, txn, merge_schema=merge_schema,
+                           auto_compact=auto_compact)
     if written is None:
         writer = df.write.format("delta").mode(mode).option("mergeSchema", merge_schema)
         if txn is not None:

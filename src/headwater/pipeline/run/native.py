@@ -66,8 +66,10 @@ def native_input(graph: Graph, rf: ResolvedFlow) -> Read | None:
 
 
 def start_native(graph: Graph, rf: ResolvedFlow, checkpoint: str, read: Read,
-                 trigger: dict[str, Any], result: FlowResult) -> StreamingQuery:
-    """Start ``rf`` reading ``read``'s files batch by batch; rows written go to ``result``."""
+                 trigger: dict[str, Any], result: FlowResult,
+                 auto_compact: bool = False) -> StreamingQuery:
+    """Start ``rf`` reading ``read``'s files batch by batch; rows written go to ``result``.
+    auto_compact: as for :func:`headwater.pipeline.run.flow_writer.start_stream`."""
     lake = graph.lakehouse
     spark = lake.spark
     source_path = graph.store_for(read.name).path(read.name)
@@ -89,7 +91,8 @@ def start_native(graph: Graph, rf: ResolvedFlow, checkpoint: str, read: Read,
         rows = spark.read.schema(schema).parquet(*paths) if paths else \
             spark.createDataFrame([], schema)
         df = graph.rebuild(rf, {read.name: rows})
-        result.rows_written += write_table(df, lake.path(name), "append", (app_id, batch_id))
+        result.rows_written += write_table(df, lake.path(name), "append", (app_id, batch_id),
+                                           auto_compact=auto_compact)
 
     return (files.writeStream.queryName(rf.key).trigger(**trigger)
             .option("checkpointLocation", checkpoint).foreachBatch(write_batch).start())

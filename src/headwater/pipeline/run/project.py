@@ -140,6 +140,7 @@ def run_project(project: LoadedProject | Project | str | os.PathLike[str] = ".",
             display.triggered = not continuous
         runner = Runner(graph, kwargs, continuous, select, echo=echo, pipeline=conf.name,
                         event_log=conf.event_log if event_log is None else event_log,
+                        auto_compact=conf.auto_compact,
                         display=display, stop_event=stop_event)
         mode = f"continuous, {kwargs['processingTime']}" if continuous else choice
         echo(f"running pipeline {conf.name} ({mode}) in {loaded.lakehouse.root}")

@@ -55,6 +55,8 @@ class Runner:
         is given.
     pipeline: the pipeline's name, for the event log and the run file.
     event_log: write the run's events to ``_event_log`` (default True).
+    auto_compact: compact the small files of the tables the flows write after their commits
+        (default True; a table's ``delta.autoOptimize.autoCompact`` property wins).
     display: the live terminal view (driven by the default observer).
     observer: who is told about the run; default a RunMonitor on the lakehouse root
         (with ``event_log`` and ``display``).
@@ -64,7 +66,8 @@ class Runner:
     def __init__(self, graph: Graph, trigger: dict[str, Any], continuous: bool,
                  select: list[str] | None = None,
                  echo: Callable[[str], None] = print, pipeline: str = "pipeline",
-                 event_log: bool = True, display: Display | None = None,
+                 event_log: bool = True, auto_compact: bool = True,
+                 display: Display | None = None,
                  observer: RunObserver | None = None,
                  stop_event: threading.Event | None = None) -> None:
         self.graph = graph
@@ -75,6 +78,7 @@ class Runner:
         self.echo = display.echo if display is not None else \
             (lambda text: echo(f"[{time.monotonic() - self._t0:7.1f}s] {text}"))
         self.pipeline = pipeline
+        self.auto_compact = auto_compact
         if observer is None:
             from headwater.monitor.run import RunMonitor
 
@@ -213,9 +217,11 @@ class Runner:
             if dataset.kind == SINK:
                 query = start_sink(self.graph, rf, checkpoint, self.trigger)
             elif (native := native_input(self.graph, rf)) is not None:
-                query = start_native(self.graph, rf, checkpoint, native, self.trigger, result)
+                query = start_native(self.graph, rf, checkpoint, native, self.trigger, result,
+                                     self.auto_compact)
             else:
-                query = start_stream(self.graph, rf, checkpoint, self.trigger, result)
+                query = start_stream(self.graph, rf, checkpoint, self.trigger, result,
+                                     self.auto_compact)
             compat.save_state(rf, checkpoint)
         except Exception as exc:  # noqa: BLE001 - one flow's failure must not stop the others
             self._fail(result, exc)
