@@ -165,6 +165,9 @@ CODES: dict[str, str] = {
     # sinks16
     "HW_PIPELINE_SINK_FORMAT": "A pipeline sink's format has no streaming writer here, or "
                                "misses an option it needs (path).",
+    # cdc14
+    "HW_DEBEZIUM_NOT_ENVELOPE": "Events given to debezium_changes are not Debezium envelopes, "
+                                "or their columns clash with op/lsn/ts_ms.",
 }
 
 
