@@ -5,51 +5,13 @@ create_auto_cdc_flow must give the database's final rows (SCD1) and its history 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from deltalake import DeltaTable
-from pipelines import project, run
 
 from headwater.errors import HeadwaterError
 from headwater.factory.debezium import COLUMNS, ROW_DDL, CdcRates, CustomerDatabase
-
-PIPELINE = """
-@headwater.expect_or_drop("envelope_fits", "_rescued_data IS NULL")
-@headwater.table
-def customers_changes():
-    events = headwater.read_files({landing!r}, schema=headwater.debezium_schema(
-        {ddl!r}, wrapped={wrapped}))
-    return headwater.debezium_changes(events)
-
-headwater.create_streaming_table("customers")
-headwater.create_auto_cdc_flow(target="customers", source="customers_changes",
-                               keys=["customer_id"], sequence_by="lsn",
-                               apply_as_deletes="op = 'd'",
-                               except_column_list=["op", "ts_ms", "_rescued_data"])
-headwater.create_streaming_table("customers_history")
-headwater.create_auto_cdc_flow(target="customers_history", source="customers_changes",
-                               keys=["customer_id"], sequence_by="lsn",
-                               apply_as_deletes="op = 'd'", stored_as_scd_type=2,
-                               except_column_list=["op", "ts_ms", "lsn", "_rescued_data"])
-"""
-
-
-def cdc_project(tmp, db: CustomerDatabase, wrapped: bool = False):
-    return project(tmp, {"cdc.py": PIPELINE.format(landing=str(db.landing), ddl=ROW_DDL,
-                                                  wrapped=wrapped)})
-
-
-def table_rows(path, columns):
-    rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
-    return sorted((tuple(r[c] for c in columns) for r in rows),
-                  key=lambda r: tuple((v is None, v) for v in r))
-
-
-def check_against_database(lake, db: CustomerDatabase) -> None:
-    assert table_rows(lake.path("customers"), COLUMNS) == db.current()
-    history = table_rows(lake.path("customers_history"), (*COLUMNS, "__START_AT", "__END_AT"))
-    truth = sorted(db.history(), key=lambda r: tuple((v is None, v) for v in r))
-    assert history == truth
+from pipelines import CDC_CHANGES, build, cdc_project, check_against_database, project, run, table_rows
 
 
 def messy_feed_checks(db: CustomerDatabase, wrapped: bool) -> None:
@@ -74,16 +36,17 @@ def test_scd1_and_scd2_equal_the_database(spark, tmp):
     db.load(2)
     db.drain()  # the late events of the last batch land too
     lake, _ = run(spark, root)
-    check_against_database(lake, db)
+    check_against_database(Path(lake.path("customers")).parent, db)
     messy_feed_checks(db, wrapped=False)
 
 
-def test_wrapped_envelopes_with_connect_schemas(spark, tmp):
+def test_wrapped_envelopes_into_apply_changes_sql(spark, tmp):
+    """{"schema", "payload"} events, and the targets declared with APPLY CHANGES INTO."""
     db = CustomerDatabase(tmp / "factory", seed=8, rates=CdcRates(envelope=True))
     db.load(3)
     db.drain()
-    lake, results = run(spark, cdc_project(tmp, db, wrapped=True))
-    check_against_database(lake, db)
+    lake, results = run(spark, cdc_project(tmp, db, wrapped=True, sql=True))
+    check_against_database(Path(lake.path("customers")).parent, db)
     messy_feed_checks(db, wrapped=True)
     # every event fitted the schema: none was dropped by the expectation
     assert results["customers_changes"].rows_written == sum(
@@ -115,7 +78,7 @@ def test_delete_then_an_older_upsert_does_not_resurrect(spark, tmp):
     lake, _ = run(spark, root)
     (db.landing / "customers-00002-0.json").write_text(event(row, upsert, "u", 6))
     lake, _ = run(spark, root)
-    check_against_database(lake, db)
+    check_against_database(Path(lake.path("customers")).parent, db)
     assert victim[0] not in {r[0] for r in table_rows(lake.path("customers"), COLUMNS)}
 
 
@@ -134,3 +97,20 @@ def test_debezium_changes_refuses_what_is_not_an_envelope(spark):
     with pytest.raises(HeadwaterError) as err:
         headwater.debezium_schema("id INT,, name")
     assert err.value.code == "HW_INGEST_BAD_SCHEMA"
+
+
+@pytest.mark.parametrize(("statement", "line", "says"), [
+    ("APPLY CHANGES customers FROM STREAM(customers_changes) KEYS (customer_id)\n"
+     "  SEQUENCE BY lsn;", 4, "expected INTO"),
+    ("APPLY CHANGES INTO customers FROM STREAM(customers_changes)\n  KEYS customer_id\n"
+     "  SEQUENCE BY lsn;", 5, "Spark's SQL parser rejected"),
+])
+def test_malformed_apply_changes_names_file_and_line(spark, tmp, statement, line, says):
+    root = project(tmp, {"changes.py": CDC_CHANGES.format(landing=str(tmp), ddl=ROW_DDL,
+                                                          wrapped=False, limit=1000),
+                         "flows.sql": "-- customers\n\nCREATE STREAMING TABLE customers;\n"
+                                      + statement})
+    with pytest.raises(HeadwaterError) as err:
+        build(spark, root, dry=True)
+    assert err.value.code == "HW_PIPELINE_SQL_INVALID"
+    assert f"flows.sql:{line}" in str(err.value) and says in str(err.value)

@@ -271,7 +271,8 @@ class _Closing:
 
 def payload_of(event: dict[str, Any]) -> dict[str, Any]:
     """The Debezium envelope of an event, wrapped ({"schema", "payload"}) or not."""
-    return event["payload"] if "payload" in event else event
+    payload: dict[str, Any] = event.get("payload", event)
+    return payload
 
 
 def connect_schema() -> dict[str, Any]:

@@ -101,7 +101,10 @@ def _row_schema(row_schema: StructType | str) -> StructType:
     if isinstance(row_schema, StructType):
         return row_schema
     try:
-        return StructType.fromDDL(row_schema)
+        parsed = StructType.fromDDL(row_schema)
+        if not isinstance(parsed, StructType):
+            raise TypeError(type(parsed).__name__)
+        return parsed
     except Exception as exc:  # noqa: BLE001 - Spark's ParseException
         raise HeadwaterError(
             "HW_INGEST_BAD_SCHEMA", f"envelope_schema: {row_schema!r} is not a column "

@@ -10,6 +10,8 @@ kept):
   column list become expectations and are removed; a CONSTRAINT element of any other shape is
   an error (a typo never disappears silently).
 - ``CREATE OR REFRESH`` (Databricks' spelling) means CREATE here: each run refreshes anyway.
+- ``APPLY CHANGES INTO target ...`` (DLT's older spelling of AUTO CDC) is read as ``CREATE FLOW
+  target AS AUTO CDC INTO target ...``, so Spark's parser checks the rest of it.
 
 Whatever Spark's parser rejects is an error with the file and line.
 """
@@ -183,6 +185,31 @@ def _constraint(text: str, element: list[Token], file: Path) -> Expectation:
     return Expectation(element[1].text.strip("`"), condition, actions[tuple(rest)])
 
 
+def apply_changes_as_flow(text: str, first_line: int, file: Path) -> str:
+    """``APPLY CHANGES INTO [LIVE.]target <rest>`` -> ``CREATE FLOW target AS AUTO CDC INTO
+    target <rest>`` (the flow takes the target's name, as create_auto_cdc_flow's default);
+    other statements unchanged. Line breaks are kept, so Spark's line numbers still point
+    into the file."""
+    toks = tokens(text, first_line)
+    if [t.upper for t in toks[:2]] != ["APPLY", "CHANGES"]:
+        return text
+    if len(toks) < 4 or toks[2].upper != "INTO" or not re.fullmatch(r"`.*`|\w+", toks[3].text):
+        raise _invalid(Location(str(file), toks[min(2, len(toks) - 1)].line),
+                       "malformed APPLY CHANGES: expected INTO and the target's name after "
+                       "APPLY CHANGES", "Write APPLY CHANGES INTO target FROM STREAM(source) "
+                       "KEYS (id) SEQUENCE BY seq [STORED AS SCD TYPE 2].")
+    last, parts = 3, [toks[3].text]
+    while last + 2 < len(toks) and toks[last + 1].text == ".":
+        last += 2
+        parts.append(toks[last].text)
+    if len(parts) > 1 and parts[0].upper() == "LIVE":  # DLT's LIVE. is the pipeline's own
+        parts = parts[1:]
+    target = ".".join(parts)
+    head = text[toks[0].start:toks[last].end]
+    return (text[:toks[0].start] + f"CREATE FLOW {target} AS AUTO CDC INTO {target}"
+            + "\n" * head.count("\n") + text[toks[last].end:])
+
+
 def strip_constraints(text: str, first_line: int, file: Path) -> tuple[str, list[Expectation]]:
     """The statement for Spark's parser (constraints and OR REFRESH blanked) and the
     expectations its constraints declare."""
@@ -217,6 +244,7 @@ def register_sql_text(registry: Registry, text: str, file: Path) -> None:
     spark = SparkSession.active()
     for statement, line in statements(text):
         where = Location(str(file), line)
+        statement = apply_changes_as_flow(statement, line, file)
         sql, rules = strip_constraints(statement, line, file)
         plan = _parse(spark, sql, where)
         _register(registry, plan, sql, rules, where)
@@ -341,6 +369,7 @@ def _invalid(where: Location, what: str, fix: str = "") -> HeadwaterError:
     return HeadwaterError(
         "HW_PIPELINE_SQL_INVALID", f"{where}: {what}.",
         "Pipeline SQL files hold CREATE STREAMING TABLE, CREATE MATERIALIZED VIEW, CREATE "
-        "TEMPORARY VIEW and CREATE FLOW statements, parsed by Spark's SQL parser.",
+        "TEMPORARY VIEW, CREATE FLOW and APPLY CHANGES INTO statements, parsed by Spark's SQL "
+        "parser.",
         fix or "Fix the statement at that line, e.g. CREATE STREAMING TABLE silver AS SELECT * "
         "FROM STREAM(bronze).")

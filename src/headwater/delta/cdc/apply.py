@@ -27,6 +27,7 @@ from headwater.conf.layout import CDC_STATE
 from headwater.delta.cdc import timeline as tl
 from headwater.delta.cdc.spec import END_AT, SEQ, START_AT, TRUNCATE, CdcSpec, events_of
 from headwater.delta.log import normalize_uri
+from headwater.delta.native import _fault
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
@@ -109,6 +110,8 @@ def apply_changes_batch(batch: DataFrame, batch_id: int, target: str, spec: CdcS
             result.upserted = actions.count("upsert")
             result.deleted = actions.count("delete")
             result.truncated = truncating
+            if result.target_version is not None:
+                _fault("cdc_between_commits", uri)  # crash tests: target committed, state not
         if done_state is None or done_state < batch_id:
             if scd2:
                 state_rows = new_state.toArrow()
