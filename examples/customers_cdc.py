@@ -30,19 +30,20 @@ def changes(spark, db: CustomerDatabase, base: Path, name: str):
     return headwater.debezium_changes(events).where("_rescued_data IS NULL")
 
 
-def start(spark, db: CustomerDatabase, base: Path) -> list:
+def apply_all(spark, db: CustomerDatabase, base: Path) -> None:
+    """Both streams, one after the other, each until the files landed so far are applied."""
     common = {"keys": ["customer_id"], "sequence_by": "lsn", "apply_as_deletes": "op = 'd'",
               "except_column_list": ["op", "ts_ms", "lsn", "_rescued_data"],
               "trigger": {"availableNow": True}}
-    return [
-        headwater.apply_changes_stream(
-            changes(spark, db, base, "customers"), str(base / "customers"),
-            checkpoint_location=str(base / "_checkpoints" / "customers"), **common),
-        headwater.apply_changes_stream(
-            changes(spark, db, base, "customers_history"), str(base / "customers_history"),
-            stored_as_scd_type=2,
-            checkpoint_location=str(base / "_checkpoints" / "customers_history"), **common),
-    ]
+    headwater.apply_changes_stream(
+        changes(spark, db, base, "customers"), str(base / "customers"),
+        checkpoint_location=str(base / "_checkpoints" / "customers"), **common,
+    ).awaitTermination()
+    headwater.apply_changes_stream(
+        changes(spark, db, base, "customers_history"), str(base / "customers_history"),
+        stored_as_scd_type=2,
+        checkpoint_location=str(base / "_checkpoints" / "customers_history"), **common,
+    ).awaitTermination()
 
 
 def main(root: str, spark=None) -> dict[str, list[tuple]]:
@@ -50,12 +51,10 @@ def main(root: str, spark=None) -> dict[str, list[tuple]]:
     spark = spark or headwater.spark_session("local[2]")
     db = CustomerDatabase(base / "factory", seed=4)
     db.load(2)
-    for query in start(spark, db, base):  # the first run, then a restart with more changes
-        query.awaitTermination()
+    apply_all(spark, db, base)  # the first run, then a restart with more changes
     db.load(2)
     db.drain()  # the events held back as late land too
-    for query in start(spark, db, base):
-        query.awaitTermination()
+    apply_all(spark, db, base)
     tables = {name: sorted(tuple(r) for r in spark.read.format("delta").load(
         str(base / name)).collect()) for name in ("customers", "customers_history")}
     print(f"{len(tables['customers'])} customers, "

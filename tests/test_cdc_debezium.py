@@ -114,3 +114,31 @@ def test_malformed_apply_changes_names_file_and_line(spark, tmp, statement, line
         build(spark, root, dry=True)
     assert err.value.code == "HW_PIPELINE_SQL_INVALID"
     assert f"flows.sql:{line}" in str(err.value) and says in str(err.value)
+
+
+def test_apply_changes_clauses_spark_lacks_reach_the_flow(spark, tmp):
+    """IGNORE NULL UPDATES and APPLY AS TRUNCATE WHEN are not in Spark's AUTO CDC grammar:
+    they are read first and given to the flow; the rest goes through Spark's parser."""
+    changes = CDC_CHANGES.format(landing=str(tmp), ddl=ROW_DDL, wrapped=False, limit=1000)
+    root = project(tmp, {"changes.py": changes, "flows.sql": """
+        CREATE STREAMING TABLE customers;
+        APPLY CHANGES INTO LIVE.customers FROM STREAM(customers_changes)
+          KEYS (customer_id)
+          IGNORE NULL UPDATES
+          APPLY AS DELETE WHEN op = 'd'
+          APPLY AS TRUNCATE WHEN op = 't' AND (lsn > 0)
+          SEQUENCE BY lsn
+          COLUMNS * EXCEPT (op, ts_ms, _rescued_data);
+        CREATE STREAMING TABLE plain;
+        CREATE FLOW plain_flow AS AUTO CDC INTO plain FROM STREAM(customers_changes)
+          KEYS (customer_id) SEQUENCE BY lsn STORED AS SCD TYPE 2;
+        """})
+    graph = build(spark, root, dry=True)
+    spec = graph.flows["customers"].flow.cdc
+    assert spec.ignore_null_updates is True
+    assert spec.apply_as_truncates == "op = 't' AND (lsn > 0)"
+    assert spec.apply_as_deletes.replace("(", "").replace(")", "") == "op = 'd'"
+    assert spec.except_column_list == ("op", "ts_ms", "_rescued_data")
+    plain = graph.flows["plain/plain_flow"].flow.cdc
+    assert plain.stored_as_scd_type == 2 and not plain.ignore_null_updates
+    assert plain.apply_as_truncates is None

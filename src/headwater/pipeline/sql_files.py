@@ -10,8 +10,8 @@ kept):
   column list become expectations and are removed; a CONSTRAINT element of any other shape is
   an error (a typo never disappears silently).
 - ``CREATE OR REFRESH`` (Databricks' spelling) means CREATE here: each run refreshes anyway.
-- ``APPLY CHANGES INTO target ...`` (DLT's older spelling of AUTO CDC) is read as ``CREATE FLOW
-  target AS AUTO CDC INTO target ...``, so Spark's parser checks the rest of it.
+- ``APPLY CHANGES INTO target ...`` (DLT's older spelling of AUTO CDC) and the AUTO CDC
+  clauses Spark's grammar lacks (IGNORE NULL UPDATES, APPLY AS TRUNCATE WHEN): see sql_cdc.py.
 
 Whatever Spark's parser rejects is an error with the file and line.
 """
@@ -29,6 +29,7 @@ from headwater.pipeline import model
 from headwater.pipeline.expectations import Expectation
 from headwater.pipeline.fields import stored_fields
 from headwater.pipeline.model import Location
+from headwater.pipeline.sql_cdc import apply_changes_as_flow, strip_cdc_clauses
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -185,31 +186,6 @@ def _constraint(text: str, element: list[Token], file: Path) -> Expectation:
     return Expectation(element[1].text.strip("`"), condition, actions[tuple(rest)])
 
 
-def apply_changes_as_flow(text: str, first_line: int, file: Path) -> str:
-    """``APPLY CHANGES INTO [LIVE.]target <rest>`` -> ``CREATE FLOW target AS AUTO CDC INTO
-    target <rest>`` (the flow takes the target's name, as create_auto_cdc_flow's default);
-    other statements unchanged. Line breaks are kept, so Spark's line numbers still point
-    into the file."""
-    toks = tokens(text, first_line)
-    if [t.upper for t in toks[:2]] != ["APPLY", "CHANGES"]:
-        return text
-    if len(toks) < 4 or toks[2].upper != "INTO" or not re.fullmatch(r"`.*`|\w+", toks[3].text):
-        raise _invalid(Location(str(file), toks[min(2, len(toks) - 1)].line),
-                       "malformed APPLY CHANGES: expected INTO and the target's name after "
-                       "APPLY CHANGES", "Write APPLY CHANGES INTO target FROM STREAM(source) "
-                       "KEYS (id) SEQUENCE BY seq [STORED AS SCD TYPE 2].")
-    last, parts = 3, [toks[3].text]
-    while last + 2 < len(toks) and toks[last + 1].text == ".":
-        last += 2
-        parts.append(toks[last].text)
-    if len(parts) > 1 and parts[0].upper() == "LIVE":  # DLT's LIVE. is the pipeline's own
-        parts = parts[1:]
-    target = ".".join(parts)
-    head = text[toks[0].start:toks[last].end]
-    return (text[:toks[0].start] + f"CREATE FLOW {target} AS AUTO CDC INTO {target}"
-            + "\n" * head.count("\n") + text[toks[last].end:])
-
-
 def strip_constraints(text: str, first_line: int, file: Path) -> tuple[str, list[Expectation]]:
     """The statement for Spark's parser (constraints and OR REFRESH blanked) and the
     expectations its constraints declare."""
@@ -244,10 +220,11 @@ def register_sql_text(registry: Registry, text: str, file: Path) -> None:
     spark = SparkSession.active()
     for statement, line in statements(text):
         where = Location(str(file), line)
-        statement = apply_changes_as_flow(statement, line, file)
+        statement = apply_changes_as_flow(statement, tokens(statement, line), file)
+        statement, cdc_clauses = strip_cdc_clauses(statement, tokens(statement, line))
         sql, rules = strip_constraints(statement, line, file)
         plan = _parse(spark, sql, where)
-        _register(registry, plan, sql, rules, where)
+        _register(registry, plan, sql, rules, where, cdc_clauses)
 
 
 def _parse(spark: Any, sql: str, where: Location) -> Any:
@@ -263,7 +240,7 @@ def _parse(spark: Any, sql: str, where: Location) -> Any:
 
 
 def _register(registry: Registry, plan: Any, sql: str, rules: list[Expectation],
-              where: Location) -> None:
+              where: Location, cdc_clauses: dict[str, Any]) -> None:
     kind = plan.getClass().getSimpleName()
     if kind in ("CreateStreamingTableAsSelect", "CreateStreamingTable",
                 "CreateMaterializedViewAsSelect"):
@@ -297,7 +274,7 @@ def _register(registry: Registry, plan: Any, sql: str, rules: list[Expectation],
             table = (relation.multipartIdentifier() if relation.getClass().getSimpleName()
                      == "UnresolvedRelation" else relation.nameParts()).mkString("\u0001")
             registry.add_flow(cdc_flow_from_sql(insert, sql, name, ".".join(
-                table.split("\u0001")), where))
+                table.split("\u0001")), where, **cdc_clauses))
             return
         target = ".".join(insert.table().multipartIdentifier().mkString("\u0001").split("\u0001"))
         origin = insert.query().origin()
