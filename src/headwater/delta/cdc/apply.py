@@ -12,7 +12,9 @@ Exactly once: the changed rows are collected (only rows that change) and merged 
 in one commit carrying txn(app_id, batch_id); then the state table gets its rows in one commit
 with the same txn. A replayed batch finds both txns and does nothing. A crash between the two
 commits leaves the state behind; the replay skips the target and recomputes the state from the
-old state and the same batch, which gives the same rows. Tombstones older than
+old state and the same batch, which gives the same rows (SCD2: only the rows the stored
+history cannot show, tombstones of deletes that closed no row; the others are derived from the
+history, so that state commit may be empty and then records no txn). Tombstones older than
 ``tombstone_gc_seconds`` are deleted in the state commit: after that an older upsert for the
 key is applied again (Databricks' documented behaviour).
 """
