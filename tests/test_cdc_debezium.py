@@ -142,3 +142,43 @@ def test_apply_changes_clauses_spark_lacks_reach_the_flow(spark, tmp):
     plain = graph.flows["plain/plain_flow"].flow.cdc
     assert plain.stored_as_scd_type == 2 and not plain.ignore_null_updates
     assert plain.apply_as_truncates is None
+
+
+def landed(db: CustomerDatabase) -> dict[str, str]:
+    return {f.name: f.read_text() for f in sorted(db.landing.glob("*.json"))}
+
+
+def test_factory_is_deterministic_and_an_interrupted_load_lands_the_same(tmp, monkeypatch):
+    whole = CustomerDatabase(tmp / "a", seed=5)
+    whole.load(3)
+    interrupted = CustomerDatabase(tmp / "b", seed=5)
+    interrupted.load(1)
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt  # the load dies after changing the database, before landing
+
+    monkeypatch.setattr(CustomerDatabase, "_deliver", crash)
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.load(1)
+    monkeypatch.undo()
+    assert interrupted.batches_landed == 1 and len(interrupted.history()) == 30  # rolled back
+    interrupted.load(2)
+    assert landed(interrupted) == landed(whole)
+    assert interrupted.history() == whole.history() and interrupted.current() == whole.current()
+    other = CustomerDatabase(tmp / "c", seed=6)
+    other.load(3)
+    assert landed(other) != landed(whole)  # another seed, other changes
+
+
+def test_factory_cli_lands_the_change_feed(tmp):
+    from click.testing import CliRunner
+
+    from headwater.cli import main
+
+    out = CliRunner().invoke(main, ["factory", "--root", str(tmp / "lake"), "--batches", "2",
+                                    "--cdc"])
+    assert out.exit_code == 0, out.output
+    assert "landed change batch 1" in out.output
+    db = CustomerDatabase(tmp / "lake")
+    assert db.batches_landed == 2 and db.current()
+    assert any(name.startswith("customers-00001-") for name in landed(db))
