@@ -161,3 +161,15 @@ def test_seed_helpers_wait_list_stop_and_clean_up(spark, tmp_path):
     assert not query.isActive and not headwater.active_streams(spark)
     assert not root.exists()
     assert "dst" not in [t.name for t in spark.catalog.listTables()]
+
+
+def test_customers_cdc_keeps_tables_equal_to_the_database(spark, tmp_path):
+    from headwater.factory.debezium import CustomerDatabase
+
+    root = tmp_path / "lake"
+    tables = example("customers_cdc").main(str(root), spark)
+    db = CustomerDatabase(root / "factory", seed=4)
+    assert tables["customers"] == db.current()
+    # columns in order: the row's, then __START_AT, __END_AT (NULL: the current version)
+    key = lambda r: tuple((v is None, v) for v in r)  # noqa: E731
+    assert sorted(tables["customers_history"], key=key) == sorted(db.history(), key=key)

@@ -209,19 +209,27 @@ def _cell(value: Any) -> str:
 @click.option("--interval", default=0.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds between batches.")
 @click.option("--seed", default=0, show_default=True, help="Same seed, same data.")
-def factory(root: str, batches: int, interval: float, seed: int) -> None:
+@click.option("--cdc", is_flag=True, help="Also change the customers table of the factory's "
+              "SQLite database and land its Debezium change events in landing/customers_cdc.")
+def factory(root: str, batches: int, interval: float, seed: int, cdc: bool) -> None:
     """Land the next batches of demo data: order JSON files, device readings and colour
     events, with late, duplicate, malformed and mistyped records mixed in."""
     import time
 
     from headwater.factory import DataFactory
+    from headwater.factory.debezium import CustomerDatabase
 
     data = DataFactory(root, seed=seed)
+    database = CustomerDatabase(root, seed=seed) if cdc else None
     for i in range(batches):
         if i and interval:
             time.sleep(interval)
         number = data.load()[0]
         click.echo(f"landed batch {number} in {data.root}")
+        if database is not None:
+            changes = database.load()[0]
+            click.echo(f"landed change batch {changes} in {database.landing} "
+                       f"({len(database.current())} customers in {database.db_path})")
     truth = data.truth()
     kinds = sorted({e["kind"] for e in truth.entries})
     for feed in ("orders", "devices", "colors"):

@@ -172,6 +172,9 @@ CODES: dict[str, str] = {
     "HW_HADOOP_FILESYSTEM_MISSING": "Spark has no Hadoop filesystem for a path's scheme "
                                     "(an s3:// checkpoint without hadoop-aws).",
     "HW_LEASE_HELD": "A live lease held by another writer guards this location.",
+    # cdc14
+    "HW_DEBEZIUM_NOT_ENVELOPE": "Events given to debezium_changes are not Debezium envelopes, "
+                                "or their columns clash with op/lsn/ts_ms.",
 }
 
 

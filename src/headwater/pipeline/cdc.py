@@ -48,9 +48,10 @@ def cdc_flow(*, target: str, source: str, name: str | None, location: model.Loca
 
 
 def cdc_flow_from_sql(plan: Any, sql: str, name: str, target: str,
-                      location: model.Location) -> model.Flow:
+                      location: model.Location, **clauses: Any) -> model.Flow:
     """``CREATE FLOW name AS AUTO CDC INTO target FROM STREAM(src) KEYS (...) ...`` as Spark's
-    parser gives it (an ``AutoCdcInto`` plan) -> a CDC flow."""
+    parser gives it (an ``AutoCdcInto`` plan) -> a CDC flow. clauses: what Spark's grammar
+    lacks, read before parsing (ignore_null_updates, apply_as_truncates)."""
     def names(option: Any) -> list[str] | None:
         if not option.isDefined():
             return None
@@ -73,7 +74,8 @@ def cdc_flow_from_sql(plan: Any, sql: str, name: str, target: str,
             except_column_list=names(plan.excludeColumns()),
             stored_as_scd_type=int(plan.storedAsScdType()),
             track_history_column_list=names(plan.trackHistoryColumns()),
-            track_history_except_column_list=names(plan.trackHistoryExceptColumns()))
+            track_history_except_column_list=names(plan.trackHistoryExceptColumns()),
+            **clauses)
     except HeadwaterError as exc:
         raise HeadwaterError(exc.code, f"{location}: {exc.what}", exc.why, exc.fix) from None
 

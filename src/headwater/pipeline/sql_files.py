@@ -10,6 +10,8 @@ kept):
   column list become expectations and are removed; a CONSTRAINT element of any other shape is
   an error (a typo never disappears silently).
 - ``CREATE OR REFRESH`` (Databricks' spelling) means CREATE here: each run refreshes anyway.
+- ``APPLY CHANGES INTO target ...`` (DLT's older spelling of AUTO CDC) and the AUTO CDC
+  clauses Spark's grammar lacks (IGNORE NULL UPDATES, APPLY AS TRUNCATE WHEN): see sql_cdc.py.
 
 Whatever Spark's parser rejects is an error with the file and line.
 """
@@ -27,6 +29,7 @@ from headwater.pipeline import model
 from headwater.pipeline.expectations import Expectation
 from headwater.pipeline.fields import stored_fields
 from headwater.pipeline.model import Location
+from headwater.pipeline.sql_cdc import apply_changes_as_flow, strip_cdc_clauses
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -217,9 +220,11 @@ def register_sql_text(registry: Registry, text: str, file: Path) -> None:
     spark = SparkSession.active()
     for statement, line in statements(text):
         where = Location(str(file), line)
+        statement = apply_changes_as_flow(statement, tokens(statement, line), file)
+        statement, cdc_clauses = strip_cdc_clauses(statement, tokens(statement, line))
         sql, rules = strip_constraints(statement, line, file)
         plan = _parse(spark, sql, where)
-        _register(registry, plan, sql, rules, where)
+        _register(registry, plan, sql, rules, where, cdc_clauses)
 
 
 def _parse(spark: Any, sql: str, where: Location) -> Any:
@@ -235,7 +240,7 @@ def _parse(spark: Any, sql: str, where: Location) -> Any:
 
 
 def _register(registry: Registry, plan: Any, sql: str, rules: list[Expectation],
-              where: Location) -> None:
+              where: Location, cdc_clauses: dict[str, Any]) -> None:
     kind = plan.getClass().getSimpleName()
     if kind in ("CreateStreamingTableAsSelect", "CreateStreamingTable",
                 "CreateMaterializedViewAsSelect"):
@@ -269,7 +274,7 @@ def _register(registry: Registry, plan: Any, sql: str, rules: list[Expectation],
             table = (relation.multipartIdentifier() if relation.getClass().getSimpleName()
                      == "UnresolvedRelation" else relation.nameParts()).mkString("\u0001")
             registry.add_flow(cdc_flow_from_sql(insert, sql, name, ".".join(
-                table.split("\u0001")), where))
+                table.split("\u0001")), where, **cdc_clauses))
             return
         target = ".".join(insert.table().multipartIdentifier().mkString("\u0001").split("\u0001"))
         origin = insert.query().origin()
@@ -341,6 +346,7 @@ def _invalid(where: Location, what: str, fix: str = "") -> HeadwaterError:
     return HeadwaterError(
         "HW_PIPELINE_SQL_INVALID", f"{where}: {what}.",
         "Pipeline SQL files hold CREATE STREAMING TABLE, CREATE MATERIALIZED VIEW, CREATE "
-        "TEMPORARY VIEW and CREATE FLOW statements, parsed by Spark's SQL parser.",
+        "TEMPORARY VIEW, CREATE FLOW and APPLY CHANGES INTO statements, parsed by Spark's SQL "
+        "parser.",
         fix or "Fix the statement at that line, e.g. CREATE STREAMING TABLE silver AS SELECT * "
         "FROM STREAM(bronze).")

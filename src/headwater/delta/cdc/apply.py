@@ -12,7 +12,9 @@ Exactly once: the changed rows are collected (only rows that change) and merged 
 in one commit carrying txn(app_id, batch_id); then the state table gets its rows in one commit
 with the same txn. A replayed batch finds both txns and does nothing. A crash between the two
 commits leaves the state behind; the replay skips the target and recomputes the state from the
-old state and the same batch, which gives the same rows. Tombstones older than
+old state and the same batch, which gives the same rows (SCD2: only the rows the stored
+history cannot show, tombstones of deletes that closed no row; the others are derived from the
+history, so that state commit may be empty and then records no txn). Tombstones older than
 ``tombstone_gc_seconds`` are deleted in the state commit: after that an older upsert for the
 key is applied again (Databricks' documented behaviour).
 """
@@ -28,6 +30,7 @@ from headwater.conf.storage import options_for
 from headwater.delta.cdc import timeline as tl
 from headwater.delta.cdc.spec import END_AT, SEQ, START_AT, TRUNCATE, CdcSpec, events_of
 from headwater.delta.log import normalize_uri, open_table
+from headwater.delta.native import _fault
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
@@ -130,6 +133,8 @@ def apply_changes_batch(batch: DataFrame, batch_id: int, target: str, spec: CdcS
             else:
                 result.upserted = written
             result.truncated = truncating
+            if result.target_version is not None:
+                _fault("cdc_between_commits", uri)  # crash tests: target committed, state not
         if done_state is None or done_state < batch_id:
             if scd2:
                 state_rows = new_state.toArrow()
