@@ -182,6 +182,14 @@ def test_dashboard_follows_a_running_demo_and_shows_what_the_tables_hold(browser
         assert number(page, "late-dropped-color_counts") == dropped
         assert number(page, "late-kept-color_counts") == \
             deltalake_rows(root / "color_counts__late") >= dropped
+        # AUTO CDC: the customers flows' per-batch counts, summed, as the event log has them
+        for flow in ("customers", "customers_history"):
+            cdc = [json.loads(e["details"] or "{}").get("cdc") for e in events
+                   if e["event"] == "progress" and e["flow"] == flow]
+            totals = {k: sum(c[k] for c in cdc if c) for k in ("upserted", "history_rows")}
+            assert totals["upserted"] > 0, (flow, cdc)
+            assert number(page, f"cdc-upserted-{flow}") == totals["upserted"], flow
+            assert number(page, f"cdc-history-{flow}") == totals["history_rows"], flow
         assert shown(page, "errors") == "No errors."
         graph = page.get_by_test_id("graph")
         for node in ("(files)", "bronze_orders", "silver_orders", "revenue_by_hour",

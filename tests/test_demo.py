@@ -15,8 +15,12 @@ def test_demo_once_verifies_gold_against_the_ground_truth(tmp_path):
     assert run.returncode == 0, show(run)
     checks = [line for line in run.stdout.splitlines() if line.strip().startswith("[")
               and ("[ok ]" in line or "[FAIL]" in line)]
-    assert len(checks) == 8 and all("[ok ]" in line for line in checks), run.stdout
-    for table in ("revenue_by_country", "revenue_by_hour", "device_counts"):
+    assert len(checks) == 11 and all("[ok ]" in line for line in checks), run.stdout
+    for what in ("customers (SCD 1) = the database's customers table",
+                 "customers_history (SCD 2) = every version in the database",
+                 "revenue_by_tier = ground truth"):
+        assert f"[ok ] {what}" in run.stdout, run.stdout
+    for table in ("revenue_by_country", "revenue_by_hour", "revenue_by_tier", "device_counts"):
         assert f"\n{table} (" in run.stdout
     # the project is left for the user: run it again, edit it, query it
     assert (tmp_path / "demo" / "pipeline" / "demo.py").is_file()

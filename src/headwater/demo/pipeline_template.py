@@ -5,6 +5,9 @@ orders:  JSON files -> bronze_orders (rescued data) -> silver_orders (one row pe
 devices: devices_bronze (a Delta table the factory appends to) -> device_counts (complete mode)
 colours: colors_bronze (a Delta table) -> color_counts (10-minute event-time windows behind a
          watermark; events that arrive after their window closed are kept in color_counts__late)
+customers: Debezium change events of the factory's customer database -> customer_changes ->
+         customers (AUTO CDC, SCD type 1: the table as it is now) and customers_history (SCD
+         type 2: every version) -> revenue_by_tier (orders joined to today's customers)
 """
 
 from pathlib import Path
@@ -12,7 +15,7 @@ from pathlib import Path
 from pyspark.sql import functions as F
 
 import headwater
-from headwater.demo.schemas import ORDER_SCHEMA
+from headwater.demo.schemas import CUSTOMER_ROW, ORDER_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,8 +34,10 @@ def silver_orders():
     return (orders
             .select("order_id", F.to_timestamp("timestamp").alias("ts"),
                     F.col("customer.address.country").alias("country"),
+                    F.col("customer.customer_id").alias("customer_id"),
                     F.posexplode_outer("items").alias("line", "item"), "_rescued_data")
-            .select("order_id", "ts", "country", "line", F.col("item.item_id").alias("item_id"),
+            .select("order_id", "ts", "country", "customer_id", "line",
+                    F.col("item.item_id").alias("item_id"),
                     F.col("item.quantity").alias("quantity"), F.col("item.price").alias("price"),
                     "_rescued_data"))
 
@@ -40,7 +45,8 @@ def silver_orders():
 def order_lines():
     """Feeds resend orders: each (order, line) counts once in gold."""
     return (headwater.read("silver_orders")
-            .select("order_id", "line", "ts", "country", "quantity", "price").distinct())
+            .select("order_id", "line", "ts", "country", "customer_id", "quantity", "price")
+            .distinct())
 
 
 def revenue():
@@ -74,3 +80,33 @@ def color_counts():
             .withWatermark("event_date", "10 minutes")
             .groupBy(F.window("event_date", "10 minutes").alias("window"), "color")
             .agg(F.count("*").alias("events")))
+
+
+@headwater.table(comment="The customer database's changes, one row per Debezium event.")
+@headwater.expect_or_drop("envelope_fits", "_rescued_data IS NULL")
+def customer_changes():
+    events = headwater.read_files(ROOT / "landing" / "customers_cdc",
+                                  schema=headwater.debezium_schema(CUSTOMER_ROW))
+    return headwater.debezium_changes(events)
+
+
+headwater.create_streaming_table("customers", comment="Customers as they are now (SCD 1).")
+headwater.create_auto_cdc_flow(
+    target="customers", source="customer_changes", keys=["customer_id"], sequence_by="lsn",
+    apply_as_deletes="op = 'd'", except_column_list=["op", "ts_ms", "_rescued_data"])
+
+headwater.create_streaming_table("customers_history",
+                                 comment="Every version of every customer (SCD 2).")
+headwater.create_auto_cdc_flow(
+    target="customers_history", source="customer_changes", keys=["customer_id"],
+    sequence_by="lsn", apply_as_deletes="op = 'd'", stored_as_scd_type=2,
+    except_column_list=["op", "ts_ms", "lsn", "_rescued_data"])
+
+
+@headwater.materialized_view(comment="Revenue per customer tier, today's tiers; orders of "
+                                     "customers not (or no longer) in the database: 'unknown'.")
+def revenue_by_tier():
+    tiers = headwater.read("customers").select("customer_id", "tier")
+    return (order_lines().join(tiers, "customer_id", "left")
+            .groupBy(F.coalesce("tier", F.lit("unknown")).alias("tier"))
+            .agg(revenue(), F.count("*").alias("lines")))

@@ -60,8 +60,9 @@ def _line_revenue(records: list[dict], key: Callable[[dict], Any]) -> dict[Any, 
     return {k: v.quantize(Decimal("0.01")) for k, v in out.items()}
 
 
-def verify(lake: Any, truth: Any) -> Check:
-    """Every landed record is in gold, quarantined or rescued, and gold equals the truth."""
+def verify(lake: Any, truth: Any, customers: Any) -> Check:
+    """Every landed record is in gold, quarantined or rescued, and gold equals the truth;
+    the AUTO CDC tables equal the customer database (today's rows, every version)."""
     check = Check()
     orders = truth.of("orders")
     kinds = Counter(e["kind"] for e in orders)
@@ -97,15 +98,38 @@ def verify(lake: Any, truth: Any) -> Check:
                for r in lake.read("revenue_by_hour").collect()}
     check.add("revenue_by_hour = ground truth", by_hour, _line_revenue(unique, hour))
 
+    verify_customers(check, lake, customers, unique)
     devices = Counter(r["device_id"] for r in truth.records("devices"))
     got = {r["device_id"]: r["readings"] for r in lake.read("device_counts").collect()}
     check.add("device_counts = readings landed per device", got, dict(devices))
     return check
 
 
+def verify_customers(check: Check, lake: Any, customers: Any, orders: list[dict]) -> None:
+    from headwater.factory.debezium import COLUMNS
+
+    def rows(name: str, columns: tuple[str, ...]) -> list[tuple]:
+        got = [tuple(r[c] for c in columns) for r in lake.read(name).collect()]
+        return sorted(got, key=lambda r: tuple((v is None, v) for v in r))
+
+    current = customers.current()
+    check.add("customers (SCD 1) = the database's customers table", rows("customers", COLUMNS),
+              current)
+    history = sorted(customers.history(), key=lambda r: tuple((v is None, v) for v in r))
+    check.add("customers_history (SCD 2) = every version in the database",
+              rows("customers_history", (*COLUMNS, "__START_AT", "__END_AT")), history)
+    tier_of = {r[0]: r[COLUMNS.index("tier")] for r in current}
+    by_tier = {r["tier"]: Decimal(str(r["revenue"])).quantize(Decimal("0.01"))
+               for r in lake.read("revenue_by_tier").collect()}
+    expected = _line_revenue(orders, lambda r: tier_of.get(r["customer"]["customer_id"],
+                                                            "unknown"))
+    check.add("revenue_by_tier = ground truth", by_tier, expected)
+
+
 def print_tables(lake: Any, echo: Callable[[str], None]) -> None:
     for name, order in (("revenue_by_country", "revenue DESC"),
                         ("revenue_by_hour", "hour, country"),
+                        ("revenue_by_tier", "tier"),
                         ("device_counts", "device_id")):
         df = lake.read(name)
         rows = df.orderBy(*[o for o in order.split(", ")] if "DESC" not in order
@@ -126,14 +150,17 @@ def run_demo(root: str | Path, once: bool, batches: int, interval: float,
              stop: threading.Event | None = None, live: bool | None = False,
              dashboard_port: int | None = None) -> int:
     import headwater
-    from headwater.factory import DataFactory
+    from headwater.factory import CdcRates, CustomerDatabase, DataFactory
     from headwater.monitor.display import Display
     from headwater.pipeline.run import load_project, run_project
 
     root = Path(root).expanduser().resolve()
     setup_project(root)
     factory = DataFactory(root, seed=seed)
+    # the orders' customers are ids 1-199: a snapshot that size makes the tier join meaningful
+    customers = CustomerDatabase(root, seed=seed, rates=CdcRates(snapshot=150))
     landed = factory.load(batches if once else 1)
+    customers.load(batches if once else 1)
     echo(f"factory: landed batch {landed[-1]} into {root}")
     loaded = load_project(root, app_name="headwater-demo")
     lake = loaded.lakehouse
@@ -158,6 +185,7 @@ def run_demo(root: str | Path, once: bool, batches: int, interval: float,
         failed = failed or not outcome.ok
 
     if once:
+        customers.drain()  # events held back as late land too: the feed describes the database
         run("available-now", False, None)
     else:
         stop = stop or threading.Event()
@@ -169,6 +197,7 @@ def run_demo(root: str | Path, once: bool, batches: int, interval: float,
         def land() -> None:
             while not stop.wait(interval):
                 display.echo(f"factory: landed batch {factory.load()[0]}")
+                customers.load()
 
         lander = threading.Thread(target=land, daemon=True)
         lander.start()
@@ -177,16 +206,18 @@ def run_demo(root: str | Path, once: bool, batches: int, interval: float,
         if timer is not None:
             timer.cancel()
         lander.join()  # a batch being landed is finished before the last run reads
+        customers.drain()
         display.echo("stopped; one triggered run processes what landed last")
         run("available-now", False, None)
 
     if dashboard is not None:
         dashboard.stop()
     print_tables(lake, echo)
-    check = verify(lake, factory.truth())
+    check = verify(lake, factory.truth(), customers)
     echo("\naccounting against the factory's ground truth:")
     for what, got, expected in check.lines:
         mark = "ok " if got == expected else "FAIL"
-        shown = f"{got}" if not isinstance(got, dict) else f"{len(got)} groups"
+        shown = f"{len(got)} groups" if isinstance(got, dict) else \
+            f"{len(got)} rows" if isinstance(got, list) else f"{got}"
         echo(f"  [{mark}] {what}: {shown}" + ("" if got == expected else f" (expected {expected})"))
     return 0 if check.ok and not failed else 1

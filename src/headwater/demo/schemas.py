@@ -1,4 +1,5 @@
-"""The seeds' nested order schema (seed 004), as the factory lands it."""
+"""The seeds' nested order schema (seed 004), as the factory lands it, and the rows of the
+factory's customer database (their Debezium events carry them in ``before`` / ``after``)."""
 
 from pyspark.sql.types import (
     ArrayType,
@@ -8,6 +9,8 @@ from pyspark.sql.types import (
     StructField,
     StructType,
 )
+
+from headwater.factory.debezium import ROW_DDL as CUSTOMER_ROW  # noqa: F401 - re-exported
 
 ORDER_SCHEMA = StructType([
     StructField("order_id", StringType(), True),
