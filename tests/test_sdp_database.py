@@ -188,6 +188,10 @@ def test_the_database_of_headwater_toml_and_a_refused_catalog(spark, keep_lakeho
         validate_project(loaded.registry, loaded.lakehouse)
     assert info.value.code == "HW_PIPELINE_UNKNOWN_TABLE", info.value
     assert "'sales.top_level'" in str(info.value) and "default.<table>" in str(info.value)
+    # a run whose graph fails to build gives the session its current database back
+    with pytest.raises(HeadwaterError):
+        run_project(root, echo=quiet)
+    assert spark.catalog.currentDatabase() != "sales"
     extra.write_text(extra.read_text().replace("'top_level'", "'default.top_level'"))
     loaded = load_project(root)
     report = validate_project(loaded.registry, loaded.lakehouse)
@@ -209,3 +213,11 @@ def test_the_database_of_headwater_toml_and_a_refused_catalog(spark, keep_lakeho
         with pytest.raises(HeadwaterError) as info:
             Project.load(make_project(tmp_path / f"bad{bad.strip(chr(39))}", SPEC, bad))
         assert info.value.code == "HW_PROJECT_INVALID", info.value
+
+    # a database named like a table of the lakehouse would put tables inside its folder
+    collide = make_project(tmp_path / "collide", TOML, database="top_level", name="headwater.toml")
+    write(collide / "storage" / "top_level", {"customer": ["c"]})
+    with pytest.raises(HeadwaterError) as info:
+        run_project(collide, echo=quiet)
+    assert info.value.code == "HW_PROJECT_INVALID" and "'top_level'" in str(info.value), info.value
+    assert spark.catalog.currentDatabase() != "top_level"

@@ -16,7 +16,8 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from headwater.conf.layout import LAKEHOUSE_ROOT_CONF
+from headwater.conf.layout import DELTA_LOG, LAKEHOUSE_ROOT_CONF
+from headwater.errors import HeadwaterError
 from headwater.lakehouse.names import TableName
 
 if TYPE_CHECKING:
@@ -157,6 +158,14 @@ def using_database(spark: SparkSession, database: str | None) -> Iterator[None]:
     if database is None:
         yield
         return
+    lake = lakehouse_of(spark)
+    if lake is not None and (lake.root / database / DELTA_LOG).is_dir():
+        raise HeadwaterError(
+            "HW_PROJECT_INVALID", f"The pipeline's database {database!r} is the name of a "
+            f"table of the lakehouse at {lake.root}.",
+            "A database is a folder of tables under the root; tables inside a table's folder "
+            "would be hidden from the catalog and at risk from its VACUUM.",
+            "Name the database differently, or rename that table.")
     previous = spark.catalog.currentDatabase()
     raw_sql(spark, f"CREATE DATABASE IF NOT EXISTS `{database}`")
     spark.catalog.setCurrentDatabase(database)

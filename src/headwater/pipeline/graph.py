@@ -120,10 +120,16 @@ class Graph(GraphQueries):
             self._database = contextlib.ExitStack()
             self._database.enter_context(
                 using_database(self.lakehouse.spark, self.registry.database))
-        with self._lock, self._active():
-            for name in self.registry.datasets:
-                self._resolve(name, None)
-        self._check_cycles()
+        try:
+            with self._lock, self._active():
+                for name in self.registry.datasets:
+                    self._resolve(name, None)
+            self._check_cycles()
+        except BaseException:
+            # a graph that failed to build is never closed: give the session its database back
+            self._database.close()
+            self._database = None
+            raise
         return self
 
     @contextlib.contextmanager
