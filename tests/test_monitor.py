@@ -242,3 +242,49 @@ def test_event_log_appends_are_compacted(tmp_path):
     assert sorted(read_events(tmp_path, ["flow"]).column("flow").to_pylist()) == \
         [f"f{i}" for i in range(6)]
     assert not log.failures
+
+
+def test_cdc_details_survive_the_listener_and_the_query_racing_to_report_a_batch(tmp_path):
+    """The listener and the runner's own check both report a batch; whichever is logged
+    carries the AUTO CDC counts the flow's writer handed over before (no Spark needed)."""
+    from headwater.monitor.run import FlowStats, RunMonitor
+
+    class Log:  # the event log's dedup as the race leaves it: the first report loses
+        def __init__(self) -> None:
+            self.rows: list[dict] = []
+            self.calls = 0
+
+        def knows(self, query_id, batch_id) -> bool:
+            return False
+
+        def batch_row(self, row) -> bool:
+            self.calls += 1
+            if self.calls == 1:
+                return False  # another report was logged first ... (see below)
+            self.rows.append(row)
+            return True
+
+    monitor = RunMonitor(tmp_path, event_log=False)
+    monitor.stats = {"customers": FlowStats("customers")}
+    monitor.log = Log()  # type: ignore[assignment]
+    monitor.batch_details("customers", 3, {"cdc": {"upserted": 2, "deleted": 1,
+                                                   "history_rows": 0}})
+    progress = {"id": "q", "runId": "r", "batchId": 3, "durationMs": {"addBatch": 5},
+                "sources": []}
+    monitor.batch("customers", dict(progress))
+    monitor.batch("customers", dict(progress))  # ... and this is the report that is logged
+    [row] = monitor.log.rows
+    assert json.loads(row["details"])["cdc"] == {"upserted": 2, "deleted": 1, "history_rows": 0}
+    assert not monitor._details  # logged: nothing kept
+
+
+def test_a_failing_observer_never_fails_a_cdc_batch():
+    from headwater.pipeline.run.progress import FlowResult
+
+    def broken(batch_id, details):
+        raise RuntimeError("observer bug")
+
+    result = FlowResult("customers", "streaming table", on_batch_details=broken)
+    result.add_cdc(0, {"upserted": 1, "deleted": 0, "history_rows": 0})
+    result.add_cdc(1, {"upserted": 2, "deleted": 1, "history_rows": 0})
+    assert result.cdc == {"upserted": 3, "deleted": 1, "history_rows": 0}

@@ -174,16 +174,20 @@ class RunMonitor:
         """A micro-batch's progress (from the listener or the query itself)."""
         if key not in self.stats or not executed(progress):
             return
-        if self.log is not None and self.log.knows(progress["id"], int(progress["batchId"])):
+        batch = (key, int(progress["batchId"]))
+        if self.log is not None and self.log.knows(progress["id"], batch[1]):
+            with self._lock:
+                self._details.pop(batch, None)
             return  # reported already: checked before the row is built
         row = progress_row(progress, key)
-        with self._lock:
-            details = self._details.pop((key, int(progress["batchId"])), None)
+        with self._lock:  # kept until a report is logged: the listener and the query race
+            details = self._details.get(batch)
         if details:
             row["details"] = json.dumps(details)
         if self.log is not None and not self.log.batch_row(row):
             return  # the listener and the query's own report raced: the first one is logged
         with self._lock:
+            self._details.pop(batch, None)
             stats = self.stats[key]
             stats.batches += 1
             stats.input_rows += int(row["input_rows"] or 0)

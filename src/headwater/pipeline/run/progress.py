@@ -3,6 +3,7 @@ and the one-line summary the runner prints when the flow completes."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -10,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from headwater.conf.layout import EXPECTATIONS_METRICS as EXPECTATION_METRICS
 from headwater.conf.layout import INGEST_METRICS, SINK_METRICS
 from headwater.monitor.observer import FlowOutcome, FlowStatus
+
+_log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -45,7 +48,11 @@ class FlowResult:
         for name, n in counts.items():
             self.cdc[name] = self.cdc.get(name, 0) + n
         if self.on_batch_details is not None:
-            self.on_batch_details(batch_id, {"cdc": counts})
+            try:
+                self.on_batch_details(batch_id, {"cdc": counts})
+            except Exception:  # noqa: BLE001 - watching a run must never fail its batches
+                _log.warning("the run's observer failed on batch %s of %s", batch_id, self.key,
+                             exc_info=True)
 
     def outcome(self) -> FlowOutcome:
         """The plain data an observer gets when the run finishes."""

@@ -202,8 +202,10 @@ class Runner:
         flow writer. None when it failed to start (its result says why)."""
         result = self.results.setdefault(rf.key, FlowResult(rf.key, describe(rf.dataset)))
         key = rf.key
-        result.on_batch_details = lambda batch_id, details: self.observer.batch_details(
-            key, batch_id, details)
+        # an observer written before batch_details existed still watches the other events
+        report = getattr(self.observer, "batch_details", None)
+        if report is not None:
+            result.on_batch_details = lambda batch_id, details: report(key, batch_id, details)
         dataset = rf.dataset
         native = None
         checkpoint = self.lakehouse.checkpoint(dataset.name, rf.flow.name)
