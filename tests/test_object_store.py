@@ -191,7 +191,15 @@ def test_storage_options_translate_s3a_names_redact_and_register_when_unpickled(
     pickle.loads(pickle.dumps(creds))  # what a Spark worker does with a reader
     assert storage.options_for("s3://bkt/elsewhere")["aws_secret_access_key"] == "SK"
     assert storage.options_for("/local/path") is None
+    # s3a:// (a checkpoint's lease) is the same bucket as s3://
+    assert storage.options_for("s3a://bkt/ckpt/_lease")["aws_secret_access_key"] == "SK"
+    # two tables of one bucket with their own keys each keep their own
+    storage.register("s3://bkt/t2", {"aws_access_key_id": "AK2", "aws_secret_access_key": "SK2"})
+    assert storage.options_for("s3://bkt/t/_delta_log")["aws_secret_access_key"] == "SK"
+    assert storage.options_for("s3://bkt/t2/part-0.parquet")["aws_secret_access_key"] == "SK2"
+    assert storage.options_for("s3://bkt/t22")["aws_secret_access_key"] == "SK2"  # the bucket's
     storage._by_bucket.pop("s3://bkt")
+    storage._by_table.clear()
 
 
 def test_storage_section_of_headwater_toml(tmp):

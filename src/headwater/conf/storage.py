@@ -42,7 +42,9 @@ S3A_KEYS = {
 LOCAL_SCHEMES = ("", "file")
 
 _defaults: dict[str, str] = {}
-_by_bucket: dict[str, dict[str, str]] = {}
+_by_bucket: dict[str, dict[str, str]] = {}  # every table's options of a bucket, merged
+_by_table: dict[str, dict[str, str]] = {}   # table URI -> the options given for it
+_SAME_STORE = {"s3a": "s3", "s3n": "s3"}     # Hadoop's names for the same S3 buckets
 _s3_filesystems: dict[tuple[tuple[str, str], ...], Any] = {}
 
 
@@ -89,7 +91,12 @@ def bucket_of(uri: str) -> str | None:
     parsed = urlparse(uri)
     if parsed.scheme in LOCAL_SCHEMES or len(parsed.scheme) == 1:  # C:\ on Windows
         return None
-    return f"{parsed.scheme}://{parsed.netloc}"
+    return f"{_SAME_STORE.get(parsed.scheme, parsed.scheme)}://{parsed.netloc}"
+
+
+def _table_key(uri: str) -> str:
+    bucket = bucket_of(uri) or ""
+    return bucket + urlparse(uri).path.rstrip("/")
 
 
 def set_defaults(options: Mapping[str, Any]) -> None:
@@ -101,6 +108,7 @@ def set_defaults(options: Mapping[str, Any]) -> None:
 def register(uri: str, options: Mapping[str, str]) -> None:
     bucket = bucket_of(uri)
     if bucket is not None and options:
+        _by_table[_table_key(uri)] = dict(options)
         _by_bucket.setdefault(bucket, {}).update(options)
 
 
@@ -109,7 +117,12 @@ def options_for(uri: str) -> dict[str, str] | None:
     bucket = bucket_of(uri)
     if bucket is None:
         return None
-    merged = {**_defaults, **_by_bucket.get(bucket, {})}
+    # the options given for this table (or a table it is inside, e.g. its _delta_log); for
+    # other paths of the bucket (a checkpoint's lease) what its tables were given
+    key = _table_key(uri)
+    tables = [t for t in _by_table if key == t or key.startswith(t + "/")]
+    given = _by_table[max(tables, key=len)] if tables else _by_bucket.get(bucket, {})
+    merged = {**_defaults, **given}
     return merged or None
 
 
@@ -165,9 +178,8 @@ class Defaults:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._options = state["options"]
-        if self._options:
-            _defaults.clear()
-            _defaults.update(self._options)
+        _defaults.clear()  # a reused worker forgets an earlier session's [storage]
+        _defaults.update(self._options)
 
 
 def pyarrow_filesystem(uri: str) -> tuple[Any, str]:

@@ -82,8 +82,9 @@ def load_project(project: Project | str | os.PathLike[str] = ".",
 
     if not isinstance(project, Project):
         project = Project.load(Path(project))
-    if project.storage:  # before any table is opened; readers carry them to the workers
-        storage.set_defaults(project.storage)
+    # before any table is opened (readers carry them to the workers); a project without
+    # [storage] clears an earlier project's, leaving the environment's credentials
+    storage.set_defaults(project.storage)
     spark = spark_session(project.master, app_name=app_name or f"headwater:{project.name}",
                           conf=project.spark_conf, lakehouse=project.root)
     lakehouse = _attached_lakehouse(spark)
