@@ -91,3 +91,33 @@ def test_auto_compact_must_be_a_boolean(tmp_path):
     with pytest.raises(HeadwaterError) as err:
         Project.load(proj)
     assert err.value.code == "HW_PROJECT_INVALID" and "auto_compact" in str(err.value)
+
+
+CDC_PIPELINE = """
+@headwater.temporary_view  # read by the CDC flow itself: one source commit per micro-batch
+def changes():
+    return headwater.read_stream("src", maxFilesPerTrigger=1)
+
+headwater.create_streaming_table(
+    "current", table_properties={"headwater.autoCompact.minNumFiles": "3"})
+headwater.create_auto_cdc_flow(target="current", source="changes", keys=["k"],
+                               sequence_by="id")
+"""
+
+
+def test_an_auto_cdc_target_and_its_state_are_compacted(spark, tmp_path):
+    """AUTO CDC commits a MERGE per micro-batch into its target and its state table."""
+    from headwater.conf.layout import CDC_STATE
+
+    proj = project(tmp_path, {"p.py": CDC_PIPELINE})
+    root = proj / "lake"
+    for i in range(6):  # one micro-batch each, every key new: the target gains a file each
+        write(root / "src", {"id": [i], "k": [i]})
+    outcome = run_project(proj, echo=lambda _: None, event_log=False)
+    assert all(r.ok for r in outcome.results), outcome.results
+    assert files(root, "current") < 3
+    assert ids(root, "current") == list(range(6))
+    # the state table follows the target's settings: 6 merges, compacted at 3 files
+    state = DeltaTable(str(root / "current" / CDC_STATE))
+    assert "OPTIMIZE" in [h["operation"] for h in state.history()]
+    assert len(state.file_uris()) < 3

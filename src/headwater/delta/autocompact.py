@@ -44,13 +44,17 @@ def enabled(configuration: dict[str, str] | None, default: bool = False) -> bool
     return value.strip().lower() in ("true", "auto")
 
 
-def compact_if_due(table: Any, default: bool = False) -> dict[str, Any] | None:
+def compact_if_due(table: Any, default: bool = False,
+                   settings_of: Any = None) -> dict[str, Any] | None:
     """Compact ``table`` (a deltalake DeltaTable at its latest version) when auto-compaction is
     on (see :func:`enabled`; ``default`` applies when the table does not say) and it has
-    enough small files. Returns OPTIMIZE's metrics, or None when nothing ran."""
+    enough small files. Returns OPTIMIZE's metrics, or None when nothing ran.
+
+    settings_of: the table whose properties decide (default ``table``): an AUTO CDC state
+    table follows its target's."""
     import pyarrow as pa
 
-    config = table.metadata().configuration or {}
+    config = (settings_of or table).metadata().configuration or {}
     if not enabled(config, default):
         return None
     try:

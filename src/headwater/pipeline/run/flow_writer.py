@@ -86,6 +86,7 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
                 result.rows_written += done.deleted + max(done.upserted, done.history_rows)
                 if done.applied:
                     result.add_cdc(batch_id, done.counts())
+                    compact_cdc_tables(lake.path(name), auto_compact)
             elif dataset.output_mode == "update":
                 from headwater.delta.merge import merge_batch
                 from headwater.spark.plan import group_keys
@@ -140,3 +141,16 @@ def write_table(df: DataFrame, path: str, mode: str, txn: tuple[str, int] | None
         writer.save(path)
         return 0
     return written
+
+
+def compact_cdc_tables(target: str, auto_compact: bool) -> None:
+    """An AUTO CDC target commits a MERGE per micro-batch, and so does its state table: both
+    are compacted like any pipeline table (OPTIMIZE, dataChange=false: no change data)."""
+    from headwater.delta import autocompact
+    from headwater.delta.cdc.apply import state_path
+    from headwater.delta.log import open_table
+
+    table = open_table(target)
+    autocompact.compact_if_due(table, auto_compact)
+    autocompact.compact_if_due(open_table(state_path(target)), auto_compact, settings_of=table)
+
