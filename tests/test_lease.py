@@ -144,3 +144,45 @@ def test_checkpoint_lock_on_s3a_uses_the_lease(moto):
     finally:
         first.release()
     CheckpointLock(location, "query two").acquire().release()
+
+
+def test_a_store_error_during_renewal_ends_the_lease_before_it_can_expire(tmp):
+    """Not only OSError: S3's 503s arrive as botocore errors. Renewal keeps trying, and once
+    the lease may have expired the holder counts it lost and on_lost stops its query."""
+    import threading
+
+    lost = threading.Event()
+    lease = LeaseLock(str(tmp / "ckpt"), "writer", ttl=0.6, on_lost=lost.set).acquire()
+
+    def failing(name, data):
+        raise RuntimeError("SlowDown (503)")
+
+    lease.store.create = failing  # type: ignore[method-assign]
+    assert lost.wait(5), "the holder never noticed it could not renew"
+    assert lease.lost and not lease.held
+
+
+def test_a_stale_listing_never_starts_the_lease_over_beside_a_live_holder(tmp):
+    """Objects a holder cleaned up between another writer's LIST and its GET: that writer
+    lists again instead of concluding there is no lease (and writing sequence 0)."""
+    clock = Clock()
+    holder = LeaseLock(str(tmp / "ckpt"), "holder", ttl=30, clock=clock).acquire(renew=False)
+    for _ in range(5):
+        assert holder.renew()
+    contender = LeaseLock(str(tmp / "ckpt"), "contender", ttl=30, clock=clock)
+    real_names = contender.store.names
+    listings = iter([["00000000000000000000.json", "00000000000000000001.json"]])
+    contender.store.names = lambda: next(listings, None) or real_names()  # type: ignore
+    with pytest.raises(HeadwaterError) as refused:
+        contender.acquire(renew=False)
+    assert refused.value.code == "HW_LEASE_HELD" and "holder" in str(refused.value)
+    assert holder.renew()
+
+
+def test_a_half_written_lease_is_a_live_holder_not_a_json_error(tmp):
+    folder = tmp / "ckpt" / "_lease"
+    folder.mkdir(parents=True)
+    (folder / "00000000000000000000.json").write_bytes(b"")  # O_EXCL created, bytes not yet
+    with pytest.raises(HeadwaterError) as refused:
+        LeaseLock(str(tmp / "ckpt"), "writer").acquire(renew=False)
+    assert refused.value.code == "HW_LEASE_HELD"

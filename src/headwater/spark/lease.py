@@ -136,7 +136,8 @@ class LeaseLock:
         on a daemon thread once :meth:`acquire` succeeds (``renew=False`` to renew by hand).
     clock: seconds since the epoch (tests pass their own).
     on_lost: called once (on the renewal thread) when a renewal is refused because another
-        writer took the lease over: the place to stop the query this lease guarded.
+        writer took the lease over, or when renewals kept failing (store errors) until the
+        lease may have expired: the place to stop the query this lease guarded.
     """
 
     def __init__(self, location: str, owner: str, ttl: float = DEFAULT_TTL,
@@ -150,22 +151,43 @@ class LeaseLock:
         self.lost = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()  # renewals and the release never write at once
+        self._renewed_at = 0.0  # time.monotonic() of the last write that extended the lease
 
     # --- the lease log -----------------------------------------------------------------
-    def _latest(self) -> tuple[int, dict[str, Any]] | None:
-        seqs = sorted(int(n[:-5]) for n in self.store.names()
+    def _seqs(self) -> list[int]:
+        return sorted(int(n[:-5]) for n in self.store.names()
                       if n.endswith(".json") and n[:-5].isdigit())
-        for seq in reversed(seqs):
-            data = self.store.read(f"{seq:020d}.json")
-            if data is not None:
-                return seq, json.loads(data)
-        return None
+
+    def _latest(self) -> tuple[int, dict[str, Any]] | None:
+        """The newest lease record. Objects listed but gone when read were cleaned up by a
+        holder that wrote newer ones: list again rather than conclude there is no lease (a
+        new writer would start over at 0, beside a live holder)."""
+        for _ in range(10):
+            seqs = self._seqs()
+            if not seqs:
+                return None
+            data = self.store.read(f"{seqs[-1]:020d}.json")
+            if data is None:
+                continue
+            try:
+                return seqs[-1], json.loads(data)
+            except ValueError:  # created but not written yet (NFS shows that): a live holder
+                return seqs[-1], {"owner": "a writer still writing its lease",
+                                  "expires": float("inf")}
+        raise self._held({"owner": "a writer renewing faster than this host can read"})
 
     def _write(self, seq: int, expires: float) -> bool:
         record = {"owner": self.owner, "token": self.token, "host": socket.gethostname(),
                   "pid": os.getpid(), "expires": expires}
         if not self.store.create(f"{seq:020d}.json", json.dumps(record).encode()):
-            return False
+            # refused: someone else's, unless our own PUT was retried after it landed
+            data = self.store.read(f"{seq:020d}.json")
+            try:
+                if data is None or json.loads(data).get("token") != self.token:
+                    return False
+            except ValueError:
+                return False
         for old in (n for n in self.store.names() if n.endswith(".json")
                     and n[:-5].isdigit() and int(n[:-5]) <= seq - KEEP):
             self.store.delete(old)
@@ -180,10 +202,11 @@ class LeaseLock:
             if record.get("token") != self.token and record.get("expires", 0) > self.clock():
                 raise self._held(record)
         nxt = 0 if latest is None else latest[0] + 1
-        if not self._write(nxt, self.clock() + self.ttl):
-            winner = self._latest()
+        if not self._write(nxt, self.clock() + self.ttl) or max(self._seqs()) > nxt:
+            winner = self._latest()  # refused, or someone wrote past us: theirs
             raise self._held(winner[1] if winner else {})
         self.seq, self.lost = nxt, False
+        self._renewed_at = time.monotonic()
         if renew:
             self._stop.clear()
             self._thread = threading.Thread(target=self._renew_loop, daemon=True,
@@ -193,13 +216,15 @@ class LeaseLock:
 
     def renew(self) -> bool:
         """Extend the lease; False (and :attr:`lost`) when someone else holds it now."""
-        if self.seq is None or self.lost:
+        with self._lock:
+            if self.seq is None or self.lost:
+                return False
+            if self._write(self.seq + 1, self.clock() + self.ttl):
+                self.seq += 1
+                self._renewed_at = time.monotonic()
+                return True
+            self.lost = True
             return False
-        if self._write(self.seq + 1, self.clock() + self.ttl):
-            self.seq += 1
-            return True
-        self.lost = True
-        return False
 
     def release(self) -> None:
         """Stop renewing and end the lease now (an expired record), so the next writer need
@@ -208,9 +233,10 @@ class LeaseLock:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(5)
         self._thread = None
-        if self.seq is not None and not self.lost:
-            self._write(self.seq + 1, 0.0)
-        self.seq = None
+        with self._lock:
+            if self.seq is not None and not self.lost:
+                self._write(self.seq + 1, 0.0)
+            self.seq = None
 
     @property
     def held(self) -> bool:
@@ -219,12 +245,18 @@ class LeaseLock:
     def _renew_loop(self) -> None:
         while not self._stop.wait(self.ttl / 3):
             try:
-                if not self.renew():
-                    if self.lost and self.on_lost is not None:
-                        self.on_lost()
-                    return
-            except OSError:  # a store hiccup: try again next round, before the expiry
-                continue
+                if self.renew():
+                    continue
+                if not self.lost:
+                    return  # released
+            except Exception:  # noqa: BLE001 - a store hiccup (S3 503, network): retry, unless
+                # the lease may have expired meanwhile: others may hold it by now
+                if time.monotonic() - self._renewed_at < self.ttl * 5 / 6:
+                    continue
+                self.lost = True
+            if self.on_lost is not None:
+                self.on_lost()
+            return
 
     def _held(self, record: dict[str, Any]) -> HeadwaterError:
         until = record.get("expires", 0) - self.clock()
