@@ -104,5 +104,9 @@ KAFKA_FLUSH_TIMEOUT_ENV = "HEADWATER_KAFKA_FLUSH_TIMEOUT"
 # Fault injection for crash tests: "sink_before_commit" (files written, nothing committed),
 # "sink_after_commit" (Delta committed, Spark's commit log not yet written), or a native-path
 # point; the process kills itself there. FAULT_TABLE_ENV limits it to paths containing it.
+# Checkpoint locks: "1" uses the lease (spark/lease.py) on local paths too (tests have no
+# network mount); LEASE_TTL_ENV: the lease's seconds (default 60), shortened by lease tests.
+LEASE_ALWAYS_ENV = "HEADWATER_LEASE_ALWAYS"
+LEASE_TTL_ENV = "HEADWATER_LEASE_TTL"
 FAULT_ENV = "HEADWATER_FAULT"
 FAULT_TABLE_ENV = "HEADWATER_FAULT_TABLE"
