@@ -91,7 +91,8 @@ def test_csv_on_s3_with_credentials_only_as_reader_options(spark, moto, tmp):
     put(moto, f"{src}/b.csv", "id,city\n3,Lima\n")
     reader = spark.readStream.format("cloudFiles").option("cloudFiles.format", "csv") \
         .option("cloudFiles.schemaLocation", str(tmp / "schema")) \
-        .option("cloudFiles.schemaHints", "id int")
+        .option("cloudFiles.schemaHints", "id int").option("cloudFiles.cleanSource", "delete") \
+        .option("cloudFiles.maxFilesPerTrigger", 5)
     for key, value in moto.options().items():
         reader = reader.option(key, value)
     with headwater.translated():
@@ -103,6 +104,22 @@ def test_csv_on_s3_with_credentials_only_as_reader_options(spark, moto, tmp):
         [(1, "Oslo"), (2, "Rome"), (3, "Lima")]
     assert moto.secret not in str(query.recentProgress)
     assert _grep(moto.secret.encode(), tmp) == []
+    assert _wait_for(lambda: moto.keys(f"{src}/") == [])  # the reader has the options
+    # This process (the driver) never saw the options: its cleaning leaves files to the
+    # stream reader rather than reach for ambient credentials.
+    assert storage.options_for(src) is None
+    put(moto, f"{src}/c.csv", "id,city\n4,Kiev\n")
+    index_path = str(tmp / "schema" / FILE_INDEX)
+    storage.register(src, storage.normalize(moto.options()))
+    index = FileIndex(index_path, src)
+    seq = index.discover()
+    index.close()
+    storage._by_bucket.clear()
+    assert clean_through(index_path, seq) == 0
+    assert moto.keys(f"{src}/") == ["csv/c.csv"]
+    storage.register(src, storage.normalize(moto.options()))
+    assert clean_through(index_path, seq) == 1
+    assert moto.keys(f"{src}/") == []
 
 
 def _wait_for(check, seconds: float = 30) -> bool:

@@ -24,6 +24,7 @@ import logging
 import sqlite3
 from typing import TYPE_CHECKING
 
+from headwater.conf import storage
 from headwater.ingest import landing
 
 if TYPE_CHECKING:
@@ -34,12 +35,17 @@ log = logging.getLogger("headwater.ingest")
 
 def clean_remote(index: FileIndex, seq: int) -> int:
     """Archive or delete the files up to ``seq``; returns how many were cleaned."""
+    root = index.get("root") or ""
+    if index.get("storage_options") == "given" and not storage.options_for(root):
+        # The stream got its credentials as reader options, which this process (the driver,
+        # when format("cloudFiles") was used directly) never saw: the ambient ones would
+        # reach another account or hang on instance metadata. The stream reader cleans.
+        return 0
     with index.transaction() as db:
         mode = index.get("clean_source") or "off"
         done = int(index.get("cleaned_through") or 0)
         if mode == "off" or seq <= done:
             return 0
-        root = index.get("root") or ""
         archive = index.get("archive_dir") or ""
         rows = _pending(db, done, seq)
         if mode == "archive":

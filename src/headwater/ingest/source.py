@@ -278,6 +278,9 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 index.put("root", self.opts.path)
                 index.put("clean_source", self.opts.clean_source)
                 index.put("archive_dir", self.opts.archive_dir or "")
+                # where credentials come from (never what they are): see clean_remote
+                index.put("storage_options", "given" if storage.options_for(self.opts.path)
+                          else "")
             if index.get("first_listing") is None:
                 # The first listing of this schema location decides what "existing" means.
                 index.discover(state="new" if self.opts.include_existing else "skipped")
