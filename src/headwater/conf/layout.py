@@ -107,3 +107,7 @@ KAFKA_FLUSH_TIMEOUT_ENV = "HEADWATER_KAFKA_FLUSH_TIMEOUT"
 # process kills itself there. FAULT_TABLE_ENV limits it to paths containing it.
 FAULT_ENV = "HEADWATER_FAULT"
 FAULT_TABLE_ENV = "HEADWATER_FAULT_TABLE"
+# Checkpoint locks: "1" uses the lease (spark/lease.py) on local paths too (tests have no
+# network mount); LEASE_TTL_ENV: the lease's seconds (default 60), shortened by lease tests.
+LEASE_ALWAYS_ENV = "HEADWATER_LEASE_ALWAYS"
+LEASE_TTL_ENV = "HEADWATER_LEASE_TTL"

@@ -172,6 +172,8 @@ CODES: dict[str, str] = {
     "HW_HADOOP_FILESYSTEM_MISSING": "Spark has no Hadoop filesystem for a path's scheme "
                                     "(an s3:// checkpoint without hadoop-aws).",
     "HW_LEASE_HELD": "A live lease held by another writer guards this location.",
+    "HW_LEASE_LOST": "A running query's checkpoint lease was taken over by another writer; "
+                     "the query was stopped.",
     # cdc14
     "HW_DEBEZIUM_NOT_ENVELOPE": "Events given to debezium_changes are not Debezium envelopes, "
                                 "or their columns clash with op/lsn/ts_ms.",

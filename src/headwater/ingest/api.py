@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from headwater.conf import storage
 from headwater.conf.layout import INGEST, RESCUED_DATA, ingest_metrics
 from headwater.errors import HeadwaterError, translated
+from headwater.ingest import landing
 from headwater.ingest.registration import register_sources
 from headwater.ingest.source import source_id
 
@@ -34,6 +37,7 @@ def read_files(
     clean_source: str = "off",
     archive_dir: str | os.PathLike[str] | None = None,
     ignore_missing_files: bool = False,
+    storage_options: Mapping[str, str] | None = None,
     spark: SparkSession | None = None,
 ) -> DataFrame:
     """Stream the files that land in ``path`` (and its subfolders), each file once.
@@ -66,13 +70,20 @@ def read_files(
         paths) or "delete", once the batch that read the file is committed.
     ignore_missing_files: default False: a file that vanished before it was read stops the
         stream; True skips it.
+    storage_options: credentials for a landing folder (or archive_dir) on an object store
+        (``s3://bucket/prefix``), with delta-rs' names (``AWS_ACCESS_KEY_ID``, ...). Default
+        None: ``[storage]`` in headwater.toml / ``spark_session(storage_options=...)``, then
+        the environment. On an object store each trigger lists the whole prefix, and
+        ``clean_source="archive"`` is a copy then a delete (not atomic; a crash in between
+        leaves the file in both places, and the next clean finishes it without ingesting it
+        again). ``schema_location`` stays a local path or mount.
     """
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     spark = spark or SparkSession.active()
     register_sources(spark)
-    source = str(Path(path).expanduser().resolve())
+    source = _folder(path)
     location = schema_location or _default_location(
         source_id(source, format, path_glob_filter), spark)
     options: dict[str, Any] = {
@@ -82,7 +93,7 @@ def read_files(
         "ignoreMissingFiles": ignore_missing_files,
     }
     if location is not None:
-        options["schemaLocation"] = str(Path(location).expanduser().resolve())
+        options["schemaLocation"] = _folder(location)  # an s3:// one is refused by the source
     if schema is not None:
         options["schema"] = _schema_json(schema)
     if schema_hints:
@@ -96,7 +107,11 @@ def read_files(
     if path_glob_filter:
         options["pathGlobFilter"] = path_glob_filter
     if archive_dir is not None:
-        options["sourceArchiveDir"] = str(Path(archive_dir).expanduser().resolve())
+        options["sourceArchiveDir"] = _folder(archive_dir)
+    credentials = storage.normalize(storage_options or {})
+    for uri in (source, options.get("sourceArchiveDir")):
+        storage.register(uri or "", credentials)  # this driver's cleanSource listener too
+    options.update(credentials)
     reader = spark.readStream.format("cloudFiles")
     for key, value in options.items():
         reader = reader.option(key, str(value).lower() if isinstance(value, bool) else str(value))
@@ -110,6 +125,13 @@ def read_files(
         F.count(F.lit(1)).alias("rows"),
         F.count(rescued).alias("rescued_rows"),
         F.count(F.when(rescued.startswith('{"_corrupt_record"'), 1)).alias("malformed_rows"))
+
+
+def _folder(path: str | os.PathLike[str]) -> str:
+    """A landing folder's URI as given (``s3://...``), or a local folder resolved."""
+    if landing.is_remote(str(path)):
+        return landing.normalize(str(path))
+    return str(Path(path).expanduser().resolve())
 
 
 def _schema_json(schema: Any) -> str:

@@ -14,6 +14,9 @@ be committed, from three places (each idempotent, tracked per file in the file i
 An archived file keeps its path relative to the landing folder; if a file of that name was
 archived before, the new one gets ``.<seq>`` appended. A replayed batch (a checkpoint deleted
 and rebuilt) reads archived files from the archive.
+
+Landing folders (or archives) on object stores are cleaned by ``clean_remote.py``: there is no
+atomic rename there, an archive is a copy then a delete.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ import shutil
 import threading
 from pathlib import Path
 from typing import Any
+
+from headwater.ingest import landing
+from headwater.ingest.clean_remote import clean_remote
 
 log = logging.getLogger("headwater.ingest")
 _lock = threading.Lock()
@@ -43,6 +49,8 @@ def clean_through(index_path: str, seq: int) -> int:
     with _lock:
         index = FileIndex(index_path, root=os.path.dirname(index_path))
         try:
+            if landing.is_remote(index.get("root")) or landing.is_remote(index.get("archive_dir")):
+                return clean_remote(index, seq)
             with index.transaction() as db:
                 mode = index.get("clean_source") or "off"
                 done = int(index.get("cleaned_through") or 0)

@@ -23,7 +23,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from headwater.ingest import landing
 from headwater.ingest.formats.common import FileEntry
+from headwater.ingest.landing import hidden
 
 _RACY_SECONDS = 2.0
 
@@ -53,15 +55,10 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 """
 
 
-def hidden(name: str) -> bool:
-    """Names every listing skips: hidden, temporary or in-progress files, as Spark does."""
-    return name.startswith((".", "_")) or name.endswith(("._COPYING_", ".tmp", ".crc"))
-
-
 class FileIndex:
     def __init__(self, db_path: str, root: str, glob: str | None = None) -> None:
         self.db_path = db_path
-        self.root = os.path.abspath(root)
+        self.root = landing.normalize(root)
         self.glob = glob
         Path(db_path).parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(db_path, timeout=60, isolation_level=None,
@@ -96,6 +93,8 @@ class FileIndex:
 
     def discover(self, state: str = "new") -> int:
         """List what changed and record new files (as ``state``); returns the highest seq."""
+        if landing.is_remote(self.root):
+            return self._discover_remote(state)
         if not os.path.isdir(self.root):
             return self.max_seq()
         found: list[tuple[int, str, str, int]] = []  # (mtime, name, folder, size)
@@ -151,6 +150,28 @@ class FileIndex:
                 "INSERT OR IGNORE INTO files(dir, name, size, mtime_ns, state) "
                 "VALUES (?, ?, ?, ?, ?)",
                 [(known_dirs[d][0], name, size, m, state) for m, name, d, size in found])
+        return self.max_seq()
+
+    def _discover_remote(self, state: str) -> int:
+        """An object store has no folder change times: list the whole prefix, record the
+        names not live in the index yet (a file archived by copy-then-delete stays live, state
+        'new', until its delete is recorded, so a crash in between never re-ingests it)."""
+        live = set(self.db.execute("SELECT d.path, f.name FROM files f JOIN dirs d "
+                                   "ON d.id = f.dir WHERE f.state IN ('new', 'skipped')"))
+        found = [f for f in landing.list_files(self.root, self.glob)
+                 if (f.folder, f.name) not in live]
+        if not found:
+            return self.max_seq()
+        known_dirs = self._known_dirs()
+        with self.transaction() as db:
+            for folder in sorted({f.folder for f in found} - set(known_dirs)):
+                db.execute("INSERT INTO dirs(path, parent, mtime_ns) VALUES (?, NULL, NULL) "
+                           "ON CONFLICT(path) DO NOTHING", (folder,))
+            known_dirs = self._known_dirs()
+            db.executemany(
+                "INSERT OR IGNORE INTO files(dir, name, size, mtime_ns, state) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [(known_dirs[f.folder][0], f.name, f.size, f.mtime_ns, state) for f in found])
         return self.max_seq()
 
     def _known_dirs(self) -> dict[str, tuple[int, int | None]]:

@@ -14,7 +14,6 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -24,11 +23,13 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StringType, StructField, StructType
 
+from headwater.conf import storage
 from headwater.conf.layout import FILE_INDEX, RESCUED_DATA
 from headwater.conf.options import parse_bool, parse_choice, parse_int, parse_size
 from headwater.conf.read_limits import default_read_limit, limits_of
 from headwater.delta.source import MACHINE_PARALLELISM
 from headwater.errors import HeadwaterError
+from headwater.ingest import landing
 from headwater.ingest.ddl import apply_hints, parse_ddl
 from headwater.ingest.formats.common import FileEntry, ParseSettings
 from headwater.ingest.infer import add_new_fields, infer_schema
@@ -98,13 +99,18 @@ class IngestOptions:
                                 "'rescue'", "Name a rescued data column, or pick another mode.")
         clean = parse_choice("clean_source", opts.get("cleansource"), CLEAN_MODES, "off")
         archive = opts.get("sourcearchivedir") or opts.get("archivedir")
-        root = os.path.abspath(path)
+        root = landing.normalize(path)
+        if landing.is_remote(location):
+            raise _option_error("schema_location", f"is on an object store ({location})",
+                                "It holds the stream's file index (SQLite): give a local "
+                                "path or a mount.")
         if clean == "archive":
             if not archive:
                 raise _option_error("archive_dir", "is missing for clean_source='archive'",
                                     "Name the folder processed files are moved to.")
-            archive = os.path.abspath(archive)
-            if archive == root or archive.startswith(root + os.sep):
+            archive = landing.normalize(archive)
+            if archive == root or archive.startswith(root + ("/" if landing.is_remote(root)
+                                                             else os.sep)):
                 raise _option_error("archive_dir", f"{archive} is inside the landing folder",
                                     "Archived files would be found again: pick a folder "
                                     "outside it.")
@@ -160,7 +166,8 @@ def resolve_schema(opts: IngestOptions) -> StructType:
         store = SchemaStore(opts.schema_location)
         latest = store.latest()
         if latest is None:
-            samples = _sample_files(opts)
+            samples = landing.sample(opts.path, opts.glob, opts.sample_files,
+                                     opts.sample_bytes)
             hints = parse_ddl(opts.hints) if opts.hints else StructType([])
             if not samples and not hints.fields:
                 raise HeadwaterError(
@@ -182,36 +189,6 @@ def resolve_schema(opts: IngestOptions) -> StructType:
     return schema
 
 
-def _sample_files(opts: IngestOptions) -> list[tuple[str, bytes]]:
-    import fnmatch
-
-    from headwater.ingest.index import hidden
-
-    found = []
-    for directory, dirs, files in os.walk(opts.path):
-        dirs[:] = [d for d in dirs if not hidden(d)]
-        for name in files:
-            if hidden(name) or (opts.glob and not fnmatch.fnmatch(name, opts.glob)):
-                continue
-            full = os.path.join(directory, name)
-            try:
-                found.append((os.stat(full).st_mtime_ns, full))
-            except FileNotFoundError:
-                continue
-    found.sort()
-    samples, total = [], 0
-    for _, full in found[: opts.sample_files]:
-        try:
-            data = Path(full).read_bytes()
-        except FileNotFoundError:
-            continue
-        samples.append((full, data))
-        total += len(data)
-        if total >= opts.sample_bytes:
-            break
-    return samples
-
-
 # --- the data source ---------------------------------------------------------------------
 
 
@@ -222,8 +199,15 @@ class FilesDataSource(DataSource):
     parallelism: int = MACHINE_PARALLELISM
 
     def __init__(self, options: dict[str, str]) -> None:
-        super().__init__(options)
-        self.opts = IngestOptions.parse(options)
+        credentials, rest = storage.split_options(options)
+        super().__init__(rest)  # storage options stay out of every other option dict
+        self.opts = IngestOptions.parse(rest)
+        for uri in (self.opts.path, self.opts.archive_dir):
+            if uri:
+                storage.register(uri, credentials)
+        # Spark pickles the source and its reader into its Python workers: carry them along
+        self.credentials = [storage.Credentials.for_uri(u)
+                            for u in (self.opts.path, self.opts.archive_dir) if u]
 
     @classmethod
     def name(cls) -> str:
@@ -248,7 +232,9 @@ class FilesDataSource(DataSource):
             # and the given schema cannot evolve. Keep it, rescue unknown fields.
             opts = dataclasses.replace(opts, evolution="none")
         data = StructType([f for f in schema.fields if f.name != opts.rescued_column])
-        return FilesStreamReader(opts, data, self.parallelism)
+        reader = FilesStreamReader(opts, data, self.parallelism)
+        reader.credentials = self.credentials
+        return reader
 
 
 class FilesPartition(InputPartition):
@@ -265,6 +251,7 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.schema = schema
         self.cap: int | None = None
         self._index = None
+        self.credentials: list[storage.Credentials] = []
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -291,6 +278,9 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 index.put("root", self.opts.path)
                 index.put("clean_source", self.opts.clean_source)
                 index.put("archive_dir", self.opts.archive_dir or "")
+                # where credentials come from (never what they are): see clean_remote
+                index.put("storage_options", "given" if storage.options_for(self.opts.path)
+                          else "")
             if index.get("first_listing") is None:
                 # The first listing of this schema location decides what "existing" means.
                 index.discover(state="new" if self.opts.include_existing else "skipped")
@@ -354,14 +344,12 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         candidates = [entry.archived_to] if entry.archived_to else []
         candidates.append(entry.path)
         if self.opts.archive_dir:
-            candidates.append(os.path.join(self.opts.archive_dir,
-                                           os.path.relpath(entry.path, self.opts.path)))
+            candidates.append(landing.join(self.opts.archive_dir,
+                                           landing.relative(entry.path, self.opts.path)))
         for candidate in candidates:
-            try:
-                with open(candidate, "rb") as handle:
-                    return handle.read()
-            except FileNotFoundError:
-                continue
+            data = landing.read_file(candidate)
+            if data is not None:
+                return data
         if self.opts.ignore_missing:
             return None
         raise HeadwaterError(
@@ -398,5 +386,5 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 def source_id(path: str, fmt: str = "json", glob: str | None = None) -> str:
     """Names a file stream's default schema location: its folder, format and filter."""
-    key = f"{os.path.abspath(path)}|{fmt.lower()}|{glob or ''}"
+    key = f"{landing.normalize(path)}|{fmt.lower()}|{glob or ''}"
     return hashlib.sha1(key.encode()).hexdigest()[:12]

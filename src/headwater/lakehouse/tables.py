@@ -32,7 +32,7 @@ from headwater.lakehouse import catalog, hooks
 from headwater.lakehouse.catalog import columns_option as _columns
 from headwater.lakehouse.catalog import per_table_source, raw_sql
 from headwater.lakehouse.names import SYSTEM_TABLES, TableName, list_tables, parse_name
-from headwater.spark.checkpoint_lock import CheckpointLock
+from headwater.spark.checkpoint_lock import CheckpointLock, guarded
 from headwater.spark.session import session_parallelism
 
 if TYPE_CHECKING:
@@ -328,6 +328,7 @@ class Lakehouse:
         except BaseException:
             lock.release()
             raise
+        query = guarded(query, lock)  # stopped, with HW_LEASE_LOST, if the lease is taken
         self._locks[checkpoint] = (lock, query)
         return query
 

@@ -22,9 +22,11 @@ import socket
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from headwater.conf.layout import LEASE_ALWAYS_ENV, LEASE_TTL_ENV
 from headwater.errors import HeadwaterError
-from headwater.spark.lease import LeaseLock, needs_lease
+from headwater.spark.lease import DEFAULT_TTL, LeaseLock, needs_lease
 
 LOCK_NAME = ".headwater.lock"
 
@@ -39,9 +41,10 @@ class CheckpointLock:
         self.owner = owner
         self._fd: int | None = None
         self._lease: LeaseLock | None = None
+        self.lost_error: HeadwaterError | None = None
 
     def acquire(self) -> CheckpointLock:
-        if needs_lease(self.checkpoint):
+        if needs_lease(self.checkpoint) or os.environ.get(LEASE_ALWAYS_ENV) == "1":
             return self._acquire_lease()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -66,8 +69,9 @@ class CheckpointLock:
 
     def _acquire_lease(self) -> CheckpointLock:
         try:
-            self._lease = LeaseLock(self.checkpoint, self.owner,
-                                    on_lost=self.on_lost).acquire()
+            ttl = float(os.environ.get(LEASE_TTL_ENV) or DEFAULT_TTL)
+            self._lease = LeaseLock(self.checkpoint, self.owner, ttl=ttl,
+                                    on_lost=self._lost).acquire()
         except HeadwaterError as exc:
             if exc.code != "HW_LEASE_HELD":
                 raise
@@ -79,6 +83,28 @@ class CheckpointLock:
                 "Stop the other query first (its lease then expires), or give this query its "
                 "own checkpoint location.") from None
         return self
+
+    def watch(self, query: Any) -> None:
+        """Stop ``query`` (a StreamingQuery started after this lock was taken) if another
+        writer takes the lease over; :attr:`lost_error` then says so (HW_LEASE_LOST). A flock
+        cannot be taken over: nothing to watch."""
+        self.on_lost = query.stop
+        if self.lost_error is not None:  # lost between the lock and the start
+            query.stop()
+
+    def _lost(self) -> None:
+        """On the lease's renewal thread: record why, then stop the guarded query."""
+        self.lost_error = HeadwaterError(
+            "HW_LEASE_LOST",
+            f"The query writing with checkpoint {self.checkpoint} ({self.owner}) lost its "
+            "lease: another writer took the checkpoint over, and the query was stopped.",
+            "The lease was not renewed in time (a long pause: GC, a suspended host, a "
+            "network partition) and another query took it once it expired; two writers on "
+            "one checkpoint would corrupt its offset and commit logs.",
+            "Find the other writer (its owner is in the newest <checkpoint>/_lease/*.json); "
+            "restart this query once it has stopped. Raise the lease ttl if pauses are long.")
+        if self.on_lost is not None:
+            self.on_lost()
 
     def release(self) -> None:
         if self._lease is not None:
@@ -113,3 +139,20 @@ def _read_holder(fd: int) -> str:
     if not info:
         return "owner unknown"
     return f"{info.get('owner')}, pid {info.get('pid')} on {info.get('host')} since {info.get('since')}"
+
+
+def guarded(query: Any, lock: CheckpointLock) -> Any:
+    """``query`` stopped if ``lock``'s lease is taken over, its ``awaitTermination`` then
+    raising HW_LEASE_LOST (a plain stop would look like a clean end)."""
+    from pyspark.sql.streaming import StreamingQuery
+
+    class LeaseGuardedQuery(StreamingQuery):
+        def awaitTermination(self, timeout: int | None = None) -> bool | None:
+            ended = super().awaitTermination(timeout)
+            if lock.lost_error is not None and not self.isActive:
+                raise lock.lost_error
+            return ended
+
+    watched = LeaseGuardedQuery(query._jsq)
+    lock.watch(watched)
+    return watched

@@ -224,6 +224,7 @@ class Runner:
             else:
                 query = start_stream(self.graph, rf, checkpoint, self.trigger, result,
                                      self.auto_compact)
+            self._locks[rf.key].watch(query)  # a lease taken over stops it (HW_LEASE_LOST)
             compat.save_state(rf, checkpoint)
         except Exception as exc:  # noqa: BLE001 - one flow's failure must not stop the others
             self._fail(result, exc)
@@ -278,7 +279,10 @@ class Runner:
             if query.isActive:
                 continue
             self.observer.query_ended(key, query)
-            error = query.exception()
+            error: BaseException | None = query.exception()
+            lock = self._locks.get(key)
+            if error is None and lock is not None and lock.lost_error is not None:
+                error = lock.lost_error
             code = find_code(error) if error is not None else None
             if code is not None and code[0] in SCHEMA_RESTART_CODES \
                     and result.schema_changes < MAX_SCHEMA_RESTARTS:
