@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import CDC_STATE
-from headwater.delta.cdc import driver, state
+from headwater.delta.cdc import driver, history, state
 from headwater.delta.cdc import timeline as tl
 from headwater.delta.cdc.spec import (
     END_AT,
@@ -131,13 +131,13 @@ class _Job:
 
 
 def _on_driver(job: _Job, events: DataFrame, data: Any) -> CdcResult:
-    """SCD1 on the driver (see :mod:`.driver`): the events are in ``data`` already."""
+    """On the driver (see :mod:`.driver`, :mod:`.history`): the events are in ``data``."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    assert job.seq_column is not None
     key, seq_type = job.keys[0], data.schema.field(SEQ).type
-    target_schema = _target_schema(events, job.output, False)
+    scd2 = job.spec.stored_as_scd_type == 2
+    target_schema = _target_schema(events, job.output, scd2)
     table = _ensure_table(job.uri, target_schema, CDC_TARGET_PROPERTIES, job.where)
     state_schema = _state_schema(events, job.keys)
     state_table = _ensure_table(state_path(job.uri), state_schema, {}, job.where)
@@ -145,6 +145,15 @@ def _on_driver(job: _Job, events: DataFrame, data: Any) -> CdcResult:
     key_values = pc.unique(data.filter(pc.not_equal(ops, TRUNCATE)).column(key)
                            .combine_chunks())
     state = driver.read_state(state_table, key, key_values)
+    if scd2:
+        stored = driver.read_stored(table, [*job.output, START_AT, END_AT], key_values, None)
+        rows, new_state = history.scd2(
+            data, stored, state.filter(pc.equal(state.column(tl.KIND), tl.KEY_ROW)),
+            job.output, job.spec.tracked_columns(job.output, job.where),
+            job.spec.ignore_null_updates)
+        return _commit(job, table, target_schema, rows, False, state_table, state_schema,
+                       new_state, None, "driver")
+    assert job.seq_column is not None
     kinds = state.column(tl.KIND)
     old_truncate = pc.max(state.filter(pc.equal(kinds, tl.TRUNCATE_ROW)).column(SEQ)
                           .cast(seq_type)).as_py()

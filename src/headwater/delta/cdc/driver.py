@@ -65,15 +65,18 @@ def _flat(t: DataType) -> bool:
 
 def eligible(spec: CdcSpec, events: DataFrame, output: list[str], seq_column: str | None
              ) -> bool:
-    """SCD1, one key column, the sequence kept in the target (``seq_column``), key and
-    sequence of types Arrow orders as Spark does, and (ignore_null_updates) flat value
-    columns."""
-    if spec.stored_as_scd_type != 1 or seq_column is None or len(spec.keys) != 1:
+    """One key column, key and sequence of types Arrow orders as Spark does; SCD1: the
+    sequence kept in the target (``seq_column``) and, with ignore_null_updates, flat value
+    columns; SCD2: flat columns (history rows are compared column by column)."""
+    if len(spec.keys) != 1:
         return False
     schema = events.schema
     if not (_orderable(schema[output[0]].dataType) and _orderable(schema[SEQ].dataType)):
         return False
-    return not spec.ignore_null_updates or all(_flat(schema[c].dataType) for c in output[1:])
+    flat = all(_flat(schema[c].dataType) for c in output[1:])
+    if spec.stored_as_scd_type == 2:
+        return flat
+    return seq_column is not None and (flat or not spec.ignore_null_updates)
 
 
 def check_events(events: pa.Table, spec: CdcSpec, keys: list[str], where: str) -> bool:
@@ -103,19 +106,21 @@ def read_state(state_table: Any, key: str, key_values: pa.Array) -> pa.Table:
     ds, names = _dataset(state_table)
     values = key_values.cast(ds.schema.field(names[key.lower()]).type)
     flt = pc.field(names[key.lower()]).isin(values) | (pc.field(tl.KIND) == tl.TRUNCATE_ROW)
-    return ds.to_table(columns=[names[key.lower()], SEQ, tl.KIND], filter=flt
-                       ).rename_columns([key, SEQ, tl.KIND])
+    return ds.to_table(columns=[names[key.lower()], SEQ, tl.DELETED, tl.KIND], filter=flt
+                       ).rename_columns([key, SEQ, tl.DELETED, tl.KIND])
 
 
-def read_stored(table: Any, output: list[str], key_values: pa.Array, seq_column: str,
+def read_stored(table: Any, output: list[str], key_values: pa.Array, seq_column: str | None,
                 survivors_after: Any = None) -> pa.Table:
-    """Target rows of the batch's keys; with ``survivors_after`` (a truncate applies) every
-    row whose sequence is above it instead (the rows a truncate keeps)."""
+    """Target rows (``output`` columns, the key first) of the batch's keys; with
+    ``survivors_after`` (a truncate applies) every row whose ``seq_column`` is above it
+    instead (the rows a truncate keeps)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     ds, names = _dataset(table)
     if survivors_after is not None:
+        assert seq_column is not None
         seq = names[seq_column.lower()]
         flt = pc.field(seq) > pa.scalar(survivors_after).cast(ds.schema.field(seq).type)
     else:
