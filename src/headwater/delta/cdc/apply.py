@@ -11,17 +11,21 @@ tombstone) and when; plus one ``truncate`` row holding the latest truncate's seq
 :mod:`.state`. The target itself holds only the user's columns (SCD2: and ``__START_AT`` /
 ``__END_AT``), so any reader of the path sees a plain table.
 
-Where it runs: SCD1 batches with the sequence kept and one key column run on the driver
-(:mod:`.driver`: one Spark job collects the batch's events; only the batch's keys' rows are
-read, with delta-rs); larger batches (a plan estimate above ``driver.DRIVER_MAX_EVENTS``) and
-the other shapes run the arithmetic in Spark (:mod:`.timeline`). Both give the same rows.
+Where it runs: batches with one key column run on the driver (:mod:`.driver` for SCD1, which
+also needs the sequence kept; :mod:`.history` for SCD2): one Spark job collects the batch's
+deduplicated events to Arrow, and only the batch's keys' stored rows and state are read, with
+delta-rs; the target is never collected whole. A micro-batch is bounded by its source
+(maxFilesPerTrigger / maxOffsetsPerTrigger); one larger than ``driver.DRIVER_MAX_EVENTS``
+events (Spark's plan estimate) and the other shapes run the arithmetic in Spark
+(:mod:`.timeline`), with the same results; :attr:`CdcResult.engine` says which ran.
 
 Exactly once: the changed rows are collected (only rows that change) and merged with delta-rs
 in one commit carrying txn(app_id, batch_id); then the state table gets its rows in one commit
 with the same txn. A replayed batch finds both txns and does nothing. A crash between the two
 commits leaves the state behind; the replay skips the target and recomputes the state from the
-old state and the same batch, which gives the same rows (tombstones only: the same
-tombstones, and a copy of one changes nothing). Tombstones older than
+old state and the same batch, which gives the same rows (tombstones only: the replay reads
+the committed target, so the batch's upserts add nothing and its deletes give the same
+tombstones; an appended copy of one changes nothing). Tombstones older than
 ``tombstone_gc_seconds`` are deleted with the state commit: after that an older upsert for the
 key is applied again (Databricks' documented behaviour).
 """
