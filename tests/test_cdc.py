@@ -396,3 +396,14 @@ def test_scd2_driver_and_spark_engines_agree(spark, tmp, monkeypatch):
         got[name] = (sorted(tuple(map(repr, r.values())) for r in table), counts)
     assert got["driver"] == got["mixed"]
     assert sum(c["deleted"] for c in got["driver"][1]) > 0  # history was rewritten
+
+
+def test_a_null_key_keeps_the_batch_in_spark(spark, tmp):
+    # Arrow's joins never match NULL keys; Spark's null-safe ones do: such a batch stays there
+    path = tmp / "t"
+    r = apply(spark, path, [(None, "n", "x", 1, "I"), (1, "a", "x", 1, "I")], 0)
+    assert (r.engine, r.upserted) == ("spark", 2)
+    r = apply(spark, path, [(None, "n2", "x", 2, "U"), (2, "b", "x", 1, "I")], 1)
+    assert (r.engine, r.upserted) == ("spark", 2)
+    assert rows_of(path, ("name",)) == [("a",), ("b",), ("n2",)]
+    assert apply(spark, path, [(3, "c", "x", 1, "I")], 2).engine == "driver"

@@ -62,7 +62,11 @@ def merge_per_key(table: Any, rows: pa.Table, keys: list[str], schema: StructTyp
     from headwater.delta.merge import as_table_arrow
 
     source = as_table_arrow(rows, schema)
-    on = " AND ".join([f"t.{tl.q(k)} <=> s.{tl.q(k)}" for k in keys]
+    # `=` lets delta-rs hash-join (`<=>` on several columns is a nested loop: minutes on a
+    # large state); only the truncate row has NULL keys, and NULL never equals a source key.
+    null_safe = any(source.column(k).null_count for k in keys)
+    equals = "<=>" if null_safe else "="
+    on = " AND ".join([f"t.{tl.q(k)} {equals} s.{tl.q(k)}" for k in keys]
                       + [f"t.{tl.KIND} = s.{tl.KIND}"])
     (table.merge(source, on, source_alias="s", target_alias="t",
                  commit_properties=CommitProperties(
