@@ -362,7 +362,11 @@ def _merge_target(table, data, on: list[str], schema: StructType, truncating: bo
     body = as_table_arrow(data.drop_columns([tl.ACTION]), schema)
     source = body.append_column(tl.ACTION, action)
     columns = {tl.q(f.name): f"s.{tl.q(f.name)}" for f in schema.fields}
-    merger = (table.merge(source, " AND ".join(f"t.{tl.q(k)} <=> s.{tl.q(k)}" for k in on),
+    # `=` where the source has no NULL (the same matches; delta-rs hash-joins on it)
+    nulls = {n.lower(): source.column(n).null_count for n in source.column_names}
+    match = " AND ".join(f"t.{tl.q(k)} {'<=>' if nulls[k.lower()] else '='} s.{tl.q(k)}"
+                         for k in on)
+    merger = (table.merge(source, match,
                           source_alias="s", target_alias="t",
                           commit_properties=CommitProperties(
                               app_transactions=[Transaction(app_id, batch_id)]))
