@@ -271,3 +271,139 @@ def test_auto_cdc_flow_in_a_pipeline(spark, tmp):
     assert rows_of(lake.path("customers_sql"), ("id", "name", "seq")) == [(1, "b", 2)]
     assert DeltaTable(str(lake.path("customers"))).metadata().configuration[
         "delta.enableChangeDataFeed"] == "true"
+
+
+# --- where the arithmetic runs: the driver (Arrow + delta-rs) or Spark; the same rows ---------
+
+def random_batches(seed, n=4, size=60, keys=15):
+    rng = random.Random(seed)
+    batches, seq = [], 0
+    for _ in range(n):
+        rows = []
+        for _ in range(size):
+            seq += 1
+            late = seq - rng.randint(0, 40) if rng.random() < 0.2 else seq
+            rows.append((rng.randint(1, keys), rng.choice(["a", "b", None]),
+                         rng.choice(["x", None]), late * 1000 + seq, rng.choice("IUUD")))
+        batches.append(rows)
+    return batches
+
+
+def test_scd1_driver_and_spark_engines_agree_and_share_state(spark, tmp, monkeypatch):
+    from headwater.delta.cdc import driver
+
+    batches = random_batches(41, n=3)
+    truth = scd1_truth(batches, ignore_null_updates=True)
+    counts = {}
+    # every batch on the driver, and the two taking turns on one table (the same state)
+    for name, engines in {"driver": "ddd", "mixed": "sds"}.items():
+        got = []
+        for i, (rows, engine) in enumerate(zip(batches, engines, strict=True)):
+            # a bound of 0 events sends the batch to Spark (the driver never collects it whole)
+            monkeypatch.setattr(driver, "DRIVER_MAX_EVENTS", 0 if engine == "s" else 2_000_000)
+            r = apply(spark, tmp / name, rows, i, ignore_null_updates=True)
+            assert r.engine == {"d": "driver", "s": "spark"}[engine]
+            got.append((r.upserted, r.deleted))
+        assert rows_of(tmp / name) == truth, name
+        counts[name] = got
+    assert counts["driver"] == counts["mixed"]
+
+
+def test_scd1_truncate_on_both_engines(spark, tmp, monkeypatch):
+    from headwater.delta.cdc import driver
+
+    for engine, bound in (("driver", 2_000_000), ("spark", 0)):
+        monkeypatch.setattr(driver, "DRIVER_MAX_EVENTS", bound)
+        path, kw = tmp / engine, {"apply_as_truncates": "op = 'T'", "ignore_null_updates": True}
+        apply(spark, path, [(1, "a", "x", 1, "I"), (2, "b", "x", 2, "I"), (6, "f", "x", 9, "I")],
+              0, **kw)
+        # a late truncate at 3 keeps key 6 (sequence 9), voids key 4's event at 2
+        r = apply(spark, path, [(None, None, None, 3, "T"), (3, "c", "x", 4, "I"),
+                                (4, "d", "x", 2, "I"), (6, None, "y", 10, "U")], 1, **kw)
+        assert (r.engine, r.truncated, r.upserted) == (engine, True, 2)
+        assert rows_of(path) == [(3, "c", "x"), (6, "f", "y")]
+        apply(spark, path, [(5, "e", "x", 1, "I"), (7, "g", "x", 5, "I")], 2, **kw)
+        assert rows_of(path) == [(3, "c", "x"), (6, "f", "y"), (7, "g", "x")]
+
+
+def state_rows(path):
+    rows = DeltaTable(str(path / "_hw_cdc_state")).to_pyarrow_table().to_pylist()
+    return sorted((r["id"], r["__hw_seq"], r["__hw_deleted"], r["__hw_kind"]) for r in rows)
+
+
+def test_scd1_state_holds_only_tombstones_when_the_target_keeps_the_sequence(spark, tmp):
+    path = tmp / "t"
+    apply(spark, path, [(1, "a", "x", 1, "I"), (2, "b", "x", 1, "I"), (3, "c", "x", 1, "I")], 0)
+    apply(spark, path, [(1, None, None, 5, "D"), (2, None, None, 5, "D")], 1)
+    assert state_rows(path) == [(1, 5, True, "key"), (2, 5, True, "key")]
+    # key 1 comes back at 7; the tombstone at 5 stays behind and changes nothing:
+    # a late event at 6 is older than the live row, one at 4 older than both
+    apply(spark, path, [(1, "back", "x", 7, "U")], 2)
+    apply(spark, path, [(1, "late", "x", 6, "U"), (2, "zombie", "x", 4, "U"),
+                        (3, "older", "x", 0, "U")], 3)
+    assert rows_of(path) == [(1, "back", "x"), (3, "c", "x")]
+    assert state_rows(path) == [(1, 5, True, "key"), (2, 5, True, "key")]
+    # without the sequence in the target, every key keeps its applied sequence in the state
+    other = tmp / "u"
+    apply(spark, other, [(1, "a", "x", 1, "I"), (2, None, None, 2, "D")], 0,
+          column_list=["name", "city"])
+    assert state_rows(other) == [(1, 1, False, "key"), (2, 2, True, "key")]
+    apply(spark, other, [(1, "late", "x", 0, "U")], 1, column_list=["name", "city"])
+    assert rows_of(other) == [(1, "a", "x")]
+
+
+def test_scd1_crash_between_the_target_and_the_state_commit(spark, tmp, monkeypatch):
+    from headwater.delta.cdc import state
+
+    path = tmp / "t"
+    apply(spark, path, [(1, "a", "x", 1, "I"), (2, "b", "x", 1, "I")], 0)
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("killed between the two commits")
+
+    with monkeypatch.context() as m:
+        m.setattr(state, "append_tombstones", crash)
+        with pytest.raises(RuntimeError):
+            apply(spark, path, [(1, None, None, 5, "D"), (2, "b2", "x", 6, "U")], 1)
+    version = DeltaTable(str(path)).version()
+    assert rows_of(path) == [(2, "b2", "x")]
+    # the replay commits only the state, with the same tombstone
+    r = apply(spark, path, [(1, None, None, 5, "D"), (2, "b2", "x", 6, "U")], 1)
+    assert r.applied and r.target_version is None and DeltaTable(str(path)).version() == version
+    assert state_rows(path) == [(1, 5, True, "key")]
+    assert apply(spark, path, [(1, None, None, 5, "D")], 1).applied is False
+    apply(spark, path, [(1, "zombie", "x", 3, "U")], 2)
+    assert rows_of(path) == [(2, "b2", "x")]
+
+
+def test_scd2_driver_and_spark_engines_agree(spark, tmp, monkeypatch):
+    """Late events rewriting history, deletes, tombstones, untracked columns and
+    ignore_null_updates: the driver's history equals Spark's, row for row, count for count."""
+    from headwater.delta.cdc import driver
+
+    batches = random_batches(7, n=3, size=50, keys=8)
+    kw = {"stored_as_scd_type": 2, "except_column_list": ["op"], "ignore_null_updates": True,
+          "track_history_column_list": ["city"]}
+    got = {}
+    for name, engines in {"driver": "ddd", "mixed": "sds"}.items():
+        counts = []
+        for i, (rows, engine) in enumerate(zip(batches, engines, strict=True)):
+            monkeypatch.setattr(driver, "DRIVER_MAX_EVENTS", 0 if engine == "s" else 2_000_000)
+            r = apply(spark, tmp / name, rows, i, **kw)
+            assert r.engine == {"d": "driver", "s": "spark"}[engine]
+            counts.append(r.counts())
+        table = DeltaTable(str(tmp / name)).to_pyarrow_table().to_pylist()
+        got[name] = (sorted(tuple(map(repr, r.values())) for r in table), counts)
+    assert got["driver"] == got["mixed"]
+    assert sum(c["deleted"] for c in got["driver"][1]) > 0  # history was rewritten
+
+
+def test_a_null_key_keeps_the_batch_in_spark(spark, tmp):
+    # Arrow's joins never match NULL keys; Spark's null-safe ones do: such a batch stays there
+    path = tmp / "t"
+    r = apply(spark, path, [(None, "n", "x", 1, "I"), (1, "a", "x", 1, "I")], 0)
+    assert (r.engine, r.upserted) == ("spark", 2)
+    r = apply(spark, path, [(None, "n2", "x", 2, "U"), (2, "b", "x", 1, "I")], 1)
+    assert (r.engine, r.upserted) == ("spark", 2)
+    assert rows_of(path, ("name",)) == [("a",), ("b",), ("n2",)]
+    assert apply(spark, path, [(3, "c", "x", 1, "I")], 2).engine == "driver"

@@ -2,20 +2,33 @@
 
 Where state lives: Databricks keeps AUTO CDC's per-key state hidden. headwater keeps it in a
 Delta table of its own inside the target's folder, ``<target>/_hw_cdc_state`` (Delta readers,
-VACUUM and delta-rs skip names starting with ``_``; dropping the table drops its state). One
-row per key: the highest sequence applied, whether that event was a delete (a tombstone) and
-when; plus one ``truncate`` row holding the latest truncate's sequence. The target itself
-holds only the user's columns (SCD2: and ``__START_AT`` / ``__END_AT``), so any reader of the
-path sees a plain table.
+VACUUM and delta-rs skip names starting with ``_``; dropping the table drops its state). For
+SCD1 whose target keeps the sequence column (``sequence_by`` names a column among the output
+columns), a live row's sequence *is* its applied sequence, so the state holds only tombstones
+(deletes, and when) and truncate rows, appended. Otherwise (SCD2, or the sequence not kept)
+it holds one row per key: the highest sequence applied, whether that event was a delete (a
+tombstone) and when; plus one ``truncate`` row holding the latest truncate's sequence. See
+:mod:`.state`. The target itself holds only the user's columns (SCD2: and ``__START_AT`` /
+``__END_AT``), so any reader of the path sees a plain table.
+
+Where it runs: batches with one key column run on the driver (:mod:`.driver` for SCD1, which
+also needs the sequence kept; :mod:`.history` for SCD2): one Spark job collects the batch's
+deduplicated events to Arrow, and only the batch's keys' stored rows and state are read, with
+delta-rs; the target is never collected whole. A micro-batch is bounded by its source
+(maxFilesPerTrigger / maxOffsetsPerTrigger); one larger than ``driver.DRIVER_MAX_EVENTS``
+events (Spark's plan estimate) and the other shapes run the arithmetic in Spark
+(:mod:`.timeline`), with the same results; :attr:`CdcResult.engine` says which ran.
 
 Exactly once: the changed rows are collected (only rows that change) and merged with delta-rs
 in one commit carrying txn(app_id, batch_id); then the state table gets its rows in one commit
 with the same txn. A replayed batch finds both txns and does nothing. A crash between the two
 commits leaves the state behind; the replay skips the target and recomputes the state from the
-old state and the same batch, which gives the same rows (SCD2: only the rows the stored
-history cannot show, tombstones of deletes that closed no row; the others are derived from the
-history, so that state commit may be empty and then records no txn). Tombstones older than
-``tombstone_gc_seconds`` are deleted in the state commit: after that an older upsert for the
+old state and the same batch, which gives the same rows (tombstones only: the replay reads
+the committed target, so the batch's upserts add nothing and its deletes give the same
+tombstones; an appended copy of one changes nothing; SCD2: only the rows the stored history
+cannot show, tombstones of deletes that closed no row, so that state commit may be empty and
+then records no txn). Tombstones older than
+``tombstone_gc_seconds`` are deleted with the state commit: after that an older upsert for the
 key is applied again (Databricks' documented behaviour).
 """
 
@@ -26,9 +39,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import CDC_STATE
-from headwater.conf.storage import options_for
+from headwater.delta.cdc import driver, history, state
 from headwater.delta.cdc import timeline as tl
-from headwater.delta.cdc.spec import END_AT, SEQ, START_AT, TRUNCATE, CdcSpec, events_of
+from headwater.delta.cdc.spec import (
+    END_AT,
+    SEQ,
+    START_AT,
+    TRUNCATE,
+    CdcSpec,
+    check_events,
+    events_of,
+)
+from headwater.conf.storage import options_for
 from headwater.delta.log import normalize_uri, open_table
 from headwater.delta.native import _fault
 from headwater.errors import HeadwaterError
@@ -57,6 +79,7 @@ class CdcResult:
     history_rows: int = 0
     truncated: bool = False
     target_version: int | None = None
+    engine: str = ""  # "driver" or "spark": where the batch's arithmetic ran
 
     def counts(self) -> dict[str, int]:
         """The counts the event log keeps per batch."""
@@ -75,8 +98,6 @@ def apply_changes_batch(batch: DataFrame, batch_id: int, target: str, spec: CdcS
     The target is created on first use (with ``delta.enableChangeDataFeed=true``) from the
     batch's selected columns. Raises HW_CDC_* errors for bad events; nothing is committed then.
     """
-    from pyspark.sql import functions as F
-
     uri = normalize_uri(target)
     where = f"AUTO CDC into {uri}"
     done_target = _txn_version(uri, app_id)
@@ -84,27 +105,113 @@ def apply_changes_batch(batch: DataFrame, batch_id: int, target: str, spec: CdcS
     if done_target is not None and done_target >= batch_id and done_state is not None \
             and done_state >= batch_id:
         return CdcResult(applied=False)
-    events, output = events_of(batch, spec, where)
+    events, output = events_of(batch, spec, where, check=False)
+    keys = output[:len(spec.keys)]
+    seq_column = spec.sequence_output_column(output) if spec.stored_as_scd_type == 1 else None
+    job = _Job(uri, where, spec, app_id, batch_id, output, keys, seq_column,
+               done_target, done_state)
+    if driver.eligible(spec, events, output, seq_column):
+        data = driver.collect(batch, events)
+        if data is not None and driver.check_events(data, spec, keys, where):
+            return _on_driver(job, events, data)
+    check_events(events, spec, output, where)
+    return _in_spark(job, batch.sparkSession, events)
+
+
+@dataclass
+class _Job:
+    uri: str
+    where: str
+    spec: CdcSpec
+    app_id: str
+    batch_id: int
+    output: list[str]
+    keys: list[str]
+    seq_column: str | None  # set: the state holds tombstones only
+    done_target: int | None
+    done_state: int | None
+
+    def target_due(self) -> bool:
+        return self.done_target is None or self.done_target < self.batch_id
+
+    def state_due(self) -> bool:
+        return self.done_state is None or self.done_state < self.batch_id
+
+
+def _on_driver(job: _Job, events: DataFrame, data: Any) -> CdcResult:
+    """On the driver (see :mod:`.driver`, :mod:`.history`): the events are in ``data``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    key, seq_type = job.keys[0], data.schema.field(SEQ).type
+    scd2 = job.spec.stored_as_scd_type == 2
+    target_schema = _target_schema(events, job.output, scd2)
+    table = _ensure_table(job.uri, target_schema, CDC_TARGET_PROPERTIES, job.where)
+    state_schema = _state_schema(events, job.keys)
+    state_table = _ensure_table(state_path(job.uri), state_schema, {}, job.where)
+    ops = data.column("__hw_op")
+    key_values = pc.unique(data.filter(pc.not_equal(ops, TRUNCATE)).column(key)
+                           .combine_chunks())
+    state = driver.read_state(state_table, key, key_values)
+    if scd2:
+        stored = driver.read_stored(table, [*job.output, START_AT, END_AT], key_values, None)
+        rows, new_state = history.scd2(
+            data, stored, state.filter(pc.equal(state.column(tl.KIND), tl.KEY_ROW)),
+            job.output, job.spec.tracked_columns(job.output, job.where),
+            job.spec.ignore_null_updates)
+        return _commit(job, table, target_schema, rows, False, state_table, state_schema,
+                       new_state, None, "driver")
+    assert job.seq_column is not None
+    kinds = state.column(tl.KIND)
+    old_truncate = pc.max(state.filter(pc.equal(kinds, tl.TRUNCATE_ROW)).column(SEQ)
+                          .cast(seq_type)).as_py()
+    new_truncate = pc.max(data.filter(pc.equal(ops, TRUNCATE)).column(SEQ)).as_py() \
+        if job.spec.apply_as_truncates is not None else None
+    truncating = new_truncate is not None and (old_truncate is None
+                                               or new_truncate > old_truncate)
+    truncate_seq = new_truncate if truncating else old_truncate
+    stored = driver.read_stored(table, job.output, key_values, job.seq_column,
+                                truncate_seq if truncating else None)
+    key_state = state.filter(pc.equal(kinds, tl.KEY_ROW))
+    seqs = pa.table({key: key_state.column(key).cast(data.schema.field(key).type),
+                     SEQ: key_state.column(SEQ).cast(seq_type)})
+    seqs = pa.concat_tables([seqs, pa.table({
+        key: stored.column(key).cast(seqs.schema.field(key).type),
+        SEQ: stored.column(job.seq_column).cast(seq_type)})])
+    applied = seqs.group_by(key).aggregate([(SEQ, "max")]).rename_columns([key, SEQ])
+    last = driver.last_events(data, stored, applied, truncate_seq, job.output, job.seq_column,
+                              job.spec.ignore_null_updates)
+    rows, state_rows = tl.split_scd1(last, job.output, job.keys, truncating)
+    return _commit(job, table, target_schema, rows, truncating, state_table, state_schema,
+                   state_rows, {"seq": truncate_seq} if truncate_seq is not None else None,
+                   "driver")
+
+
+def _in_spark(job: _Job, spark: SparkSession, events: DataFrame) -> CdcResult:
+    """The arithmetic in Spark (:mod:`.timeline`): SCD2, and batches the driver does not
+    take."""
+    from pyspark.sql import functions as F
+
     events = events.persist()
     try:
-        spark = batch.sparkSession
-        keys = output[:len(spec.keys)]
+        spec, keys, output = job.spec, job.keys, job.output
         scd2 = spec.stored_as_scd_type == 2
         target_schema = _target_schema(events, output, scd2)
-        table = _ensure_table(uri, target_schema, CDC_TARGET_PROPERTIES, where)
+        table = _ensure_table(job.uri, target_schema, CDC_TARGET_PROPERTIES, job.where)
         state_schema = _state_schema(events, keys)
-        state_table = _ensure_table(state_path(uri), state_schema, {}, where)
-        stored = _read(spark, uri, target_schema)
-        state_all = _read(spark, state_path(uri), state_schema)
+        state_table = _ensure_table(state_path(job.uri), state_schema, {}, job.where)
+        stored = _read(spark, job.uri, target_schema)
+        state_all = _read(spark, state_path(job.uri), state_schema)
         key_state = state_all.where(F.col(tl.KIND) == tl.KEY_ROW)
         keys_df = events.where(F.col("__hw_op") != TRUNCATE).select(*[tl.q(k) for k in keys]
                                                                      ).distinct()
-        result = CdcResult()
         truncate_row, truncating = None, False
         if scd2:
-            tracked = spec.tracked_columns(output, where)
-            rows, new_state = tl.scd2(spec, events, tl.of_keys(stored, keys_df, keys),
-                                      tl.of_keys(key_state, keys_df, keys), output, tracked)
+            tracked = spec.tracked_columns(output, job.where)
+            history, new_state = tl.scd2(spec, events, tl.of_keys(stored, keys_df, keys),
+                                         tl.of_keys(key_state, keys_df, keys), output, tracked)
+            rows = history.toArrow() if job.target_due() else None
+            state_rows = new_state.toArrow() if job.state_due() else None
         else:
             if spec.apply_as_truncates is not None:
                 truncate_row, truncating = _truncate(events, state_all)
@@ -114,36 +221,48 @@ def apply_changes_batch(batch: DataFrame, batch_id: int, target: str, spec: CdcS
             last = tl.scd1(spec, events,
                            stored if truncating else tl.of_keys(stored, keys_df, keys),
                            key_state if truncating else tl.of_keys(key_state, keys_df, keys),
-                           output, truncate_seq)
-            data, state_rows = tl.split_scd1(last.toArrow(), output, keys, truncating)
-        if done_target is None or done_target < batch_id:
-            if scd2:
-                data = rows.toArrow()
-            result.target_version = _merge_target(
-                table, data, keys + ([START_AT] if scd2 else []), target_schema, truncating,
-                app_id, batch_id)
-            actions = data.column(tl.ACTION).to_pylist()
-            written = actions.count("upsert")
-            result.deleted = actions.count("delete")
-            if scd2:
-                result.history_rows = written
-                ends = data.column(END_AT).to_pylist()
-                result.upserted = sum(1 for a, e in zip(actions, ends, strict=True)
-                                      if a == "upsert" and e is None)
-            else:
-                result.upserted = written
-            result.truncated = truncating
-            if result.target_version is not None:
-                _fault("cdc_between_commits", uri)  # crash tests: target committed, state not
-        if done_state is None or done_state < batch_id:
-            if scd2:
-                state_rows = new_state.toArrow()
-            if truncating:
-                state_rows = _with_truncate_row(state_rows, truncate_row, keys, state_schema)
-            _merge_state(state_table, state_rows, keys, state_schema, spec, app_id, batch_id)
-        return result
+                           output, truncate_seq, job.seq_column)
+            rows, state_rows = tl.split_scd1(last.toArrow(), output, keys, truncating)
+        return _commit(job, table, target_schema, rows, truncating, state_table, state_schema,
+                       state_rows, truncate_row, "spark")
     finally:
         events.unpersist()
+
+
+def _commit(job: _Job, table: Any, target_schema: StructType, rows: Any, truncating: bool,
+            state_table: Any, state_schema: StructType, state_rows: Any,
+            truncate_row: dict[str, Any] | None, engine: str) -> CdcResult:
+    """The target's merge, then the state's commit, each unless its txn is there already."""
+    scd2 = job.spec.stored_as_scd_type == 2
+    result = CdcResult(engine=engine)
+    if job.target_due():
+        result.target_version = _merge_target(
+            table, rows, job.keys + ([START_AT] if scd2 else []), target_schema, truncating,
+            job.app_id, job.batch_id)
+        actions = rows.column(tl.ACTION).to_pylist()
+        written = actions.count("upsert")
+        result.deleted = actions.count("delete")
+        if scd2:
+            result.history_rows = written
+            ends = rows.column(END_AT).to_pylist()
+            result.upserted = sum(1 for a, e in zip(actions, ends, strict=True)
+                                  if a == "upsert" and e is None)
+        else:
+            result.upserted = written
+        result.truncated = truncating
+        if result.target_version is not None:
+            _fault("cdc_between_commits", job.uri)  # crash tests: target committed, state not
+    if job.state_due():
+        if truncating:
+            assert truncate_row is not None
+            state_rows = state.with_truncate_row(state_rows, truncate_row["seq"], state_schema)
+        if job.seq_column is not None:
+            state.append_tombstones(state_table, state_rows, state_schema, job.spec,
+                                    job.app_id, job.batch_id)
+        else:
+            state.merge_per_key(state_table, state_rows, job.keys, state_schema, job.spec,
+                                job.app_id, job.batch_id)
+    return result
 
 
 def _txn_version(uri: str, app_id: str) -> int | None:
@@ -249,7 +368,11 @@ def _merge_target(table, data, on: list[str], schema: StructType, truncating: bo
     body = as_table_arrow(data.drop_columns([tl.ACTION]), schema)
     source = body.append_column(tl.ACTION, action)
     columns = {tl.q(f.name): f"s.{tl.q(f.name)}" for f in schema.fields}
-    merger = (table.merge(source, " AND ".join(f"t.{tl.q(k)} <=> s.{tl.q(k)}" for k in on),
+    # `=` where the source has no NULL (the same matches; delta-rs hash-joins on it)
+    nulls = {n.lower(): source.column(n).null_count for n in source.column_names}
+    match = " AND ".join(f"t.{tl.q(k)} {'<=>' if nulls[k.lower()] else '='} s.{tl.q(k)}"
+                         for k in on)
+    merger = (table.merge(source, match,
                           source_alias="s", target_alias="t",
                           commit_properties=CommitProperties(
                               app_transactions=[Transaction(app_id, batch_id)]))
@@ -260,43 +383,3 @@ def _merge_target(table, data, on: list[str], schema: StructType, truncating: bo
         merger = merger.when_not_matched_by_source_delete()
     merger.execute()
     return table.version()
-
-
-def _with_truncate_row(rows, truncate_row, keys: list[str], schema: StructType):
-    import pyarrow as pa
-
-    from headwater.delta.merge import as_table_arrow
-    from headwater.delta.schema import arrow_schema, as_nullable
-
-    target = arrow_schema(as_nullable(schema))
-    values = {f.name: [None] for f in schema.fields}
-    values[SEQ] = [truncate_row["seq"]]
-    values[tl.KIND] = [tl.TRUNCATE_ROW]
-    values[tl.DELETED] = [False]
-    extra = pa.Table.from_pydict(values, schema=target)
-    return pa.concat_tables([as_table_arrow(rows, schema), extra])
-
-
-def _merge_state(table, rows, keys: list[str], schema: StructType, spec: CdcSpec,
-                 app_id: str, batch_id: int) -> None:
-    """One commit: the batch's keys upserted, the truncate row replaced, expired tombstones
-    deleted; txn(app_id, batch_id)."""
-    import time
-
-    from deltalake import CommitProperties, Transaction
-
-    from headwater.delta.merge import as_table_arrow
-
-    source = as_table_arrow(rows, schema)
-    on = " AND ".join([f"t.{tl.q(k)} <=> s.{tl.q(k)}" for k in keys]
-                      + [f"t.{tl.KIND} = s.{tl.KIND}"])
-    expiry_us = int((time.time() - spec.tombstone_gc_seconds) * 1_000_000)
-    expired = (f"t.{tl.DELETED} AND t.{tl.DELETED_AT} < "
-               f"arrow_cast({expiry_us}, 'Timestamp(Microsecond, Some(\"UTC\"))')")
-    (table.merge(source, on, source_alias="s", target_alias="t",
-                 commit_properties=CommitProperties(
-                     app_transactions=[Transaction(app_id, batch_id)]))
-     .when_matched_update_all()
-     .when_not_matched_insert_all()
-     .when_not_matched_by_source_delete(predicate=expired)
-     .execute())

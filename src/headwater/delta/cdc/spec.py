@@ -142,6 +142,15 @@ class CdcSpec:
             return {self.sequence_by.strip().strip("`").lower()}
         return set()
 
+    def sequence_output_column(self, output: list[str]) -> str | None:
+        """The output column that *is* the sequence (sequence_by names one plain column the
+        target keeps), or None."""
+        if not isinstance(self.sequence_by, str):
+            return None
+        names = self.sequence_names()
+        by_lower = {c.lower(): c for c in output}
+        return by_lower.get(next(iter(names))) if len(names) == 1 else None
+
     def output_columns(self, source_columns: list[str], where: str) -> list[str]:
         """The target's columns from the source's: the keys first, then the chosen rest."""
         by_lower = {c.lower(): c for c in source_columns}
@@ -186,9 +195,11 @@ class CdcSpec:
         return [c for c in output if c.lower() not in skip]
 
 
-def events_of(batch: DataFrame, spec: CdcSpec, where: str) -> tuple[DataFrame, list[str]]:
-    """The batch as events (output columns, ``__hw_seq``, ``__hw_op``), checked and
-    deduplicated; and the output columns."""
+def events_of(batch: DataFrame, spec: CdcSpec, where: str, check: bool = True
+              ) -> tuple[DataFrame, list[str]]:
+    """The batch as events (output columns, ``__hw_seq``, ``__hw_op``), deduplicated and
+    (check=True, one Spark job) checked; and the output columns. check=False leaves the check
+    to the caller (:func:`raise_bad_events` on rows it found itself)."""
     from pyspark.sql import functions as F
 
     output = spec.output_columns(batch.columns, where)
@@ -201,7 +212,8 @@ def events_of(batch: DataFrame, spec: CdcSpec, where: str) -> tuple[DataFrame, l
                                F.lit(False)), F.lit(TRUNCATE)).otherwise(op)
     events = batch.select(*[F.col(f"`{c}`") for c in output],
                           spec.sequence_column().alias(SEQ), op.alias(OP)).dropDuplicates()
-    _check_events(events, spec, output, where)
+    if check:
+        check_events(events, spec, output, where)
     return events, output
 
 
@@ -211,15 +223,21 @@ def _describe_sequence(spec: CdcSpec) -> str:
     return str(sql_text(spec.sequence_by))
 
 
-def _check_events(events: DataFrame, spec: CdcSpec, output: list[str], where: str) -> None:
+def check_events(events: DataFrame, spec: CdcSpec, output: list[str], where: str) -> None:
     from pyspark.sql import functions as F
 
     keys = output[:len(spec.keys)]
     # One job for both checks: (key, sequence) groups that are NULL or hold two events.
     bad = (events.where(F.col(OP) != TRUNCATE).groupBy(*keys, SEQ).count()
            .where(F.col(SEQ).isNull() | (F.col("count") > 1)).limit(6).collect())
-    nulls = [r for r in bad if r[SEQ] is None][:3]
-    dups = [r for r in bad if r[SEQ] is not None][:3]
+    raise_bad_events(spec, keys, [r for r in bad if r[SEQ] is None][:3],
+                     [r for r in bad if r[SEQ] is not None][:3], where)
+
+
+def raise_bad_events(spec: CdcSpec, keys: list[str], nulls: list[Any], dups: list[Any],
+                     where: str) -> None:
+    """HW_CDC_SEQUENCE_NULL / HW_CDC_DUPLICATE_SEQUENCE naming up to 3 of the (key, sequence)
+    groups found (rows or dicts with the key columns and ``__hw_seq``); nothing when none."""
     if nulls:
         raise HeadwaterError(
             "HW_CDC_SEQUENCE_NULL", f"{where}: events with a NULL sequence_by value "

@@ -68,18 +68,26 @@ def fill_nulls(timeline: DataFrame, keys: list[str], columns: list[str]) -> Data
 
 
 def scd1(spec: CdcSpec, events: DataFrame, stored: DataFrame, state: DataFrame,
-         output: list[str], truncate_seq: Column | None) -> DataFrame:
+         output: list[str], truncate_seq: Column | None, seq_column: str | None = None
+         ) -> DataFrame:
     """The last event of every key considered (ACTION, SEQ, and whether it was stored
     before); :func:`split_scd1` turns the collected rows into target and state changes.
 
     stored: target rows to consider (the batch's keys; every row when a truncate applies).
     state: key rows of the state table. truncate_seq: events at or before it are void.
+    seq_column: the target column holding the sequence (the state then holds tombstones
+    only): a key's applied sequence is the highest of its stored row's and its tombstones'.
     """
     from pyspark.sql import functions as F
 
     keys = output[:len(spec.keys)]
-    s = state.select(*[F.col(q(k)).alias(f"__hw_s{i}") for i, k in enumerate(keys)],
-                     F.col(SEQ).alias("__hw_applied"))
+    applied = state.select(*[q(k) for k in keys], SEQ)
+    if seq_column is not None:
+        applied = applied.unionByName(stored.select(
+            *[q(k) for k in keys], F.col(q(seq_column)).cast(events.schema[SEQ].dataType)
+            .alias(SEQ))).groupBy(*[q(k) for k in keys]).agg(F.max(SEQ).alias(SEQ))
+    s = applied.select(*[F.col(q(k)).alias(f"__hw_s{i}") for i, k in enumerate(keys)],
+                       F.col(SEQ).alias("__hw_applied"))
     s_keys = [f"__hw_s{i}" for i in range(len(keys))]
     on = reduce(lambda a, b: a & b, [F.col(q(k)).eqNullSafe(F.col(sk))
                                      for k, sk in zip(keys, s_keys)])
