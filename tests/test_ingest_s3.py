@@ -30,7 +30,7 @@ def _no_env_credentials(monkeypatch):
             monkeypatch.delenv(key)
     yield
     storage.set_defaults({})
-    storage._by_bucket.clear()  # each test proves its own options reach the workers
+    storage.forget_registered()  # each test proves its own options reach the workers
 
 
 def put(moto: MotoServer, uri: str, text: str) -> None:
@@ -114,7 +114,7 @@ def test_csv_on_s3_with_credentials_only_as_reader_options(spark, moto, tmp):
     index = FileIndex(index_path, src)
     seq = index.discover()
     index.close()
-    storage._by_bucket.clear()
+    storage.forget_registered()
     assert clean_through(index_path, seq) == 0
     assert moto.keys(f"{src}/") == ["csv/c.csv"]
     storage.register(src, storage.normalize(moto.options()))

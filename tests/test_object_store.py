@@ -198,8 +198,7 @@ def test_storage_options_translate_s3a_names_redact_and_register_when_unpickled(
     assert storage.options_for("s3://bkt/t/_delta_log")["aws_secret_access_key"] == "SK"
     assert storage.options_for("s3://bkt/t2/part-0.parquet")["aws_secret_access_key"] == "SK2"
     assert storage.options_for("s3://bkt/t22")["aws_secret_access_key"] == "SK2"  # the bucket's
-    storage._by_bucket.pop("s3://bkt")
-    storage._by_table.clear()
+    storage.forget_registered()
 
 
 def test_storage_section_of_headwater_toml(tmp):

@@ -112,6 +112,13 @@ def register(uri: str, options: Mapping[str, str]) -> None:
         _by_bucket.setdefault(bucket, {}).update(options)
 
 
+def forget_registered() -> None:
+    """Drop the options registered for tables in this process (tests prove each path of
+    credentials on its own)."""
+    _by_table.clear()
+    _by_bucket.clear()
+
+
 def options_for(uri: str) -> dict[str, str] | None:
     """The storage options delta-rs / pyarrow get for ``uri``; None: the environment's."""
     bucket = bucket_of(uri)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import CDC_STATE
+from headwater.conf.storage import options_for
 from headwater.delta.cdc import driver, history, state
 from headwater.delta.cdc import timeline as tl
 from headwater.delta.cdc.spec import (
@@ -50,7 +51,6 @@ from headwater.delta.cdc.spec import (
     check_events,
     events_of,
 )
-from headwater.conf.storage import options_for
 from headwater.delta.log import normalize_uri, open_table
 from headwater.delta.native import _fault
 from headwater.errors import HeadwaterError
