@@ -167,12 +167,14 @@ def test_dashboard_follows_a_running_demo_and_shows_what_the_tables_hold(browser
             assert number(page, f"flow-rows-{flow}") == sum(e["input_rows"] or 0
                                                             for e in progress), flow
             assert shown(page, f"flow-status-{flow}") == "completed"
-        failed: dict[str, int] = {}
+        failed: dict[tuple[str, str], int] = {}  # (table, rule): silver_orders, customers
         for e in events:
             for rule, counts in json.loads(e["expectations"] or "{}").items():
-                failed[rule] = failed.get(rule, 0) + counts["failed"]
-        assert failed and all(
-            number(page, f"exp-failed-silver_orders-{rule}") == n for rule, n in failed.items())
+                key = (e["table_name"], rule)
+                failed[key] = failed.get(key, 0) + counts["failed"]
+        assert {table for table, _ in failed} >= {"silver_orders", "customer_changes"}
+        assert all(number(page, f"exp-failed-{table}-{rule}") == n
+                   for (table, rule), n in failed.items())
         assert number(page, "quarantined-silver_orders") == \
             deltalake_rows(root / "silver_orders__quarantine") > 0
         # late colour events: rows Spark dropped behind the watermark, and the rows kept
