@@ -63,7 +63,7 @@ def test_no_configuration_through_environment_or_session_attributes():
     """Env vars read by headwater are test hooks documented in conf/layout.py; nothing is
     set on SparkSession (spark._headwater_...)."""
     hooks = {layout.FAULT_ENV, layout.FAULT_TABLE_ENV, layout.EVENT_FLUSH_SECONDS_ENV,
-             layout.KAFKA_FLUSH_TIMEOUT_ENV}
+             layout.KAFKA_FLUSH_TIMEOUT_ENV, layout.LEASE_ALWAYS_ENV, layout.LEASE_TTL_ENV}
     spark_env = {"PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "JAVA_HOME"}  # Spark's own
     problems = []
     for path in sorted(SRC.rglob("*.py")):
