@@ -70,3 +70,19 @@ def moto(tmp_path_factory):
     server = MotoServer(binary, log=tmp_path_factory.mktemp("moto") / "moto.log").start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def no_env_credentials(monkeypatch):
+    """No AWS_* in the environment: object-store tests prove that credentials given as
+    options, [storage] or spark_session reach the workers. Registered ones are forgotten
+    after the test."""
+    from headwater.conf import storage
+
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key)
+    yield
+    storage.set_defaults({})
+    storage.forget_registered()
+

@@ -8,7 +8,6 @@ Spark's Python workers as read_files(storage_options=...) / reader options."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -22,15 +21,7 @@ from headwater.ingest import landing
 from headwater.ingest.clean import clean_through
 from headwater.ingest.index import FileIndex
 
-
-@pytest.fixture(autouse=True)
-def _no_env_credentials(monkeypatch):
-    for key in list(os.environ):
-        if key.startswith("AWS_"):
-            monkeypatch.delenv(key)
-    yield
-    storage.set_defaults({})
-    storage.forget_registered()  # each test proves its own options reach the workers
+pytestmark = pytest.mark.usefixtures("no_env_credentials")
 
 
 def put(moto: MotoServer, uri: str, text: str) -> None:

@@ -6,7 +6,6 @@ pyarrow and Spark's Python workers as options (or [storage] in headwater.toml)."
 
 from __future__ import annotations
 
-import os
 import textwrap
 import threading
 from pathlib import Path
@@ -20,14 +19,7 @@ import headwater
 from headwater.conf import storage
 from headwater.errors import HeadwaterError
 
-
-@pytest.fixture(autouse=True)
-def _no_env_credentials(monkeypatch):
-    for key in list(os.environ):
-        if key.startswith("AWS_"):
-            monkeypatch.delenv(key)
-    yield
-    storage.set_defaults({})
+pytestmark = pytest.mark.usefixtures("no_env_credentials")
 
 
 def _ids(moto: MotoServer, uri: str) -> list[int]:
