@@ -288,3 +288,33 @@ def test_a_failing_observer_never_fails_a_cdc_batch():
     result.add_cdc(0, {"upserted": 1, "deleted": 0, "history_rows": 0})
     result.add_cdc(1, {"upserted": 2, "deleted": 1, "history_rows": 0})
     assert result.cdc == {"upserted": 3, "deleted": 1, "history_rows": 0}
+
+
+def test_a_late_event_of_an_earlier_runs_query_is_not_logged_again(tmp_path):
+    """Spark's listener bus can deliver an earlier run's last progress events after the next
+    run (same process, same query names) added its listener: that run logged them."""
+    import datetime as dt
+
+    from headwater.monitor.run import FlowStats, RunMonitor
+
+    class Log:
+        def __init__(self) -> None:
+            self.rows: list[dict] = []
+
+        def knows(self, query_id, batch_id) -> bool:
+            return False
+
+        def batch_row(self, row) -> bool:
+            self.rows.append(row)
+            return True
+
+    monitor = RunMonitor(tmp_path, event_log=False)
+    monitor.stats = {"color_counts": FlowStats("color_counts")}
+    monitor.log = Log()  # type: ignore[assignment]
+    before = (monitor.started - dt.timedelta(seconds=5)).isoformat().replace("+00:00", "Z")
+    after = (monitor.started + dt.timedelta(seconds=1)).isoformat().replace("+00:00", "Z")
+    for batch_id, when in ((4, before), (5, after)):
+        monitor.batch("color_counts", {"id": "q", "runId": "r", "batchId": batch_id,
+                                       "timestamp": when, "durationMs": {"addBatch": 5},
+                                       "sources": []})
+    assert [r["batch_id"] for r in monitor.log.rows] == [5]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import RUNS
-from headwater.monitor.events import EventLog, executed, now, progress_row
+from headwater.monitor.events import EventLog, executed, now, parse_time, progress_row
 from headwater.monitor.gaps import fill_from_checkpoint, progress_dict
 from headwater.monitor.observer import FlowOutcome, FlowStatus, RunDescription
 
@@ -173,6 +173,11 @@ class RunMonitor:
     def batch(self, key: str, progress: dict) -> None:
         """A micro-batch's progress (from the listener or the query itself)."""
         if key not in self.stats or not executed(progress):
+            return
+        triggered = parse_time(progress.get("timestamp"))
+        if triggered is not None and triggered < self.started:
+            # an earlier run's query (same name) whose event Spark's listener bus delivered
+            # late, after this run's listener was added: that run logged the batch
             return
         batch = (key, int(progress["batchId"]))
         if self.log is not None and self.log.knows(progress["id"], batch[1]):
