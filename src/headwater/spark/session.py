@@ -26,6 +26,10 @@ _DEFAULT_CONF: dict[str, str] = {
     "spark.sql.python.filterPushdown.enabled": "true",
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.streaming.stopTimeout": "30s",
+    # How long a Python worker may take to connect back to the JVM (Spark's default 15 s).
+    # A pipeline starts a Python process per flow at once; on a busy 2-core machine the
+    # default failed whole flows with "Python worker failed to connect back".
+    "spark.python.authenticate.socketTimeout": "120s",
 }
 
 _stop_registered = False
