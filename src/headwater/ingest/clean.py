@@ -52,10 +52,10 @@ def clean_through(index_path: str, seq: int) -> int:
             if landing.is_remote(index.get("root")) or landing.is_remote(index.get("archive_dir")):
                 return clean_remote(index, seq)
             with index.transaction() as db:
-                mode = index.get("clean_source") or "off"
-                done = int(index.get("cleaned_through") or 0)
-                if mode == "off" or seq <= done:
+                due = index.clean_due(seq)
+                if due is None:
                     return 0
+                mode, done = due
                 root = index.get("root") or ""
                 archive = index.get("archive_dir") or ""
                 rows = db.execute(
@@ -65,8 +65,7 @@ def clean_through(index_path: str, seq: int) -> int:
                 updates = [_clean_one(mode, path, size, mtime, root, archive, file_seq)
                            for file_seq, path, size, mtime in rows]
                 db.executemany("UPDATE files SET state=?, archived_to=? WHERE seq=?", updates)
-                db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('cleaned_through', ?)",
-                           (str(seq),))
+                index.record_cleaned(db, seq)
             return len(updates)
         finally:
             index.close()

@@ -42,10 +42,10 @@ def clean_remote(index: FileIndex, seq: int) -> int:
         # reach another account or hang on instance metadata. The stream reader cleans.
         return 0
     with index.transaction() as db:
-        mode = index.get("clean_source") or "off"
-        done = int(index.get("cleaned_through") or 0)
-        if mode == "off" or seq <= done:
+        due = index.clean_due(seq)
+        if due is None:
             return 0
+        mode, done = due
         archive = index.get("archive_dir") or ""
         rows = _pending(db, done, seq)
         if mode == "archive":
@@ -57,9 +57,7 @@ def clean_remote(index: FileIndex, seq: int) -> int:
     with index.transaction() as db:
         db.executemany("UPDATE files SET state=?, archived_to=? WHERE seq=? AND state='new'",
                        updates)
-        done = int(index.get("cleaned_through") or 0)
-        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('cleaned_through', ?)",
-                   (str(max(seq, done)),))
+        index.record_cleaned(db, seq)
     return len(updates)
 
 

@@ -91,6 +91,19 @@ class FileIndex:
 
     # --- discovery -----------------------------------------------------------------------
 
+    def clean_due(self, seq: int) -> tuple[str, int] | None:
+        """(cleanSource mode, files cleaned through) when files up to ``seq`` are still to be
+        cleaned; None when cleaning is off or done. Call inside :meth:`transaction`."""
+        mode = self.get("clean_source") or "off"
+        done = int(self.get("cleaned_through") or 0)
+        return None if mode == "off" or seq <= done else (mode, done)
+
+    def record_cleaned(self, db: sqlite3.Connection, seq: int) -> None:
+        """Files up to ``seq`` are cleaned (never moves the mark back)."""
+        done = int(self.get("cleaned_through") or 0)
+        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('cleaned_through', ?)",
+                   (str(max(seq, done)),))
+
     def discover(self, state: str = "new") -> int:
         """List what changed and record new files (as ``state``); returns the highest seq."""
         if landing.is_remote(self.root):
