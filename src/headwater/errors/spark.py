@@ -99,6 +99,19 @@ def first_line(exc: BaseException, limit: int | None = None) -> str:
     return line if limit is None else line[:limit]
 
 
+# Spark's JVM waits a fixed 10 s (not configurable) for a new Python worker to connect back.
+# On a saturated machine the worker can miss it; nothing was read or committed by then, so a
+# query that failed this way may simply be started again from its checkpoint.
+_WORKER_START_TIMEOUT = ("Python worker failed to connect back",
+                         "Timed out while waiting for the Python worker to connect back")
+
+
+def is_worker_start_timeout(exc: BaseException | None) -> bool:
+    """True when ``exc`` is Spark's timeout waiting for a Python worker to start."""
+    text = str(exc) if exc is not None else ""
+    return any(marker in text for marker in _WORKER_START_TIMEOUT)
+
+
 @contextlib.contextmanager
 def translated() -> Iterator[None]:
     """Re-raise Spark-wrapped headwater errors, and Spark's unsupported-operation errors on

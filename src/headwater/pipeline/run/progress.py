@@ -32,6 +32,7 @@ class FlowResult:
     rescued: int = 0      # ingested rows with rescued data (malformed ones included)
     malformed: int = 0
     schema_changes: int = 0
+    worker_restarts: int = 0  # restarts after Spark's Python worker missed its start window
     expectations: dict[str, int] = field(default_factory=dict)
     cdc: dict[str, int] = field(default_factory=dict)  # AUTO CDC: upserted, deleted, history_rows
     # the writer's per-batch details for the observer (set by the scheduler)

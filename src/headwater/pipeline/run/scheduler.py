@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from headwater.errors import HeadwaterError, find_code, unwrap
-from headwater.errors.spark import translate_flow_failure
+from headwater.errors.spark import is_worker_start_timeout, translate_flow_failure
 from headwater.monitor.observer import FlowStatus, RunDescription, RunObserver
 from headwater.pipeline.graph import Graph, ResolvedFlow
 from headwater.pipeline.model import MATERIALIZED_VIEW, SINK, TABLE, describe
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 # that saved new columns, or a Delta input that gained columns while the flow ran.
 SCHEMA_RESTART_CODES = ("HW_INGEST_SCHEMA_EVOLVED", "HW_SOURCE_SCHEMA_CHANGED")
 MAX_SCHEMA_RESTARTS = 20  # per flow and run; a feed changing more often is likely broken
+MAX_WORKER_RESTARTS = 3   # per flow and run: Spark's Python worker missed its 10 s start window
 STOP_WAIT_SECONDS = 120   # longest wait for a running micro-batch when stopping
 
 
@@ -290,6 +291,15 @@ class Runner:
                 self._status(key, FlowStatus.RESTARTING, code[1].split(" Why:")[0])
                 self.echo(f"evolved   {key}: {code[1].split(' Why:')[0]} "
                           "Restarting with the new schema.")
+                self._release(key)
+                restarts.append(key)
+                continue
+            if is_worker_start_timeout(error) and result.worker_restarts < MAX_WORKER_RESTARTS:
+                result.worker_restarts += 1
+                self._status(key, FlowStatus.RESTARTING, "Spark's Python worker did not start "
+                             "within 10 s (machine busy)")
+                self.echo(f"restart   {key}: Spark's Python worker did not start within 10 s "
+                          "(machine busy); starting again from the checkpoint.")
                 self._release(key)
                 restarts.append(key)
                 continue
