@@ -27,8 +27,8 @@ shift || true
 case "$cmd" in
   demo)  if [ $# -eq 0 ]; then set -- --duration 60; fi
          exec .venv/bin/headwater demo "$@" ;;
-  test)  exec .venv/bin/python -m pytest --durations=15 "$@" ;;
-  fast)  exec .venv/bin/python -m pytest --durations=15 -m "not procs" "$@" ;;
+  test)  exec .venv/bin/python -m pytest -n 2 --dist loadfile --durations=15 "$@" ;;
+  fast)  exec .venv/bin/python -m pytest -n 2 --dist loadfile --durations=15 -m "not procs" "$@" ;;
   lint)  .venv/bin/ruff check src tests benchmarks examples tools
          .venv/bin/mypy
          exec .venv/bin/python tools/check_imports.py ;;
