@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from headwater.conf.layout import DELTA_LOG, LAKEHOUSE_ROOT_CONF
+from headwater.conf.layout import DELTA_LOG, LAKEHOUSE_ROOT_CONF, LAKEHOUSE_STATE_CONF
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.names import TableName
 
@@ -75,6 +75,7 @@ def attach(lakehouse: Lakehouse) -> Lakehouse | None:
         if lakehouse not in _attached:
             _attached.append(lakehouse)
         lakehouse.spark.conf.set(ROOT_KEY, str(lakehouse.root))
+        lakehouse.spark.conf.set(LAKEHOUSE_STATE_CONF, str(lakehouse.state_dir))
         return handed_over
 
 
@@ -86,6 +87,7 @@ def detach(lakehouse: Lakehouse) -> bool:
         _attached.remove(lakehouse)
         if _conf_root(lakehouse.spark) == str(lakehouse.root):
             lakehouse.spark.conf.unset(ROOT_KEY)
+            lakehouse.spark.conf.unset(LAKEHOUSE_STATE_CONF)
         return True
 
 
