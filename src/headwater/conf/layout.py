@@ -110,8 +110,10 @@ EVENT_FLUSH_SECONDS_ENV = "HEADWATER_EVENT_FLUSH_SECONDS"
 KAFKA_FLUSH_TIMEOUT_ENV = "HEADWATER_KAFKA_FLUSH_TIMEOUT"
 # Fault injection for crash tests: "sink_before_commit" (files written, nothing committed),
 # "sink_after_commit" (Delta committed, Spark's commit log not yet written), a native-path
-# point, or "cdc_between_commits" (an AUTO CDC target committed, its key state not yet); the
-# process kills itself there. FAULT_TABLE_ENV limits it to paths containing it.
+# point, "python_writer_after_commit" (a pipeline flow's batch committed through the Python
+# writer, as on an object store; its checkpoint commit not yet), or "cdc_between_commits"
+# (an AUTO CDC target committed, its key state not yet); the process kills itself there.
+# FAULT_TABLE_ENV limits it to paths containing it.
 FAULT_ENV = "HEADWATER_FAULT"
 FAULT_TABLE_ENV = "HEADWATER_FAULT_TABLE"
 # Checkpoint locks: "1" uses the lease (spark/lease.py) on local paths too (tests have no

@@ -29,10 +29,11 @@ class ObjectPath:
     call looks them up (``storage.options_for``), so ``repr`` shows only the URI.
     """
 
-    __slots__ = ("uri",)
+    __slots__ = ("uri", "_listed_dir")
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, _listed_dir: bool | None = None) -> None:
         self.uri = str(uri).rstrip("/")
+        self._listed_dir = _listed_dir  # from the listing that found it: no request to ask
 
     def __truediv__(self, part: str | os.PathLike[str]) -> ObjectPath:
         return ObjectPath(f"{self.uri}/{str(part).strip('/')}")
@@ -48,6 +49,9 @@ class ObjectPath:
 
     def __hash__(self) -> int:
         return hash(self.uri)
+
+    def __lt__(self, other: ObjectPath) -> bool:
+        return self.uri < other.uri
 
     @property
     def name(self) -> str:
@@ -86,6 +90,8 @@ class ObjectPath:
     def is_dir(self) -> bool:
         import pyarrow.fs as pafs
 
+        if self._listed_dir is not None:
+            return self._listed_dir
         return bool(self._info()[2].type == pafs.FileType.Directory)
 
     def is_file(self) -> bool:
@@ -105,7 +111,13 @@ class ObjectPath:
         fs, path = storage.pyarrow_filesystem(self.uri)
         infos = fs.get_file_info(pafs.FileSelector(path, recursive=False, allow_not_found=True))
         for info in sorted(infos, key=lambda i: i.base_name):
-            yield self / info.base_name
+            yield ObjectPath(f"{self.uri}/{info.base_name}",
+                             info.type == pafs.FileType.Directory)
+
+    def read_text(self, encoding: str = "utf-8") -> str:
+        fs, path = storage.pyarrow_filesystem(self.uri)
+        with fs.open_input_stream(path) as stream:
+            return bytes(stream.read()).decode(encoding)
 
     def mkdir(self, parents: bool = False, exist_ok: bool = False) -> None:
         """Nothing to do: an object store's folders exist through the objects inside them."""

@@ -56,6 +56,8 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
     see :func:`headwater.delta.sink.commit_files`).
     """
     uri = normalize_uri(path)
+    if storage.bucket_of(uri) is not None:
+        return None  # Spark's parquet writer has no Hadoop filesystem for an object store
     log = DeltaLog(uri)
     partition_columns = list(partition_by or [])
     if log.exists():

@@ -34,9 +34,9 @@ STATE_COLUMNS = ["ts", "pipeline", "run_id", "event", "flow", "table_name", "sta
 _SECRET = re.compile(
     r"(?i)((?:secret|password|passwd|token|credential|access[._-]?key|secret[._-]?key|"
     r"sas|signature)[\w.-]*\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&]+)")
-_PATH = re.compile(r"(?:file:)?(/[^\s'\"<>:,;)\]]+)")
-# an object-store URI (s3://bucket/key, az://..., gs://...): a path too
-_URI = re.compile(r"\b([a-z][a-z0-9+.-]*://[^\s'\"<>,;)\]]+)")
+# an object-store URI (s3://bucket/key, az://..., gs://...; not file:) or a local path
+_PATH = re.compile(r"\b(?!file:)([a-z][a-z0-9+.-]*://[^\s'\"<>,;)\]]+)"
+                   r"|(?:file:)?(/[^\s'\"<>:,;)\]]+)")
 
 
 def redact(text: str | None, root: AnyPath | str) -> str | None:
@@ -50,14 +50,11 @@ def redact(text: str | None, root: AnyPath | str) -> str | None:
     root_text = str(root).rstrip("/")
 
     def path(match: re.Match) -> str:
-        found = match.group(1)
+        found = match.group(1) or match.group(2)
         if found == root_text or found.startswith(root_text + "/"):
             return found[len(root_text) + 1:] or "."
         return "<path outside the lakehouse>"
 
-    if "://" in text:
-        text = _URI.sub(lambda m: m.group(0) if m.group(1).startswith("file://")
-                        else path(m), text)
     return _PATH.sub(path, text)
 
 

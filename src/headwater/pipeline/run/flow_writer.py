@@ -130,7 +130,7 @@ def write_table(df: DataFrame, path: str, mode: str, txn: tuple[str, int] | None
     By path: foreachBatch runs in a clone of the session taken at query start, which does not
     see the per-table data sources registered later.
     """
-    from headwater.delta.native import write_native
+    from headwater.delta.native import _fault, write_native
 
     written = write_native(df, path, mode, txn, merge_schema=merge_schema,
                            auto_compact=auto_compact)
@@ -139,6 +139,7 @@ def write_table(df: DataFrame, path: str, mode: str, txn: tuple[str, int] | None
         if txn is not None:
             writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
         writer.save(path)
+        _fault("python_writer_after_commit", path)  # crash tests: Spark's commit log not yet
         return 0
     return written
 
