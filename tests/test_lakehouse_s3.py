@@ -201,7 +201,7 @@ def test_spark_hadoop_s3a_session_settings_are_credentials_for_s3_paths(spark, m
             "spark.hadoop.fs.s3a.endpoint.region": opts["AWS_REGION"],
             "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
             "spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}  # Hadoop's
-    assert headwater.spark_session(conf=conf) is spark
+    headwater.spark_session(conf=conf)  # the running session: its Python side reads them
     assert spark.read.format("delta").load(table).count() == 3  # the workers have them too
     assert storage.options_for(table)["aws_allow_http"] == "true"
     assert moto.secret not in repr(storage.Credentials.for_uri(table))

@@ -165,17 +165,29 @@ def demo(root: str, once: bool, batches: int, interval: float, duration: float |
 @main.command()
 @click.argument("query")
 @click.option("--root", default="./headwater-demo", show_default=True,
-              type=click.Path(file_okay=False), help="The lakehouse folder.")
+              type=click.Path(file_okay=False),
+              help="The lakehouse folder or object-store URI (s3://bucket/lake).")
+@click.option("--state-dir", default=None, type=click.Path(file_okay=False),
+              help="The lakehouse's local state folder when --root is on an object store.")
 @click.option("--limit", default=50, show_default=True, help="Rows to print.")
-def sql(query: str, root: str, limit: int) -> None:
+def sql(query: str, root: str, state_dir: str | None, limit: int) -> None:
     """Run a SQL QUERY over the lakehouse's tables, e.g. "SELECT * FROM gold LIMIT 10"."""
     import headwater
+    from headwater.conf.location import location
 
-    if not Path(root).is_dir():
+    try:
+        exists = location(root).is_dir()
+    except OSError:  # an object store that cannot be reached
+        exists = False
+    if not exists:
         _fail(HeadwaterError("HW_LAKEHOUSE_MISSING", f"{root} does not exist.",
                              "headwater sql queries the tables of an existing lakehouse.",
                              "Pass --root with the folder holding the tables."))
-    spark = headwater.spark_session(conf={"spark.sql.shuffle.partitions": "2"}, lakehouse=root)
+    try:
+        spark = headwater.spark_session(conf={"spark.sql.shuffle.partitions": "2"},
+                                        lakehouse=root, lakehouse_state_dir=state_dir)
+    except HeadwaterError as exc:
+        _fail(exc)
     lake = headwater.Lakehouse.of(spark)  # spark_session attached it
     assert lake is not None
     try:
