@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from tests.object_store import use_credentials
+from tests.object_store import MotoServer, use_credentials
 
 from headwater import Lakehouse
 from headwater.conf.location import ObjectPath, is_remote, location, remove_tree
@@ -186,22 +186,31 @@ def test_pipeline_run_with_the_lakehouse_on_s3(spark, moto, tmp, capfd, keep_lak
     assert leaked == []  # tables and the event log
 
 
-def test_spark_hadoop_s3a_session_settings_are_credentials_for_s3_paths(spark, moto):
+def test_spark_hadoop_s3a_session_settings_are_credentials_for_s3_paths(spark, moto, tmp):
     import headwater
     from headwater.conf import storage
 
-    table = f"{moto.bucket()}/t"
-    write_deltalake(table, pa.table({"id": [1, 2, 3]}), storage_options=moto.options())
-    with pytest.raises(Exception, match="(?i)credential|403|denied|signature|region|resolve"):
-        spark.read.format("delta").load(table).count()  # nothing known about this server yet
-    opts = moto.options()
-    conf = {"spark.hadoop.fs.s3a.access.key": opts["AWS_ACCESS_KEY_ID"],
-            "spark.hadoop.fs.s3a.secret.key": opts["AWS_SECRET_ACCESS_KEY"],
-            "spark.hadoop.fs.s3a.endpoint": opts["AWS_ENDPOINT_URL"],
-            "spark.hadoop.fs.s3a.endpoint.region": opts["AWS_REGION"],
-            "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
-            "spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}  # Hadoop's
-    headwater.spark_session(conf=conf)  # the running session: its Python side reads them
-    assert spark.read.format("delta").load(table).count() == 3  # the workers have them too
-    assert storage.options_for(table)["aws_allow_http"] == "true"
-    assert moto.secret not in repr(storage.Credentials.for_uri(table))
+    # a server of its own: no worker of the shared session has seen its endpoint
+    server = MotoServer(moto.binary, log=tmp / "moto.log").start()
+    try:
+        table = f"{server.bucket()}/t"
+        write_deltalake(table, pa.table({"id": [1, 2, 3]}), storage_options=server.options())
+        assert storage.options_for(table) is None
+        with pytest.raises(Exception):  # noqa: B017 - AWS itself is asked, and cannot be reached
+            spark.read.format("delta").load(table).count()
+        opts = server.options()
+        conf = {"spark.hadoop.fs.s3a.access.key": opts["AWS_ACCESS_KEY_ID"],
+                "spark.hadoop.fs.s3a.secret.key": opts["AWS_SECRET_ACCESS_KEY"],
+                "spark.hadoop.fs.s3a.endpoint": opts["AWS_ENDPOINT_URL"],
+                "spark.hadoop.fs.s3a.endpoint.region": opts["AWS_REGION"],
+                "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+                "spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}  # Hadoop's
+        headwater.spark_session(conf=conf)  # the running session: its Python side reads them
+        assert storage.options_for(table) == {
+            "aws_access_key_id": opts["AWS_ACCESS_KEY_ID"],
+            "aws_secret_access_key": server.secret, "aws_endpoint_url": server.endpoint,
+            "aws_region": opts["AWS_REGION"], "aws_allow_http": "true"}
+        assert spark.read.format("delta").load(table).count() == 3  # the workers have them
+        assert server.secret not in repr(storage.Credentials.for_uri(table))
+    finally:
+        server.stop()

@@ -181,9 +181,9 @@ def state_folder(root: AnyPath, state_dir: str | os.PathLike[str] | None) -> Pat
         "Its tables and event log live there, but Spark checkpoints, run files and "
         "read_files state need a local folder (or a mount), and losing them would make "
         "every stream start over.",
-        "Pass state_dir='/var/lib/headwater/<lake>' (Lakehouse(root, state_dir=...), "
-        "spark_session(lakehouse=..., lakehouse_state_dir=...)), or state_dir = \"...\" "
-        "under [pipeline] in headwater.toml.")
+        "Give it a local folder: state_dir = \"...\" under [pipeline] in headwater.toml, "
+        "--state-dir DIR on the command line, Lakehouse(root, state_dir=...) or "
+        "spark_session(lakehouse=..., lakehouse_state_dir=...).")
 
 
 def known_state_folder(root: AnyPath, state_dir: str | os.PathLike[str] | None) -> Path | None:
