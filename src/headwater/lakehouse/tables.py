@@ -8,10 +8,7 @@ Layout under the root::
     <state>/_checkpoints/<query>/        one checkpoint per writing query
     <state>/_warehouse/                  Spark's (empty) managed-table folders
 
-``<state>`` (``state_dir``) is the root itself for a local lakehouse. A root on an object store
-(``s3://bucket/lake``) keeps its tables and event log there and everything that needs a local
-(Hadoop) filesystem or ``flock`` -- checkpoints, run files, ``read_files`` state, Spark's
-warehouse -- in a local ``state_dir``.
+``<state>`` is the root itself, or the local ``state_dir`` of a root on an object store.
 
 Spark's catalog cannot carry a path to a Python data source (a catalog table backed by one
 generic source loses its OPTIONS and LOCATION), so every table gets a data source of its own
@@ -53,12 +50,10 @@ class Lakehouse:
     root: the folder; created when missing. A local path, or an object-store URI
         (``s3://bucket/lake``, ``az://``, ``gs://``: credentials from ``[storage]``,
         ``spark_session(storage_options=...)`` or the environment).
-    state_dir: a local folder (or a mount) for what cannot live on an object store: Spark
-        checkpoints (``_checkpoints``), run files (``_runs``), ``read_files`` state
-        (``_ingest``) and Spark's warehouse. Default: the root itself, which must then be
-        local: a root on an object store without ``state_dir`` is refused
-        (``HW_LAKEHOUSE_STATE_DIR_MISSING``) rather than guessing a folder whose loss would
-        make every stream start over. Created when missing.
+    state_dir: a local folder (or mount) for checkpoints, run files (``_runs``),
+        ``read_files`` state (``_ingest``) and Spark's warehouse; default the root, which must
+        then be local (else ``HW_LAKEHOUSE_STATE_DIR_MISSING``: no guessed folder, whose loss
+        would make every stream start over). Created when missing.
     spark: the session; the active one when None (a local session is started if none is).
     attach: register the tables now and make this the session's lakehouse (default True):
         ``spark.sql``, ``saveAsTable`` and ``toTable`` in that session then reach this
