@@ -142,6 +142,8 @@ def test_pipeline_run_with_the_lakehouse_on_s3(spark, moto, tmp, capfd, keep_lak
     proj, root = _s3_project(moto, tmp, str(landing))
     outcome = run_project(proj, echo=print)
     assert outcome.ok, outcome.results
+    written = {r.key: r.rows_written for r in outcome.results}
+    assert written["bronze"] == 10 and written["silver"] == 8  # from the S3 commits' stats
     _land(landing, 10, 10)
     again = run_project(proj, echo=print)
     assert again.ok, again.results
