@@ -165,17 +165,29 @@ def demo(root: str, once: bool, batches: int, interval: float, duration: float |
 @main.command()
 @click.argument("query")
 @click.option("--root", default="./headwater-demo", show_default=True,
-              type=click.Path(file_okay=False), help="The lakehouse folder.")
+              type=click.Path(file_okay=False),
+              help="The lakehouse folder or object-store URI (s3://bucket/lake).")
+@click.option("--state-dir", default=None, type=click.Path(file_okay=False),
+              help="The lakehouse's local state folder when --root is on an object store.")
 @click.option("--limit", default=50, show_default=True, help="Rows to print.")
-def sql(query: str, root: str, limit: int) -> None:
+def sql(query: str, root: str, state_dir: str | None, limit: int) -> None:
     """Run a SQL QUERY over the lakehouse's tables, e.g. "SELECT * FROM gold LIMIT 10"."""
     import headwater
+    from headwater.conf.location import location
 
-    if not Path(root).is_dir():
+    try:
+        exists = location(root).is_dir()
+    except OSError:  # an object store that cannot be reached
+        exists = False
+    if not exists:
         _fail(HeadwaterError("HW_LAKEHOUSE_MISSING", f"{root} does not exist.",
                              "headwater sql queries the tables of an existing lakehouse.",
                              "Pass --root with the folder holding the tables."))
-    spark = headwater.spark_session(conf={"spark.sql.shuffle.partitions": "2"}, lakehouse=root)
+    try:
+        spark = headwater.spark_session(conf={"spark.sql.shuffle.partitions": "2"},
+                                        lakehouse=root, lakehouse_state_dir=state_dir)
+    except HeadwaterError as exc:
+        _fail(exc)
     lake = headwater.Lakehouse.of(spark)  # spark_session attached it
     assert lake is not None
     try:
@@ -241,7 +253,11 @@ _ROOT_OPTIONS = [
     click.option("--project", "project_dir", default=None,
                  help="Project folder (headwater.toml or spark-pipeline.yml); default: here."),
     click.option("--root", default=None, type=click.Path(file_okay=False),
-                 help="The lakehouse folder instead of a project's (the demo: ./headwater-demo)."),
+                 help="The lakehouse folder or object-store URI (s3://bucket/lake) instead of "
+                      "a project's (the demo: ./headwater-demo)."),
+    click.option("--state-dir", default=None, type=click.Path(file_okay=False),
+                 help="The lakehouse's local state folder (run files, checkpoints) when --root "
+                      "is on an object store."),
 ]
 
 
@@ -253,12 +269,12 @@ def _root_options(command: Any) -> Any:
 
 @main.command()
 @_root_options
-def status(project_dir: str | None, root: str | None) -> None:
+def status(project_dir: str | None, root: str | None, state_dir: str | None) -> None:
     """What is running now, each flow's batches and rows, and every flow's last result."""
-    from headwater.monitor.commands import resolve_root, status_lines
+    from headwater.monitor.commands import resolve_lake, status_lines
 
     try:
-        for line in status_lines(resolve_root(project_dir, root)):
+        for line in status_lines(*resolve_lake(project_dir, root, state_dir)):
             click.echo(line)
     except HeadwaterError as exc:
         _fail(exc)
@@ -268,7 +284,8 @@ def status(project_dir: str | None, root: str | None) -> None:
 @click.argument("table")
 @_root_options
 @click.option("--limit", default=20, show_default=True, help="Commits to show, newest first.")
-def history(table: str, project_dir: str | None, root: str | None, limit: int) -> None:
+def history(table: str, project_dir: str | None, root: str | None,
+        state_dir: str | None, limit: int) -> None:
     """The Delta commit history of TABLE: versions, operations, rows added, writers."""
     from headwater.monitor.commands import history_lines, resolve_root
 
@@ -301,7 +318,8 @@ def _table_folder(project_dir: str | None, root: str | None, table: str) -> str:
               help="Partition predicate limiting what is compacted, e.g. \"day = '2024-01-01'\" "
                    "(starts Spark to read it).")
 @click.option("--zorder-by", default=None, help="Columns to Z-order by, comma separated.")
-def optimize(table: str, project_dir: str | None, root: str | None, where: str | None,
+def optimize(table: str, project_dir: str | None, root: str | None,
+        state_dir: str | None, where: str | None,
              zorder_by: str | None) -> None:
     """Compact TABLE's small files (dataChange=false: streams reading it see nothing new)."""
     from headwater.delta import maintenance
@@ -326,7 +344,8 @@ def optimize(table: str, project_dir: str | None, root: str | None, where: str |
 @click.option("--retain-hours", type=float, default=None,
               help="Keep files a version of the last N hours needs (default 168, the minimum).")
 @click.option("--dry-run", is_flag=True, help="Only list the files that would be deleted.")
-def vacuum(table: str, project_dir: str | None, root: str | None, retain_hours: float | None,
+def vacuum(table: str, project_dir: str | None, root: str | None,
+        state_dir: str | None, retain_hours: float | None,
            dry_run: bool) -> None:
     """Delete TABLE's data files no version within the retention references."""
     from headwater.delta import maintenance
@@ -346,7 +365,8 @@ def vacuum(table: str, project_dir: str | None, root: str | None, retain_hours: 
 @_root_options
 @click.option("--version", "version", type=int, default=None, help="Version to go back to.")
 @click.option("--timestamp", default=None, help="Time to go back to (ISO, UTC if no zone).")
-def restore(table: str, project_dir: str | None, root: str | None, version: int | None,
+def restore(table: str, project_dir: str | None, root: str | None,
+        state_dir: str | None, version: int | None,
             timestamp: str | None) -> None:
     """Restore TABLE to an older version, as a new commit (history is kept)."""
     from headwater.delta import maintenance
@@ -366,13 +386,15 @@ def restore(table: str, project_dir: str | None, root: str | None, version: int 
 @_root_options
 @click.option("--timeout", default=180.0, show_default=True,
               help="Seconds to wait for the pipeline to exit.")
-def stop(project_dir: str | None, root: str | None, timeout: float) -> None:
+def stop(project_dir: str | None, root: str | None,
+        state_dir: str | None, timeout: float) -> None:
     """Stop the pipeline running on this lakehouse, cleanly, from another terminal: every
     flow stops after its current micro-batch (as Ctrl-C in its own terminal)."""
-    from headwater.monitor.commands import resolve_root, stop_runs
+    from headwater.monitor.commands import resolve_lake, stop_runs
 
     try:
-        stop_runs(resolve_root(project_dir, root), click.echo, timeout)
+        lake, state = resolve_lake(project_dir, root, state_dir)
+        stop_runs(lake, click.echo, timeout, state_dir=state)
     except HeadwaterError as exc:
         _fail(exc)
 
@@ -383,16 +405,18 @@ def stop(project_dir: str | None, root: str | None, timeout: float) -> None:
               help="Address to listen on. Anything but loopback shows the pipeline to your "
                    "network (read-only, no login): do it only on a network you trust.")
 @click.option("--port", default=8765, show_default=True, help="Port (0: any free one).")
-def dashboard(project_dir: str | None, root: str | None, host: str, port: int) -> None:
+def dashboard(project_dir: str | None, root: str | None,
+        state_dir: str | None, host: str, port: int) -> None:
     """A read-only web page over the lakehouse: the pipeline graph, tables, rates, batch
     durations, expectations, late rows and errors, updated every 2 s while pipelines run."""
     import threading
 
-    from headwater.monitor.commands import resolve_root
+    from headwater.monitor.commands import resolve_lake
     from headwater.monitor.dashboard import DashboardServer
 
     try:
-        server = DashboardServer(resolve_root(project_dir, root), host, port).start()
+        lake, state = resolve_lake(project_dir, root, state_dir)
+        server = DashboardServer(lake, host, port, state_dir=state).start()
     except HeadwaterError as exc:
         _fail(exc)
     click.echo(f"dashboard: {server.url}  (Ctrl-C to stop)")

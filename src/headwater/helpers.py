@@ -3,7 +3,6 @@ streams, ``DA.cleanup``) for scripts and tests."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,16 +58,17 @@ def stop_all_streams(spark: SparkSession | None = None, timeout: float = 60.0) -
 
 
 def cleanup(root: str | Path, spark: SparkSession | None = None) -> None:
-    """Stop all streams, forget the lakehouse's tables, and delete ``root``."""
+    """Stop all streams, forget the lakehouse's tables, and delete ``root`` (a folder or an
+    object-store URI; a lakehouse's separate state folder is left alone)."""
     stop_all_streams(spark)
+    from headwater.conf.location import location, remove_tree
     from headwater.lakehouse import Lakehouse, active_lakehouse
 
     lake = Lakehouse.of(spark) if spark is not None else active_lakehouse()
-    if lake is not None and Path(lake.root).resolve() == Path(root).resolve() \
-            and Path(root).is_dir():
+    if lake is not None and lake.root == location(root) and lake.root.is_dir():
         for name in lake.tables():
             lake.drop(name)  # the catalog forgets it too
-    shutil.rmtree(root, ignore_errors=True)
+    remove_tree(location(root))
 
 
 def _spark(spark: SparkSession | None) -> SparkSession:

@@ -15,7 +15,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from headwater.conf.layout import LAKEHOUSE_ROOT_CONF
+from headwater.conf.layout import LAKEHOUSE_ROOT_CONF, LAKEHOUSE_STATE_CONF
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,3 +53,9 @@ def current_definition() -> DefinitionContext | None:
 def lakehouse_root(spark: SparkSession) -> str | None:
     """The root of the lakehouse attached to ``spark``, if one is."""
     return spark.conf.get(LAKEHOUSE_ROOT_CONF, None) or None
+
+
+def lakehouse_state_dir(spark: SparkSession) -> str | None:
+    """The local state folder (checkpoints, ``_ingest``) of the lakehouse attached to
+    ``spark``: the root itself unless the root is on an object store."""
+    return spark.conf.get(LAKEHOUSE_STATE_CONF, None) or lakehouse_root(spark)

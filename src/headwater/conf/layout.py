@@ -16,6 +16,10 @@ A lakehouse root looks like this::
     <root>/_runs/<run id>.json         running and finished `headwater run`s   (RUNS)
     <root>/_warehouse/                 Spark's managed-table folder, always empty (WAREHOUSE)
 
+A root on an object store (``s3://bucket/lake``) holds the tables and ``_event_log`` only;
+``_checkpoints``, ``_ingest``, ``_runs`` and ``_warehouse`` go to its local state folder
+(``Lakehouse(root, state_dir=...)``, ``state_dir`` in headwater.toml).
+
 Names starting with ``_`` or ``.`` are never user tables (RESERVED_PREFIXES).
 """
 
@@ -83,6 +87,9 @@ RESCUED_DATA = "_rescued_data"      # read_files' default rescued data column
 # Spark runtime conf: the root of the lakehouse attached to a session (set when attached;
 # cloned foreachBatch sessions inherit it), so lower rooms find it without the lakehouse.
 LAKEHOUSE_ROOT_CONF = "headwater.lakehouse.root"
+# Spark runtime conf: the same lakehouse's local state folder (checkpoints, _ingest, _runs):
+# the root itself unless the root is on an object store.
+LAKEHOUSE_STATE_CONF = "headwater.lakehouse.stateDir"
 # Spark conf: the log level headwater sets on the SparkContext (default WARN).
 LOG_LEVEL_CONF = "headwater.logLevel"
 # The engine SQL DML uses in a session: auto (default), spark or delta-rs.
@@ -103,8 +110,10 @@ EVENT_FLUSH_SECONDS_ENV = "HEADWATER_EVENT_FLUSH_SECONDS"
 KAFKA_FLUSH_TIMEOUT_ENV = "HEADWATER_KAFKA_FLUSH_TIMEOUT"
 # Fault injection for crash tests: "sink_before_commit" (files written, nothing committed),
 # "sink_after_commit" (Delta committed, Spark's commit log not yet written), a native-path
-# point, or "cdc_between_commits" (an AUTO CDC target committed, its key state not yet); the
-# process kills itself there. FAULT_TABLE_ENV limits it to paths containing it.
+# point, "python_writer_after_commit" (a pipeline flow's batch committed through the Python
+# writer, as on an object store; its checkpoint commit not yet), or "cdc_between_commits"
+# (an AUTO CDC target committed, its key state not yet); the process kills itself there.
+# FAULT_TABLE_ENV limits it to paths containing it.
 FAULT_ENV = "HEADWATER_FAULT"
 FAULT_TABLE_ENV = "HEADWATER_FAULT_TABLE"
 # Checkpoint locks: "1" uses the lease (spark/lease.py) on local paths too (tests have no

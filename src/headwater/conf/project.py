@@ -5,6 +5,8 @@
 [pipeline]
 name = "orders"
 root = "lakehouse"                          # the lakehouse: tables and checkpoints
+# root = "s3://bucket/lake"                 # ...or on an object store, with a local
+# state_dir = "state"                       # state folder: checkpoints, run files, _ingest
 definitions = ["transformations/*.py", "transformations/*.sql"]
 database = "sales"                          # optional: unqualified names live in sales
 trigger = "available-now"                   # default of `headwater run`
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from headwater.conf.database import check_database
+from headwater.conf.location import AnyPath, is_remote, location, state_folder
 from headwater.errors import HeadwaterError
 
 CONFIG = "headwater.toml"
@@ -37,7 +40,7 @@ CONFIG = "headwater.toml"
 class Project:
     dir: Path
     name: str
-    root: Path
+    root: AnyPath        # a local folder, or an object-store folder (s3://bucket/lake)
     definitions: list[str]
     trigger: str | None = None
     master: str | None = None
@@ -51,6 +54,9 @@ class Project:
     # lakehouse's top level (Spark's `default`).
     database: str | None = None
     storage: dict[str, str] = field(default_factory=dict, repr=False)  # secrets: no repr
+    # The lakehouse's local state folder (checkpoints, run files, read_files state): the
+    # root when None, which a root on an object store refuses (HW_LAKEHOUSE_STATE_DIR_MISSING).
+    state_dir: Path | None = None
 
     @classmethod
     def load(cls, project_dir: str | Path = ".") -> Project:
@@ -82,7 +88,7 @@ class Project:
         if not isinstance(section, dict):
             raise _invalid(config, "it has no [pipeline] table")
         unknown = set(section) - {"name", "root", "definitions", "trigger", "master",
-                                 "event_log", "database", "auto_compact"}
+                                 "event_log", "database", "auto_compact", "state_dir"}
         if unknown:
             raise _invalid(config, f"unknown [pipeline] keys {sorted(unknown)}")
         definitions = section.get("definitions")
@@ -106,7 +112,7 @@ class Project:
         return cls(
             dir=config.parent,
             name=str(section.get("name") or config.parent.name),
-            root=(config.parent / str(section.get("root", "lakehouse"))).resolve(),
+            root=_root(config.parent, str(section.get("root", "lakehouse"))),
             definitions=list(definitions),
             trigger=section.get("trigger"),
             master=section.get("master"),
@@ -117,6 +123,7 @@ class Project:
             if "database" in section else None,
             storage={str(k): str(v).lower() if isinstance(v, bool) else str(v)
                      for k, v in storage.items()},
+            state_dir=_state_dir(config, section),
         )
 
     def files(self) -> list[Path]:
@@ -132,6 +139,23 @@ class Project:
                     "it.")
             found.extend(m for m in matches if m not in found)
         return found
+
+
+def _root(folder: Path, root: str) -> AnyPath:
+    """An object-store URI as it is; a local root relative to the project folder."""
+    return location(root) if is_remote(root) else (folder / root).resolve()
+
+
+def _state_dir(config: Path, section: dict) -> Path | None:
+    """``state_dir`` relative to the project folder; checked as ``Lakehouse`` checks it."""
+    if "state_dir" not in section:
+        return None
+    value = section["state_dir"]
+    if not isinstance(value, str) or not value.strip():
+        raise _invalid(config, "[pipeline] state_dir must be a folder (a string)")
+    root = _root(config.parent, str(section.get("root", "lakehouse")))
+    return state_folder(root, (config.parent / value).resolve() if not is_remote(value)
+                        else value)
 
 
 def _invalid(config: Path, why: str) -> HeadwaterError:

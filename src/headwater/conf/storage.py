@@ -105,6 +105,23 @@ def set_defaults(options: Mapping[str, Any]) -> None:
     _defaults.update(normalize(options))
 
 
+def add_defaults(options: Mapping[str, Any]) -> None:
+    """More storage options for every object-store URI (they win over earlier ones)."""
+    _defaults.update(normalize(options))
+
+
+def from_hadoop_conf(conf: Mapping[str, Any]) -> dict[str, str]:
+    """The credentials among a session's ``spark.hadoop.fs.s3a.*`` settings (the names of
+    :data:`S3A_KEYS`, without the ``spark.hadoop.`` prefix), for delta-rs and pyarrow.
+
+    Spark has no s3a filesystem here, so delta-spark users' session settings would otherwise
+    be ignored for ``s3://`` tables. Other ``fs.s3a.*`` settings (``fs.s3a.impl``, ...) are
+    Hadoop's own, for a cluster that brings hadoop-aws: left to it, not read here."""
+    prefix = "spark.hadoop."
+    return {key[len(prefix):]: str(value) for key, value in conf.items()
+            if str(key).lower().startswith(prefix) and key[len(prefix):].lower() in S3A_KEYS}
+
+
 def register(uri: str, options: Mapping[str, str]) -> None:
     bucket = bucket_of(uri)
     if bucket is not None and options:

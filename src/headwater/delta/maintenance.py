@@ -191,14 +191,15 @@ def _check_readers(table, candidates: list[str], readers: dict[str, int]) -> Non
 
 
 def _lakehouse_checkpoints() -> str | None:
-    """``<root>/_checkpoints`` of the lakehouse attached to the active session (its root is in
-    the session conf, so this room needs no lakehouse import)."""
+    """``<state>/_checkpoints`` of the lakehouse attached to the active session (its state
+    folder is in the session conf, so this room needs no lakehouse import)."""
     from pyspark.sql import SparkSession
 
-    from headwater.conf.layout import CHECKPOINTS, LAKEHOUSE_ROOT_CONF
+    from headwater.conf.context import lakehouse_state_dir
+    from headwater.conf.layout import CHECKPOINTS
 
     spark = SparkSession.getActiveSession()
-    root = spark.conf.get(LAKEHOUSE_ROOT_CONF, None) if spark is not None else None
+    root = lakehouse_state_dir(spark) if spark is not None else None
     return f"{root.rstrip('/')}/{CHECKPOINTS}" if root else None
 
 

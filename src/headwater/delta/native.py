@@ -23,6 +23,7 @@ from urllib.parse import unquote
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from headwater.conf import storage
 from headwater.conf.layout import FAULT_ENV, FAULT_TABLE_ENV  # test hooks (crash tests)
 from headwater.delta.files import file_stats
 from headwater.delta.log import DeltaLog, deletion_vector_paths, filesystem_for, normalize_uri, open_table
@@ -55,6 +56,8 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
     see :func:`headwater.delta.sink.commit_files`).
     """
     uri = normalize_uri(path)
+    if storage.bucket_of(uri) is not None:
+        return None  # Spark's parquet writer has no Hadoop filesystem for an object store
     log = DeltaLog(uri)
     partition_columns = list(partition_by or [])
     if log.exists():
@@ -95,7 +98,6 @@ def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = No
     replace would have to keep their protocol, which deltalake's replace does not do.
     """
     from deltalake import Schema
-    from deltalake.transaction import AddAction, create_table_with_add_actions
 
     uri = normalize_uri(path)
     log = DeltaLog(uri)
@@ -113,6 +115,42 @@ def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = No
     partition_columns = list(partition_by or [])
     data_schema = as_nullable(df.schema)
     schema = Schema.from_arrow(arrow_schema(data_schema))  # before writing: a bad type fails now
+    if storage.bucket_of(uri) is not None:
+        rows = _replace_through_driver(df, uri, data_schema, partition_columns, name,
+                                       description, delta_keys)
+    else:
+        rows = _replace_staged(df, uri, schema, partition_columns, name, description,
+                               delta_keys, path)
+    if user_keys:
+        open_table(uri).alter.set_table_properties(user_keys, raise_if_not_exists=False)
+    return rows
+
+
+def _replace_through_driver(df: DataFrame, uri: str, data_schema, partition_columns: list[str],
+                            name: str | None, description: str | None,
+                            delta_keys: dict) -> int:
+    """An object-store table: Spark's parquet writer has no Hadoop filesystem for it (no
+    hadoop-aws), so the rows come to the driver as Arrow and delta-rs writes them and the
+    replace in ONE commit (a failing ``df`` fails before anything is written)."""
+    from deltalake import write_deltalake
+
+    table = df.toArrow().cast(arrow_schema(data_schema))
+    try:
+        write_deltalake(uri, table, mode="overwrite", schema_mode="overwrite",
+                        partition_by=partition_columns or None, name=name,
+                        description=description, configuration=delta_keys or None,
+                        storage_options=storage.options_for(uri))
+    except Exception as exc:
+        raise invalid_property(exc, uri) from exc
+    return int(table.num_rows)
+
+
+def _replace_staged(df: DataFrame, uri: str, schema, partition_columns: list[str],
+                    name: str | None, description: str | None, delta_keys: dict,
+                    path: str) -> int:
+    """Spark's parquet writer stages the files under the table, then one commit adds them."""
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+
     staging, adds = _stage(df, uri, partition_columns)
     try:
         _fault("native_before_commit", uri)
@@ -127,9 +165,6 @@ def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = No
         raise invalid_property(exc, path) from exc
     if not adds:
         _remove_dir(uri, staging)
-    if user_keys:
-
-        open_table(uri).alter.set_table_properties(user_keys, raise_if_not_exists=False)
     return sum(json.loads(a["stats"])["numRecords"] for a in adds)
 
 

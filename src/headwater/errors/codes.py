@@ -177,6 +177,11 @@ CODES: dict[str, str] = {
     # cdc14
     "HW_DEBEZIUM_NOT_ENVELOPE": "Events given to debezium_changes are not Debezium envelopes, "
                                 "or their columns clash with op/lsn/ts_ms.",
+    # s3lake15
+    "HW_LAKEHOUSE_STATE_DIR_MISSING": "A lakehouse root on an object store was given no local "
+                                      "state folder (checkpoints, run files, ingest state).",
+    "HW_LAKEHOUSE_STATE_DIR_INVALID": "A lakehouse state folder was given on an object store; "
+                                      "it must be local or a mount.",
 }
 
 

@@ -151,13 +151,13 @@ def _schema_json(schema: Any) -> str:
 
 def _default_location(sid: str, spark: SparkSession) -> str | None:
     """Inside the storage of the pipeline dataset being defined, else under the lakehouse
-    attached to ``spark`` (its root is in the session conf); None when neither."""
-    from headwater.conf.context import current_definition, lakehouse_root
+    attached to ``spark`` (its local state folder is in the session conf); None when neither."""
+    from headwater.conf.context import current_definition, lakehouse_state_dir
 
     definition = current_definition()
     if definition is not None:
         return str(Path(definition.ingest_root) / sid)
-    root = lakehouse_root(spark)
+    root = lakehouse_state_dir(spark)
     if root is not None:
         return str(Path(root) / INGEST / sid)
     return None

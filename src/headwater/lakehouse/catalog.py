@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from headwater.conf.layout import DELTA_LOG, LAKEHOUSE_ROOT_CONF
+from headwater.conf.layout import DELTA_LOG, LAKEHOUSE_ROOT_CONF, LAKEHOUSE_STATE_CONF
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.names import TableName
 
@@ -30,12 +30,17 @@ ROOT_KEY = LAKEHOUSE_ROOT_CONF
 
 def per_table_source(name: TableName, path: str, parallelism: int) -> type:
     """A DeltaDataSource subclass whose path is fixed (Spark's catalog keeps the name only)
-    and whose scans aim for the session's ``parallelism``, as ``format("delta")``'s do."""
+    and whose scans aim for the session's ``parallelism``, as ``format("delta")``'s do.
+
+    A table on an object store carries its credentials (pickled with the class, registered
+    in Spark's Python workers when unpickled; never in the session conf)."""
+    from headwater.conf import storage
     from headwater.delta.datasource import DeltaDataSource
     from headwater.ingest.registration import with_parallelism
 
     source_name = name.source_name
     base = with_parallelism(DeltaDataSource, parallelism)
+    credentials = storage.Credentials.for_uri(path) if storage.bucket_of(path) else None
 
     def __init__(self, options: dict[str, str]) -> None:
         opts = {k: v for k, v in options.items() if k.lower() != "path"}
@@ -46,6 +51,7 @@ def per_table_source(name: TableName, path: str, parallelism: int) -> type:
         "__init__": __init__,
         "name": classmethod(lambda cls: source_name),
         "__module__": __name__,
+        "storage_credentials": credentials,
     })
     return cls
 
@@ -75,6 +81,7 @@ def attach(lakehouse: Lakehouse) -> Lakehouse | None:
         if lakehouse not in _attached:
             _attached.append(lakehouse)
         lakehouse.spark.conf.set(ROOT_KEY, str(lakehouse.root))
+        lakehouse.spark.conf.set(LAKEHOUSE_STATE_CONF, str(lakehouse.state_dir))
         return handed_over
 
 
@@ -86,6 +93,7 @@ def detach(lakehouse: Lakehouse) -> bool:
         _attached.remove(lakehouse)
         if _conf_root(lakehouse.spark) == str(lakehouse.root):
             lakehouse.spark.conf.unset(ROOT_KEY)
+            lakehouse.spark.conf.unset(LAKEHOUSE_STATE_CONF)
         return True
 
 

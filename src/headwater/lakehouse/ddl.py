@@ -194,16 +194,16 @@ def drop(lake: Lakehouse, st: Statement) -> DataFrame | None:
 
 @handles("AddColumns")
 def add_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
-    from deltalake import DeltaTable
     from deltalake.schema import Field
     from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
 
+    from headwater.delta.log import open_table
     from headwater.delta.schema import arrow_schema
 
     name = _altered(lake, st)
     if name is None:
         return None
-    table = DeltaTable(lake.path(name))
+    table = open_table(lake.path(name))
     have = {f.name.lower() for f in table.schema().fields}
     fields = []
     for col in seq(st.plan.columnsToAdd()):
@@ -230,13 +230,13 @@ def add_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
 
 @handles("SetTableProperties")
 def set_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
-    from deltalake import DeltaTable
+    from headwater.delta.log import open_table
 
     name = _altered(lake, st)
     if name is None:
         return None
     properties = _map(st.session, st.plan.properties())
-    table = DeltaTable(lake.path(name))
+    table = open_table(lake.path(name))
     if "comment" in properties:  # Spark's table comment is Delta's description
         table.alter.set_table_description(properties.pop("comment"))
     if properties:
@@ -247,15 +247,14 @@ def set_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
 
 @handles("UnsetTableProperties")
 def unset_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
-    from deltalake import DeltaTable
-
+    from headwater.delta.log import open_table
     from headwater.delta.metadata import unset_table_properties
 
     name = _altered(lake, st)
     if name is None:
         return None
     keys = [str(k) for k in seq(st.plan.propertyKeys())]
-    have = DeltaTable(lake.path(name)).metadata().configuration or {}
+    have = open_table(lake.path(name)).metadata().configuration or {}
     missing = [k for k in keys if k not in have]
     if missing and not st.plan.ifExists():
         raise HeadwaterError(
@@ -271,12 +270,12 @@ def unset_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
 
 @handles("CommentOnTable")
 def comment_on(lake: Lakehouse, st: Statement) -> DataFrame | None:
-    from deltalake import DeltaTable
+    from headwater.delta.log import open_table
 
     name = _altered(lake, st)
     if name is None:
         return None
-    DeltaTable(lake.path(name)).alter.set_table_description(str(st.plan.comment()))
+    open_table(lake.path(name)).alter.set_table_description(str(st.plan.comment()))
     lake.register(name)
     return done(st.session)
 

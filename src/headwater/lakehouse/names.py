@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from headwater.conf.layout import DELTA_LOG, NAME_PART, RESERVED_PREFIXES, SYSTEM_TABLES
+from headwater.conf.location import AnyPath, location
 from headwater.errors import HeadwaterError
 
 _PART = re.compile(NAME_PART)
@@ -78,8 +79,10 @@ def _bad_name(name: Any, why: str) -> HeadwaterError:
     )
 
 
-def list_tables(root: Path) -> list[str]:
-    """Every Delta table under ``root`` (system tables first), as qualified names."""
+def list_tables(root: AnyPath | str) -> list[str]:
+    """Every Delta table under ``root`` (a local folder or an object-store URI; system tables
+    first), as qualified names."""
+    root = location(root)
     found = [n for n in SYSTEM_TABLES if (root / n / DELTA_LOG).is_dir()]
     for entry in sorted(root.iterdir()):
         if not entry.is_dir() or entry.name.startswith(RESERVED_PREFIXES):

@@ -4,8 +4,11 @@ Layout under the root::
 
     <root>/<table>/_delta_log           tables of the default schema
     <root>/<schema>/<table>/_delta_log   tables of a named schema
-    <root>/_checkpoints/<query>/         one checkpoint per writing query
-    <root>/_warehouse/                   Spark's (empty) managed-table folders
+    <root>/_event_log/                   the pipeline event log (a Delta table)
+    <state>/_checkpoints/<query>/        one checkpoint per writing query
+    <state>/_warehouse/                  Spark's (empty) managed-table folders
+
+``<state>`` is the root itself, or the local ``state_dir`` of a root on an object store.
 
 Spark's catalog cannot carry a path to a Python data source (a catalog table backed by one
 generic source loses its OPTIONS and LOCATION), so every table gets a data source of its own
@@ -18,13 +21,13 @@ The catalog lives in memory, so every table under the root is registered at sess
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, WAREHOUSE
+from headwater.conf.location import AnyPath, location, remove_tree, state_folder
 from headwater.conf.options import parse_bool
 from headwater.conf.triggers import Trigger, trigger_kwargs
 from headwater.errors import HeadwaterError
@@ -44,7 +47,13 @@ if TYPE_CHECKING:
 class Lakehouse:
     """A root folder of Delta tables, registered by name in the session's catalog.
 
-    root: the folder; created when missing.
+    root: the folder; created when missing. A local path, or an object-store URI
+        (``s3://bucket/lake``, ``az://``, ``gs://``: credentials from ``[storage]``,
+        ``spark_session(storage_options=...)`` or the environment).
+    state_dir: a local folder (or mount) for checkpoints, run files (``_runs``),
+        ``read_files`` state (``_ingest``) and Spark's warehouse; default the root, which must
+        then be local (else ``HW_LAKEHOUSE_STATE_DIR_MISSING``: no guessed folder, whose loss
+        would make every stream start over). Created when missing.
     spark: the session; the active one when None (a local session is started if none is).
     attach: register the tables now and make this the session's lakehouse (default True):
         ``spark.sql``, ``saveAsTable`` and ``toTable`` in that session then reach this
@@ -52,9 +61,11 @@ class Lakehouse:
     """
 
     def __init__(self, root: str | os.PathLike[str], spark: SparkSession | None = None,
-                 attach: bool = True) -> None:
-        self.root = Path(root).expanduser().resolve()
+                 attach: bool = True, state_dir: str | os.PathLike[str] | None = None) -> None:
+        self.root: AnyPath = location(root)
+        self.state_dir: Path = state_folder(self.root, state_dir)
         self.root.mkdir(parents=True, exist_ok=True)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
         if spark is None:
             from pyspark.sql import SparkSession
 
@@ -62,7 +73,7 @@ class Lakehouse:
         if spark is None:
             from headwater.lakehouse.sources import start_session
 
-            spark = start_session(warehouse=self.root / WAREHOUSE)
+            spark = start_session(warehouse=self.state_dir / WAREHOUSE)
         self.spark = spark
         self._locks: dict[str, tuple[CheckpointLock, Any]] = {}
         self._registered: set[str] = set()
@@ -78,7 +89,7 @@ class Lakehouse:
         return str(self.root / parse_name(name).relative_path)
 
     def exists(self, name: str) -> bool:
-        return (Path(self.path(name)) / DELTA_LOG).is_dir()
+        return (self.root / parse_name(name).relative_path / DELTA_LOG).is_dir()
 
     def tables(self) -> list[str]:
         """Every Delta table under the root, as qualified names, sorted."""
@@ -86,7 +97,7 @@ class Lakehouse:
 
     def checkpoint(self, name: str, flow: str | None = None) -> str:
         """The checkpoint folder of the query writing ``name`` (one per flow)."""
-        base = self.root / CHECKPOINTS / parse_name(name).qualified
+        base = self.state_dir / CHECKPOINTS / parse_name(name).qualified
         return str(base / flow if flow else base)
 
     # --- catalog -------------------------------------------------------------------------
@@ -165,6 +176,8 @@ class Lakehouse:
     def _create_table(self, name, schema, partition_by, comment, properties) -> str:
         from deltalake import DeltaTable
 
+        from headwater.conf.storage import options_for
+        from headwater.delta.log import open_table
         from headwater.delta.native import invalid_property, split_properties
         from headwater.delta.schema import arrow_schema, as_nullable
         from headwater.delta.sink import check_partitioning
@@ -174,22 +187,22 @@ class Lakehouse:
         partition_by = list(partition_by)
         if self.exists(name):
             if partition_by:  # only then is the log worth opening (side tables: every batch)
-                check_partitioning(path, list(DeltaTable(path).metadata().partition_columns),
+                check_partitioning(path, list(open_table(path).metadata().partition_columns),
                                    partition_by)
         else:
             _check_new_table(tname, schema, partition_by)
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            location(path).parent.mkdir(parents=True, exist_ok=True)
             delta_keys, user_keys = split_properties(properties)
             try:
                 DeltaTable.create(
                     path, arrow_schema(as_nullable(schema)), mode="ignore",
                     partition_by=partition_by or None, name=tname.table, description=comment,
-                    configuration=delta_keys or None,
+                    configuration=delta_keys or None, storage_options=options_for(path),
                 )
             except Exception as exc:
                 raise invalid_property(exc, path) from exc
             if user_keys:  # deltalake's create validates delta.* keys only: these follow
-                DeltaTable(path).alter.set_table_properties(user_keys, raise_if_not_exists=False)
+                open_table(path).alter.set_table_properties(user_keys, raise_if_not_exists=False)
         if tname.qualified not in self._registered:
             self.register(name)
         return path
@@ -216,7 +229,7 @@ class Lakehouse:
         partition_by = list(partition_by)
         _check_new_table(tname, df.schema, partition_by)
         with self._create_lock:
-            Path(self.path(name)).parent.mkdir(parents=True, exist_ok=True)
+            location(self.path(name)).parent.mkdir(parents=True, exist_ok=True)
             rows = replace_native(df, self.path(name), partition_by, name=tname.table,
                                   description=comment, configuration=properties)
             self.register(name)  # the catalog copy gets the new schema
@@ -227,8 +240,8 @@ class Lakehouse:
         tname = parse_name(name)
         raw_sql(self.spark, f"DROP TABLE IF EXISTS {tname.sql}")
         self._registered.discard(tname.qualified)
-        shutil.rmtree(self.path(name), ignore_errors=True)
-        shutil.rmtree(self.checkpoint(name), ignore_errors=True)
+        remove_tree(location(self.path(name)))
+        remove_tree(Path(self.checkpoint(name)))
 
     # --- reading and writing -------------------------------------------------------------
 

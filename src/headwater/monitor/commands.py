@@ -16,16 +16,27 @@ from pathlib import Path
 from typing import Any
 
 from headwater.conf.layout import DELTA_LOG
+from headwater.conf.location import AnyPath, known_state_folder, location, state_folder
 from headwater.errors import HeadwaterError
 from headwater.monitor.events import read_events
 from headwater.monitor.run import _alive, live_runs
 from headwater.monitor.text_table import text_table
 
 
-def resolve_root(project_dir: str | None, root: str | None) -> Path:
+def resolve_root(project_dir: str | None, root: str | None) -> AnyPath:
     """The lakehouse folder: ``--root``, else the project's (headwater.toml) root."""
+    return resolve_lake(project_dir, root)[0]
+
+
+def resolve_lake(project_dir: str | None, root: str | None,
+                 state_dir: str | None = None) -> tuple[AnyPath, Path | None]:
+    """(the lakehouse root, its local state folder or None when unknown): ``--root`` and
+    ``--state-dir``, else the project's (headwater.toml) ``root`` and ``state_dir``.
+
+    A root on an object store has its run files in the state folder: without one, status
+    shows the event log only."""
     if root:
-        path = Path(root).expanduser().resolve()
+        path = location(root)
     else:
         from headwater.conf.project import CONFIG, Project
         from headwater.conf.sdp_spec import find_spec
@@ -38,12 +49,14 @@ def resolve_root(project_dir: str | None, root: str | None) -> Path:
                 "The command reads a lakehouse: a project's root or a folder of tables.",
                 "Run it in the project folder, or pass --project DIR or --root LAKEHOUSE "
                 "(the demo's is ./headwater-demo).")
-        path = Project.load(folder).root
+        project = Project.load(folder)
+        path = project.root
+        state_dir = state_dir or (str(project.state_dir) if project.state_dir else None)
     if not path.is_dir():
         raise HeadwaterError("HW_LAKEHOUSE_MISSING", f"{path} does not exist.",
                              "The command reads the tables and run files of a lakehouse.",
                              "Pass --root with the folder holding the tables.")
-    return path
+    return path, known_state_folder(path, state_dir)
 
 
 def _time(value: Any) -> str:
@@ -74,9 +87,12 @@ def flow_summary(root: Path, run_id: str | None = None) -> dict[str, dict[str, A
     return flows
 
 
-def status_lines(root: Path) -> list[str]:
+def status_lines(root: AnyPath, state_dir: Path | None = None) -> list[str]:
+    """root: the lakehouse (its event log); state_dir: its run files' folder, default the
+    root when local (a root on an object store without one: no live runs are shown)."""
+    root = location(root)
     lines = []
-    runs = live_runs(root)
+    runs = live_runs(known_state_folder(root, state_dir))
     running = [r for r in runs if r["alive"]]
     for run in running:
         lines.append(f"RUNNING pipeline {run['pipeline']} ({run['mode']}), pid {run['pid']}, "
@@ -117,12 +133,12 @@ def status_lines(root: Path) -> list[str]:
     return lines
 
 
-def table_history(root: Path, name: str, limit: int = 20) -> list[dict[str, Any]]:
+def table_history(root: AnyPath, name: str, limit: int = 20) -> list[dict[str, Any]]:
     """The table's Delta commits, newest first, with rows added from the add actions' stats."""
-    from deltalake import DeltaTable
-
+    from headwater.delta.log import open_table
     from headwater.lakehouse import list_tables, parse_name
 
+    root = location(root)
     path = root / parse_name(name).relative_path
     if not (path / DELTA_LOG).is_dir():
         raise HeadwaterError(
@@ -130,7 +146,7 @@ def table_history(root: Path, name: str, limit: int = 20) -> list[dict[str, Any]
             "history reads a Delta table's log.",
             f"Tables here: {', '.join(list_tables(root)) or 'none'}.")
     out = []
-    for commit in DeltaTable(str(path)).history(limit):
+    for commit in open_table(str(path)).history(limit):
         version = commit["version"]
         info = {"version": version, "time": _time(commit.get("timestamp")),
                 "operation": commit.get("operation", "?"),
@@ -158,7 +174,7 @@ def table_history(root: Path, name: str, limit: int = 20) -> list[dict[str, Any]
     return out
 
 
-def history_lines(root: Path, name: str, limit: int = 20) -> list[str]:
+def history_lines(root: AnyPath, name: str, limit: int = 20) -> list[str]:
     commits = table_history(root, name, limit)
     rows = [[str(c["version"]), c["time"], c["operation"], c["mode"],
              "-" if c["rows_added"] is None else f"{c['rows_added']:,}",
@@ -167,13 +183,15 @@ def history_lines(root: Path, name: str, limit: int = 20) -> list[str]:
                        "files +", "files -", "writer (app:batch)"], rows)
 
 
-def stop_runs(root: Path, echo: Callable[[str], None], timeout: float = 180) -> int:
+def stop_runs(root: AnyPath, echo: Callable[[str], None], timeout: float = 180,
+              state_dir: Path | None = None) -> int:
     """SIGTERM to each running pipeline of the lakehouse, then wait for it to exit.
 
     The pipeline stops every flow after its current micro-batch, as on Ctrl-C. Returns how
-    many runs were stopped.
+    many runs were stopped. state_dir: where the run files are (default the root; required
+    for a root on an object store).
     """
-    runs = [r for r in live_runs(root) if r["alive"]]
+    runs = [r for r in live_runs(state_folder(root, state_dir)) if r["alive"]]
     if not runs:
         echo(f"nothing is running in {root}")
         return 0

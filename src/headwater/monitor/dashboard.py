@@ -39,10 +39,13 @@ def _asset(name: str) -> str:
     return resources.files("headwater.monitor").joinpath("static", name).read_text()
 
 
-def create_app(root: str | Path, allowed_hosts: tuple[str, ...] = LOCAL_HOSTS) -> Any:
+def create_app(root: Any, allowed_hosts: tuple[str, ...] = LOCAL_HOSTS,
+               state_dir: str | Path | None = None) -> Any:
+    """root: the lakehouse folder or object-store URI; state_dir: its run files' folder
+    (default the root when local)."""
     from flask import Flask, Response, abort, jsonify, request
 
-    state = DashboardState(root)
+    state = DashboardState(root, state_dir)
     app = Flask("headwater.dashboard", static_folder=None)
     page, script = _asset("dashboard.html"), _asset("dashboard.js")
 
@@ -88,7 +91,8 @@ def _in_use(host: str, port: int) -> bool:
 class DashboardServer:
     """The app on a werkzeug server in a daemon thread (threaded: one slow poll never blocks)."""
 
-    def __init__(self, root: str | Path, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
+    def __init__(self, root: Any, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
+                 state_dir: str | Path | None = None) -> None:
         from werkzeug.serving import make_server
 
         allowed = LOCAL_HOSTS if host in LOCAL_HOSTS else ()  # bound wider: the user chose it
@@ -100,7 +104,8 @@ class DashboardServer:
         if port and _in_use(host, port):
             raise busy  # werkzeug would print its own advice and exit the process
         try:
-            self._server = make_server(host, port, create_app(root, allowed), threaded=True)
+            self._server = make_server(host, port, create_app(root, allowed, state_dir),
+                                       threaded=True)
         except (OSError, SystemExit) as exc:
             raise busy from exc
         self.host = host

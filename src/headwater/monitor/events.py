@@ -22,12 +22,14 @@ from typing import Any
 
 import pyarrow as pa
 
+from headwater.conf import storage
 from headwater.conf.layout import (  # noqa: F401 - EVENT_LOG re-exported
     DELTA_LOG,
     EVENT_FLUSH_SECONDS_ENV,
     EVENT_LOG,
     EXPECTATIONS_METRICS,
 )
+from headwater.conf.location import AnyPath, location
 
 # Seconds between appends (3 by default): what a SIGKILL can lose (recovered from
 # checkpoints next run). EVENT_FLUSH_SECONDS_ENV is a test hook (tests shorten the interval).
@@ -156,9 +158,9 @@ class EventLog:
     reconciliation and the checkpoint may each report a batch; the first report wins.
     """
 
-    def __init__(self, root: str | Path, pipeline: str, run_id: str,
+    def __init__(self, root: str | Path | AnyPath, pipeline: str, run_id: str,
                  flush_seconds: float | None = None, compact_every: int = COMPACT_EVERY) -> None:
-        self.path = str(Path(root) / EVENT_LOG)
+        self.path = str(location(root) / EVENT_LOG)
         self.pipeline = pipeline
         self.run_id = run_id
         self.flush_seconds = flush_seconds or float(os.environ.get(EVENT_FLUSH_SECONDS_ENV, "3"))
@@ -220,7 +222,8 @@ class EventLog:
             table = pa.Table.from_pylist([{f: r.get(f) for f in SCHEMA.names} for r in rows],
                                          schema=SCHEMA)
             try:
-                write_deltalake(self.path, table, mode="append")
+                write_deltalake(self.path, table, mode="append",
+                                storage_options=storage.options_for(self.path))
             except Exception as exc:  # noqa: BLE001 - monitoring must not stop a pipeline
                 self.failures.append(f"the event log {self.path} could not be written: "
                                      f"{type(exc).__name__}: {str(exc)[:300]}")
@@ -235,10 +238,10 @@ class EventLog:
             return len(rows)
 
     def _compact(self) -> None:
-        from deltalake import DeltaTable
+        from headwater.delta.log import open_table
 
         try:
-            DeltaTable(self.path).optimize.compact()
+            open_table(self.path).optimize.compact()
         except Exception as exc:  # noqa: BLE001 - a concurrent writer won: next time
             self.failures.append(f"compacting {self.path} failed: {type(exc).__name__}: "
                                  f"{str(exc)[:200]}")
@@ -254,14 +257,14 @@ class EventLog:
         self.flush()
 
 
-def read_events(root: str | Path, columns: list[str] | None = None,
+def read_events(root: str | AnyPath, columns: list[str] | None = None,
                 where: Any = None) -> pa.Table:
     """The event log as Arrow (empty, with the schema, when nothing was logged yet)."""
-    from deltalake import DeltaTable
+    from headwater.delta.log import open_table
 
-    path = Path(root) / EVENT_LOG
+    path = location(root) / EVENT_LOG
     if not (path / DELTA_LOG).is_dir():
         empty = SCHEMA.empty_table()
         return empty.select(columns) if columns else empty
-    dataset = DeltaTable(str(path)).to_pyarrow_dataset()
+    dataset = open_table(str(path)).to_pyarrow_dataset()
     return dataset.to_table(columns=columns, filter=where)

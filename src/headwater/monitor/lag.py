@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from headwater.conf.layout import DELTA_LOG
+from headwater.conf.location import AnyPath, is_remote, location
 
 
 @dataclass
@@ -30,7 +31,7 @@ class LagProbe:
     """Resolves Delta table ids to lakehouse tables once, then reads latest versions."""
 
     def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
+        self.root = location(root)
         self._paths: dict[str, str] = {}
 
     def _table_path(self, table_id: str) -> str | None:
@@ -64,14 +65,16 @@ class LagProbe:
         return None
 
 
-def local_version(table_path: str | Path) -> int:
-    """The newest commit of a local Delta table from its log's file names (-1: no table).
+def local_version(table_path: str | AnyPath) -> int:
+    """The newest commit of a Delta table (local or on an object store) from its log's file
+    names (-1: no table).
 
     Listing ``_delta_log`` is far cheaper than loading the snapshot, and it is all a lag or
     a "did it change" check needs.
     """
+    log = location(table_path) / DELTA_LOG
     try:
-        names = os.listdir(Path(table_path) / DELTA_LOG)
+        names = [p.name for p in log.iterdir()] if is_remote(log) else os.listdir(log)
     except OSError:
         return -1
     versions = [int(n[:20]) for n in names
@@ -92,16 +95,15 @@ def _files_after(db_path: str, seq: int) -> int:
     return int(row[0])
 
 
-def _table_ids(root: Path) -> dict[str, str]:
-    from deltalake import DeltaTable
-
+def _table_ids(root: AnyPath) -> dict[str, str]:
+    from headwater.delta.log import open_table
     from headwater.lakehouse import list_tables, parse_name
 
     ids = {}
     for name in list_tables(root):
         path = str(root / parse_name(name).relative_path)
         try:
-            ids[DeltaTable(path).metadata().id] = path
+            ids[open_table(path).metadata().id] = path
         except Exception:  # noqa: BLE001 - half-created tables
             continue
     return ids

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import RUNS
+from headwater.conf.location import AnyPath, location, state_folder
 from headwater.monitor.events import EventLog, executed, now, parse_time, progress_row
 from headwater.monitor.gaps import fill_from_checkpoint, progress_dict
 from headwater.monitor.observer import FlowOutcome, FlowStatus, RunDescription
@@ -47,14 +48,18 @@ class FlowStats:
 class RunMonitor:
     """The observer of one run: ``run_started`` before the first flow, ``run_finished`` after.
 
-    root: the lakehouse folder (event log, run files).
+    root: the lakehouse folder or object-store URI (the event log).
     event_log: write this run's events to ``<root>/_event_log`` (default True).
     display: the live terminal view to drive, if any (it is closed when the run finishes).
+    state_dir: the lakehouse's local state folder (run files ``_runs``); default the root,
+        which must then be local (see ``Lakehouse``'s ``state_dir``).
     """
 
-    def __init__(self, root: str | Path, event_log: bool = True,
-                 display: Display | None = None) -> None:
-        self.root = Path(root)
+    def __init__(self, root: str | Path | AnyPath, event_log: bool = True,
+                 display: Display | None = None,
+                 state_dir: str | Path | None = None) -> None:
+        self.root: AnyPath = location(root)
+        self.state_dir: Path = state_folder(self.root, state_dir)
         self.run_id = uuid.uuid4().hex[:12]
         self.pipeline = "pipeline"
         self.mode = ""
@@ -68,7 +73,7 @@ class RunMonitor:
         self._spark: Any = None
         self._lock = threading.Lock()
         self._details: dict[tuple[str, int], dict[str, Any]] = {}  # batch_details, not logged yet
-        self._run_file = self.root / RUNS / f"{self.run_id}.json"
+        self._run_file = self.state_dir / RUNS / f"{self.run_id}.json"
         self.started = now()
         self.after_abrupt_end = False
 
@@ -99,7 +104,7 @@ class RunMonitor:
     def _close_abrupt_runs(self) -> None:
         """Run files of killed processes: the end they never logged, then gone (their
         batches are recovered from the checkpoints as each flow starts)."""
-        for run in live_runs(self.root):
+        for run in live_runs(self.state_dir):
             if run["alive"]:
                 continue
             self.after_abrupt_end = True
@@ -243,9 +248,13 @@ def _listener_for(monitor: RunMonitor) -> Any:
     return HeadwaterListener()
 
 
-def live_runs(root: str | Path) -> list[dict[str, Any]]:
-    """Runs whose process is alive; a run file left by a killed process is marked dead."""
-    runs = []
+def live_runs(root: str | Path | None) -> list[dict[str, Any]]:
+    """Runs whose process is alive; a run file left by a killed process is marked dead.
+
+    root: the lakehouse's local state folder (``_runs`` is in it); None: no runs known."""
+    runs: list[dict[str, Any]] = []
+    if root is None:
+        return runs
     for path in sorted((Path(root) / RUNS).glob("*.json")):
         try:
             info = json.loads(path.read_text())

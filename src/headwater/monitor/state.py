@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from headwater.conf.layout import LATE_SUFFIX, QUARANTINE_SUFFIX, SIDE_SUFFIXES
+from headwater.conf.location import AnyPath, known_state_folder, location
 from headwater.monitor.events import EVENT_LOG, read_events
 from headwater.monitor.lag import local_version
 from headwater.monitor.run import live_runs
@@ -33,18 +34,23 @@ STATE_COLUMNS = ["ts", "pipeline", "run_id", "event", "flow", "table_name", "sta
 _SECRET = re.compile(
     r"(?i)((?:secret|password|passwd|token|credential|access[._-]?key|secret[._-]?key|"
     r"sas|signature)[\w.-]*\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&]+)")
-_PATH = re.compile(r"(?:file:)?(/[^\s'\"<>:,;)\]]+)")
+# an object-store URI (s3://bucket/key, az://..., gs://...; not file:) or a local path
+_PATH = re.compile(r"\b(?!file:)([a-z][a-z0-9+.-]*://[^\s'\"<>,;)\]]+)"
+                   r"|(?:file:)?(/[^\s'\"<>:,;)\]]+)")
 
 
-def redact(text: str | None, root: Path) -> str | None:
-    """``text`` without credentials or paths outside ``root`` (paths inside become relative)."""
+def redact(text: str | None, root: AnyPath | str) -> str | None:
+    """``text`` without credentials or paths outside ``root`` (paths inside become relative).
+
+    root: a local folder or an object-store URI; object-store URIs in ``text`` are paths
+    like any other (inside the root: relative; elsewhere: replaced)."""
     if text is None:
         return None
     text = _SECRET.sub(lambda m: m.group(1) + "****", text)
-    root_text = str(root)
+    root_text = str(root).rstrip("/")
 
     def path(match: re.Match) -> str:
-        found = match.group(1)
+        found = match.group(1) or match.group(2)
         if found == root_text or found.startswith(root_text + "/"):
             return found[len(root_text) + 1:] or "."
         return "<path outside the lakehouse>"
@@ -53,8 +59,9 @@ def redact(text: str | None, root: Path) -> str | None:
 
 
 class DashboardState:
-    def __init__(self, root: str | Path) -> None:
-        self.root = Path(root).resolve()
+    def __init__(self, root: str | Path | AnyPath, state_dir: str | Path | None = None) -> None:
+        self.root: AnyPath = location(root)
+        self.state_dir = known_state_folder(self.root, state_dir)  # None: no run files
         self._tables: dict[str, tuple[int, dict[str, Any]]] = {}
         self._events: tuple[int, dict[str, Any]] | None = None
         self._lock = threading.Lock()
@@ -64,7 +71,7 @@ class DashboardState:
             events = self._event_part()
             runs = [{"pipeline": r.get("pipeline"), "run_id": r.get("run_id"),
                      "mode": r.get("mode"), "started": r.get("started"), "alive": r["alive"],
-                     "flows": r.get("flows", {})} for r in live_runs(self.root)]
+                     "flows": r.get("flows", {})} for r in live_runs(self.state_dir)]
             tables = self._table_part()
         running = [r for r in runs if r["alive"]]
         graph = events["graph"]
@@ -93,8 +100,7 @@ class DashboardState:
     # --- tables --------------------------------------------------------------------------
 
     def _table_part(self) -> list[dict[str, Any]]:
-        from deltalake import DeltaTable
-
+        from headwater.delta.log import open_table
         from headwater.lakehouse import list_tables, parse_name
 
         out = []
@@ -106,7 +112,7 @@ class DashboardState:
                 version = local_version(path)
                 cached = self._tables.get(name)
                 if cached is None or cached[0] != version:
-                    table = DeltaTable(str(path))
+                    table = open_table(str(path))
                     version = table.version()
                     history = table.history(1)
                     committed = history[0].get("timestamp") if history else None

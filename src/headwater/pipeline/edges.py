@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import DELTA_LOG
+from headwater.conf.location import location
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.catalog import per_table_source, raw_sql
 from headwater.lakehouse.names import TableName, parse_name
@@ -76,8 +77,11 @@ class TableNames:
 
     def _by_path(self, path: str) -> str | None:
         text = path[len("file:"):] if path.startswith("file:") else path
+        target = location(text)
+        if isinstance(target, Path) != isinstance(self.root, Path):
+            return None  # a URI and a local folder: outside the lakehouse
         try:
-            relative = Path(text).expanduser().resolve().relative_to(self.root)
+            relative = target.relative_to(self.root)  # type: ignore[arg-type]
         except ValueError:
             return None  # outside the lakehouse
         if not 1 <= len(relative.parts) <= 2:

@@ -120,8 +120,9 @@ def append_side(lake: Lakehouse, df: DataFrame, name: str, app_id: str,
 
 def write_table(df: DataFrame, path: str, mode: str, txn: tuple[str, int] | None = None,
                 merge_schema: bool = True, auto_compact: bool = False) -> int:
-    """Spark's parquet writer plus a Delta commit; the Python writer where a table needs it.
-    Returns the rows written (0 from the Python writer, which does not report counts).
+    """Spark's parquet writer plus a Delta commit; the Python writer where a table needs it
+    (column mapping, a table on an object store). Returns the rows written (for the Python
+    writer, read from its commit's file stats).
 
     Pipeline tables follow their query's schema: new columns (a file source's schema
     evolved) are added to the table; a changed type is still an error. auto_compact: compact
@@ -130,7 +131,7 @@ def write_table(df: DataFrame, path: str, mode: str, txn: tuple[str, int] | None
     By path: foreachBatch runs in a clone of the session taken at query start, which does not
     see the per-table data sources registered later.
     """
-    from headwater.delta.native import write_native
+    from headwater.delta.native import _fault, write_native
 
     written = write_native(df, path, mode, txn, merge_schema=merge_schema,
                            auto_compact=auto_compact)
@@ -139,8 +140,25 @@ def write_table(df: DataFrame, path: str, mode: str, txn: tuple[str, int] | None
         if txn is not None:
             writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
         writer.save(path)
-        return 0
+        _fault("python_writer_after_commit", path)  # crash tests: Spark's commit log not yet
+        return _rows_committed(path, txn)
     return written
+
+
+def _rows_committed(path: str, txn: tuple[str, int] | None) -> int:
+    """The rows the newest commit of ``path`` added when it is this batch's (``txn``); 0 when
+    it is not (the batch was committed before: a replay writes nothing)."""
+    import json
+
+    from headwater.delta.log import DeltaLog
+
+    log = DeltaLog(path)
+    actions = log.read_commit(log.latest_version()) or []
+    if txn is not None and not any(a.get("txn", {}).get("appId") == txn[0]
+                                   and a["txn"].get("version") == txn[1] for a in actions):
+        return 0
+    return sum(int(json.loads(a["add"].get("stats") or "{}").get("numRecords", 0))
+               for a in actions if "add" in a)
 
 
 def compact_cdc_tables(target: str, auto_compact: bool) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from headwater.conf import storage
+from headwater.conf.location import AnyPath
 from headwater.conf.project import Project
 from headwater.conf.triggers import is_triggered, trigger_kwargs
 from headwater.errors import HeadwaterError
@@ -50,7 +51,7 @@ class RunOutcome:
 
     pipeline: str
     mode: str            # as announced: "available-now", "continuous, 2 seconds", ...
-    root: Path           # the lakehouse
+    root: AnyPath        # the lakehouse
     results: list[FlowResult] = field(default_factory=list)
     stopped: bool = False
 
@@ -86,7 +87,8 @@ def load_project(project: Project | str | os.PathLike[str] = ".",
     # [storage] clears an earlier project's, leaving the environment's credentials
     storage.set_defaults(project.storage)
     spark = spark_session(project.master, app_name=app_name or f"headwater:{project.name}",
-                          conf=project.spark_conf, lakehouse=project.root)
+                          conf=project.spark_conf, lakehouse=str(project.root),
+                          lakehouse_state_dir=project.state_dir)
     lakehouse = _attached_lakehouse(spark)
     registry = load_definitions(project, spark)
     return LoadedProject(project, spark, lakehouse, registry)

@@ -83,7 +83,8 @@ class Runner:
         if observer is None:
             from headwater.monitor.run import RunMonitor
 
-            observer = RunMonitor(self.lakehouse.root, event_log=event_log, display=display)
+            observer = RunMonitor(self.lakehouse.root, event_log=event_log, display=display,
+                                  state_dir=self.lakehouse.state_dir)
         self.observer: RunObserver = observer
         self.stop_requested = stop_event if stop_event is not None else threading.Event()
         datasets = graph.written()
@@ -240,7 +241,7 @@ class Runner:
             self._status(rf.key, FlowStatus.RUNNING)
             into = f"{dataset.format} sink, " if dataset.kind == SINK else ""
             self.echo(f"started   {rf.key} ({into}{dataset.output_mode}, checkpoint "
-                      f"{Path(checkpoint).relative_to(self.lakehouse.root)})")
+                      f"{Path(checkpoint).relative_to(self.lakehouse.state_dir)})")
         return query
 
     def _await(self, running: dict[str, StreamingQuery]) -> None:
@@ -345,10 +346,10 @@ class Runner:
     # --- bookkeeping ---------------------------------------------------------------------
 
     def _version(self, name: str) -> int:
-        from deltalake import DeltaTable
+        from headwater.delta.log import open_table
 
         try:
-            return DeltaTable(self.lakehouse.path(name)).version()
+            return int(open_table(self.lakehouse.path(name)).version())
         except Exception:  # noqa: BLE001 - not created yet
             return -1
 
