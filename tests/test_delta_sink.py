@@ -190,3 +190,31 @@ def test_target_file_size_rolls_files(spark, tmp):
     files = DeltaTable(str(dst)).get_add_actions(flatten=True)
     assert pa.table(files).num_rows >= 3
     assert spark.read.format("delta").load(str(dst)).count() == 200000
+
+
+def test_a_blind_append_commits_after_a_concurrent_delete(tmp, monkeypatch):
+    """The sink's append raced a DELETE: it opened the table before the DELETE committed and
+    commits after it. Delta lets a blind append through (it read nothing); delta-rs alone
+    refuses it ("deleted data this operation read"), so the sink retries on a fresh snapshot.
+    The race is made real and certain: the sink is handed the snapshot it would have opened."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    import headwater.delta.sink as sink
+    from headwater.delta.files import FileWriter
+
+    path = str(tmp / "t")
+    write(path, {"id": list(range(10))})
+    stale = DeltaTable(path)                       # the appender's view, before the DELETE
+    DeltaTable(path).delete("id < 5")              # the concurrent DELETE commits first
+    writer = FileWriter(path, [], 1 << 20)
+    writer.write(pa.record_batch({"id": pa.array([100, 101], pa.int64())}))
+    adds = writer.close().adds
+    opened = iter([stale])
+    real_open = sink.open_table
+    monkeypatch.setattr(sink, "open_table", lambda p: next(opened, None) or real_open(p))
+    schema = StructType([StructField("id", LongType())])
+    assert sink.commit_files(path, adds, schema, "append", [], txn=("q", 0))
+    table = DeltaTable(path)
+    ids = sorted(table.to_pyarrow_dataset().to_table().column("id").to_pylist())
+    assert ids == [5, 6, 7, 8, 9, 100, 101]
+    assert table.transaction_version("q") == 0

@@ -128,6 +128,10 @@ def _delete_files(path: str, adds: Sequence[dict]) -> None:
             pass
 
 
+BLIND_APPEND_RETRIES = 10
+CONCURRENT_DELETE_READ = "a concurrent transaction deleted data this operation read"
+
+
 def commit_files(
     path: str,
     adds: list[dict[str, Any]],
@@ -145,7 +149,7 @@ def commit_files(
     ``delta.autoOptimize.autoCompact`` property says otherwise (default False: only the
     property decides; ``headwater run`` passes its pipeline setting)."""
     from deltalake import CommitProperties, Schema, Transaction
-    from deltalake.exceptions import TableNotFoundError
+    from deltalake.exceptions import CommitFailedError, TableNotFoundError
     from deltalake.transaction import AddAction, create_table_with_add_actions
 
     props = CommitProperties(app_transactions=[Transaction(*txn)]) if txn else None
@@ -200,10 +204,24 @@ def commit_files(
         arrow = arrow_schema(data_schema)
         table.alter.add_columns([Field.from_arrow(arrow.field(c)) for c in new_columns])
         table = open_table(path)
-    table.create_write_transaction(
-        actions, mode=mode, schema=table.schema(), partition_by=existing_parts or None,
-        partition_filters=partition_filters, commit_properties=props,
-    )
+    blind_append = mode == "append" and not partition_filters
+    for attempt in range(BLIND_APPEND_RETRIES + 1):
+        try:
+            table.create_write_transaction(
+                actions, mode=mode, schema=table.schema(), partition_by=existing_parts or None,
+                partition_filters=partition_filters, commit_properties=props,
+            )
+            break
+        except CommitFailedError as exc:
+            # delta-rs counts every file of the snapshot as read by a write, so a DELETE /
+            # UPDATE / OPTIMIZE committed meanwhile fails even a blind append, which Delta's
+            # WriteSerializable isolation (delta-spark) lets through: it read nothing.
+            if not blind_append or CONCURRENT_DELETE_READ not in str(exc) \
+                    or attempt == BLIND_APPEND_RETRIES:
+                raise
+            table = open_table(path)
+            check_partitioning(path, list(table.metadata().partition_columns), partition_by)
+            check_schema(path, spark_schema(table.schema().to_json()), data_schema, merge_schema)
     if autocompact.enabled(config, auto_compact):
         table.update_incremental()
         autocompact.compact_if_due(table, auto_compact)
