@@ -20,6 +20,8 @@ from headwater.delta.cdc import timeline as tl
 from headwater.delta.cdc.spec import DELETE, OP, SEQ, TRUNCATE, UPSERT, CdcSpec, raise_bad_events
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pyarrow as pa
     from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType
@@ -79,19 +81,56 @@ def eligible(spec: CdcSpec, events: DataFrame, output: list[str], seq_column: st
     return seq_column is not None and (flat or not spec.ignore_null_updates)
 
 
-def check_events(events: pa.Table, spec: CdcSpec, keys: list[str], where: str) -> bool:
-    """Raise HW_CDC_SEQUENCE_NULL / HW_CDC_DUPLICATE_SEQUENCE as the Spark check does. False
-    when an event (not a truncate) has a NULL key: that case stays in Spark."""
+def _exact(t: pa.DataType) -> bool:
+    """Types whose Arrow equality (grouping) is Spark's: not floats (NaN, -0.0), not nested."""
+    import pyarrow.types as pt
+
+    return not (pt.is_floating(t) or pt.is_nested(t) or pt.is_dictionary(t))
+
+
+def prepare(events: pa.Table, spec: CdcSpec, keys: list[str], where: str,
+            spark_distinct: Callable[[], pa.Table] | None) -> pa.Table | None:
+    """The collected events, checked as Spark checks them (HW_CDC_SEQUENCE_NULL, then
+    HW_CDC_DUPLICATE_SEQUENCE) and with identical copies merged as Spark's dropDuplicates
+    merges them. Copies share a (key, sequence), so only such groups are looked at: they are
+    merged in Arrow when every column's type compares as in Spark, else ``spark_distinct()``
+    (the batch's events deduplicated by Spark; None: ``events`` are already distinct) gives
+    the events. None when an event (not a truncate) has a NULL key: that batch stays in
+    Spark (Arrow's joins never match NULL keys)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     rows = events.filter(pc.not_equal(events.column(OP), TRUNCATE))
     counts = rows.group_by([*keys, SEQ]).aggregate([([], "count_all")])
     null_seq = pc.is_null(counts.column(SEQ))
-    nulls = counts.filter(null_seq).slice(0, 3).to_pylist()
-    dups = counts.filter(pc.and_(pc.invert(null_seq), pc.greater(counts.column("count_all"), 1))
-                         ).slice(0, 3).to_pylist()
-    raise_bad_events(spec, keys, nulls, dups, where)
-    return all(rows.column(k).null_count == 0 for k in keys)
+    raise_bad_events(spec, keys, counts.filter(null_seq).slice(0, 3).to_pylist(), [], where)
+    if any(rows.column(k).null_count for k in keys):
+        return None
+    repeated = counts.filter(pc.greater(counts.column("count_all"), 1))
+    if repeated.num_rows == 0:
+        return events
+    if spark_distinct is None:
+        raise_bad_events(spec, keys, [], repeated.slice(0, 3).to_pylist(), where)
+    if not all(_exact(f.type) for f in events.schema):
+        assert spark_distinct is not None
+        return prepare(spark_distinct(), spec, keys, where, None)
+    on = [*keys, SEQ]
+    at = rows.select(on).append_column(_I, _positions(rows.num_rows))
+    inside = rows.take(at.join(repeated.select(on), keys=on, join_type="left semi")
+                       .column(_I))
+    outside = rows.take(at.join(repeated.select(on), keys=on, join_type="left anti")
+                        .column(_I))
+    names = events.column_names
+    merged = inside.group_by(names).aggregate([]).select(names).cast(events.schema)
+    truncates = events.filter(pc.equal(events.column(OP), TRUNCATE))
+    return prepare(pa.concat_tables([outside, merged, truncates]), spec, keys, where, None)
+
+
+def _positions(n: int) -> Any:
+    import numpy as np
+    import pyarrow as pa
+
+    return pa.array(np.arange(n, dtype=np.int64))
 
 
 def _dataset(table: Any) -> tuple[Any, dict[str, str]]:
@@ -136,6 +175,86 @@ def _lookup(keys: Any, table: pa.Table, key: str, column: str) -> Any:
 
     return table.column(column).take(pc.index_in(keys, value_set=table.column(key)
                                                  .combine_chunks()))
+
+
+def last_of_batch(events: pa.Table, tombstones: pa.Table, truncate_seq: Any,
+                  output: list[str]) -> pa.Table:
+    """Per key, its last event of the batch (output columns, ACTION, SEQ, ``__hw_old``
+    false) when newer than the key's tombstone and the truncate in force. The target's rows
+    are not read: the MERGE compares sequences itself (``t.seq < s.seq``, see
+    :func:`headwater.delta.cdc.tables.merge`), and :func:`without_stale_deletes`
+    drops the deletes it would not apply. tombstones: (key, SEQ), one row per key."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    key = output[0]
+    new = events.filter(pc.not_equal(events.column(OP), TRUNCATE))
+    if tombstones.num_rows:
+        seen = _lookup(new.column(key), tombstones, key, SEQ)
+        new = new.filter(pc.or_kleene(pc.is_null(seen), pc.greater(new.column(SEQ), seen)))
+    if truncate_seq is not None:
+        after = pa.scalar(truncate_seq).cast(new.schema.field(SEQ).type)
+        new = new.filter(pc.greater(new.column(SEQ), after))
+    # (key, sequence) is unique (prepare): the row holding its key's highest sequence
+    at = new.select([key, SEQ]).append_column(_I, _positions(new.num_rows))
+    top = new.group_by(key).aggregate([(SEQ, "max")]).rename_columns([key, SEQ])
+    last = new.take(at.join(top, keys=[key, SEQ], join_type="left semi").column(_I))
+    return last.select([*output, SEQ, OP]).rename_columns(
+        [*output, SEQ, tl.ACTION]).append_column(
+        tl._OLD, pa.repeat(pa.scalar(False), last.num_rows))
+
+
+def without_stale_deletes(last: pa.Table, table: Any, output: list[str], seq_column: str
+                          ) -> pa.Table:
+    """``last`` without the deletes older than (or as old as) their key's stored row: no
+    tombstone and no count for them, as when the stored rows take part in the timeline. Only
+    the key and sequence of the deleted keys' rows are read, and nothing when the files'
+    statistics show every stored sequence below the oldest delete (events arriving in
+    order)."""
+    import pyarrow.compute as pc
+
+    key = output[0]
+    is_delete = pc.equal(last.column(tl.ACTION), DELETE)
+    deletes = last.filter(is_delete)
+    if deletes.num_rows == 0 or _all_below(table, seq_column,
+                                           pc.min(deletes.column(SEQ)).as_py()):
+        return last
+    stored = read_stored(table, [key, seq_column], deletes.column(key).combine_chunks(),
+                         None)
+    if stored.num_rows == 0:
+        return last
+    stored = stored.cast(stored.schema.set(0, stored.schema.field(0).with_type(
+        last.schema.field(key).type)))
+    stored_seq = _lookup(last.column(key), stored, key, seq_column).cast(
+        last.schema.field(SEQ).type)
+    stale = pc.and_(is_delete, pc.fill_null(pc.greater_equal(stored_seq, last.column(SEQ)),
+                                            False))
+    return last.filter(pc.invert(stale))
+
+
+def _all_below(table: Any, column: str, value: Any) -> bool:
+    """Whether the log's file statistics prove every stored ``column`` value below ``value``
+    (NULLs count as below: a stored row of unknown sequence loses to any event)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    files = pa.table(table.get_add_actions(flatten=True))
+    names = {n.lower(): n for n in files.column_names}
+    top, nulls = names.get(f"max.{column}".lower()), names.get(f"null_count.{column}".lower())
+    if files.num_rows == 0:
+        return True
+    if top is None or nulls is None:
+        return False
+    maxima, all_null = files.column(top), pc.equal(files.column(nulls),
+                                                   files.column("num_records"))
+    # a file without statistics (max NULL, not every value NULL) proves nothing
+    if not pc.all(pc.or_kleene(pc.is_valid(maxima), pc.fill_null(all_null, False))).as_py():
+        return False
+    newest = pc.max(maxima)
+    try:
+        return not newest.is_valid or pc.less(newest, pa.scalar(value).cast(maxima.type)).as_py()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return False
 
 
 def last_events(events: pa.Table, stored: pa.Table, applied: pa.Table, truncate_seq: Any,
