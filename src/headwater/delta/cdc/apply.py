@@ -158,9 +158,9 @@ def _on_driver(job: _Job, events: DataFrame, data: Any) -> CdcResult:
     state_table = tables.ensure_table(state_path(job.uri), state_schema, {}, job.where,
                                 job.opened_state)
     ops = data.column("__hw_op")
-    key_values = pc.unique(data.filter(pc.not_equal(ops, TRUNCATE)).column(key)
-                           .combine_chunks())
-    state = driver.read_state(state_table, key, key_values)
+    changes = data.filter(pc.not_equal(ops, TRUNCATE))
+    key_values = pc.unique(changes.column(key).combine_chunks())
+    state = driver.read_state(state_table, key, key_values, pc.min(changes.column(SEQ)).as_py())
     if scd2:
         stored = driver.read_stored(table, [*job.output, START_AT, END_AT], key_values, None)
         rows, new_state = history.scd2(

@@ -138,13 +138,22 @@ def _dataset(table: Any) -> tuple[Any, dict[str, str]]:
     return ds, {n.lower(): n for n in ds.schema.names}
 
 
-def read_state(state_table: Any, key: str, key_values: pa.Array) -> pa.Table:
-    """The state rows of the batch's keys, and every truncate row."""
+def read_state(state_table: Any, key: str, key_values: pa.Array, since: Any = None
+               ) -> pa.Table:
+    """The state rows of the batch's keys, and every truncate row. since: the batch's
+    oldest event sequence: a tombstone older than every event of the batch changes nothing
+    (an event survives a tombstone by being newer; SCD2: an older tombstone either closed a
+    stored row, which shows it, or followed another delete), so only rows at or after it
+    are read, and files whose statistics end before it are skipped (events in order)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     ds, names = _dataset(state_table)
     values = key_values.cast(ds.schema.field(names[key.lower()]).type)
-    flt = pc.field(names[key.lower()]).isin(values) | (pc.field(tl.KIND) == tl.TRUNCATE_ROW)
+    of_keys = pc.field(names[key.lower()]).isin(values)
+    if since is not None:
+        of_keys = of_keys & (pc.field(SEQ) >= pa.scalar(since).cast(ds.schema.field(SEQ).type))
+    flt = of_keys | (pc.field(tl.KIND) == tl.TRUNCATE_ROW)
     return ds.to_table(columns=[names[key.lower()], SEQ, tl.DELETED, tl.KIND], filter=flt
                        ).rename_columns([key, SEQ, tl.DELETED, tl.KIND])
 
@@ -195,10 +204,14 @@ def last_of_batch(events: pa.Table, tombstones: pa.Table, truncate_seq: Any,
     if truncate_seq is not None:
         after = pa.scalar(truncate_seq).cast(new.schema.field(SEQ).type)
         new = new.filter(pc.greater(new.column(SEQ), after))
-    # (key, sequence) is unique (prepare): the row holding its key's highest sequence
-    at = new.select([key, SEQ]).append_column(_I, _positions(new.num_rows))
-    top = new.group_by(key).aggregate([(SEQ, "max")]).rename_columns([key, SEQ])
-    last = new.take(at.join(top, keys=[key, SEQ], join_type="left semi").column(_I))
+    # (key, sequence) is unique and keys are not NULL (prepare): sorted, a key's last row
+    order = pc.sort_indices(new.select([key, SEQ]), sort_keys=[(key, "ascending"),
+                                                                (SEQ, "ascending")])
+    keys = new.column(key).combine_chunks().take(order)
+    n = len(keys)
+    ends = pa.concat_arrays([pc.not_equal(keys.slice(1), keys.slice(0, n - 1)),
+                             pa.array([True])]) if n else pa.array([], pa.bool_())
+    last = new.take(order.filter(ends))
     return last.select([*output, SEQ, OP]).rename_columns(
         [*output, SEQ, tl.ACTION]).append_column(
         tl._OLD, pa.repeat(pa.scalar(False), last.num_rows))
