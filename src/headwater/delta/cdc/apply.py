@@ -160,9 +160,11 @@ def _on_driver(job: _Job, events: DataFrame, data: Any) -> CdcResult:
     ops = data.column("__hw_op")
     changes = data.filter(pc.not_equal(ops, TRUNCATE))
     key_values = pc.unique(changes.column(key).combine_chunks())
-    state = driver.read_state(state_table, key, key_values, pc.min(changes.column(SEQ)).as_py())
+    oldest = pc.min(changes.column(SEQ)).as_py()
+    state = driver.read_state(state_table, key, key_values, oldest)
     if scd2:
-        stored = driver.read_stored(table, [*job.output, START_AT, END_AT], key_values, None)
+        stored = driver.read_stored(table, [*job.output, START_AT, END_AT], key_values, None,
+                                    ending_since=(END_AT, oldest))
         rows, new_state = history.scd2(
             data, stored, state.filter(pc.equal(state.column(tl.KIND), tl.KEY_ROW)),
             job.output, job.spec.tracked_columns(job.output, job.where),

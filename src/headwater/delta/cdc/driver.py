@@ -159,10 +159,15 @@ def read_state(state_table: Any, key: str, key_values: pa.Array, since: Any = No
 
 
 def read_stored(table: Any, output: list[str], key_values: pa.Array, seq_column: str | None,
-                survivors_after: Any = None) -> pa.Table:
+                survivors_after: Any = None, ending_since: tuple[str, Any] | None = None
+                ) -> pa.Table:
     """Target rows (``output`` columns, the key first) of the batch's keys; with
     ``survivors_after`` (a truncate applies) every row whose ``seq_column`` is above it
-    instead (the rows a truncate keeps)."""
+    instead (the rows a truncate keeps). ending_since (column, value), SCD2: only rows whose
+    ``column`` (``__END_AT``) is NULL or at least ``value``, the batch's oldest sequence: a
+    version closed before every event of the batch is neither changed by it nor needed to
+    place it (the version before the batch's events ends at or after the oldest of them, or
+    ended with a delete, which starts a key's timeline afresh)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -174,6 +179,10 @@ def read_stored(table: Any, output: list[str], key_values: pa.Array, seq_column:
     else:
         key = names[output[0].lower()]
         flt = pc.field(key).isin(key_values.cast(ds.schema.field(key).type))
+        if ending_since is not None:
+            end = names[ending_since[0].lower()]
+            flt = flt & (pc.field(end).is_null() | (pc.field(end) >= pa.scalar(
+                ending_since[1]).cast(ds.schema.field(end).type)))
     return ds.to_table(columns=[names[c.lower()] for c in output], filter=flt
                        ).rename_columns(output)
 
