@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pyarrow as pa
+from deltalake import DeltaTable
+
+from headwater.conf.layout import CDC_STATE
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO.parent / "shared" / "delta-golden"
@@ -52,3 +56,67 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def show(proc: subprocess.CompletedProcess) -> str:
     return f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr[-4000:]}"
+
+
+# --- AUTO CDC: change rows (id, name, city, seq, op) and what the target holds ----------
+
+CDC_SCHEMA = "id INT, name STRING, city STRING, seq INT, op STRING"
+
+
+def cdc_batch(spark, rows):
+    return spark.createDataFrame(rows, CDC_SCHEMA)
+
+
+def rows_of(path, columns=("id", "name", "city")):
+    table = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    return sorted(tuple(r[c] for c in columns) for r in table)
+
+
+def cdc_apply(spark, path, rows, batch_id, **kwargs):
+    """One batch of ``rows`` (CDC_SCHEMA) through AUTO CDC into ``path``; the flow's arguments
+    default to keys id, sequence seq, deletes op = 'D'."""
+    from headwater.delta.cdc import CdcSpec, apply_changes_batch
+
+    spec = CdcSpec.build(kwargs.pop("keys", ["id"]), kwargs.pop("sequence_by", "seq"),
+                         apply_as_deletes=kwargs.pop("apply_as_deletes", "op = 'D'"), **kwargs)
+    return apply_changes_batch(cdc_batch(spark, rows), batch_id, str(path), spec, "test-flow")
+
+
+def scd1_truth(batches, ignore_null_updates=False):
+    """Sequential replay: per key the newest event wins; deletes leave tombstones."""
+    applied: dict[int, int] = {}
+    live: dict[int, tuple] = {}
+    for rows in batches:
+        for row in sorted(rows, key=lambda r: r[3]):
+            key, name, city, seq, op = row
+            if key in applied and seq <= applied[key]:
+                continue
+            applied[key] = seq
+            if op == "D":
+                live.pop(key, None)
+            elif ignore_null_updates and key in live:
+                old = live[key]
+                live[key] = (key, name if name is not None else old[1],
+                             city if city is not None else old[2])
+            else:
+                live[key] = (key, name, city)
+    return sorted(live.values())
+
+
+def random_batches(seed, n=4, size=60, keys=15):
+    rng = random.Random(seed)
+    batches, seq = [], 0
+    for _ in range(n):
+        rows = []
+        for _ in range(size):
+            seq += 1
+            late = seq - rng.randint(0, 40) if rng.random() < 0.2 else seq
+            rows.append((rng.randint(1, keys), rng.choice(["a", "b", None]),
+                         rng.choice(["x", None]), late * 1000 + seq, rng.choice("IUUD")))
+        batches.append(rows)
+    return batches
+
+
+def state_rows(path):
+    rows = DeltaTable(str(path / CDC_STATE)).to_pyarrow_table().to_pylist()
+    return sorted((r["id"], r["__hw_seq"], r["__hw_deleted"], r["__hw_kind"]) for r in rows)

@@ -8,47 +8,12 @@ import random
 
 import pytest
 from deltalake import DeltaTable
+from tests.support import CDC_SCHEMA as SCHEMA
+from tests.support import cdc_apply as apply
+from tests.support import random_batches, rows_of, scd1_truth, state_rows
 
-from headwater.delta.cdc import CdcSpec, apply_changes_batch
+from headwater.delta.cdc import CdcSpec
 from headwater.errors import HeadwaterError
-
-SCHEMA = "id INT, name STRING, city STRING, seq INT, op STRING"
-
-
-def batch(spark, rows):
-    return spark.createDataFrame(rows, SCHEMA)
-
-
-def rows_of(path, columns=("id", "name", "city")):
-    table = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
-    return sorted(tuple(r[c] for c in columns) for r in table)
-
-
-def apply(spark, path, rows, batch_id, **kwargs):
-    spec = CdcSpec.build(kwargs.pop("keys", ["id"]), kwargs.pop("sequence_by", "seq"),
-                         apply_as_deletes=kwargs.pop("apply_as_deletes", "op = 'D'"), **kwargs)
-    return apply_changes_batch(batch(spark, rows), batch_id, str(path), spec, "test-flow")
-
-
-def scd1_truth(batches, ignore_null_updates=False):
-    """Sequential replay: per key the newest event wins; deletes leave tombstones."""
-    applied: dict[int, int] = {}
-    live: dict[int, tuple] = {}
-    for rows in batches:
-        for row in sorted(rows, key=lambda r: r[3]):
-            key, name, city, seq, op = row
-            if key in applied and seq <= applied[key]:
-                continue
-            applied[key] = seq
-            if op == "D":
-                live.pop(key, None)
-            elif ignore_null_updates and key in live:
-                old = live[key]
-                live[key] = (key, name if name is not None else old[1],
-                             city if city is not None else old[2])
-            else:
-                live[key] = (key, name, city)
-    return sorted(live.values())
 
 
 def test_scd1_out_of_order_duplicates_and_late_events(spark, tmp):
@@ -275,25 +240,14 @@ def test_auto_cdc_flow_in_a_pipeline(spark, tmp):
 
 # --- where the arithmetic runs: the driver (Arrow + delta-rs) or Spark; the same rows ---------
 
-def random_batches(seed, n=4, size=60, keys=15):
-    rng = random.Random(seed)
-    batches, seq = [], 0
-    for _ in range(n):
-        rows = []
-        for _ in range(size):
-            seq += 1
-            late = seq - rng.randint(0, 40) if rng.random() < 0.2 else seq
-            rows.append((rng.randint(1, keys), rng.choice(["a", "b", None]),
-                         rng.choice(["x", None]), late * 1000 + seq, rng.choice("IUUD")))
-        batches.append(rows)
-    return batches
-
-
-def test_scd1_driver_and_spark_engines_agree_and_share_state(spark, tmp, monkeypatch):
+@pytest.mark.parametrize("ignore_null_updates", [True, False])
+def test_scd1_driver_and_spark_engines_agree_and_share_state(spark, tmp, monkeypatch,
+                                                             ignore_null_updates):
+    # without ignore_null_updates the driver's MERGE compares the stored sequences itself
     from headwater.delta.cdc import driver
 
     batches = random_batches(41, n=3)
-    truth = scd1_truth(batches, ignore_null_updates=True)
+    truth = scd1_truth(batches, ignore_null_updates=ignore_null_updates)
     counts = {}
     # every batch on the driver, and the two taking turns on one table (the same state)
     for name, engines in {"driver": "ddd", "mixed": "sds"}.items():
@@ -301,7 +255,7 @@ def test_scd1_driver_and_spark_engines_agree_and_share_state(spark, tmp, monkeyp
         for i, (rows, engine) in enumerate(zip(batches, engines, strict=True)):
             # a bound of 0 events sends the batch to Spark (the driver never collects it whole)
             monkeypatch.setattr(driver, "DRIVER_MAX_EVENTS", 0 if engine == "s" else 2_000_000)
-            r = apply(spark, tmp / name, rows, i, ignore_null_updates=True)
+            r = apply(spark, tmp / name, rows, i, ignore_null_updates=ignore_null_updates)
             assert r.engine == {"d": "driver", "s": "spark"}[engine]
             got.append((r.upserted, r.deleted))
         assert rows_of(tmp / name) == truth, name
@@ -324,11 +278,6 @@ def test_scd1_truncate_on_both_engines(spark, tmp, monkeypatch):
         assert rows_of(path) == [(3, "c", "x"), (6, "f", "y")]
         apply(spark, path, [(5, "e", "x", 1, "I"), (7, "g", "x", 5, "I")], 2, **kw)
         assert rows_of(path) == [(3, "c", "x"), (6, "f", "y"), (7, "g", "x")]
-
-
-def state_rows(path):
-    rows = DeltaTable(str(path / "_hw_cdc_state")).to_pyarrow_table().to_pylist()
-    return sorted((r["id"], r["__hw_seq"], r["__hw_deleted"], r["__hw_kind"]) for r in rows)
 
 
 def test_scd1_state_holds_only_tombstones_when_the_target_keeps_the_sequence(spark, tmp):

@@ -5,11 +5,12 @@ Delta table of its own inside the target's folder, ``<target>/_hw_cdc_state`` (D
 VACUUM and delta-rs skip names starting with ``_``; dropping the table drops its state). For
 SCD1 whose target keeps the sequence column (``sequence_by`` names a column among the output
 columns), a live row's sequence *is* its applied sequence, so the state holds only tombstones
-(deletes, and when) and truncate rows, appended. Otherwise (SCD2, or the sequence not kept)
-it holds one row per key: the highest sequence applied, whether that event was a delete (a
-tombstone) and when; plus one ``truncate`` row holding the latest truncate's sequence. See
-:mod:`.state`. The target itself holds only the user's columns (SCD2: and ``__START_AT`` /
-``__END_AT``), so any reader of the path sees a plain table.
+(deletes, and when) and truncate rows, appended. SCD2 appends every delete as a tombstone
+too (the history shows the rest). Otherwise (SCD1 with the sequence not kept) it holds one
+row per key: the highest sequence applied, whether that event was a delete (a tombstone) and
+when; plus one ``truncate`` row holding the latest truncate's sequence. See :mod:`.state`.
+The target itself holds only the user's columns (SCD2: and ``__START_AT`` / ``__END_AT``),
+so any reader of the path sees a plain table.
 
 Where it runs: batches with one key column run on the driver (:mod:`.driver` for SCD1, which
 also needs the sequence kept; :mod:`.history` for SCD2): one Spark job collects the batch's
@@ -23,13 +24,12 @@ Exactly once: the changed rows are collected (only rows that change) and merged 
 in one commit carrying txn(app_id, batch_id); then the state table gets its rows in one commit
 with the same txn. A replayed batch finds both txns and does nothing. A crash between the two
 commits leaves the state behind; the replay skips the target and recomputes the state from the
-old state and the same batch, which gives the same rows (tombstones only: the replay reads
-the committed target, so the batch's upserts add nothing and its deletes give the same
-tombstones; an appended copy of one changes nothing; SCD2: only the rows the stored history
-cannot show, tombstones of deletes that closed no row, so that state commit may be empty and
-then records no txn). Tombstones older than
-``tombstone_gc_seconds`` are deleted with the state commit: after that an older upsert for the
-key is applied again (Databricks' documented behaviour).
+old state and the same batch, which gives the same rows (SCD1, tombstones only: the batch's
+deletes newer than the old tombstones and than the committed target's rows, the same ones as
+the first time; an appended copy of one would change nothing; SCD2: the batch's deletes not
+yet tombstones, read off the batch alone). Tombstones older than ``tombstone_gc_seconds``
+are deleted with the state commit: after that an older upsert for the key is applied again
+(Databricks' documented behaviour).
 """
 
 from __future__ import annotations
@@ -39,8 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import CDC_STATE
-from headwater.conf.storage import options_for
-from headwater.delta.cdc import driver, history, state
+from headwater.delta.cdc import driver, history, state, tables
 from headwater.delta.cdc import timeline as tl
 from headwater.delta.cdc.spec import (
     END_AT,
@@ -51,9 +50,8 @@ from headwater.delta.cdc.spec import (
     check_events,
     events_of,
 )
-from headwater.delta.log import normalize_uri, open_table
+from headwater.delta.log import normalize_uri
 from headwater.delta.native import _fault
-from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -100,19 +98,25 @@ def apply_changes_batch(batch: DataFrame, batch_id: int, target: str, spec: CdcS
     """
     uri = normalize_uri(target)
     where = f"AUTO CDC into {uri}"
-    done_target = _txn_version(uri, app_id)
-    done_state = _txn_version(state_path(uri), app_id)
+    # Each table's log is read once per batch: its txn here, its schema in _ensure_table.
+    opened, opened_state = tables.open_or_none(uri), tables.open_or_none(state_path(uri))
+    done_target = _txn_version(opened, app_id)
+    done_state = _txn_version(opened_state, app_id)
     if done_target is not None and done_target >= batch_id and done_state is not None \
             and done_state >= batch_id:
         return CdcResult(applied=False)
-    events, output = events_of(batch, spec, where, check=False)
+    # The driver collects the events as they are (no shuffle) and merges copies itself.
+    raw, output = events_of(batch, spec, where, check=False, distinct=False)
+    events = raw.dropDuplicates()
     keys = output[:len(spec.keys)]
     seq_column = spec.sequence_output_column(output) if spec.stored_as_scd_type == 1 else None
     job = _Job(uri, where, spec, app_id, batch_id, output, keys, seq_column,
-               done_target, done_state)
+               done_target, done_state, opened, opened_state)
     if driver.eligible(spec, events, output, seq_column):
-        data = driver.collect(batch, events)
-        if data is not None and driver.check_events(data, spec, keys, where):
+        data = driver.collect(batch, raw)
+        if data is not None:
+            data = driver.prepare(data, spec, keys, where, events.toArrow)
+        if data is not None:
             return _on_driver(job, events, data)
     check_events(events, spec, output, where)
     return _in_spark(job, batch.sparkSession, events)
@@ -130,6 +134,8 @@ class _Job:
     seq_column: str | None  # set: the state holds tombstones only
     done_target: int | None
     done_state: int | None
+    opened: Any = None  # the target's DeltaTable when it existed at the start, else None
+    opened_state: Any = None
 
     def target_due(self) -> bool:
         return self.done_target is None or self.done_target < self.batch_id
@@ -146,15 +152,19 @@ def _on_driver(job: _Job, events: DataFrame, data: Any) -> CdcResult:
     key, seq_type = job.keys[0], data.schema.field(SEQ).type
     scd2 = job.spec.stored_as_scd_type == 2
     target_schema = _target_schema(events, job.output, scd2)
-    table = _ensure_table(job.uri, target_schema, CDC_TARGET_PROPERTIES, job.where)
+    table = tables.ensure_table(job.uri, target_schema, CDC_TARGET_PROPERTIES, job.where,
+                          job.opened)
     state_schema = _state_schema(events, job.keys)
-    state_table = _ensure_table(state_path(job.uri), state_schema, {}, job.where)
+    state_table = tables.ensure_table(state_path(job.uri), state_schema, {}, job.where,
+                                job.opened_state)
     ops = data.column("__hw_op")
-    key_values = pc.unique(data.filter(pc.not_equal(ops, TRUNCATE)).column(key)
-                           .combine_chunks())
-    state = driver.read_state(state_table, key, key_values)
+    changes = data.filter(pc.not_equal(ops, TRUNCATE))
+    key_values = pc.unique(changes.column(key).combine_chunks())
+    oldest = pc.min(changes.column(SEQ)).as_py()
+    state = driver.read_state(state_table, key, key_values, oldest)
     if scd2:
-        stored = driver.read_stored(table, [*job.output, START_AT, END_AT], key_values, None)
+        stored = driver.read_stored(table, [*job.output, START_AT, END_AT], key_values, None,
+                                    ending_since=(END_AT, oldest))
         rows, new_state = history.scd2(
             data, stored, state.filter(pc.equal(state.column(tl.KIND), tl.KEY_ROW)),
             job.output, job.spec.tracked_columns(job.output, job.where),
@@ -170,11 +180,21 @@ def _on_driver(job: _Job, events: DataFrame, data: Any) -> CdcResult:
     truncating = new_truncate is not None and (old_truncate is None
                                                or new_truncate > old_truncate)
     truncate_seq = new_truncate if truncating else old_truncate
-    stored = driver.read_stored(table, job.output, key_values, job.seq_column,
-                                truncate_seq if truncating else None)
     key_state = state.filter(pc.equal(kinds, tl.KEY_ROW))
     seqs = pa.table({key: key_state.column(key).cast(data.schema.field(key).type),
                      SEQ: key_state.column(SEQ).cast(seq_type)})
+    if not truncating and not job.spec.ignore_null_updates:
+        # The MERGE compares each key's stored sequence itself: no read of the stored rows.
+        tombstones = seqs.group_by(key).aggregate([(SEQ, "max")]).rename_columns([key, SEQ])
+        last = driver.without_stale_deletes(
+            driver.last_of_batch(data, tombstones, truncate_seq, job.output), table,
+            job.output, job.seq_column)
+        rows, state_rows = tl.split_scd1(last, job.output, job.keys, False)
+        return _commit(job, table, target_schema, rows, False, state_table, state_schema,
+                       state_rows, {"seq": truncate_seq} if truncate_seq is not None else None,
+                       "driver", guard=job.seq_column)
+    stored = driver.read_stored(table, job.output, key_values, job.seq_column,
+                                truncate_seq if truncating else None)
     seqs = pa.concat_tables([seqs, pa.table({
         key: stored.column(key).cast(seqs.schema.field(key).type),
         SEQ: stored.column(job.seq_column).cast(seq_type)})])
@@ -197,9 +217,11 @@ def _in_spark(job: _Job, spark: SparkSession, events: DataFrame) -> CdcResult:
         spec, keys, output = job.spec, job.keys, job.output
         scd2 = spec.stored_as_scd_type == 2
         target_schema = _target_schema(events, output, scd2)
-        table = _ensure_table(job.uri, target_schema, CDC_TARGET_PROPERTIES, job.where)
+        table = tables.ensure_table(job.uri, target_schema, CDC_TARGET_PROPERTIES, job.where,
+                              job.opened)
         state_schema = _state_schema(events, keys)
-        state_table = _ensure_table(state_path(job.uri), state_schema, {}, job.where)
+        state_table = tables.ensure_table(state_path(job.uri), state_schema, {}, job.where,
+                                    job.opened_state)
         stored = _read(spark, job.uri, target_schema)
         state_all = _read(spark, state_path(job.uri), state_schema)
         key_state = state_all.where(F.col(tl.KIND) == tl.KEY_ROW)
@@ -231,14 +253,17 @@ def _in_spark(job: _Job, spark: SparkSession, events: DataFrame) -> CdcResult:
 
 def _commit(job: _Job, table: Any, target_schema: StructType, rows: Any, truncating: bool,
             state_table: Any, state_schema: StructType, state_rows: Any,
-            truncate_row: dict[str, Any] | None, engine: str) -> CdcResult:
-    """The target's merge, then the state's commit, each unless its txn is there already."""
+            truncate_row: dict[str, Any] | None, engine: str, guard: str | None = None
+            ) -> CdcResult:
+    """The target's merge, then the state's commit, each unless its txn is there already.
+    guard: the sequence column the MERGE compares (``rows`` may hold upserts older than
+    their stored row; the MERGE's own counts say what was written)."""
     scd2 = job.spec.stored_as_scd_type == 2
     result = CdcResult(engine=engine)
     if job.target_due():
-        result.target_version = _merge_target(
+        result.target_version, metrics = tables.merge(
             table, rows, job.keys + ([START_AT] if scd2 else []), target_schema, truncating,
-            job.app_id, job.batch_id)
+            job.app_id, job.batch_id, guard)
         actions = rows.column(tl.ACTION).to_pylist()
         written = actions.count("upsert")
         result.deleted = actions.count("delete")
@@ -247,6 +272,9 @@ def _commit(job: _Job, table: Any, target_schema: StructType, rows: Any, truncat
             ends = rows.column(END_AT).to_pylist()
             result.upserted = sum(1 for a, e in zip(actions, ends, strict=True)
                                   if a == "upsert" and e is None)
+        elif guard is not None:
+            result.upserted = metrics.get("num_target_rows_inserted", 0) + metrics.get(
+                "num_target_rows_updated", 0)
         else:
             result.upserted = written
         result.truncated = truncating
@@ -256,7 +284,7 @@ def _commit(job: _Job, table: Any, target_schema: StructType, rows: Any, truncat
         if truncating:
             assert truncate_row is not None
             state_rows = state.with_truncate_row(state_rows, truncate_row["seq"], state_schema)
-        if job.seq_column is not None:
+        if job.seq_column is not None or scd2:
             state.append_tombstones(state_table, state_rows, state_schema, job.spec,
                                     job.app_id, job.batch_id)
         else:
@@ -265,13 +293,8 @@ def _commit(job: _Job, table: Any, target_schema: StructType, rows: Any, truncat
     return result
 
 
-def _txn_version(uri: str, app_id: str) -> int | None:
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        return open_table(uri).transaction_version(app_id)
-    except TableNotFoundError:
-        return None
+def _txn_version(table: Any, app_id: str) -> int | None:
+    return None if table is None else table.transaction_version(app_id)
 
 
 def target_schema(spec: CdcSpec, source: DataFrame, where: str) -> StructType:
@@ -303,33 +326,6 @@ def _state_schema(events: DataFrame, keys: list[str]) -> StructType:
                        StructField(tl.KIND, StringType(), True)])
 
 
-def _ensure_table(uri: str, schema: StructType, configuration: dict[str, str], where: str):
-    """The Delta table at ``uri``, created empty with ``schema`` when missing; an existing
-    table must have the columns the flow writes."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
-    from headwater.delta.sink import check_schema
-
-    try:
-        table = open_table(uri)
-    except TableNotFoundError:
-        return DeltaTable.create(uri, arrow_schema(as_nullable(schema)), mode="ignore",
-                                 configuration=configuration or None,
-                                 storage_options=options_for(uri))
-    existing = spark_schema(table.schema().to_json())
-    missing = {f.name.lower() for f in schema.fields} - {f.name.lower() for f in existing.fields}
-    if missing:
-        raise HeadwaterError(
-            "HW_CDC_TARGET_MISMATCH", f"{where}: the table lacks the columns "
-            f"{sorted(missing)} the flow writes (it has {', '.join(existing.fieldNames())}).",
-            "AUTO CDC writes the selected source columns (SCD2: and __START_AT/__END_AT).",
-            "Fix column_list / stored_as_scd_type, or full-refresh the table.")
-    check_schema(uri, existing, as_nullable(schema), merge_schema=False)
-    return table
-
-
 def _read(spark: SparkSession, uri: str, schema: StructType) -> DataFrame:
     from headwater.delta.native import read_native
 
@@ -354,32 +350,3 @@ def _truncate(events: DataFrame, state_all: DataFrame) -> tuple[dict[str, Any] |
         return None, False
     truncating = row["new"] is not None and (row["old"] is None or row["new"] > row["old"])
     return {"seq": row["seq"]}, truncating
-
-
-def _merge_target(table, data, on: list[str], schema: StructType, truncating: bool,
-                  app_id: str, batch_id: int) -> int | None:
-    from deltalake import CommitProperties, Transaction
-
-    from headwater.delta.merge import as_table_arrow
-
-    if data.num_rows == 0 and not truncating:
-        return None
-    action = data.column(tl.ACTION)
-    body = as_table_arrow(data.drop_columns([tl.ACTION]), schema)
-    source = body.append_column(tl.ACTION, action)
-    columns = {tl.q(f.name): f"s.{tl.q(f.name)}" for f in schema.fields}
-    # `=` where the source has no NULL (the same matches; delta-rs hash-joins on it)
-    nulls = {n.lower(): source.column(n).null_count for n in source.column_names}
-    match = " AND ".join(f"t.{tl.q(k)} {'<=>' if nulls[k.lower()] else '='} s.{tl.q(k)}"
-                         for k in on)
-    merger = (table.merge(source, match,
-                          source_alias="s", target_alias="t",
-                          commit_properties=CommitProperties(
-                              app_transactions=[Transaction(app_id, batch_id)]))
-              .when_matched_update(columns, predicate=f"s.{tl.ACTION} = 'upsert'")
-              .when_matched_delete(predicate=f"s.{tl.ACTION} = 'delete'")
-              .when_not_matched_insert(columns, predicate=f"s.{tl.ACTION} = 'upsert'"))
-    if truncating:
-        merger = merger.when_not_matched_by_source_delete()
-    merger.execute()
-    return table.version()

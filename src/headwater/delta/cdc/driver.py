@@ -20,6 +20,8 @@ from headwater.delta.cdc import timeline as tl
 from headwater.delta.cdc.spec import DELETE, OP, SEQ, TRUNCATE, UPSERT, CdcSpec, raise_bad_events
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pyarrow as pa
     from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType
@@ -79,19 +81,56 @@ def eligible(spec: CdcSpec, events: DataFrame, output: list[str], seq_column: st
     return seq_column is not None and (flat or not spec.ignore_null_updates)
 
 
-def check_events(events: pa.Table, spec: CdcSpec, keys: list[str], where: str) -> bool:
-    """Raise HW_CDC_SEQUENCE_NULL / HW_CDC_DUPLICATE_SEQUENCE as the Spark check does. False
-    when an event (not a truncate) has a NULL key: that case stays in Spark."""
+def _exact(t: pa.DataType) -> bool:
+    """Types whose Arrow equality (grouping) is Spark's: not floats (NaN, -0.0), not nested."""
+    import pyarrow.types as pt
+
+    return not (pt.is_floating(t) or pt.is_nested(t) or pt.is_dictionary(t))
+
+
+def prepare(events: pa.Table, spec: CdcSpec, keys: list[str], where: str,
+            spark_distinct: Callable[[], pa.Table] | None) -> pa.Table | None:
+    """The collected events, checked as Spark checks them (HW_CDC_SEQUENCE_NULL, then
+    HW_CDC_DUPLICATE_SEQUENCE) and with identical copies merged as Spark's dropDuplicates
+    merges them. Copies share a (key, sequence), so only such groups are looked at: they are
+    merged in Arrow when every column's type compares as in Spark, else ``spark_distinct()``
+    (the batch's events deduplicated by Spark; None: ``events`` are already distinct) gives
+    the events. None when an event (not a truncate) has a NULL key: that batch stays in
+    Spark (Arrow's joins never match NULL keys)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     rows = events.filter(pc.not_equal(events.column(OP), TRUNCATE))
     counts = rows.group_by([*keys, SEQ]).aggregate([([], "count_all")])
     null_seq = pc.is_null(counts.column(SEQ))
-    nulls = counts.filter(null_seq).slice(0, 3).to_pylist()
-    dups = counts.filter(pc.and_(pc.invert(null_seq), pc.greater(counts.column("count_all"), 1))
-                         ).slice(0, 3).to_pylist()
-    raise_bad_events(spec, keys, nulls, dups, where)
-    return all(rows.column(k).null_count == 0 for k in keys)
+    raise_bad_events(spec, keys, counts.filter(null_seq).slice(0, 3).to_pylist(), [], where)
+    if any(rows.column(k).null_count for k in keys):
+        return None
+    repeated = counts.filter(pc.greater(counts.column("count_all"), 1))
+    if repeated.num_rows == 0:
+        return events
+    if spark_distinct is None:
+        raise_bad_events(spec, keys, [], repeated.slice(0, 3).to_pylist(), where)
+    if not all(_exact(f.type) for f in events.schema):
+        assert spark_distinct is not None
+        return prepare(spark_distinct(), spec, keys, where, None)
+    on = [*keys, SEQ]
+    at = rows.select(on).append_column(_I, _positions(rows.num_rows))
+    inside = rows.take(at.join(repeated.select(on), keys=on, join_type="left semi")
+                       .column(_I))
+    outside = rows.take(at.join(repeated.select(on), keys=on, join_type="left anti")
+                        .column(_I))
+    names = events.column_names
+    merged = inside.group_by(names).aggregate([]).select(names).cast(events.schema)
+    truncates = events.filter(pc.equal(events.column(OP), TRUNCATE))
+    return prepare(pa.concat_tables([outside, merged, truncates]), spec, keys, where, None)
+
+
+def _positions(n: int) -> Any:
+    import numpy as np
+    import pyarrow as pa
+
+    return pa.array(np.arange(n, dtype=np.int64))
 
 
 def _dataset(table: Any) -> tuple[Any, dict[str, str]]:
@@ -99,22 +138,36 @@ def _dataset(table: Any) -> tuple[Any, dict[str, str]]:
     return ds, {n.lower(): n for n in ds.schema.names}
 
 
-def read_state(state_table: Any, key: str, key_values: pa.Array) -> pa.Table:
-    """The state rows of the batch's keys, and every truncate row."""
+def read_state(state_table: Any, key: str, key_values: pa.Array, since: Any = None
+               ) -> pa.Table:
+    """The state rows of the batch's keys, and every truncate row. since: the batch's
+    oldest event sequence: a tombstone older than every event of the batch changes nothing
+    (an event survives a tombstone by being newer; SCD2: an older tombstone either closed a
+    stored row, which shows it, or followed another delete), so only rows at or after it
+    are read, and files whose statistics end before it are skipped (events in order)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     ds, names = _dataset(state_table)
     values = key_values.cast(ds.schema.field(names[key.lower()]).type)
-    flt = pc.field(names[key.lower()]).isin(values) | (pc.field(tl.KIND) == tl.TRUNCATE_ROW)
+    of_keys = pc.field(names[key.lower()]).isin(values)
+    if since is not None:
+        of_keys = of_keys & (pc.field(SEQ) >= pa.scalar(since).cast(ds.schema.field(SEQ).type))
+    flt = of_keys | (pc.field(tl.KIND) == tl.TRUNCATE_ROW)
     return ds.to_table(columns=[names[key.lower()], SEQ, tl.DELETED, tl.KIND], filter=flt
                        ).rename_columns([key, SEQ, tl.DELETED, tl.KIND])
 
 
 def read_stored(table: Any, output: list[str], key_values: pa.Array, seq_column: str | None,
-                survivors_after: Any = None) -> pa.Table:
+                survivors_after: Any = None, ending_since: tuple[str, Any] | None = None
+                ) -> pa.Table:
     """Target rows (``output`` columns, the key first) of the batch's keys; with
     ``survivors_after`` (a truncate applies) every row whose ``seq_column`` is above it
-    instead (the rows a truncate keeps)."""
+    instead (the rows a truncate keeps). ending_since (column, value), SCD2: only rows whose
+    ``column`` (``__END_AT``) is NULL or at least ``value``, the batch's oldest sequence: a
+    version closed before every event of the batch is neither changed by it nor needed to
+    place it (the version before the batch's events ends at or after the oldest of them, or
+    ended with a delete, which starts a key's timeline afresh)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -126,6 +179,10 @@ def read_stored(table: Any, output: list[str], key_values: pa.Array, seq_column:
     else:
         key = names[output[0].lower()]
         flt = pc.field(key).isin(key_values.cast(ds.schema.field(key).type))
+        if ending_since is not None:
+            end = names[ending_since[0].lower()]
+            flt = flt & (pc.field(end).is_null() | (pc.field(end) >= pa.scalar(
+                ending_since[1]).cast(ds.schema.field(end).type)))
     return ds.to_table(columns=[names[c.lower()] for c in output], filter=flt
                        ).rename_columns(output)
 
@@ -136,6 +193,90 @@ def _lookup(keys: Any, table: pa.Table, key: str, column: str) -> Any:
 
     return table.column(column).take(pc.index_in(keys, value_set=table.column(key)
                                                  .combine_chunks()))
+
+
+def last_of_batch(events: pa.Table, tombstones: pa.Table, truncate_seq: Any,
+                  output: list[str]) -> pa.Table:
+    """Per key, its last event of the batch (output columns, ACTION, SEQ, ``__hw_old``
+    false) when newer than the key's tombstone and the truncate in force. The target's rows
+    are not read: the MERGE compares sequences itself (``t.seq < s.seq``, see
+    :func:`headwater.delta.cdc.tables.merge`), and :func:`without_stale_deletes`
+    drops the deletes it would not apply. tombstones: (key, SEQ), one row per key."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    key = output[0]
+    new = events.filter(pc.not_equal(events.column(OP), TRUNCATE))
+    if tombstones.num_rows:
+        seen = _lookup(new.column(key), tombstones, key, SEQ)
+        new = new.filter(pc.or_kleene(pc.is_null(seen), pc.greater(new.column(SEQ), seen)))
+    if truncate_seq is not None:
+        after = pa.scalar(truncate_seq).cast(new.schema.field(SEQ).type)
+        new = new.filter(pc.greater(new.column(SEQ), after))
+    # (key, sequence) is unique and keys are not NULL (prepare): sorted, a key's last row
+    order = pc.sort_indices(new.select([key, SEQ]), sort_keys=[(key, "ascending"),
+                                                                (SEQ, "ascending")])
+    keys = new.column(key).combine_chunks().take(order)
+    n = len(keys)
+    ends = pa.concat_arrays([pc.not_equal(keys.slice(1), keys.slice(0, n - 1)),
+                             pa.array([True])]) if n else pa.array([], pa.bool_())
+    last = new.take(order.filter(ends))
+    return last.select([*output, SEQ, OP]).rename_columns(
+        [*output, SEQ, tl.ACTION]).append_column(
+        tl._OLD, pa.repeat(pa.scalar(False), last.num_rows))
+
+
+def without_stale_deletes(last: pa.Table, table: Any, output: list[str], seq_column: str
+                          ) -> pa.Table:
+    """``last`` without the deletes older than (or as old as) their key's stored row: no
+    tombstone and no count for them, as when the stored rows take part in the timeline. Only
+    the key and sequence of the deleted keys' rows are read, and nothing when the files'
+    statistics show every stored sequence below the oldest delete (events arriving in
+    order)."""
+    import pyarrow.compute as pc
+
+    key = output[0]
+    is_delete = pc.equal(last.column(tl.ACTION), DELETE)
+    deletes = last.filter(is_delete)
+    if deletes.num_rows == 0 or _all_below(table, seq_column,
+                                           pc.min(deletes.column(SEQ)).as_py()):
+        return last
+    stored = read_stored(table, [key, seq_column], deletes.column(key).combine_chunks(),
+                         None)
+    if stored.num_rows == 0:
+        return last
+    stored = stored.cast(stored.schema.set(0, stored.schema.field(0).with_type(
+        last.schema.field(key).type)))
+    stored_seq = _lookup(last.column(key), stored, key, seq_column).cast(
+        last.schema.field(SEQ).type)
+    stale = pc.and_(is_delete, pc.fill_null(pc.greater_equal(stored_seq, last.column(SEQ)),
+                                            False))
+    return last.filter(pc.invert(stale))
+
+
+def _all_below(table: Any, column: str, value: Any) -> bool:
+    """Whether the log's file statistics prove every stored ``column`` value below ``value``
+    (NULLs count as below: a stored row of unknown sequence loses to any event)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    files = pa.table(table.get_add_actions(flatten=True))
+    names = {n.lower(): n for n in files.column_names}
+    top, nulls = names.get(f"max.{column}".lower()), names.get(f"null_count.{column}".lower())
+    if files.num_rows == 0:
+        return True
+    if top is None or nulls is None:
+        return False
+    maxima, all_null = files.column(top), pc.equal(files.column(nulls),
+                                                   files.column("num_records"))
+    # a file without statistics (max NULL, not every value NULL) proves nothing
+    if not pc.all(pc.or_kleene(pc.is_valid(maxima), pc.fill_null(all_null, False))).as_py():
+        return False
+    newest = pc.max(maxima)
+    try:
+        return not newest.is_valid or pc.less(newest, pa.scalar(value).cast(maxima.type)).as_py()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return False
 
 
 def last_events(events: pa.Table, stored: pa.Table, applied: pa.Table, truncate_seq: Any,

@@ -75,11 +75,10 @@ def _fill_nulls(timeline: pa.Table, first: Any, is_delete: Any, values: list[str
 
 def scd2(events: pa.Table, history: pa.Table, state: pa.Table, output: list[str],
          tracked: list[str], ignore_null_updates: bool) -> tuple[pa.Table, pa.Table]:
-    """(changed history rows with ACTION, new state rows), as timeline.scd2 gives them.
+    """(changed history rows with ACTION, new tombstones), as timeline.scd2 gives them.
 
     events: the batch's (output columns, SEQ, OP). history: the stored rows of the batch's
     keys (output columns, START_AT, END_AT). state: their state rows (key, SEQ, DELETED)."""
-    import datetime as dt
 
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -138,14 +137,31 @@ def scd2(events: pa.Table, history: pa.Table, state: pa.Table, output: list[str]
         START_AT, timeline.column(SEQ).take(bounds.column(f"{_I}_min"))).append_column(
         END_AT, following.take(last))
     rows = _diff(versions, history, [key, START_AT], [*output, START_AT, END_AT])
-    ends = timeline.filter(pc.and_(is_last, timeline.column(tl._NEW)))
-    deleted = pc.equal(ends.column(OP), DELETE)
+    return rows, _tombstones(events, tombs, key, seq_type)
+
+
+def _tombstones(events: pa.Table, tombs: pa.Table, key: str, seq_type: Any) -> pa.Table:
+    """State rows: every delete of the batch not yet a tombstone. Each is kept (until its
+    expiry) even when the key comes back: a late upsert older than the delete must still
+    end at it, and a later late delete can leave it closing no row."""
+    import datetime as dt
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    deletes = events.filter(pc.equal(events.column(OP), DELETE)).select([key, SEQ])
+    deletes = deletes.cast(pa.schema([deletes.schema.field(key),
+                                      pa.field(SEQ, seq_type)]))
+    if tombs.num_rows:
+        known = pa.table({key: tombs.column(key).cast(deletes.schema.field(key).type),
+                          SEQ: tombs.column(SEQ).cast(seq_type)})
+        deletes = deletes.take(_rows_of(deletes, known, [key, SEQ], "left anti"))
+    n = deletes.num_rows
     now = pa.scalar(dt.datetime.now(dt.UTC), pa.timestamp("us", tz="UTC"))
-    new_state = pa.table({key: ends.column(key), SEQ: ends.column(SEQ), tl.DELETED: deleted,
-                          tl.DELETED_AT: pc.if_else(deleted, now, pa.scalar(
-                              None, pa.timestamp("us", tz="UTC"))),
-                          tl.KIND: pa.repeat(pa.scalar(tl.KEY_ROW), ends.num_rows)})
-    return rows, new_state
+    return pa.table({key: deletes.column(key), SEQ: deletes.column(SEQ),
+                     tl.DELETED: pa.repeat(pa.scalar(True), n),
+                     tl.DELETED_AT: pa.repeat(now, n),
+                     tl.KIND: pa.repeat(pa.scalar(tl.KEY_ROW), n)})
 
 
 def _firsts(keys: Any) -> Any:

@@ -195,11 +195,12 @@ class CdcSpec:
         return [c for c in output if c.lower() not in skip]
 
 
-def events_of(batch: DataFrame, spec: CdcSpec, where: str, check: bool = True
-              ) -> tuple[DataFrame, list[str]]:
+def events_of(batch: DataFrame, spec: CdcSpec, where: str, check: bool = True,
+              distinct: bool = True) -> tuple[DataFrame, list[str]]:
     """The batch as events (output columns, ``__hw_seq``, ``__hw_op``), deduplicated and
     (check=True, one Spark job) checked; and the output columns. check=False leaves the check
-    to the caller (:func:`raise_bad_events` on rows it found itself)."""
+    to the caller (:func:`raise_bad_events` on rows it found itself); distinct=False leaves
+    identical copies in (the driver merges them itself, without Spark's shuffle)."""
     from pyspark.sql import functions as F
 
     output = spec.output_columns(batch.columns, where)
@@ -211,7 +212,9 @@ def events_of(batch: DataFrame, spec: CdcSpec, where: str, check: bool = True
         op = F.when(F.coalesce(to_column(spec.apply_as_truncates, "apply_as_truncates"),
                                F.lit(False)), F.lit(TRUNCATE)).otherwise(op)
     events = batch.select(*[F.col(f"`{c}`") for c in output],
-                          spec.sequence_column().alias(SEQ), op.alias(OP)).dropDuplicates()
+                          spec.sequence_column().alias(SEQ), op.alias(OP))
+    if distinct:
+        events = events.dropDuplicates()
     if check:
         check_events(events, spec, output, where)
     return events, output

@@ -1,12 +1,15 @@
 """AUTO CDC's state table ``<target>/_hw_cdc_state``: its commits, in two layouts.
 
-- Per key (the target does not keep the sequence column): one row per key holding the
+- Per key (SCD1 whose target does not keep the sequence column): one row per key holding the
   highest sequence applied and whether it was a delete; merged by key each batch.
-- Tombstones only (SCD1 whose target keeps the sequence column): a live key's applied
-  sequence is its target row's, so the state holds only deletes (tombstones) and truncate
-  rows, *appended* each batch. Readers take the highest sequence per key, so a tombstone
-  older than the key's live row (left by an upsert after the delete) changes nothing, and
-  an appended copy (a replay after a crash between the two commits) neither. Expired
+- Tombstones only (SCD2, and SCD1 whose target keeps the sequence column): SCD1: a live
+  key's applied sequence is its target row's; SCD2: the history shows every version; so the
+  state holds only deletes (tombstones) and truncate rows, *appended* each batch. SCD2 keeps
+  each delete until it expires, also when the key comes back (a late upsert older than the
+  delete ends at it). SCD1 readers take the highest sequence per key, so a tombstone older
+  than the key's live row (left by an upsert after the delete) changes nothing; SCD2 readers
+  place every tombstone in the key's timeline, once per sequence; so an appended copy (a
+  replay after a crash between the two commits) changes nothing either. Expired
   tombstones are deleted in a commit of their own before the append, only when the log's
   file statistics show one.
 

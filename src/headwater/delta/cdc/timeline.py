@@ -133,8 +133,8 @@ def split_scd1(data: pa.Table, output: list[str], keys: list[str], truncating: b
 
 def scd2(spec: CdcSpec, events: DataFrame, history: DataFrame, state: DataFrame,
          output: list[str], tracked: list[str]) -> tuple[DataFrame, DataFrame]:
-    """(changed history rows with ACTION, new state rows). history: the stored rows of the
-    batch's keys; state: their state rows (tombstones of deletes that closed no row)."""
+    """(changed history rows with ACTION, new tombstones). history: the stored rows of the
+    batch's keys; state: their state rows (the tombstones of their deletes)."""
     from pyspark.sql import functions as F
 
     keys = output[:len(spec.keys)]
@@ -181,11 +181,14 @@ def scd2(spec: CdcSpec, events: DataFrame, history: DataFrame, state: DataFrame,
         .where("__hw_rn = 1")
         .select(*[q(c) for c in output], START_AT, F.col(_NEXT).alias(END_AT)))
     rows = _diff(versions, history, [*keys, START_AT], output + [START_AT, END_AT])
-    last = (timeline.withColumn("__hw_rn", F.row_number().over(w.orderBy(F.col(SEQ).desc())))
-            .where("__hw_rn = 1 AND " + _NEW))
-    new_state = last.select(*[q(k) for k in keys], SEQ, (F.col(OP) == DELETE).alias(DELETED),
-                            F.when(F.col(OP) == DELETE, F.current_timestamp()).alias(DELETED_AT),
-                            F.lit(KEY_ROW).alias(KIND))
+    # Every delete of the batch not yet a tombstone stays one (until it expires), even when
+    # its key comes back: a late upsert older than it must still end at it.
+    deletes = events.where(F.col(OP) == DELETE).select(*[q(k) for k in keys], SEQ)
+    known = tombs.select(*[q(k) for k in keys], SEQ)
+    new_state = deletes.join(known, keys_equal(deletes, known, keys)
+                             & (deletes[SEQ] == known[SEQ]), "left_anti").select(
+        *[q(k) for k in keys], SEQ, F.lit(True).alias(DELETED),
+        F.current_timestamp().alias(DELETED_AT), F.lit(KEY_ROW).alias(KIND))
     return rows, new_state
 
 
