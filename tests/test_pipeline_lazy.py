@@ -63,6 +63,7 @@ def test_read_files_default_location_comes_from_the_definition_or_the_session_co
     import headwater
     from headwater.conf.context import (
         LAKEHOUSE_ROOT_CONF,
+        LAKEHOUSE_STATE_CONF,
         DefinitionContext,
         current_definition,
         defining,
@@ -82,10 +83,16 @@ def test_read_files_default_location_comes_from_the_definition_or_the_session_co
             "schemalocation"]
 
     (tmp_path / "landing").mkdir()
-    previous = spark.conf.get(LAKEHOUSE_ROOT_CONF, None)
+    # an earlier test's lakehouse may have left both confs set on the shared session
+    previous = {conf: spark.conf.get(conf, None)
+                for conf in (LAKEHOUSE_ROOT_CONF, LAKEHOUSE_STATE_CONF)}
     try:
+        spark.conf.unset(LAKEHOUSE_STATE_CONF)
         spark.conf.set(LAKEHOUSE_ROOT_CONF, str(tmp_path / "elsewhere"))
         assert schema_location().startswith(str(tmp_path / "elsewhere" / "_ingest") + "/")
+        spark.conf.set(LAKEHOUSE_STATE_CONF, str(tmp_path / "state"))  # an object-store root's
+        assert schema_location().startswith(str(tmp_path / "state" / "_ingest") + "/")
+        spark.conf.unset(LAKEHOUSE_STATE_CONF)
         with defining(DefinitionContext("bronze", str(tmp_path / "ckpt" / "_ingest"))):
             assert current_definition().dataset == "bronze"
             assert schema_location().startswith(str(tmp_path / "ckpt" / "_ingest") + "/")
@@ -94,5 +101,8 @@ def test_read_files_default_location_comes_from_the_definition_or_the_session_co
         with pytest.raises(HeadwaterError, match="schema_location is missing"):
             schema_location()
     finally:
-        if previous is not None:
-            spark.conf.set(LAKEHOUSE_ROOT_CONF, previous)
+        for conf, value in previous.items():
+            if value is None:
+                spark.conf.unset(conf)
+            else:
+                spark.conf.set(conf, value)
