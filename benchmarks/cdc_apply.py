@@ -14,6 +14,9 @@ same files, batch by batch, into the same empty target:
   latest event per key (a window), ``toArrow()``, one MERGE with sequence guards. SCD2: close
   the open row of each key with a MERGE, then append the batch's versions. It assumes events
   arrive in order (this run's do); headwater also handles late and duplicate events.
+- hand-written + CDF: the same code on a target created with
+  ``delta.enableChangeDataFeed=true``, as headwater's targets are by default (so downstream
+  streams can follow them): the like-for-like comparison of the MERGE's work.
 
 Both targets are compared row for row at the end of each run (the same rows, or the run
 fails). One discarded warm-up, then ``--runs`` interleaved runs; medians of wall, CPU of the
@@ -78,7 +81,7 @@ def headwater_variant(scd: int):
     return apply
 
 
-def hand_written_variant(scd: int):
+def hand_written_variant(scd: int, change_data_feed: bool = False):
     """foreachBatch code a user writes with deltalake's merge (no tombstones, in-order only)."""
     from deltalake import DeltaTable, write_deltalake
     from deltalake.exceptions import TableNotFoundError
@@ -89,7 +92,8 @@ def hand_written_variant(scd: int):
         try:
             return DeltaTable(target)
         except TableNotFoundError:
-            return DeltaTable.create(target, schema)
+            return DeltaTable.create(target, schema, configuration={
+                "delta.enableChangeDataFeed": "true"} if change_data_feed else None)
 
     def scd1(batch, batch_id: int, target: str) -> None:
         latest = (batch.withColumn("_n", F.row_number().over(
@@ -165,6 +169,10 @@ def run_variant(spark, apply, files: list[Path], target: Path) -> dict[str, floa
             "jvm_mb": _peak_rss_mb(jvm) if jvm else float("nan")}
 
 
+def _folder(variant: str) -> str:
+    return variant.replace(" + ", "-").replace(" ", "-")
+
+
 def table_rows(path: Path, scd: int) -> list[tuple]:
     from deltalake import DeltaTable
 
@@ -193,27 +201,29 @@ def main() -> None:
         print(f"{args.events:,} events over {args.keys:,} keys, {batches} batches of "
               f"{args.batch:,}; {args.runs} runs after a warm-up, medians\n")
         print("| SCD | variant | events/s | wall s | CPU s | driver peak MB | JVM peak MB |"
-              " headwater ÷ hand-written (events/s) |")
+              " headwater ÷ this (events/s) |")
         print("|---|---|---:|---:|---:|---:|---:|---:|")
         for scd in (int(s) for s in args.scd.split(",")):
             variants = {"headwater": headwater_variant(scd),
-                        "hand-written": hand_written_variant(scd)}
+                        "hand-written": hand_written_variant(scd),
+                        "hand-written + CDF": hand_written_variant(scd, True)}
             got: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
             for i in range(args.runs + 1):  # run 0 warms up and is discarded
                 for name, apply in variants.items():
-                    measured = run_variant(spark, apply, files, base / name)
+                    measured = run_variant(spark, apply, files, base / _folder(name))
                     if i:
                         got[name].append(measured)
-                same = table_rows(base / "headwater", scd) == table_rows(base / "hand-written",
-                                                                          scd)
-                assert same, f"SCD{scd}: the two targets differ"
+                expected = table_rows(base / "headwater", scd)
+                for name in variants:
+                    assert table_rows(base / _folder(name), scd) == expected, \
+                        f"SCD{scd}: {name}'s target differs from headwater's"
             med = {v: {k: statistics.median(r[k] for r in runs) for k in runs[0]}
                    for v, runs in got.items()}
-            ratio = med["hand-written"]["wall"] / med["headwater"]["wall"]
             for name, m in med.items():
+                ratio = m["wall"] / med["headwater"]["wall"]
                 print(f"| {scd} | {name} | {args.events / m['wall']:,.0f} | {m['wall']:.1f} | "
                       f"{m['cpu']:.1f} | {m['driver_mb']:.0f} | {m['jvm_mb']:.0f} | "
-                      f"{f'{ratio:.2f}x' if name == 'headwater' else ''} |")
+                      f"{'' if name == 'headwater' else f'{ratio:.2f}x'} |")
     finally:
         shutil.rmtree(base, ignore_errors=True)
         headwater.stop_spark()

@@ -4,7 +4,8 @@
     .venv/bin/python benchmarks/s3_sink.py [--rows N] [--runs K]
 
 Same input (a local Delta table of N rows in 4 files), same query (local[2], availableNow,
-local checkpoint); one discarded warm-up per variant, then interleaved runs; median wall time.
+local checkpoint); one discarded warm-up per variant, then interleaved runs; medians of wall
+time and of CPU seconds of the process tree (driver, JVM, Python workers, moto's server).
 Needs moto[server] (the test extra).
 """
 
@@ -21,10 +22,11 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import write_deltalake
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 from tests.object_store import MotoServer, moto_binary  # noqa: E402
 
 import headwater  # noqa: E402
+from delta_io import tree_cpu_seconds  # noqa: E402
 
 
 def main() -> None:
@@ -48,28 +50,30 @@ def main() -> None:
         spark = headwater.spark_session("local[2]", conf={"spark.ui.enabled": "false"})
         bucket = server.bucket()
 
-        def run(kind: str) -> float:
+        def run(kind: str) -> tuple[float, float]:
             tag = uuid.uuid4().hex[:8]
             dst = f"{bucket}/{tag}" if kind == "s3" else str(work / f"dst-{tag}")
             opts = server.options() if kind == "s3" else {}
-            start = time.perf_counter()
+            cpu, start = tree_cpu_seconds(), time.perf_counter()
             (spark.readStream.format("delta").load(src).writeStream.format("delta")
              .options(**opts).option("checkpointLocation", str(work / f"cp-{tag}"))
              .trigger(availableNow=True).start(dst).awaitTermination())
-            return time.perf_counter() - start
+            return time.perf_counter() - start, tree_cpu_seconds() - cpu
 
         for kind in ("local", "s3"):
             run(kind)  # warm-up
-        times: dict[str, list[float]] = {"local": [], "s3": []}
+        times: dict[str, list[tuple[float, float]]] = {"local": [], "s3": []}
         for _ in range(args.runs):
             for kind in ("local", "s3"):
                 times[kind].append(run(kind))
-        local, s3 = statistics.median(times["local"]), statistics.median(times["s3"])
-        print(f"rows {args.rows:,}  runs {args.runs}")
-        print(f"{'sink':<8}{'median s':>10}{'rows/s':>14}")
-        for kind, t in (("local", local), ("s3/moto", s3)):
-            print(f"{kind:<8}{t:>10.2f}{args.rows / t:>14,.0f}")
-        print(f"s3/moto vs local: {s3 / local:.2f}x the time")
+        med = {kind: (statistics.median(t for t, _ in runs), statistics.median(c for _, c in runs))
+               for kind, runs in times.items()}
+        print(f"rows {args.rows:,}  runs {args.runs} (medians)")
+        print(f"{'sink':<8}{'wall s':>10}{'rows/s':>14}{'CPU s':>8}")
+        for kind, label in (("local", "local"), ("s3", "s3/moto")):
+            wall, cpu = med[kind]
+            print(f"{label:<8}{wall:>10.2f}{args.rows / wall:>14,.0f}{cpu:>8.1f}")
+        print(f"s3/moto vs local: {med['s3'][0] / med['local'][0]:.2f}x the time")
     finally:
         server.stop()
 

@@ -181,6 +181,7 @@ def test_pipeline_run_with_the_lakehouse_on_s3(spark, moto, tmp, capfd, keep_lak
     out, err = capfd.readouterr()
     secret = moto.secret.encode()
     assert moto.secret not in out + err + status
+    assert moto.secret not in json.dumps(snapshot, default=str)  # what the dashboard serves
     files = [f for f in proj.rglob("*") if f.name != "headwater.toml"]
     assert _grep(secret, files) == []  # checkpoints, run files, ingest state
     bucket = root.rsplit("/", 1)[0]

@@ -1,4 +1,4 @@
-"""The ``headwater`` command: init, validate and run a pipeline project."""
+"""Project commands: init, validate, run, demo, sql and factory."""
 
 from __future__ import annotations
 
@@ -9,22 +9,8 @@ from typing import Any
 
 import click
 
+from headwater.cli.app import fail, main, names
 from headwater.errors import HeadwaterError
-
-
-def _fail(exc: HeadwaterError) -> None:
-    click.echo(f"error: {exc}", err=True)
-    sys.exit(1)
-
-
-def _names(value: str | None) -> list[str]:
-    return [v.strip() for v in (value or "").split(",") if v.strip()]
-
-
-@click.group()
-@click.version_option(package_name="headwater")
-def main() -> None:
-    """Incremental pipelines on Spark Structured Streaming over Delta Lake."""
 
 
 @main.command()
@@ -42,7 +28,7 @@ def init(name: str, parent: str, format_: str) -> None:
     try:
         path = scaffold(Path(parent) / name, name, format_)
     except HeadwaterError as exc:
-        _fail(exc)
+        fail(exc)
     click.echo(f"created {path}\n  cd {path}\n  headwater validate\n  headwater run")
 
 
@@ -58,7 +44,7 @@ def validate(project_dir: str) -> None:
         loaded = load_project(project_dir)
         report = validate_project(loaded.registry, loaded.lakehouse)
     except HeadwaterError as exc:
-        _fail(exc)
+        fail(exc)
     for line in report.lines:
         click.echo(line)
     for warning in report.warnings:
@@ -108,12 +94,12 @@ def run(project_dir: str, trigger: str | None, full_refresh: str | None,
     try:
         outcome = run_project(
             project_dir, trigger=trigger,
-            full_refresh="all" if full_refresh_all else _names(full_refresh),
-            select=_names(select), event_log=False if no_event_log else None,
+            full_refresh="all" if full_refresh_all else names(full_refresh),
+            select=names(select), event_log=False if no_event_log else None,
             display=Display(click.echo, live=False if plain else None),
             echo=click.echo, stop_event=stop)
     except HeadwaterError as exc:
-        _fail(exc)
+        fail(exc)
     click.echo(outcome.summary())
     sys.exit(0 if outcome.ok else 1)
 
@@ -156,7 +142,7 @@ def demo(root: str, once: bool, batches: int, interval: float, duration: float |
                         live=False if plain else None,
                         dashboard_port=None if dashboard_port < 0 else dashboard_port)
     except HeadwaterError as exc:
-        _fail(exc)
+        fail(exc)
     click.echo(f"\nquery the tables: headwater sql 'SELECT * FROM revenue_by_country' "
                f"--root {root}")
     sys.exit(code)
@@ -180,14 +166,14 @@ def sql(query: str, root: str, state_dir: str | None, limit: int) -> None:
     except OSError:  # an object store that cannot be reached
         exists = False
     if not exists:
-        _fail(HeadwaterError("HW_LAKEHOUSE_MISSING", f"{root} does not exist.",
+        fail(HeadwaterError("HW_LAKEHOUSE_MISSING", f"{root} does not exist.",
                              "headwater sql queries the tables of an existing lakehouse.",
                              "Pass --root with the folder holding the tables."))
     try:
         spark = headwater.spark_session(conf={"spark.sql.shuffle.partitions": "2"},
                                         lakehouse=root, lakehouse_state_dir=state_dir)
     except HeadwaterError as exc:
-        _fail(exc)
+        fail(exc)
     lake = headwater.Lakehouse.of(spark)  # spark_session attached it
     assert lake is not None
     try:
@@ -195,10 +181,10 @@ def sql(query: str, root: str, state_dir: str | None, limit: int) -> None:
             df = lake.sql(query)
             rows = df.limit(limit + 1).collect()
     except HeadwaterError as exc:
-        _fail(exc)
+        fail(exc)
     except Exception as exc:  # noqa: BLE001 - Spark's own SQL errors: say them plainly
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        _fail(HeadwaterError("HW_SQL_FAILED", first, "Spark could not run the query.",
+        fail(HeadwaterError("HW_SQL_FAILED", first, "Spark could not run the query.",
                              f"Tables here: {', '.join(lake.tables()) or 'none'}."))
     from headwater.monitor.text_table import text_table
 
@@ -247,185 +233,3 @@ def factory(root: str, batches: int, interval: float, seed: int, cdc: bool) -> N
     for feed in ("orders", "devices", "colors"):
         counts = ", ".join(f"{k} {truth.count(feed, k)}" for k in kinds if truth.count(feed, k))
         click.echo(f"  {feed}: {counts}")
-
-
-_ROOT_OPTIONS = [
-    click.option("--project", "project_dir", default=None,
-                 help="Project folder (headwater.toml or spark-pipeline.yml); default: here."),
-    click.option("--root", default=None, type=click.Path(file_okay=False),
-                 help="The lakehouse folder or object-store URI (s3://bucket/lake) instead of "
-                      "a project's (the demo: ./headwater-demo)."),
-    click.option("--state-dir", default=None, type=click.Path(file_okay=False),
-                 help="The lakehouse's local state folder (run files, checkpoints) when --root "
-                      "is on an object store."),
-]
-
-
-def _root_options(command: Any) -> Any:
-    for option in reversed(_ROOT_OPTIONS):
-        command = option(command)
-    return command
-
-
-@main.command()
-@_root_options
-def status(project_dir: str | None, root: str | None, state_dir: str | None) -> None:
-    """What is running now, each flow's batches and rows, and every flow's last result."""
-    from headwater.monitor.commands import resolve_lake, status_lines
-
-    try:
-        for line in status_lines(*resolve_lake(project_dir, root, state_dir)):
-            click.echo(line)
-    except HeadwaterError as exc:
-        _fail(exc)
-
-
-@main.command()
-@click.argument("table")
-@_root_options
-@click.option("--limit", default=20, show_default=True, help="Commits to show, newest first.")
-def history(table: str, project_dir: str | None, root: str | None,
-        state_dir: str | None, limit: int) -> None:
-    """The Delta commit history of TABLE: versions, operations, rows added, writers."""
-    from headwater.monitor.commands import history_lines, resolve_root
-
-    try:
-        for line in history_lines(resolve_root(project_dir, root), table, limit):
-            click.echo(line)
-    except HeadwaterError as exc:
-        _fail(exc)
-
-
-def _table_folder(project_dir: str | None, root: str | None, table: str) -> str:
-    """The folder of lakehouse table ``table`` (HW_TABLE_NOT_FOUND when it has no Delta log)."""
-    from headwater.conf.layout import DELTA_LOG
-    from headwater.lakehouse import list_tables, parse_name
-    from headwater.monitor.commands import resolve_root
-
-    lake = resolve_root(project_dir, root)
-    path = lake / parse_name(table).relative_path
-    if not (path / DELTA_LOG).is_dir():
-        raise HeadwaterError("HW_TABLE_NOT_FOUND", f"Table {table!r} does not exist in {lake}.",
-                             "Maintenance commands act on a lakehouse table's Delta log.",
-                             f"Tables here: {', '.join(list_tables(lake)) or 'none'}.")
-    return str(path)
-
-
-@main.command()
-@click.argument("table")
-@_root_options
-@click.option("--where", default=None,
-              help="Partition predicate limiting what is compacted, e.g. \"day = '2024-01-01'\" "
-                   "(starts Spark to read it).")
-@click.option("--zorder-by", default=None, help="Columns to Z-order by, comma separated.")
-def optimize(table: str, project_dir: str | None, root: str | None,
-        state_dir: str | None, where: str | None,
-             zorder_by: str | None) -> None:
-    """Compact TABLE's small files (dataChange=false: streams reading it see nothing new)."""
-    from headwater.delta import maintenance
-
-    try:
-        path = _table_folder(project_dir, root, table)
-        if where:  # the predicate is read by Spark's parser, as in SQL
-            from headwater.spark.session import build_session
-
-            build_session("local[1]", app_name="headwater-optimize",
-                          conf={"spark.ui.enabled": "false"})
-        metrics = maintenance.optimize(path, where, _names(zorder_by) or None)
-    except HeadwaterError as exc:
-        _fail(exc)
-    click.echo(f"optimized {table}: {metrics['numFilesRemoved']} files -> "
-               f"{metrics['numFilesAdded']} ({metrics['partitionsOptimized']} partitions)")
-
-
-@main.command()
-@click.argument("table")
-@_root_options
-@click.option("--retain-hours", type=float, default=None,
-              help="Keep files a version of the last N hours needs (default 168, the minimum).")
-@click.option("--dry-run", is_flag=True, help="Only list the files that would be deleted.")
-def vacuum(table: str, project_dir: str | None, root: str | None,
-        state_dir: str | None, retain_hours: float | None,
-           dry_run: bool) -> None:
-    """Delete TABLE's data files no version within the retention references."""
-    from headwater.delta import maintenance
-
-    try:
-        files = maintenance.vacuum(_table_folder(project_dir, root, table), retain_hours,
-                                   dry_run=dry_run)
-    except HeadwaterError as exc:
-        _fail(exc)
-    for name in files:
-        click.echo(name)
-    click.echo(f"{'would delete' if dry_run else 'deleted'} {len(files)} files of {table}")
-
-
-@main.command()
-@click.argument("table")
-@_root_options
-@click.option("--version", "version", type=int, default=None, help="Version to go back to.")
-@click.option("--timestamp", default=None, help="Time to go back to (ISO, UTC if no zone).")
-def restore(table: str, project_dir: str | None, root: str | None,
-        state_dir: str | None, version: int | None,
-            timestamp: str | None) -> None:
-    """Restore TABLE to an older version, as a new commit (history is kept)."""
-    from headwater.delta import maintenance
-
-    try:
-        metrics = maintenance.restore(_table_folder(project_dir, root, table), version=version,
-                                      timestamp=timestamp)
-    except HeadwaterError as exc:
-        _fail(exc)
-    click.echo(f"restored {table} to {version if version is not None else timestamp}: "
-               f"version {metrics['version']}, {metrics['num_of_files_after_restore']} files "
-               f"({metrics['num_restored_files']} restored, {metrics['num_removed_files']} "
-               "removed)")
-
-
-@main.command()
-@_root_options
-@click.option("--timeout", default=180.0, show_default=True,
-              help="Seconds to wait for the pipeline to exit.")
-def stop(project_dir: str | None, root: str | None,
-        state_dir: str | None, timeout: float) -> None:
-    """Stop the pipeline running on this lakehouse, cleanly, from another terminal: every
-    flow stops after its current micro-batch (as Ctrl-C in its own terminal)."""
-    from headwater.monitor.commands import resolve_lake, stop_runs
-
-    try:
-        lake, state = resolve_lake(project_dir, root, state_dir)
-        stop_runs(lake, click.echo, timeout, state_dir=state)
-    except HeadwaterError as exc:
-        _fail(exc)
-
-
-@main.command()
-@_root_options
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on. Anything but loopback shows the pipeline to your "
-                   "network (read-only, no login): do it only on a network you trust.")
-@click.option("--port", default=8765, show_default=True, help="Port (0: any free one).")
-def dashboard(project_dir: str | None, root: str | None,
-        state_dir: str | None, host: str, port: int) -> None:
-    """A read-only web page over the lakehouse: the pipeline graph, tables, rates, batch
-    durations, expectations, late rows and errors, updated every 2 s while pipelines run."""
-    import threading
-
-    from headwater.monitor.commands import resolve_lake
-    from headwater.monitor.dashboard import DashboardServer
-
-    try:
-        lake, state = resolve_lake(project_dir, root, state_dir)
-        server = DashboardServer(lake, host, port, state_dir=state).start()
-    except HeadwaterError as exc:
-        _fail(exc)
-    click.echo(f"dashboard: {server.url}  (Ctrl-C to stop)")
-    done = threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: done.set())
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    done.wait()
-    server.stop()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

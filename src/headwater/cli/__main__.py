@@ -1,0 +1,5 @@
+"""``python -m headwater.cli``."""
+
+from headwater.cli import main
+
+main()
