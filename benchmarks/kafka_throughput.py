@@ -10,6 +10,10 @@ partition) into the same headwater Delta sink with availableNow:
   page cache, i.e. what any Python source costs before it talks to a broker.
 One discarded warm-up per variant, then K interleaved runs; medians of wall time, rows/s and
 CPU seconds of the whole process tree (driver, JVM, Python workers, broker).
+
+A third line, ``client alone``, reads the same partitions with headwater's task code
+(``read_range``) in the driver, two at a time as local[2]'s two task slots do, into nothing:
+what the broker and the Kafka client deliver before Spark and the Delta sink take a part.
 """
 
 from __future__ import annotations
@@ -132,7 +136,33 @@ def variants(spark, broker: Broker, topic: str, files: list[str]) -> dict[str, C
         return (spark.readStream.format("bench_kafka_rows")
                 .option("files", ",".join(files)).load())
 
-    return {"kafka": kafka, "memory limit": memory}
+    return {"kafka": kafka, "memory limit": memory, "client alone": lambda: (broker, topic)}
+
+
+def client_alone(broker: Broker, topic: str) -> tuple[float, float, int]:
+    """Every partition read by headwater's task code, two at a time, batches discarded."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    from headwater.messages.kafka_offsets import OffsetRange
+    from headwater.messages.kafka_read import read_range
+
+    config = {"bootstrap.servers": broker.servers}
+    probe = Consumer({**config, "group.id": f"bench-probe-{time.time()}"})
+    ends = [probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(PARTITIONS)]
+    probe.close()
+
+    def one(partition: int) -> int:
+        batches = read_range(config, OffsetRange(topic, partition, 0, ends[partition]), False,
+                             True, 120_000, "bench")
+        return sum(b.num_rows for b in batches)
+
+    cpu0, t0 = tree_cpu_seconds(), time.perf_counter()
+    with ThreadPoolExecutor(2) as pool:  # librdkafka releases the GIL while it waits
+        rows = sum(pool.map(one, range(PARTITIONS)))
+    return time.perf_counter() - t0, tree_cpu_seconds() - cpu0, rows
 
 
 def measure(source: Callable, scratch: Path) -> tuple[float, float, int]:
@@ -156,11 +186,16 @@ def run(spark, broker: Broker, messages: int, runs: int, scratch: Path,
     topic, files = prepare(broker, messages, scratch)
     todo = variants(spark, broker, topic, files)
     results = {name: {"wall_s": [], "cpu_s": [], "rows": 0} for name in todo}
+    def measured(name: str, source: Callable) -> tuple[float, float, int]:
+        if name == "client alone":
+            return client_alone(*source())
+        return measure(source, scratch / name.replace(" ", "_"))
+
     for name, source in todo.items() if warm_up else ():  # discarded
-        measure(source, scratch / name.replace(" ", "_"))
+        measured(name, source)
     for _ in range(runs):
         for name, source in todo.items():
-            wall, cpu, rows = measure(source, scratch / name.replace(" ", "_"))
+            wall, cpu, rows = measured(name, source)
             results[name]["wall_s"].append(wall)
             results[name]["cpu_s"].append(cpu)
             results[name]["rows"] = rows

@@ -323,7 +323,7 @@ def test_broker_stopped_while_stream_runs_errors_clearly_then_resumes(spark, bro
         own.stop()
 
 
-def test_benchmark_smoke_both_variants_write_every_message(spark, broker, tmp):
+def test_benchmark_smoke_every_variant_reads_every_message(spark, broker, tmp):
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
@@ -333,6 +333,7 @@ def test_benchmark_smoke_both_variants_write_every_message(spark, broker, tmp):
     results = bench.run(spark, broker, 400, 1, tmp, warm_up=False)
     expected = 400 + bench.PARTITIONS  # one seal record per partition
     assert results["kafka"]["rows"] == results["memory limit"]["rows"] == expected
+    assert results["client alone"]["rows"] == expected
     assert "vs limit" in bench.report(results)
 
 
