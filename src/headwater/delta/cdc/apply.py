@@ -258,20 +258,22 @@ def _commit(job: _Job, table: Any, target_schema: StructType, rows: Any, truncat
     """The target's merge, then the state's commit, each unless its txn is there already.
     guard: the sequence column the MERGE compares (``rows`` may hold upserts older than
     their stored row; the MERGE's own counts say what was written)."""
+    import pyarrow.compute as pc
+
     scd2 = job.spec.stored_as_scd_type == 2
     result = CdcResult(engine=engine)
     if job.target_due():
         result.target_version, metrics = tables.merge(
             table, rows, job.keys + ([START_AT] if scd2 else []), target_schema, truncating,
             job.app_id, job.batch_id, guard)
-        actions = rows.column(tl.ACTION).to_pylist()
-        written = actions.count("upsert")
-        result.deleted = actions.count("delete")
+        # counted in Arrow: a batch writes up to a row per event
+        upserts = pc.equal(rows.column(tl.ACTION), "upsert")
+        written = pc.sum(upserts).as_py() or 0
+        result.deleted = pc.sum(pc.equal(rows.column(tl.ACTION), "delete")).as_py() or 0
         if scd2:
             result.history_rows = written
-            ends = rows.column(END_AT).to_pylist()
-            result.upserted = sum(1 for a, e in zip(actions, ends, strict=True)
-                                  if a == "upsert" and e is None)
+            current = pc.and_(upserts, pc.is_null(rows.column(END_AT)))
+            result.upserted = pc.sum(current).as_py() or 0
         elif guard is not None:
             result.upserted = metrics.get("num_target_rows_inserted", 0) + metrics.get(
                 "num_target_rows_updated", 0)

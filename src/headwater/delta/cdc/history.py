@@ -203,7 +203,7 @@ def _diff(new: pa.Table, old: pa.Table, on: list[str], columns: list[str]) -> pa
     ni, oi = pairs.column(_I), pairs.column(_J)
     both = pairs.filter(pc.and_(pc.is_valid(ni), pc.is_valid(oi)))
     a, b = new.take(both.column(_I)), old.select(columns).take(both.column(_J))
-    same = pa.array([True] * both.num_rows, pa.bool_())
+    same = pa.repeat(pa.scalar(True), both.num_rows)
     for c in columns:
         same = pc.and_(same, _eq_null_safe(a.column(c), b.column(c)))
     changed = a.filter(pc.invert(same)).select(columns)
