@@ -87,6 +87,7 @@ def test_an_interrupted_load_lands_the_same_batch_again_without_doubling(tmp_pat
     assert rows == factory.truth().count("devices")
 
 
+@pytest.mark.procs  # `headwater sql` starts a JVM of its own (twice)
 def test_factory_and_sql_commands(tmp_path):
     from tests.support import cli
 
