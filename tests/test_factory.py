@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from headwater.factory import DataFactory
 from headwater.factory.factory import Rates
 
