@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pyarrow as pa
 import pytest
@@ -218,3 +219,36 @@ def test_a_blind_append_commits_after_a_concurrent_delete(tmp, monkeypatch):
     ids = sorted(table.to_pyarrow_dataset().to_table().column("id").to_pylist())
     assert ids == [5, 6, 7, 8, 9, 100, 101]
     assert table.transaction_version("q") == 0
+
+
+def test_a_blind_append_retry_skips_a_batch_another_writer_committed_meanwhile(tmp, monkeypatch):
+    """As above, but while the sink waited another writer of the same (app, batch) committed
+    it (a zombie run after its lease expired, say): the retry's fresh snapshot holds that txn,
+    so the sink must not commit the batch a second time, and its own files are deleted."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    import headwater.delta.sink as sink
+    from headwater.delta.files import FileWriter
+
+    path = str(tmp / "t")
+    write(path, {"id": list(range(10))})
+    stale = DeltaTable(path)
+    DeltaTable(path).delete("id < 5")
+    schema = StructType([StructField("id", LongType())])
+
+    def adds_of(ids: list[int]) -> list:
+        writer = FileWriter(path, [], 1 << 20)
+        writer.write(pa.record_batch({"id": pa.array(ids, pa.int64())}))
+        return writer.close().adds
+
+    assert sink.commit_files(path, adds_of([100, 101]), schema, "append", [], txn=("q", 0))
+    mine = adds_of([100, 101])
+    opened = iter([stale])
+    real_open = sink.open_table
+    monkeypatch.setattr(sink, "open_table", lambda p: next(opened, None) or real_open(p))
+    assert not sink.commit_files(path, mine, schema, "append", [], txn=("q", 0))
+    table = DeltaTable(path)
+    ids = sorted(table.to_pyarrow_dataset().to_table().column("id").to_pylist())
+    assert ids == [5, 6, 7, 8, 9, 100, 101]
+    assert [h["operation"] for h in table.history()].count("WRITE") == 2  # the table's + one
+    assert not any(os.path.exists(os.path.join(path, a["path"])) for a in mine)

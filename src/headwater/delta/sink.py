@@ -220,6 +220,11 @@ def commit_files(
                     or attempt == BLIND_APPEND_RETRIES:
                 raise
             table = open_table(path)
+            if txn is not None:  # another writer of this (app, batch) committed meanwhile
+                done = table.transaction_version(txn[0])
+                if done is not None and done >= txn[1]:
+                    _delete_files(path, adds)
+                    return False
             check_partitioning(path, list(table.metadata().partition_columns), partition_by)
             check_schema(path, spark_schema(table.schema().to_json()), data_schema, merge_schema)
     if autocompact.enabled(config, auto_compact):
