@@ -125,3 +125,26 @@ def test_scd2_tombstones_outlive_the_key_coming_back(spark, tmp, monkeypatch):
         # every delete is a tombstone, once
         assert state_rows(path) == [(1, 5, True, "key"), (2, 5, True, "key"),
                                     (3, 3, True, "key"), (3, 5, True, "key")], engine
+
+
+def test_scd1_stale_delete_in_the_same_millisecond_as_a_timestamp_sequence(spark, tmp):
+    """delta-rs keeps timestamp statistics to the millisecond: a late delete 56 us older than
+    the live row (same millisecond) must still be found stale by reading the row, not taken
+    for newer than everything the statistics show: no count, no tombstone."""
+    import datetime as dt
+
+
+    live = dt.datetime(2026, 1, 1, 0, 0, 0, 123456)
+    late = dt.datetime(2026, 1, 1, 0, 0, 0, 123400)
+    schema = "id INT, name STRING, ts TIMESTAMP, op STRING"
+    spec = CdcSpec.build(["id"], "ts", apply_as_deletes="op = 'D'", except_column_list=["op"])
+    path = str(tmp / "t")
+    first = apply_changes_batch(spark.createDataFrame([(1, "a", live, "U")], schema), 0, path,
+                                spec, "ts-flow")
+    second = apply_changes_batch(spark.createDataFrame([(1, None, late, "D")], schema), 1, path,
+                                 spec, "ts-flow")
+    assert first.engine == second.engine == "driver"
+    assert (second.upserted, second.deleted) == (0, 0)
+    assert [(r["id"], r["name"]) for r in DeltaTable(path).to_pyarrow_table().to_pylist()] == \
+        [(1, "a")]
+    assert state_rows(tmp / "t") == []

@@ -273,8 +273,16 @@ def _all_below(table: Any, column: str, value: Any) -> bool:
     if not pc.all(pc.or_kleene(pc.is_valid(maxima), pc.fill_null(all_null, False))).as_py():
         return False
     newest = pc.max(maxima)
+    if not newest.is_valid:
+        return True
     try:
-        return not newest.is_valid or pc.less(newest, pa.scalar(value).cast(maxima.type)).as_py()
+        bound = pa.scalar(value).cast(maxima.type)
+        if pa.types.is_timestamp(maxima.type):
+            # delta-rs writes timestamp statistics truncated to milliseconds: a stored
+            # .123456 shows as .123, so only a value 1 ms past the statistic is above it
+            return pc.less_equal(pc.add(newest, pa.scalar(1000, pa.duration("us"))),
+                                 bound).as_py()
+        return pc.less(newest, bound).as_py()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return False
 
