@@ -87,6 +87,16 @@ def test_tables_by_name_on_s3_with_local_checkpoints(spark, moto, tmp, keep_lake
         assert sorted(tuple(r) for r in spark.sql("SELECT k, n FROM gold").collect()) == \
             [(0, 4), (1, 3), (2, 3)]
         assert DeltaTable(f"{root}/gold", storage_options=moto.options()).version() == 0
+        # a replace sets the new comment and properties in its one commit, as on a local root
+        lake.sql("CREATE TABLE meta (a INT) COMMENT 'old' "
+                 "TBLPROPERTIES ('delta.logRetentionDuration' = 'interval 2 days')")
+        lake.sql("CREATE OR REPLACE TABLE meta (b STRING) COMMENT 'new' "
+                 "TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
+        meta = DeltaTable(f"{root}/meta", storage_options=moto.options())
+        assert (meta.metadata().description, dict(meta.metadata().configuration)) == \
+            ("new", {"delta.enableChangeDataFeed": "true"})
+        assert meta.version() == 1 and [f.name for f in meta.schema().fields] == ["b"]
+        lake.drop("meta")
         assert lake.tables() == ["bronze", "gold", "sales.silver"]
         lake.drop("gold")
         assert not lake.exists("gold") and lake.tables() == ["bronze", "sales.silver"]

@@ -130,17 +130,32 @@ def _replace_through_driver(df: DataFrame, uri: str, data_schema, partition_colu
                             name: str | None, description: str | None,
                             delta_keys: dict) -> int:
     """An object-store table: Spark's parquet writer has no Hadoop filesystem for it (no
-    hadoop-aws), so the rows come to the driver as Arrow and delta-rs writes them and the
-    replace in ONE commit (a failing ``df`` fails before anything is written)."""
-    from deltalake import write_deltalake
+    hadoop-aws), so the rows come to the driver as Arrow (a failing ``df`` fails before
+    anything is written), headwater's file writer puts them under the table, and ONE commit
+    replaces the table, as :func:`_replace_staged` does: new schema, partitioning,
+    description and properties (delta-rs' overwrite keeps an existing table's description
+    and properties); files of a failed commit are deleted."""
+    from deltalake import Schema
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+
+    from headwater.delta.files import FileWriter
+    from headwater.delta.sink import DEFAULT_TARGET_FILE_BYTES, _delete_files
 
     table = df.toArrow().cast(arrow_schema(data_schema))
+    writer = FileWriter(uri, partition_columns, DEFAULT_TARGET_FILE_BYTES)
+    for batch in table.to_batches():
+        writer.write(batch)
+    adds = writer.close().adds
     try:
-        write_deltalake(uri, table, mode="overwrite", schema_mode="overwrite",
-                        partition_by=partition_columns or None, name=name,
-                        description=description, configuration=delta_keys or None,
-                        storage_options=storage.options_for(uri))
-    except Exception as exc:
+        create_table_with_add_actions(
+            uri, Schema.from_arrow(arrow_schema(data_schema)),
+            [AddAction(a["path"], a["size"], a["partitionValues"], a["modificationTime"],
+                       a["dataChange"], a["stats"]) for a in adds],
+            mode="overwrite", partition_by=partition_columns or None, name=name,
+            description=description, configuration=delta_keys or None,
+            storage_options=storage.options_for(uri))
+    except BaseException as exc:
+        _delete_files(uri, adds)  # never referenced by the log
         raise invalid_property(exc, uri) from exc
     return int(table.num_rows)
 
