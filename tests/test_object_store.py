@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from tests.object_store import MotoServer
+from tests.object_store import MotoServer, use_credentials
 
 import headwater
 from headwater.conf import storage
@@ -207,3 +207,28 @@ def test_storage_section_of_headwater_toml(tmp):
     with pytest.raises(HeadwaterError) as invalid:
         Project.load(tmp)
     assert invalid.value.code == "HW_STORAGE_INVALID"
+
+
+def test_pipeline_writes_on_s3_auto_compact_and_count_their_batch(spark, moto):
+    """A pipeline table on S3 goes through the Python writer: headwater run's auto_compact
+    reaches it (as Spark's parquet path locally), and the rows a batch wrote are read from
+    the commit carrying its txn, not from the newest commit (an OPTIMIZE may follow it); a
+    replayed batch reports 0."""
+    from headwater.pipeline.run.flow_writer import write_table
+
+    from headwater.ingest.registration import register_sources
+
+    use_credentials(moto)  # as [storage] in headwater.toml gives them to a run ...
+    register_sources(spark)  # ... whose session's sources carry them to the workers
+    uri = f"{moto.bucket()}/lake/t"
+    _append(moto, uri, range(1))
+    DeltaTable(uri, storage_options=moto.options()).alter.set_table_properties(
+        {"headwater.autoCompact.minNumFiles": "2"}, raise_if_not_exists=False)
+    reported = [write_table(spark.range(i, i + 2), uri, "append", ("app", i), auto_compact=True)
+                for i in range(1, 4)]
+    table = DeltaTable(uri, storage_options=moto.options())
+    operations = [h["operation"] for h in reversed(table.history())]
+    assert reported == [2, 2, 2]
+    assert operations.count("OPTIMIZE") >= 1 and operations[-1] == "OPTIMIZE", operations
+    assert write_table(spark.range(1, 3), uri, "append", ("app", 3), auto_compact=True) == 0
+    assert _ids(moto, uri) == [0, 1, 2, 2, 3, 3, 4]

@@ -39,6 +39,7 @@ class WriteOptions:
     merge_schema: bool = False
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
     codec: str = "snappy"
+    auto_compact: bool = False  # compact small files after the commit (the table's property wins)
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> WriteOptions:
@@ -61,6 +62,7 @@ class WriteOptions:
             target_file_bytes=parse_size("targetFileSize", options.get("targetfilesize"),
                                          DEFAULT_TARGET_FILE_BYTES),
             codec=options.get("compression", "snappy").lower(),
+            auto_compact=parse_bool("autoCompact", options.get("autocompact"), False),
         )
 
 
@@ -317,7 +319,7 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
             self.opts.path, adds, self.schema,
             mode="overwrite" if self.complete else "append",
             partition_by=self.partition_columns, txn=(self.app_id(), batchId),
-            merge_schema=self.opts.merge_schema,
+            merge_schema=self.opts.merge_schema, auto_compact=self.opts.auto_compact,
         )
         inject_fault("sink_after_commit")
 

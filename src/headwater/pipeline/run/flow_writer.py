@@ -136,29 +136,43 @@ def write_table(df: DataFrame, path: str, mode: str, txn: tuple[str, int] | None
     written = write_native(df, path, mode, txn, merge_schema=merge_schema,
                            auto_compact=auto_compact)
     if written is None:
-        writer = df.write.format("delta").mode(mode).option("mergeSchema", merge_schema)
+        writer = (df.write.format("delta").mode(mode).option("mergeSchema", merge_schema)
+                  .option("autoCompact", auto_compact))
         if txn is not None:
             writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
+        before = _version(path)
         writer.save(path)
         _fault("python_writer_after_commit", path)  # crash tests: Spark's commit log not yet
-        return _rows_committed(path, txn)
+        return _rows_committed(path, txn, before)
     return written
 
 
-def _rows_committed(path: str, txn: tuple[str, int] | None) -> int:
-    """The rows the newest commit of ``path`` added when it is this batch's (``txn``); 0 when
-    it is not (the batch was committed before: a replay writes nothing)."""
+def _version(path: str) -> int:
+    """The newest version of the table at ``path``; -1 when there is none yet."""
+    from headwater.delta.log import DeltaLog
+
+    log = DeltaLog(path)
+    return log.latest_version() if log.exists() else -1
+
+
+def _rows_committed(path: str, txn: tuple[str, int] | None, before: int) -> int:
+    """The rows this batch's commit added: the commit after version ``before`` carrying
+    ``txn`` (an auto-compaction or another writer may have committed after it; without
+    ``txn`` the first commit after ``before``); 0 when there is none (the batch was committed
+    before: a replay writes nothing)."""
     import json
 
     from headwater.delta.log import DeltaLog
 
     log = DeltaLog(path)
-    actions = log.read_commit(log.latest_version()) or []
-    if txn is not None and not any(a.get("txn", {}).get("appId") == txn[0]
-                                   and a["txn"].get("version") == txn[1] for a in actions):
-        return 0
-    return sum(int(json.loads(a["add"].get("stats") or "{}").get("numRecords", 0))
-               for a in actions if "add" in a)
+    for version in range(before + 1, _version(path) + 1):
+        actions = log.read_commit(version) or []
+        if txn is None or any(a["txn"].get("appId") == txn[0]
+                              and a["txn"].get("version") == txn[1]
+                              for a in actions if "txn" in a):
+            return sum(int(json.loads(a["add"].get("stats") or "{}").get("numRecords", 0))
+                       for a in actions if "add" in a)
+    return 0
 
 
 def compact_cdc_tables(target: str, auto_compact: bool) -> None:
