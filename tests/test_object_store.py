@@ -214,9 +214,8 @@ def test_pipeline_writes_on_s3_auto_compact_and_count_their_batch(spark, moto):
     reaches it (as Spark's parquet path locally), and the rows a batch wrote are read from
     the commit carrying its txn, not from the newest commit (an OPTIMIZE may follow it); a
     replayed batch reports 0."""
-    from headwater.pipeline.run.flow_writer import write_table
-
     from headwater.ingest.registration import register_sources
+    from headwater.pipeline.run.flow_writer import write_table
 
     use_credentials(moto)  # as [storage] in headwater.toml gives them to a run ...
     register_sources(spark)  # ... whose session's sources carry them to the workers
