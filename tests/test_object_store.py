@@ -231,3 +231,19 @@ def test_pipeline_writes_on_s3_auto_compact_and_count_their_batch(spark, moto):
     assert operations.count("OPTIMIZE") >= 1 and operations[-1] == "OPTIMIZE", operations
     assert write_table(spark.range(1, 3), uri, "append", ("app", 3), auto_compact=True) == 0
     assert _ids(moto, uri) == [0, 1, 2, 2, 3, 3, 4]
+
+
+def test_secrets_are_redacted_in_every_spelling_the_dashboard_may_meet(tmp):
+    from headwater.conf.project import Project
+    from headwater.monitor.state import redact
+
+    for text in ("aws_secret_access_key=SK1 failed",
+                 "options {'aws_secret_access_key': 'SK1', 'aws_region': 'eu'}",
+                 '{"AWS_SECRET_ACCESS_KEY": "SK1"}', "Map(fs.s3a.secret.key -> SK1)"):
+        shown = redact(text, "s3://bkt/lake")
+        assert "SK1" not in shown and "****" in shown, shown
+    assert "'aws_region': 'eu'" in redact("{'aws_region': 'eu'}", "s3://bkt/lake")
+    (tmp / "headwater.toml").write_text(
+        '[pipeline]\nname = "p"\ndefinitions = ["*.py"]\n\n'
+        '[spark]\n"spark.hadoop.fs.s3a.secret.key" = "SK1"\n')
+    assert "SK1" not in repr(Project.load(tmp))

@@ -48,7 +48,8 @@ class Project:
     # Compact small files after each commit of a pipeline table (delta-rs OPTIMIZE,
     # dataChange=false); a table's delta.autoOptimize.autoCompact property wins.
     auto_compact: bool = True
-    spark_conf: dict[str, str] = field(default_factory=dict)
+    # no repr: [spark] may hold spark.hadoop.fs.s3a.secret.key (the README shows it)
+    spark_conf: dict[str, str] = field(default_factory=dict, repr=False)
     spec: Path | None = None  # the spark-pipeline.yml it was read from, if any
     # The schema unqualified dataset names resolve in (SDP's `database:`); None: the
     # lakehouse's top level (Spark's `default`).

@@ -31,9 +31,10 @@ STATE_COLUMNS = ["ts", "pipeline", "run_id", "event", "flow", "table_name", "sta
                  "processed_rows_per_second", "batch_duration_ms", "watermark", "state_rows",
                  "late_rows_dropped", "expectations", "recovered", "message", "details"]
 
+# key=value, key: value, 'key': 'value' (a dict's repr, JSON) and key -> value (a Scala Map)
 _SECRET = re.compile(
     r"(?i)((?:secret|password|passwd|token|credential|access[._-]?key|secret[._-]?key|"
-    r"sas|signature)[\w.-]*\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&]+)")
+    r"sas|signature)[\w.-]*[\"']?\s*(?:[=:]|->)\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&)}]+)")
 # an object-store URI (s3://bucket/key, az://..., gs://...; not file:) or a local path
 _PATH = re.compile(r"\b(?!file:)([a-z][a-z0-9+.-]*://[^\s'\"<>,;)\]]+)"
                    r"|(?:file:)?(/[^\s'\"<>:,;)\]]+)")
