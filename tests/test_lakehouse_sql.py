@@ -86,6 +86,18 @@ def test_lakehouse_replace_is_the_one_commit_api(lake, spark):
     assert lake.replace("fresh", df) == 2 and DeltaTable(lake.path("fresh")).version() == 0
 
 
+def test_a_table_with_its_change_data_feed_on_is_replaced_again_and_again(lake, spark):
+    """The feed raises the table's protocol to writer 4; a replace sets it again from its own
+    definition, so every later replace (a materialized view's refresh) goes through too."""
+    for low in range(3):
+        lake.sql("CREATE OR REPLACE TABLE feed TBLPROPERTIES "
+                 f"('delta.enableChangeDataFeed' = 'true') AS SELECT id FROM t WHERE id > {low}")
+    table = DeltaTable(lake.path("feed"))
+    assert table.version() == 2 and ids(lake, "feed") == [3, 4]
+    assert table.metadata().configuration == {"delta.enableChangeDataFeed": "true"}
+    assert table.protocol().min_writer_version == 4
+
+
 # --- 2. catalog and Delta never disagree ----------------------------------------------------
 
 @pytest.mark.parametrize("via", ["lake", "spark"])

@@ -94,8 +94,10 @@ def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = No
     Properties outside Delta's ``delta.*`` namespace (e.g. ``'team'='sales'``) follow in a
     second commit: deltalake validates only Delta's own keys when it creates a table.
 
-    Tables with column mapping or other writer features newer than (1, 2) are refused: a
-    replace would have to keep their protocol, which deltalake's replace does not do.
+    Tables whose protocol needs more than reader 1 / writer 4 (column mapping, deletion
+    vectors, table features) are refused: a replace would have to keep their protocol, which
+    deltalake's replace does not do. Up to writer 4 (appendOnly, check constraints, change
+    data feed) the replace commit's own definition sets the protocol again.
     """
     from deltalake import Schema
 
@@ -103,7 +105,7 @@ def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = No
     log = DeltaLog(uri)
     if log.exists():
         protocol = log.table().protocol()
-        if protocol.min_reader_version > 1 or protocol.min_writer_version > 2:
+        if protocol.min_reader_version > 1 or protocol.min_writer_version > 4:
             raise HeadwaterError(
                 "HW_DELTA_UNSUPPORTED_FEATURE",
                 f"The table at {path} uses Delta protocol ({protocol.min_reader_version}, "
@@ -143,10 +145,10 @@ def _replace_through_driver(df: DataFrame, uri: str, data_schema, partition_colu
 
     table = df.toArrow().cast(arrow_schema(data_schema))
     writer = FileWriter(uri, partition_columns, DEFAULT_TARGET_FILE_BYTES)
-    for batch in table.to_batches():
-        writer.write(batch)
-    adds = writer.close().adds
     try:
+        for batch in table.to_batches():
+            writer.write(batch)
+        adds = writer.close().adds
         create_table_with_add_actions(
             uri, Schema.from_arrow(arrow_schema(data_schema)),
             [AddAction(a["path"], a["size"], a["partitionValues"], a["modificationTime"],
@@ -155,9 +157,27 @@ def _replace_through_driver(df: DataFrame, uri: str, data_schema, partition_colu
             description=description, configuration=delta_keys or None,
             storage_options=storage.options_for(uri))
     except BaseException as exc:
-        _delete_files(uri, adds)  # never referenced by the log
+        _delete_files(uri, _unreferenced(uri, writer.adds))
         raise invalid_property(exc, uri) from exc
     return int(table.num_rows)
+
+
+def _unreferenced(uri: str, adds: list[dict]) -> list[dict]:
+    """The ``adds`` the table at ``uri`` does not reference: safe to delete after a failed
+    commit (one whose answer was lost may have landed). None when the table cannot be read:
+    leftover files are harmless (VACUUM removes them), deleted referenced ones are not."""
+    import pyarrow as pa
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = open_table(uri)
+    except TableNotFoundError:
+        return adds
+    except Exception:  # noqa: BLE001 - see the docstring
+        return []
+    referenced = set(pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist())
+    return [a for a in adds if a["path"] not in referenced
+            and unquote(a["path"]) not in referenced]
 
 
 def _replace_staged(df: DataFrame, uri: str, schema, partition_columns: list[str],
