@@ -243,6 +243,9 @@ def test_secrets_are_redacted_in_every_spelling_the_dashboard_may_meet(tmp):
         shown = redact(text, "s3://bkt/lake")
         assert "SK1" not in shown and "****" in shown, shown
     assert "'aws_region': 'eu'" in redact("{'aws_region': 'eu'}", "s3://bkt/lake")
+    assert redact("password=SK1)x}y", "s3://bkt/lake") == "password=****"  # no tail shown
+    for plain in ("flow bronze_tokens -> silver failed", "Kansas -> Texas"):
+        assert redact(plain, "s3://bkt/lake") == plain  # ordinary arrows stay as they are
     (tmp / "headwater.toml").write_text(
         '[pipeline]\nname = "p"\ndefinitions = ["*.py"]\n\n'
         '[spark]\n"spark.hadoop.fs.s3a.secret.key" = "SK1"\n')

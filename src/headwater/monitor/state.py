@@ -31,10 +31,16 @@ STATE_COLUMNS = ["ts", "pipeline", "run_id", "event", "flow", "table_name", "sta
                  "processed_rows_per_second", "batch_duration_ms", "watermark", "state_rows",
                  "late_rows_dropped", "expectations", "recovered", "message", "details"]
 
-# key=value, key: value, 'key': 'value' (a dict's repr, JSON) and key -> value (a Scala Map)
+# key=value, key: value and 'key': 'value' (a dict's repr, JSON); the value runs to the next
+# space, comma, semicolon or ampersand, or is quoted
 _SECRET = re.compile(
     r"(?i)((?:secret|password|passwd|token|credential|access[._-]?key|secret[._-]?key|"
-    r"sas|signature)[\w.-]*[\"']?\s*(?:[=:]|->)\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&)}]+)")
+    r"sas|signature)[\w.-]*[\"']?\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&]+)")
+# a Scala Map's dotted conf key -> value (Map(fs.s3a.secret.key -> ...)): only dotted keys,
+# so ordinary arrows ("bronze_tokens -> silver") stay as they are
+_SECRET_CONF = re.compile(
+    r"(?i)(\b(?:[\w-]+\.)+[\w.-]*(?:secret|password|token|credential|access[._-]?key)"
+    r"[\w.-]*\s*->\s*)([^\s,)]+)")
 # an object-store URI (s3://bucket/key, az://..., gs://...; not file:) or a local path
 _PATH = re.compile(r"\b(?!file:)([a-z][a-z0-9+.-]*://[^\s'\"<>,;)\]]+)"
                    r"|(?:file:)?(/[^\s'\"<>:,;)\]]+)")
@@ -48,6 +54,7 @@ def redact(text: str | None, root: AnyPath | str) -> str | None:
     if text is None:
         return None
     text = _SECRET.sub(lambda m: m.group(1) + "****", text)
+    text = _SECRET_CONF.sub(lambda m: m.group(1) + "****", text)
     root_text = str(root).rstrip("/")
 
     def path(match: re.Match) -> str:
