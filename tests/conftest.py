@@ -90,4 +90,13 @@ def no_env_credentials(monkeypatch):
     yield
     storage.set_defaults({})
     storage.forget_registered()
+    # the shared session's sources were pickled with the defaults a test set: register them
+    # again, or later tests' workers would still hold this test's credentials
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        from headwater.ingest.registration import register_sources
+
+        register_sources(active)
 

@@ -158,8 +158,9 @@ def _version(path: str) -> int:
 def _rows_committed(path: str, txn: tuple[str, int] | None, before: int) -> int:
     """The rows this batch's commit added: the commit after version ``before`` carrying
     ``txn`` (an auto-compaction or another writer may have committed after it; without
-    ``txn`` the first commit after ``before``); 0 when there is none (the batch was committed
-    before: a replay writes nothing)."""
+    ``txn`` the first one after ``before`` that adds data, not a schema change or an
+    OPTIMIZE); 0 when there is none (the batch was committed before: a replay writes
+    nothing)."""
     import json
 
     from headwater.delta.log import DeltaLog
@@ -167,9 +168,12 @@ def _rows_committed(path: str, txn: tuple[str, int] | None, before: int) -> int:
     log = DeltaLog(path)
     for version in range(before + 1, _version(path) + 1):
         actions = log.read_commit(version) or []
-        if txn is None or any(a["txn"].get("appId") == txn[0]
-                              and a["txn"].get("version") == txn[1]
-                              for a in actions if "txn" in a):
+        if txn is None:
+            mine = any(a["add"].get("dataChange", True) for a in actions if "add" in a)
+        else:
+            mine = any(a["txn"].get("appId") == txn[0] and a["txn"].get("version") == txn[1]
+                       for a in actions if "txn" in a)
+        if mine:
             return sum(int(json.loads(a["add"].get("stats") or "{}").get("numRecords", 0))
                        for a in actions if "add" in a)
     return 0
