@@ -371,3 +371,28 @@ def test_planning_rules_without_a_broker():
         assert wrong.value.code == code, bad
     batch = SourceOptions.parse({"kafka.bootstrap.servers": "x", "subscribe": "a"}, False)
     assert batch.starting.keyword == "earliest" and batch.ending.keyword == "latest"
+
+
+def test_no_leaders_found_after_retries_is_the_brokers_being_unavailable():
+    """librdkafka answers ListOffsets for a stopped broker with _NOENT "No leaders found" once
+    its metadata lost the leaders (seen in CI): retried, then HW_KAFKA_UNAVAILABLE, like the
+    transport errors; other _NOENT errors stay as they are."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from headwater.messages.kafka_client import KafkaBroker
+
+    broker = KafkaBroker({"bootstrap.servers": "127.0.0.1:9"}, retries=2, retry_interval_ms=1)
+    calls = []
+
+    def failing(reason: str):
+        def call():
+            calls.append(reason)
+            raise KafkaException(KafkaError(KafkaError._NOENT, reason))
+        return call
+
+    with pytest.raises(HeadwaterError) as gone:
+        broker._retrying(failing("Failed to query partition leaders: No leaders found"))
+    assert gone.value.code == "HW_KAFKA_UNAVAILABLE" and len(calls) == 3
+    with pytest.raises(KafkaException):
+        broker._retrying(failing("No such entry"))
+    assert len(calls) == 4

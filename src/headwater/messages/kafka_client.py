@@ -22,6 +22,14 @@ _UNAVAILABLE = {"_TRANSPORT", "_TIMED_OUT", "_ALL_BROKERS_DOWN", "_WAIT_COORD",
                 "_RESOLVE", "NETWORK_EXCEPTION", "BROKER_NOT_AVAILABLE"}
 
 
+def broker_missing(exc: BaseException) -> bool:
+    """Whether ``exc`` says the brokers did not answer. librdkafka also says it as _NOENT
+    "Failed to query partition leaders: No leaders found" when its metadata lost every
+    leader (a stopped broker, seen in CI), not only with the transport errors."""
+    name = error_name(exc)
+    return not name or name in _UNAVAILABLE or (name == "_NOENT" and "leader" in str(exc).lower())
+
+
 def error_name(exc: BaseException) -> str:
     """The librdkafka error name (e.g. ``_TRANSPORT``) of a KafkaException, or ''."""
     args = getattr(exc, "args", ())
@@ -91,7 +99,7 @@ class KafkaBroker:
             try:
                 return call()
             except KafkaException as exc:
-                if error_name(exc) not in _UNAVAILABLE and error_name(exc):
+                if not broker_missing(exc):
                     raise
                 if attempt == self.retries:
                     raise unavailable(self.config.get("bootstrap.servers", "?"), exc) from exc
