@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 from deltalake import DeltaTable
 from tests.pipelines import build, project
-from tests.support import write
+from tests.support import cli, show, write
 
 from headwater.conf.triggers import trigger_kwargs
 from headwater.monitor.commands import history_lines, status_lines
@@ -242,6 +242,23 @@ def test_event_log_appends_are_compacted(tmp_path):
     assert sorted(read_events(tmp_path, ["flow"]).column("flow").to_pylist()) == \
         [f"f{i}" for i in range(6)]
     assert not log.failures
+
+
+def test_status_exits_zero_every_time_after_reading_the_event_log(tmp_path):
+    """Scanning through delta-rs' default filesystem (a PyFileSystem called from Arrow's IO
+    threads) made the process abort at exit: `headwater status` exited 134 in 28 of 60 runs,
+    with the CLI's whole output already printed."""
+    from headwater.monitor.events import EventLog
+
+    log = EventLog(tmp_path, "p", "r", flush_seconds=3600)
+    for i in range(4):
+        log.emit("flow_status", flow=f"f{i}", status="completed")
+        log.flush()
+    log.close()
+    for _run in range(10):
+        proc = cli("status", "--root", str(tmp_path), cwd=tmp_path)
+        assert proc.returncode == 0 and "f3" in proc.stdout, show(proc)
+        assert "terminate called" not in proc.stderr, show(proc)
 
 
 def test_cdc_details_survive_the_listener_and_the_query_racing_to_report_a_batch(tmp_path):

@@ -62,6 +62,17 @@ def open_table(uri: str, version: int | None = None):
     return DeltaTable(uri, version=version, storage_options=storage.options_for(uri))
 
 
+def arrow_dataset(table: Any, **kwargs: Any) -> Any:
+    """``table.to_pyarrow_dataset(**kwargs)`` read through pyarrow's own filesystem.
+
+    delta-rs' default filesystem is its Rust object store behind a pyarrow ``PyFileSystem``,
+    called from Arrow's IO threads: a process that scanned through it aborted at interpreter
+    exit (``terminate called without an active exception``, exit 134) in 22 of 30 runs here
+    (``headwater status`` included), and in 0 of 30 through pyarrow's filesystem."""
+    fs, path = filesystem_for(normalize_uri(table.table_uri))
+    return table.to_pyarrow_dataset(filesystem=pafs.SubTreeFileSystem(path, fs), **kwargs)
+
+
 def resolve_file(table_root: str, log_path: str) -> str:
     """A path from the log (URL-encoded, relative or absolute) -> a path the filesystem opens."""
     if "://" in log_path or log_path.startswith("file:"):

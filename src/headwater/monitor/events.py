@@ -260,11 +260,11 @@ class EventLog:
 def read_events(root: str | AnyPath, columns: list[str] | None = None,
                 where: Any = None) -> pa.Table:
     """The event log as Arrow (empty, with the schema, when nothing was logged yet)."""
-    from headwater.delta.log import open_table
+    from headwater.delta.log import arrow_dataset, open_table
 
     path = location(root) / EVENT_LOG
     if not (path / DELTA_LOG).is_dir():
         empty = SCHEMA.empty_table()
         return empty.select(columns) if columns else empty
-    dataset = open_table(str(path)).to_pyarrow_dataset()
+    dataset = arrow_dataset(open_table(str(path)))
     return dataset.to_table(columns=columns, filter=where)

@@ -108,7 +108,7 @@ class DashboardState:
     # --- tables --------------------------------------------------------------------------
 
     def _table_part(self) -> list[dict[str, Any]]:
-        from headwater.delta.log import open_table
+        from headwater.delta.log import arrow_dataset, open_table
         from headwater.lakehouse import list_tables, parse_name
 
         out = []
@@ -125,7 +125,7 @@ class DashboardState:
                     history = table.history(1)
                     committed = history[0].get("timestamp") if history else None
                     info = {"name": name, "version": version,
-                            "rows": table.to_pyarrow_dataset().count_rows(),
+                            "rows": arrow_dataset(table).count_rows(),
                             "last_commit": _iso(_ms(committed)),
                             "operation": history[0].get("operation") if history else None}
                     self._tables[name] = (version, info)

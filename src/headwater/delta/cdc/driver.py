@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.delta.cdc import timeline as tl
 from headwater.delta.cdc.spec import DELETE, OP, SEQ, TRUNCATE, UPSERT, CdcSpec, raise_bad_events
+from headwater.delta.log import arrow_dataset
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -134,7 +135,7 @@ def _positions(n: int) -> Any:
 
 
 def _dataset(table: Any) -> tuple[Any, dict[str, str]]:
-    ds = table.to_pyarrow_dataset()
+    ds = arrow_dataset(table)
     return ds, {n.lower(): n for n in ds.schema.names}
 
 
