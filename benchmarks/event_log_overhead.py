@@ -45,8 +45,10 @@ def prepare(seed_dir: Path, landings: int) -> None:
         shutil.copytree(seed_dir, seed_dir.parent / f"landed-{n}", dirs_exist_ok=True)
 
 
-def one_round(spark, seeds: Path, work: Path, variant: str, landings: int) -> dict:
-    """``landings`` triggered runs of the demo pipeline, each after one more batch landed."""
+def one_round(spark, seeds: Path, work: Path, variant: str, landings: int,
+              select: list[str] | None = None) -> dict:
+    """``landings`` triggered runs of the demo pipeline (its ``select`` flows, default all),
+    each after one more batch landed."""
     import headwater
     from headwater.conf.project import Project
     from headwater.conf.triggers import trigger_kwargs
@@ -68,7 +70,8 @@ def one_round(spark, seeds: Path, work: Path, variant: str, landings: int) -> di
         lake = headwater.Lakehouse(project.root, spark)
         graph = Graph(load_definitions(project), lake).build()
         display = None if variant == "bare" else Display(lines.append, live=False)
-        runner = Runner(graph, trigger_kwargs("available-now"), False, pipeline=project.name,
+        runner = Runner(graph, trigger_kwargs("available-now"), False, select,
+                        pipeline=project.name,
                         event_log=variant == "event log", display=display,
                         echo=lambda _: None)
         cpu0, t0 = tree_cpu_seconds(), time.perf_counter()
@@ -83,7 +86,8 @@ def one_round(spark, seeds: Path, work: Path, variant: str, landings: int) -> di
             "logged": (work / "_event_log" / "_delta_log").is_dir(), "lines": len(lines)}
 
 
-def measure(spark, rounds: int, landings: int, base: Path) -> dict[str, list[dict]]:
+def measure(spark, rounds: int, landings: int, base: Path,
+            select: list[str] | None = None) -> dict[str, list[dict]]:
     seeds = base / "seeds"
     prepare(seeds / "project", landings)
     results: dict[str, list[dict]] = {v: [] for v in VARIANTS}
@@ -91,7 +95,8 @@ def measure(spark, rounds: int, landings: int, base: Path) -> dict[str, list[dic
         order = VARIANTS[r % 3:] + VARIANTS[:r % 3]  # rotate: no variant always goes first
         for variant in order:
             work = base / f"round-{r}-{variant.replace(' ', '-')}"
-            results[variant].append(one_round(spark, seeds, work, variant, landings))
+            results[variant].append(one_round(spark, seeds, work, variant, landings,
+                                                     select))
             shutil.rmtree(work, ignore_errors=True)
     return results
 
