@@ -283,3 +283,32 @@ def test_batch_zero_replanned_after_new_commits_reads_the_same_rows(spark, tmp):
     following = first.latest_offset(end, max_files=1000, max_bytes=None)
     later = first.files_between(end, following)
     assert len(later) == 1 and later[0].path not in planned  # the new commit, once
+
+
+def test_a_fresh_worker_plans_and_reads_a_stream_without_importing_pandas(tmp):
+    """Spark starts a new Python process for every streaming query's source and every batch
+    plan: pandas (0.2 s of CPU to import) must not come along with the Delta log's actions."""
+    import subprocess
+    import sys
+
+    path = tmp / "t"
+    write(path, {"id": [1, 2]})
+    write(path, {"id": [3]})
+    script = f"""
+import sys
+from headwater.delta.datasource import DeltaDataSource
+source = DeltaDataSource({{"path": {str(path)!r}}})
+schema = source.schema()
+reader = source.streamReader(schema)
+start = reader.initialOffset()
+end = reader.latestOffset(start, reader.getDefaultReadLimit())
+def count(items):  # Arrow record batches (or rows)
+    return sum(getattr(item, "num_rows", 1) for item in items)
+rows = sum(count(reader.read(p)) for p in reader.partitions(start, end))
+batch = source.reader(schema)
+rows += sum(count(batch.read(p)) for p in batch.partitions())
+print(rows, "pandas" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["6", "False"]

@@ -52,7 +52,7 @@ def compact_if_due(table: Any, default: bool = False,
 
     settings_of: the table whose properties decide (default ``table``): an AUTO CDC state
     table follows its target's."""
-    import pyarrow as pa
+    from headwater.delta.log import add_actions
 
     config = (settings_of or table).metadata().configuration or {}
     if not enabled(config, default):
@@ -62,7 +62,7 @@ def compact_if_due(table: Any, default: bool = False,
     except HeadwaterError as exc:
         log.warning("Auto-compaction of %s skipped: %s", table.table_uri, exc)
         return None
-    sizes = pa.table(table.get_add_actions(flatten=False)).column("size_bytes").to_pylist()
+    sizes = add_actions(table).column("size_bytes").to_pylist()
     if sum(1 for size in sizes if size < max_size) < min_files:
         return None
     try:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from headwater.delta.log import DeltaLog, normalize_uri
+from headwater.delta.log import DeltaLog, add_actions, normalize_uri
 from headwater.errors import HeadwaterError
 
 DEFAULT_RETENTION_HOURS = 168
@@ -268,9 +268,7 @@ def restore(path: str, version: int | None = None,
 
 
 def pa_sizes(table) -> tuple[int, int]:
-    import pyarrow as pa
-
-    actions = pa.table(table.get_add_actions(flatten=False))
+    actions = add_actions(table)
     sizes = actions.column("size_bytes").to_pylist() if actions.num_rows else []
     return len(sizes), int(sum(sizes))
 

@@ -26,7 +26,14 @@ import pyarrow.parquet as pq
 from headwater.conf import storage
 from headwater.conf.layout import FAULT_ENV, FAULT_TABLE_ENV  # test hooks (crash tests)
 from headwater.delta.files import file_stats
-from headwater.delta.log import DeltaLog, deletion_vector_paths, filesystem_for, normalize_uri, open_table
+from headwater.delta.log import (
+    DeltaLog,
+    add_actions,
+    deletion_vector_paths,
+    filesystem_for,
+    normalize_uri,
+    open_table,
+)
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema, strip_field_metadata
 from headwater.delta.sink import check_partitioning, check_schema, commit_files
 from headwater.errors import HeadwaterError
@@ -166,7 +173,6 @@ def _unreferenced(uri: str, adds: list[dict]) -> list[dict]:
     """The ``adds`` the table at ``uri`` does not reference: safe to delete after a failed
     commit (one whose answer was lost may have landed). None when the table cannot be read:
     leftover files are harmless (VACUUM removes them), deleted referenced ones are not."""
-    import pyarrow as pa
     from deltalake.exceptions import TableNotFoundError
 
     try:
@@ -175,7 +181,7 @@ def _unreferenced(uri: str, adds: list[dict]) -> list[dict]:
         return adds
     except Exception:  # noqa: BLE001 - see the docstring
         return []
-    referenced = set(pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist())
+    referenced = set(add_actions(table, flatten=True).column("path").to_pylist())
     return [a for a in adds if a["path"] not in referenced
             and unquote(a["path"]) not in referenced]
 

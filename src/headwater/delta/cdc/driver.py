@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.delta.cdc import timeline as tl
 from headwater.delta.cdc.spec import DELETE, OP, SEQ, TRUNCATE, UPSERT, CdcSpec, raise_bad_events
-from headwater.delta.log import arrow_dataset
+from headwater.delta.log import add_actions, arrow_dataset
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -261,7 +261,7 @@ def _all_below(table: Any, column: str, value: Any) -> bool:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    files = pa.table(table.get_add_actions(flatten=True))
+    files = add_actions(table, flatten=True)
     names = {n.lower(): n for n in files.column_names}
     top, nulls = names.get(f"max.{column}".lower()), names.get(f"null_count.{column}".lower())
     if files.num_rows == 0:

@@ -85,14 +85,14 @@ def append_tombstones(table: Any, rows: pa.Table, schema: StructType, spec: CdcS
     """Tombstones-only layout: expired tombstones deleted (their own commit, when the file
     statistics show one), then the batch's tombstones (and truncate row) appended with
     txn(app_id, batch_id) -- an empty append when there are none, so the txn is recorded."""
-    import pyarrow as pa
     import pyarrow.compute as pc
     from deltalake import CommitProperties, Transaction, write_deltalake
 
+    from headwater.delta.log import add_actions
     from headwater.delta.merge import as_table_arrow
 
     expiry_us = _expiry_us(spec)
-    actions = pa.table(table.get_add_actions(flatten=True))
+    actions = add_actions(table, flatten=True)
     stat = f"min.{tl.DELETED_AT}"
     oldest = actions.column(stat) if stat in actions.schema.names else None
     if oldest is not None and oldest.null_count < len(oldest):

@@ -14,9 +14,13 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
-from headwater.delta.log import DeltaLog, deletion_vector_paths, normalize_uri, resolve_file
+from headwater.delta.log import (
+    DeltaLog,
+    add_actions,
+    deletion_vector_paths,
+    normalize_uri,
+    resolve_file,
+)
 from headwater.delta.schema import format_partition_value, spark_schema, strip_field_metadata
 from headwater.errors import HeadwaterError
 
@@ -150,7 +154,7 @@ def load_snapshot(path: str, operation: str, needs_rows: bool = True) -> Snapsho
     schema = strip_field_metadata(spark_schema(raw_json))
     partition_columns = list(table.metadata().partition_columns)
     dv_paths = deletion_vector_paths(table)
-    actions = pa.table(table.get_add_actions(flatten=False)).to_pylist()
+    actions = add_actions(table).to_pylist()
     files = []
     for row in actions:
         values = row.get("partition") or {}
