@@ -309,6 +309,6 @@ batch = source.reader(schema)
 rows += sum(count(batch.read(p)) for p in batch.partitions())
 print(rows, "pandas" in sys.modules)
 """
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True).stdout.split()
-    assert out == ["6", "False"]
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["6", "False"]

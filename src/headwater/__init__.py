@@ -81,15 +81,17 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module, attribute = _EXPORTS[name]
-    except KeyError:
-        raise AttributeError(f"module 'headwater' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), attribute)
-    globals()[name] = value  # the next lookup is an ordinary attribute
-    return value
+if not TYPE_CHECKING:  # type checkers see the imports above: a misspelled name stays an error
+
+    def __getattr__(name: str) -> Any:
+        try:
+            module, attribute = _EXPORTS[name]
+        except KeyError:
+            raise AttributeError(f"module 'headwater' has no attribute {name!r}") from None
+        value = getattr(importlib.import_module(module), attribute)
+        globals()[name] = value  # the next lookup is an ordinary attribute
+        return value
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+def __dir__() -> list[str]:  # the public names, not this module's own imports
+    return sorted({*__all__, "__version__", *(n for n in globals() if n.startswith("__"))})
