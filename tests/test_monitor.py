@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pyarrow.dataset as ds
+import pytest
 from deltalake import DeltaTable
 from tests.pipelines import build, project
 from tests.support import cli, show, write
@@ -246,6 +247,7 @@ def test_event_log_appends_are_compacted(tmp_path):
     assert not log.failures
 
 
+@pytest.mark.procs  # ten `headwater status` processes
 def test_status_exits_zero_every_time_after_reading_the_event_log(tmp_path):
     """Scanning through delta-rs' default filesystem (a PyFileSystem called from Arrow's IO
     threads) made the process abort at exit: `headwater status` exited 134 in 28 of 60 runs,
