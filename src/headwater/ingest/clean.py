@@ -142,32 +142,23 @@ def _parse(text: Any) -> tuple[str, int] | None:
 def install_listener(spark: Any) -> None:
     """Register the cleaning listener on this session; ``register_sources`` calls it once
     per session."""
-    from pyspark.sql.streaming import StreamingQueryListener
+    from headwater.spark.listener import add_json_listener
 
-    class CleanSourceListener(StreamingQueryListener):
-        def __init__(self) -> None:
-            self.last_end: dict[str, list[tuple[str, int]]] = {}
+    last_end: dict[str, list[tuple[str, int]]] = {}
 
-        def onQueryStarted(self, event: Any) -> None:
-            pass
+    def on_progress(progress: dict[str, Any]) -> None:
+        sources = progress.get("sources") or []
+        for index_path, seq in committed_offsets(sources, "startOffset"):
+            clean_quietly(index_path, seq)  # the reader's backstop retries later
+        ends = committed_offsets(sources, "endOffset")
+        if ends:
+            last_end[str(progress.get("runId"))] = ends
 
-        def onQueryProgress(self, event: Any) -> None:
-            progress = event.progress
-            for index_path, seq in committed_offsets(progress.sources, "startOffset"):
-                clean_quietly(index_path, seq)  # the reader's backstop retries later
-            ends = committed_offsets(progress.sources, "endOffset")
-            if ends:
-                self.last_end[str(progress.runId)] = ends
+    def on_terminated(event: dict[str, Any]) -> None:
+        ends = last_end.pop(str(event.get("runId")), [])
+        if event.get("exception"):
+            return  # the last batch may not be committed
+        for index_path, seq in ends:
+            clean_quietly(index_path, seq)
 
-        def onQueryIdle(self, event: Any) -> None:
-            pass
-
-        def onQueryTerminated(self, event: Any) -> None:
-            ends = self.last_end.pop(str(event.runId), [])
-            if event.exception:
-                return  # the last batch may not be committed
-            for index_path, seq in ends:
-                clean_quietly(index_path, seq)
-
-    listener = CleanSourceListener()
-    spark.streams.addListener(listener)
+    add_json_listener(spark, on_progress, on_terminated)

@@ -24,6 +24,7 @@ from headwater.conf.location import AnyPath, location, state_folder
 from headwater.monitor.events import EventLog, executed, now, parse_time, progress_row
 from headwater.monitor.gaps import fill_from_checkpoint, progress_dict
 from headwater.monitor.observer import FlowOutcome, FlowStatus, RunDescription
+from headwater.spark.listener import remove_json_listener
 
 if TYPE_CHECKING:
     from headwater.monitor.display import Display
@@ -90,8 +91,7 @@ class RunMonitor:
         self._spark = spark
         self._close_abrupt_runs()
         if self.log is not None or self.on_batch is not None:  # nobody watches: no listener
-            self._listener = _listener_for(self)
-            spark.streams.addListener(self._listener)
+            self._listener = _listener_for(self, spark)
         if self.log is not None:
             self.log.emit("run_started", status="running",
                           details=json.dumps({"mode": self.mode, "pid": os.getpid(),
@@ -118,7 +118,7 @@ class RunMonitor:
     def run_finished(self, flows: list[FlowOutcome], stopped: bool) -> str | None:
         if self._spark is not None and self._listener is not None:
             try:
-                self._spark.streams.removeListener(self._listener)
+                remove_json_listener(self._spark, self._listener)
             except Exception:  # noqa: BLE001 - the session may be gone
                 pass
         failed = sorted(f.key for f in flows if f.status.failed_or_skipped)
@@ -223,29 +223,14 @@ class RunMonitor:
             pass  # status reporting must never fail a run
 
 
-def _listener_for(monitor: RunMonitor) -> Any:
-    from pyspark.sql.streaming import StreamingQueryListener
+def _listener_for(monitor: RunMonitor, spark: Any) -> Any:
+    """Every progress event of the run's flows goes to the monitor (a handle to remove)."""
+    from headwater.spark.listener import add_json_listener
 
-    class HeadwaterListener(StreamingQueryListener):
-        """Spark's listener: every progress event of the run's flows goes to the monitor."""
+    def on_progress(progress: dict[str, Any]) -> None:
+        monitor.batch(progress.get("name") or "", progress)
 
-        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - Spark's names
-            pass
-
-        def onQueryProgress(self, event: Any) -> None:  # noqa: N802
-            try:
-                progress = json.loads(event.progress.json)
-                monitor.batch(progress.get("name") or "", progress)
-            except Exception:  # noqa: BLE001 - an exception here would be lost in Py4J
-                pass
-
-        def onQueryIdle(self, event: Any) -> None:  # noqa: N802
-            pass
-
-        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
-            pass
-
-    return HeadwaterListener()
+    return add_json_listener(spark, on_progress)
 
 
 def live_runs(root: str | Path | None) -> list[dict[str, Any]]:
