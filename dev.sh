@@ -2,7 +2,7 @@
 # One entry point for a fresh clone: creates .venv, installs headwater pinned, runs a command.
 #   bash dev.sh demo    the main job: headwater demo for 60 s (pass your own options instead)
 #   bash dev.sh test    the test suite (what CI runs)
-#   bash dev.sh fast    the fast tier: every test that starts no other JVM (target 8 minutes; 7:26 on 2 cores)
+#   bash dev.sh fast    the fast tier: every test that starts no other JVM (target 8 minutes; 7:33 on 2 cores)
 #   bash dev.sh lint    ruff, mypy, and the import rules (rooms import only downward, no cycles)
 #   bash dev.sh bench   the Delta I/O benchmark (outside CI)
 #   bash dev.sh bench-pipeline   headwater run vs Spark Declarative Pipelines (outside CI)

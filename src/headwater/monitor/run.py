@@ -24,7 +24,7 @@ from headwater.conf.location import AnyPath, location, state_folder
 from headwater.monitor.events import EventLog, executed, now, parse_time, progress_row
 from headwater.monitor.gaps import fill_from_checkpoint, progress_dict
 from headwater.monitor.observer import FlowOutcome, FlowStatus, RunDescription
-from headwater.spark.listener import remove_json_listener
+from headwater.spark.listener import add_json_listener, remove_json_listener
 
 if TYPE_CHECKING:
     from headwater.monitor.display import Display
@@ -225,10 +225,11 @@ class RunMonitor:
 
 def _listener_for(monitor: RunMonitor, spark: Any) -> Any:
     """Every progress event of the run's flows goes to the monitor (a handle to remove)."""
-    from headwater.spark.listener import add_json_listener
-
     def on_progress(progress: dict[str, Any]) -> None:
-        monitor.batch(progress.get("name") or "", progress)
+        try:
+            monitor.batch(progress.get("name") or "", progress)
+        except Exception:  # noqa: BLE001 - e.g. a late event after the run closed its log
+            pass
 
     return add_json_listener(spark, on_progress)
 

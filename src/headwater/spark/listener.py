@@ -19,15 +19,14 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-ProgressCallback = Callable[[dict[str, Any]], None]
-TerminatedCallback = Callable[[dict[str, Any]], None]
+EventCallback = Callable[[dict[str, Any]], None]
 
 
 class _JsonEvents:
     """Implements Spark's ``PythonStreamingQueryListener`` interface over Py4J."""
 
-    def __init__(self, on_progress: ProgressCallback,
-                 on_terminated: TerminatedCallback | None) -> None:
+    def __init__(self, on_progress: EventCallback,
+                 on_terminated: EventCallback | None) -> None:
         self.on_progress = on_progress
         self.on_terminated = on_terminated
 
@@ -55,8 +54,8 @@ def _call(callback: Callable[[dict[str, Any]], None], text: str) -> None:
         log.exception("a headwater streaming listener failed on an event")
 
 
-def add_json_listener(spark: Any, on_progress: ProgressCallback,
-                      on_terminated: TerminatedCallback | None = None) -> Any:
+def add_json_listener(spark: Any, on_progress: EventCallback,
+                      on_terminated: EventCallback | None = None) -> Any:
     """Call ``on_progress(progress_dict)`` for every micro-batch of every query of ``spark``
     (and ``on_terminated(event_dict)`` with ``runId`` and ``exception``); returns the handle
     ``remove_json_listener`` takes."""
@@ -79,8 +78,8 @@ def remove_json_listener(spark: Any, handle: Any) -> None:
         spark._jsparkSession.streams().removeListener(handle)
 
 
-def _add_pyspark_listener(spark: Any, on_progress: ProgressCallback,
-                          on_terminated: TerminatedCallback | None) -> Any:
+def _add_pyspark_listener(spark: Any, on_progress: EventCallback,
+                          on_terminated: EventCallback | None) -> Any:
     from pyspark.sql.streaming import StreamingQueryListener
 
     class Listener(StreamingQueryListener):
@@ -95,7 +94,10 @@ def _add_pyspark_listener(spark: Any, on_progress: ProgressCallback,
 
         def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
             if on_terminated is not None:
-                on_terminated({"runId": str(event.runId), "exception": event.exception})
+                _call(on_terminated, json.dumps({
+                    "id": str(event.id), "runId": str(event.runId),
+                    "exception": event.exception,
+                    "errorClassOnException": event.errorClassOnException}))
 
     listener = Listener()
     spark.streams.addListener(listener)
