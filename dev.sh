@@ -10,6 +10,7 @@
 #   bash dev.sh bench-eventlog   the demo pipeline with and without the event log (outside CI)
 #   bash dev.sh bench-cdc        AUTO CDC vs a hand-written deltalake MERGE, SCD1 and 2 (outside CI)
 #   bash dev.sh bench-dml        MERGE / DELETE: Spark vs delta-rs vs hand-written deltalake (outside CI)
+#   bash dev.sh conformance      delta-spark's own Python tests and examples on headwater, pass counts
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
@@ -17,9 +18,13 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.headwater-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] \
+    || [ compat/delta-spark/pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e ".[test]"
+  # delta-spark's Python names (`from delta.tables import DeltaTable`) for the conformance run
+  # and users' delta-spark code: a distribution of its own (compat/delta-spark/README.md)
+  .venv/bin/python -m pip install -q -e compat/delta-spark
   touch "$stamp"
 fi
 cmd=${1:-demo}
@@ -38,5 +43,6 @@ case "$cmd" in
   bench-eventlog) exec .venv/bin/python benchmarks/event_log_overhead.py "$@" ;;
   bench-cdc) exec .venv/bin/python benchmarks/cdc_apply.py "$@" ;;
   bench-dml) exec .venv/bin/python benchmarks/dml.py "$@" ;;
-  *) echo "usage: bash dev.sh demo|test|fast|lint|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-cdc|bench-dml" >&2; exit 2 ;;
+  conformance) exec .venv/bin/python tools/delta_conformance.py "$@" ;;
+  *) echo "usage: bash dev.sh demo|test|fast|lint|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-cdc|bench-dml|conformance" >&2; exit 2 ;;
 esac

@@ -278,3 +278,15 @@ def _table_path(lakehouse: Any, name: str) -> str:
                              f"{lakehouse.root}.", "forName looks tables up in the attached "
                              "lakehouse.", "Check the name (lakehouse.tables() lists them).")
     return str(lakehouse.path(name))
+
+
+class IdentityGenerator:
+    """An identity column's settings (``generatedAlwaysAs=IdentityGenerator(start, step)``)."""
+
+    def __init__(self, start: int = 1, step: int = 1) -> None:
+        self.start = start
+        self.step = step
+
+
+class DeltaTableBuilder:
+    """Placeholder until the table builder lands."""
