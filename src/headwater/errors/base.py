@@ -20,6 +20,8 @@ _CODE_RE = re.compile(r"\[(HW_[A-Z0-9_]+)\] ([^\n]*)")
 # "what Why: why Fix: fix" as HeadwaterError writes it; Why and Fix are optional.
 _PARTS_RE = re.compile(r"^(?P<what>.*?)(?: Why: (?P<why>.*?))?(?: Fix: (?P<fix>.*))?$", re.S)
 _SQLSTATE_RE = re.compile(r"\s*SQLSTATE: \w+\s*$")  # Spark may append it to the same line
+# delta-spark's error class, written after headwater's code: "[HW_X] [DELTA_Y] what ..."
+_ERROR_CLASS_RE = re.compile(r"^\[([A-Z][A-Z0-9_.]+)\] ")
 
 
 class HeadwaterError(Exception):
@@ -27,9 +29,13 @@ class HeadwaterError(Exception):
 
     ``code`` is stable (tests and callers match on it) and must be in
     ``headwater.errors.codes.CODES``; the message says what happened, why, and how to fix it.
+    ``error_class``: delta-spark's (or Spark's) name for the same error, e.g.
+    ``DELTA_PATH_EXISTS``, written after the code (``[HW_...] [DELTA_PATH_EXISTS] what ...``)
+    so code that matches delta-spark's messages keeps working.
     """
 
-    def __init__(self, code: str, what: str, why: str = "", fix: str = "") -> None:
+    def __init__(self, code: str, what: str, why: str = "", fix: str = "",
+                 error_class: str | None = None) -> None:
         if code not in CODES:
             raise ValueError(f"{code!r} is not a headwater error code: add it with its meaning "
                              "to headwater/errors/codes.py")
@@ -37,7 +43,8 @@ class HeadwaterError(Exception):
         self.what = what
         self.why = why
         self.fix = fix
-        parts = [f"[{code}] {what}"]
+        self.error_class = error_class
+        parts = [f"[{code}] [{error_class}] {what}" if error_class else f"[{code}] {what}"]
         if why:
             parts.append(f"Why: {why}")
         if fix:
@@ -47,10 +54,15 @@ class HeadwaterError(Exception):
     @classmethod
     def from_message(cls, code: str, message: str) -> HeadwaterError:
         """The error again from its one-line message (``what Why: ... Fix: ...``)."""
-        match = _PARTS_RE.match(_SQLSTATE_RE.sub("", message).strip())
+        text = _SQLSTATE_RE.sub("", message).strip()
+        error_class = _ERROR_CLASS_RE.match(text)
+        if error_class:
+            text = text[error_class.end():]
+        match = _PARTS_RE.match(text)
         assert match is not None  # every part is optional
         return cls(code, match.group("what").strip(), (match.group("why") or "").strip(),
-                   (match.group("fix") or "").strip())
+                   (match.group("fix") or "").strip(),
+                   error_class=error_class.group(1) if error_class else None)
 
 
 def find_code(exc: BaseException) -> tuple[str, str] | None:

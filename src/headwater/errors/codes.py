@@ -24,6 +24,8 @@ CODES: dict[str, str] = {
     "HW_JAVA_MISSING": "No working Java runtime for Spark was found.",
     "HW_JAVA_TOO_OLD": "The Java runtime is older than the Java 17 Spark 4 needs.",
     # --- Delta tables by path --------------------------------------------------------------
+    "HW_DELTA_PATH_EXISTS": "A write without mode append/overwrite found a Delta table already "
+    "at its path (delta-spark's DELTA_PATH_EXISTS).",
     "HW_DELTA_TABLE_NOT_FOUND": "No Delta table (no _delta_log commits) at the given path.",
     "HW_DELTA_UNREADABLE": "A Delta log or its deletion vectors cannot be read consistently.",
     "HW_DELTA_VERSION_NOT_FOUND": "A time-travel version cannot be loaded (never existed, or "

@@ -9,42 +9,79 @@ every error) where a commit conflicts, so both ``except ConcurrentAppendExceptio
 
 from __future__ import annotations
 
+from typing import Any
+
+from pyspark.errors import AnalysisException
+
 from headwater.errors.base import HeadwaterError
+
+
+class DeltaAnalysisError(HeadwaterError, AnalysisException):
+    """An error delta-spark raises as ``AnalysisException`` (a path that exists, a table that
+    does not): headwater's what/why/fix and delta-spark's error class, and an instance of both
+    classes, so ``except AnalysisException`` in users' code catches it as before."""
+
+    def __init__(self, code: str, what: str, why: str = "", fix: str = "",
+                 error_class: str | None = None) -> None:
+        HeadwaterError.__init__(self, code, what, why, fix, error_class=error_class)
+        # CapturedException's fields, without a JVM exception behind them
+        self._desc = Exception.__str__(self)
+        self._stackTrace = ""
+        self._cause = None
+        self._origin = None
+        self._errorClass = error_class
+        self._messageParameters: dict[str, str] = {}
+        self._contexts: list[Any] = []
+
+    def __str__(self) -> str:
+        return Exception.__str__(self)
+
+    def getCondition(self) -> str | None:  # noqa: N802 (PySpark's name)
+        return self.error_class
+
+    def getErrorClass(self) -> str | None:  # noqa: N802 (PySpark's name)
+        return self.error_class
+
+    def getMessageParameters(self) -> dict[str, str]:  # noqa: N802 (PySpark's name)
+        return {}
+
+    def getSqlState(self) -> str | None:  # noqa: N802 (PySpark's name)
+        return None
 
 
 class DeltaConcurrentModificationException(HeadwaterError):
     """A concurrent commit conflicts with this transaction (the base of the others)."""
 
-    error_class = "DELTA_CONCURRENT_MODIFICATION"
+    delta_error_class = "DELTA_CONCURRENT_MODIFICATION"
 
     def __init__(self, what: str, why: str = "", fix: str = "",
                  code: str = "HW_DELTA_COMMIT_CONFLICT") -> None:
-        super().__init__(code, f"[{self.error_class}] {what}", why, fix)
+        super().__init__(code, what, why, fix, error_class=self.delta_error_class)
 
 
 class ConcurrentWriteException(DeltaConcurrentModificationException):
-    error_class = "DELTA_CONCURRENT_WRITE"
+    delta_error_class = "DELTA_CONCURRENT_WRITE"
 
 
 class MetadataChangedException(DeltaConcurrentModificationException):
-    error_class = "DELTA_METADATA_CHANGED"
+    delta_error_class = "DELTA_METADATA_CHANGED"
 
 
 class ProtocolChangedException(DeltaConcurrentModificationException):
-    error_class = "DELTA_PROTOCOL_CHANGED"
+    delta_error_class = "DELTA_PROTOCOL_CHANGED"
 
 
 class ConcurrentAppendException(DeltaConcurrentModificationException):
-    error_class = "DELTA_CONCURRENT_APPEND"
+    delta_error_class = "DELTA_CONCURRENT_APPEND"
 
 
 class ConcurrentDeleteReadException(DeltaConcurrentModificationException):
-    error_class = "DELTA_CONCURRENT_DELETE_READ"
+    delta_error_class = "DELTA_CONCURRENT_DELETE_READ"
 
 
 class ConcurrentDeleteDeleteException(DeltaConcurrentModificationException):
-    error_class = "DELTA_CONCURRENT_DELETE_DELETE"
+    delta_error_class = "DELTA_CONCURRENT_DELETE_DELETE"
 
 
 class ConcurrentTransactionException(DeltaConcurrentModificationException):
-    error_class = "DELTA_CONCURRENT_TRANSACTION"
+    delta_error_class = "DELTA_CONCURRENT_TRANSACTION"

@@ -116,12 +116,12 @@ def _archive(path: str, root: str, archive: str, seq: int, present: bool) -> str
     return str(target)
 
 
-def committed_offsets(sources: list[Any], which: str) -> list[tuple[str, int]]:
-    """(index path, seq) of every file-stream source in a progress's ``sources``."""
+def committed_offsets(sources: list[dict[str, Any]], which: str) -> list[tuple[str, int]]:
+    """(index path, seq) of every file-stream source in a progress's ``sources`` (dicts: the
+    progress's JSON, or PySpark's ``SourceProgress``, a dict too)."""
     found = []
     for source in sources:
-        text = getattr(source, which, None) if not isinstance(source, dict) else source.get(which)
-        offset = _parse(text)
+        offset = _parse(source.get(which))
         if offset:
             found.append(offset)
     return found

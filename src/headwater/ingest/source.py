@@ -78,9 +78,10 @@ class IngestOptions:
         if not location:
             raise _option_error(
                 "schema_location", "is missing",
-                "Pass schema_location= (cloudFiles.schemaLocation): a folder for the schema "
-                "versions and the list of ingested files. Inside a pipeline or with a "
-                "lakehouse attached, headwater picks one for you.")
+                "Pass .option(\"cloudFiles.schemaLocation\", folder) (read_files: "
+                "schema_location=): a folder for the schema versions and the list of ingested "
+                "files. headwater.read_files picks one for you inside a pipeline or with a "
+                "lakehouse attached.")
         explicit = opts.get("schema")
         matched = parse_choice("schema_evolution_mode", opts.get("schemaevolutionmode") or None,
                                EVOLUTION_MODES, "none" if explicit else "addNewColumns")

@@ -68,6 +68,97 @@ def install() -> None:
             DataStreamWriter.table = DataStreamWriter.toTable  # type: ignore[attr-defined]
 
 
+# Wrapped for every headwater session, lakehouse or not (start_session installs them once): the
+# delta-spark behaviours of ``df.write.format("delta")`` that Spark refuses for a Python data
+# source. (class, attribute) -> Spark's original.
+_path_writer_originals: dict[tuple[type, str], Any] = {}
+
+
+def install_path_writer() -> None:
+    """Wrap ``DataFrameWriter.save`` for ``format("delta")`` (idempotent; never removed):
+
+    - no mode, ``error``/``errorifexists`` and ``ignore``: Spark refuses every mode but append
+      and overwrite for Python data sources (UNSUPPORTED_DATA_SOURCE_SAVE_MODE). As in
+      delta-spark, an existing table is an error (DELTA_PATH_EXISTS) or left alone (ignore);
+      a new one is written as an append.
+    - ``.partitionBy(cols)``: Spark refuses it for Python data sources; it becomes the
+      ``partitionBy`` option the Delta writer reads.
+    - ``.mode("overwrite").option("overwriteSchema", "true")``: the table is replaced in one
+      commit (schema and partitioning too), as delta-spark does.
+    Other formats go to Spark's save unchanged."""
+    from pyspark.sql.readwriter import DataFrameWriter
+
+    with _guard:
+        if _path_writer_originals:
+            return
+        original = DataFrameWriter.__dict__["save"]
+        _path_writer_originals[(DataFrameWriter, "save")] = original
+        DataFrameWriter.save = _save(original)  # type: ignore[method-assign]
+
+
+def _save(original: Callable) -> Callable:
+    def save(self, path: str | None = None, format: str | None = None,  # noqa: A002
+             mode: str | None = None, partitionBy: Any = None,  # noqa: N803 (Spark's name)
+             **options: Any) -> None:
+        # What Spark's save does first: every argument goes onto the writer.
+        self.mode(mode).options(**options)
+        if partitionBy is not None:
+            self.partitionBy(partitionBy)
+        if format is not None:
+            self.format(format)
+        jwrite = getattr(self, "_jwrite", None)
+        if jwrite is None or str(_private_field(jwrite, "source")).lower() != "delta":
+            return original(self, path)
+        return _save_delta(self, original, path)
+
+    save.__doc__ = original.__doc__
+    return save
+
+
+def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
+    from headwater.conf.options import parse_bool
+    from headwater.delta.log import DeltaLog, normalize_uri
+    from headwater.delta.native import replace_native
+    from headwater.errors.delta import DeltaAnalysisError
+
+    spark = writer._spark
+    jwrite = writer._jwrite
+    options = {k.lower(): v for k, v in _java_map(spark, jwrite.extraOptions().originalMap())
+               .items()}
+    target = path or options.get("path")
+    mode = str(jwrite.curmode().toString()).lower()
+    parts = jwrite.partitioningColumns()
+    partition_by = _strings(spark, parts.get()) if parts.isDefined() else []
+    if partition_by:  # the Delta writer's option; Spark must not see a Python source partitioned
+        if "partitionby" not in options:
+            writer.option("partitionBy", ",".join(partition_by))
+        _set_private_field(jwrite, "partitioningColumns", spark._jvm.scala.Option.empty())
+    if target is None or mode in ("append",):
+        return original(writer, path)
+    exists = DeltaLog(normalize_uri(target)).exists()
+    if mode in ("errorifexists", "error"):
+        if exists:
+            raise DeltaAnalysisError(
+                "HW_DELTA_PATH_EXISTS", f"Cannot write to already existent path {target} "
+                "without setting OVERWRITE = 'true'.",
+                "A write without a mode (Spark's default errorifexists) creates a new table "
+                "only.", "Use .mode('append') to add rows, .mode('overwrite') to replace them, "
+                "or .mode('ignore') to skip the write when the table exists.",
+                error_class="DELTA_PATH_EXISTS")
+        writer.mode("append")
+        return original(writer, path)
+    if mode == "ignore":
+        if exists:
+            return None
+        writer.mode("append")
+        return original(writer, path)
+    if mode == "overwrite" and exists and parse_bool(
+            "overwriteSchema", options.get("overwriteschema"), False):
+        replace_native(writer._df, normalize_uri(target), partition_by or None)
+        return None
+    return original(writer, path)
+
+
 def uninstall() -> None:
     """Put Spark's methods back."""
     with _guard:
@@ -247,6 +338,14 @@ def _private_field(obj: Any, name: str) -> Any:
 
 
 def _set_private_field(obj: Any, name: str, value: Any) -> None:
-    field = obj.getClass().getDeclaredField(name)
+    cls = obj.getClass()
+    while True:  # the field may live in a superclass (Spark 4's classic writers)
+        try:
+            field = cls.getDeclaredField(name)
+            break
+        except Exception:  # noqa: BLE001 - py4j's wrapped NoSuchFieldException
+            cls = cls.getSuperclass()
+            if cls is None:
+                raise
     field.setAccessible(True)
     field.set(obj, value)

@@ -8,6 +8,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from headwater.ingest.registration import register_sources
+from headwater.lakehouse.hooks import install_path_writer
 from headwater.messages import register_message_sources
 from headwater.spark.session import build_session
 
@@ -22,4 +23,5 @@ def start_session(master: str | None = None, app_name: str = "headwater",
     spark = build_session(master, app_name, conf, warehouse)
     register_sources(spark)
     register_message_sources(spark)
+    install_path_writer()
     return spark
