@@ -289,7 +289,7 @@ class DeltaBatchWriter(DataSourceArrowWriter):
             mode="overwrite" if self.overwrite else "append",
             partition_by=self.partition_columns, txn=self.txn,
             merge_schema=self.opts.merge_schema, partition_filters=self.filters,
-            auto_compact=self.opts.auto_compact,
+            auto_compact=self.opts.auto_compact, save_mode=self.opts.save_mode,
         )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:

@@ -81,12 +81,13 @@ def put_if_absent(uri: str, version: int, payload: bytes) -> bool:
 
 
 def _commit_info(txn: Transaction, version: int) -> dict[str, Any]:
+    read = {"readVersion": txn.read_version} if txn.read_version >= 0 else {}  # none: a create
     return {"commitInfo": {
         "timestamp": int(time.time() * 1000),
         "operation": txn.operation,
         "operationParameters": {k: v if isinstance(v, str) else json.dumps(v)
                                 for k, v in txn.parameters.items()},
-        "readVersion": txn.read_version,
+        **read,
         "isolationLevel": "WriteSerializable",
         "isBlindAppend": False,
         "operationMetrics": {k: str(v) for k, v in txn.metrics.items()},

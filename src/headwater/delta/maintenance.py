@@ -1,8 +1,12 @@
 """Table maintenance through delta-rs: OPTIMIZE, VACUUM, RESTORE, DESCRIBE HISTORY / DETAIL.
 
 Results carry delta-spark's names (the SQL layer turns them into DataFrames). OPTIMIZE commits
-with dataChange=false, so streams reading the table see no duplicates. VACUUM keeps delta's
-7-day default and, unlike delta-spark, refuses to delete files a named stream still needs.
+with dataChange=false, so streams reading the table see no duplicates. VACUUM follows
+delta-spark: it deletes every file under the table that no version within the retention
+references (files the log never named included, hidden ``_``/``.`` ones excepted), refuses a
+retention below the table's ``delta.deletedFileRetentionDuration`` (default 168 hours) unless
+the session sets ``spark.databricks.delta.retentionDurationCheck.enabled=false``, and, unlike
+delta-spark, refuses to delete files a named stream still needs.
 """
 
 from __future__ import annotations
@@ -10,12 +14,22 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
+from pyspark.sql import SparkSession
+
+from headwater.conf.context import lakehouse_state_dir
+from headwater.conf.layout import CHECKPOINTS
 from headwater.delta.log import DeltaLog, add_actions, normalize_uri
+from headwater.delta.protocol import Protocol
 from headwater.errors import HeadwaterError
+from headwater.errors.delta import DeltaAnalysisError
 
 DEFAULT_RETENTION_HOURS = 168
+RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
+RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 HISTORY_COLUMNS = ["version", "timestamp", "userId", "userName", "operation",
                    "operationParameters", "job", "notebook", "clusterId", "readVersion",
                    "isolationLevel", "isBlindAppend", "operationMetrics", "userMetadata",
@@ -38,35 +52,87 @@ def _failed(operation: str, uri: str, exc: Exception) -> HeadwaterError:
         "Check the table's features and the message above; the table is unchanged.")
 
 
+def qualified(uri: str) -> str:
+    """A table location as delta-spark prints it (Hadoop's qualified path: ``file:/x/t``)."""
+    return f"file:{uri}" if "://" not in uri else uri
+
+
+def _children(node: Any) -> list[Any]:
+    return [node.children().apply(i) for i in range(node.children().size())]
+
+
+def partition_predicate(where: str, partition_columns: list[str],
+                        spark: SparkSession | None = None) -> Any:
+    """``where`` parsed by Spark's parser (a JVM expression), checked as delta-spark's OPTIMIZE
+    checks it: every column it names must be a partition column."""
+    spark = spark or SparkSession.getActiveSession()
+    if spark is None:
+        raise HeadwaterError(
+            "HW_OPTIMIZE_WHERE_NOT_PARTITION",
+            f"OPTIMIZE ... WHERE {where} needs a Spark session to read the predicate.",
+            "The predicate is read by Spark's SQL parser, as in delta-spark.",
+            "Start a session first (headwater.spark_session()).")
+    try:
+        tree = spark._jsparkSession.sessionState().sqlParser().parseExpression(where)
+    except Exception as exc:  # noqa: BLE001 - Spark's ParseException, in our words
+        raise HeadwaterError(
+            "HW_OPTIMIZE_WHERE_NOT_PARTITION", f"Cannot recognize the predicate '{where}'.",
+            "OPTIMIZE ... WHERE takes a SQL condition on partition columns.",
+            "Write e.g. WHERE date = '2024-01-01'.",
+            error_class="DELTA_FAILED_RECOGNIZE_PREDICATE") from exc
+    by_lower = {c.lower(): c for c in partition_columns}
+    stack = [tree]
+    while stack:
+        node = stack.pop(0)
+        if node.getClass().getSimpleName() == "UnresolvedAttribute":
+            name = ".".join(str(p) for p in _seq(node.nameParts()))
+            if name.lower() not in by_lower:
+                raise DeltaAnalysisError(
+                    "HW_OPTIMIZE_WHERE_NOT_PARTITION",
+                    f"Predicate references non-partition column '{name}'. Only the partition "
+                    f"columns may be referenced: [{', '.join(partition_columns)}]",
+                    "OPTIMIZE rewrites whole partitions, so only partition columns can choose "
+                    "them (delta-spark has the same rule).",
+                    "Use a condition on the partition columns, or none to optimize the whole "
+                    "table.", error_class="DELTA_NON_PARTITION_COLUMN_REFERENCE")
+        stack[:0] = _children(node)
+    return tree
+
+
+def predicate_strings(expressions: Iterable[Any]) -> list[str]:
+    """Predicates as delta-spark records them in OPTIMIZE's history (``('key = a)``)."""
+    out = []
+    for tree in expressions:
+        out.append(str(tree.simpleString(25)))
+    return out
+
+
+def _seq(value: Any) -> list[Any]:
+    return [value.apply(i) for i in range(value.size())]
+
+
 def partition_filters(where: str | Iterable[PartitionFilter] | None,
                       partition_columns: list[str], uri: str) -> list[PartitionFilter] | None:
     """``where`` as delta-rs partition filters [(col, op, value)]. SQL text is read with
-    Spark's parser (active session): ANDs of ``col <op> literal`` / ``col IN (...)`` over
-    partition columns only, as delta-spark's OPTIMIZE ... WHERE allows."""
+    Spark's parser (active session) and checked as delta-spark checks it; delta-rs takes ANDs
+    of ``col <op> literal`` / ``col IN (...)``."""
     if where is None:
         return None
     if not isinstance(where, str):
         return [tuple(f) for f in where]  # type: ignore[misc]
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.getActiveSession()
+    tree = partition_predicate(where, partition_columns)
     problem = HeadwaterError(
         "HW_OPTIMIZE_WHERE_NOT_PARTITION",
-        f"OPTIMIZE {uri} WHERE {where}: only conditions on partition columns "
-        f"({', '.join(partition_columns) or 'none: the table is not partitioned'}) can "
-        "choose what to compact.",
-        "OPTIMIZE rewrites whole partitions; delta-spark has the same rule.",
-        "Use ANDs of comparisons of partition columns with literals, e.g. date = '2024-01-01'.")
-    if spark is None:
-        raise problem
-    tree = spark._jsparkSession.sessionState().sqlParser().parseExpression(where)
+        f"OPTIMIZE {uri} WHERE {where}: delta-rs' OPTIMIZE takes only ANDs of comparisons of "
+        "partition columns with literals.",
+        "Without Spark, headwater compacts through delta-rs, whose partition filters are "
+        "simple comparisons.",
+        "Use e.g. date = '2024-01-01' AND region IN ('eu', 'us'), or run OPTIMIZE through "
+        "DeltaTable.optimize() / SQL, which takes any condition on partition columns.")
     ops = {"EqualTo": "=", "GreaterThan": ">", "GreaterThanOrEqual": ">=", "LessThan": "<",
-           "LessThanOrEqual": "<=", "Not": "!=", "In": "in"}
+           "LessThanOrEqual": "<=", "In": "in"}
     by_lower = {c.lower(): c for c in partition_columns}
     out: list[PartitionFilter] = []
-
-    def kids(node):
-        return [node.children().apply(i) for i in range(node.children().size())]
 
     def literal(node) -> str:
         if node.getClass().getSimpleName() != "Literal" or node.value() is None:
@@ -77,24 +143,21 @@ def partition_filters(where: str | Iterable[PartitionFilter] | None,
     def column(node) -> str:
         if node.getClass().getSimpleName() != "UnresolvedAttribute":
             raise problem
-        name = str(node.name()).strip("`").lower()
-        if name not in by_lower:
-            raise problem
-        return by_lower[name]
+        return by_lower[".".join(str(p) for p in _seq(node.nameParts())).lower()]
 
     def walk(node) -> None:
         kind = node.getClass().getSimpleName()
         if kind == "And":
-            for k in kids(node):
+            for k in _children(node):
                 walk(k)
         elif kind == "In":
-            items = kids(node)
+            items = _children(node)
             out.append((column(items[0]), "in", [literal(k) for k in items[1:]]))
-        elif kind == "Not" and kids(node)[0].getClass().getSimpleName() == "EqualTo":
-            a, b = kids(kids(node)[0])
+        elif kind == "Not" and _children(node)[0].getClass().getSimpleName() == "EqualTo":
+            a, b = _children(_children(node)[0])
             out.append((column(a), "!=", literal(b)))
-        elif kind in ops and kind != "Not":
-            a, b = kids(node)
+        elif kind in ops:
+            a, b = _children(node)
             out.append((column(a), ops[kind], literal(b)))
         else:
             raise problem
@@ -124,31 +187,86 @@ def optimize(path: str, where: str | Iterable[PartitionFilter] | None = None,
         raise _failed("OPTIMIZE", table.table_uri, exc) from exc
 
 
-def vacuum(path: str, retention_hours: float | None = None, dry_run: bool = False,
-           enforce_retention: bool = True,
-           oldest_version_needed: int | Mapping[str, int] | None = None,
-           checkpoints_root: str | None = None) -> list[str]:
-    """Delete files no version within ``retention_hours`` (default 168) references.
+def retention_check_enabled(spark: SparkSession | None = None) -> bool:
+    """delta-spark's ``spark.databricks.delta.retentionDurationCheck.enabled`` of the session
+    (default true; without a session, true)."""
+    spark = spark or SparkSession.getActiveSession()
+    if spark is None:
+        return True
+    return str(spark.conf.get(RETENTION_CHECK_CONF, "true")).strip().lower() != "false"
 
-    Refuses less than 168 hours unless ``enforce_retention=False``. dry_run: only list them.
-    oldest_version_needed: the oldest table version a reader still reads, or {reader name:
-    version}; a file one of them still needs makes the whole VACUUM an error naming the
-    reader. checkpoints_root: a folder of Spark checkpoints whose Delta source offsets name
-    more readers (default: ``<lakehouse root>/_checkpoints`` of the active session's
-    lakehouse, if any). Returns the files deleted (or to delete).
-    """
-    table = _table(path)
-    hours = DEFAULT_RETENTION_HOURS if retention_hours is None else retention_hours
-    if hours < DEFAULT_RETENTION_HOURS and enforce_retention:
+
+def configured_retention_hours(table, spark: SparkSession | None = None) -> float:
+    """The table's ``delta.deletedFileRetentionDuration`` in hours (168 when unset), read with
+    Spark's interval parser as delta-spark reads it."""
+    text = (table.metadata().configuration or {}).get(RETENTION_PROPERTY)
+    if not text:
+        return float(DEFAULT_RETENTION_HOURS)
+    spark = spark or SparkSession.getActiveSession()
+    if spark is None:
         raise HeadwaterError(
             "HW_VACUUM_RETENTION_TOO_SHORT",
-            f"VACUUM {table.table_uri} RETAIN {hours:g} HOURS is below the safe minimum of "
-            f"{DEFAULT_RETENTION_HOURS} hours.",
+            f"VACUUM of {table.table_uri} needs a Spark session to read its "
+            f"{RETENTION_PROPERTY} ({text!r}).",
+            "The property is an interval in Spark's syntax.",
+            "Start a session first (headwater.spark_session()).")
+    jvm = spark._jvm
+    value = jvm.org.apache.spark.unsafe.types.UTF8String.fromString(text)
+    interval = jvm.org.apache.spark.sql.catalyst.util.IntervalUtils.safeStringToInterval(value)
+    if interval is None or interval.months != 0:
+        raise HeadwaterError(
+            "HW_TABLE_PROPERTY_INVALID",
+            f"{RETENTION_PROPERTY} of {table.table_uri} is {text!r}, not an interval of days, "
+            "hours or less.", "Delta needs a fixed duration (months vary in length).",
+            "Set it to e.g. 'interval 7 days' (ALTER TABLE ... SET TBLPROPERTIES).")
+    return interval.days * 24 + interval.microseconds / 3_600_000_000
+
+
+def vacuum(path: str, retention_hours: float | None = None, dry_run: bool = False,
+           enforce_retention: bool | None = None,
+           oldest_version_needed: int | Mapping[str, int] | None = None,
+           checkpoints_root: str | None = None) -> list[str]:
+    """Delete the files under the table that no version within ``retention_hours`` references
+    and that are older than that (the table's ``delta.deletedFileRetentionDuration`` when
+    None, 168 hours by default): files removed by commits, and files the log never named
+    (hidden ``_`` / ``.`` files and folders excepted), as delta-spark's VACUUM.
+
+    enforce_retention: refuse a retention below the table's configured one (None: the
+    session's ``spark.databricks.delta.retentionDurationCheck.enabled``, default true).
+    dry_run: only list them. oldest_version_needed: the oldest table version a reader still
+    reads, or {reader name: version}; a file one of them still needs makes the whole VACUUM
+    an error naming the reader. checkpoints_root: a folder of Spark checkpoints whose Delta
+    source offsets name more readers (default: ``<lakehouse root>/_checkpoints`` of the
+    active session's lakehouse, if any). Returns the files deleted (or to delete), relative
+    to the table.
+    """
+    table = _table(path)
+    configured = configured_retention_hours(table)
+    hours = configured if retention_hours is None else float(retention_hours)
+    if enforce_retention is None:
+        enforce_retention = retention_check_enabled()
+    if hours < 0:
+        raise HeadwaterError(
+            "HW_VACUUM_RETENTION_TOO_SHORT",
+            "Retention period for Vacuum can't be less than 0 hours.",
+            "A negative retention would delete files of versions yet to come.",
+            "Pass 0 hours or more.", error_class="DELTA_VACUUM_RETENTION_PERIOD_NEGATIVE")
+    if hours < configured and enforce_retention:
+        needed = int(-(-configured // 1))
+        raise HeadwaterError(
+            "HW_VACUUM_RETENTION_TOO_SHORT",
+            "The specified VACUUM retention period is too low and may corrupt this Delta "
+            f"table if any writes are in progress ({table.table_uri}: {hours:g} hours).",
             "Readers and writers still working on older versions would lose their files.",
-            "Keep the default, or pass enforce_retention=False if no reader can be older.")
+            "If no operations (insert, upsert, delete, optimize) are running, you can disable "
+            f"this safety check by setting: {RETENTION_CHECK_CONF} = false. Otherwise, use a "
+            f"retention period of at least {needed} hours.",
+            error_class="DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT")
+    # delta-spark rounds the hours (math.round); delta-rs takes whole hours
+    whole = int(hours + 0.5)
     try:
-        candidates = table.vacuum(retention_hours=int(hours), dry_run=True,
-                                  enforce_retention_duration=False)
+        candidates = table.vacuum(retention_hours=whole, dry_run=True,
+                                  enforce_retention_duration=False, full=True)
     except Exception as exc:  # noqa: BLE001
         raise _failed("VACUUM", table.table_uri, exc) from exc
     readers = ({"a reader": oldest_version_needed} if isinstance(oldest_version_needed, int)
@@ -161,16 +279,14 @@ def vacuum(path: str, retention_hours: float | None = None, dry_run: bool = Fals
     if dry_run or not candidates:
         return list(candidates)
     try:
-        return list(table.vacuum(retention_hours=int(hours), dry_run=False,
-                                 enforce_retention_duration=False))
+        return list(table.vacuum(retention_hours=whole, dry_run=False,
+                                 enforce_retention_duration=False, full=True))
     except Exception as exc:  # noqa: BLE001
         raise _failed("VACUUM", table.table_uri, exc) from exc
 
 
 def _check_readers(table, candidates: list[str], readers: dict[str, int]) -> None:
     """A reader at version v needs every file removed after v: refuse deleting one."""
-    from urllib.parse import unquote
-
     log = DeltaLog(normalize_uri(table.table_uri))
     doomed = {unquote(p) for p in candidates}
     latest = table.version()
@@ -193,11 +309,6 @@ def _check_readers(table, candidates: list[str], readers: dict[str, int]) -> Non
 def _lakehouse_checkpoints() -> str | None:
     """``<state>/_checkpoints`` of the lakehouse attached to the active session (its state
     folder is in the session conf, so this room needs no lakehouse import)."""
-    from pyspark.sql import SparkSession
-
-    from headwater.conf.context import lakehouse_state_dir
-    from headwater.conf.layout import CHECKPOINTS
-
     spark = SparkSession.getActiveSession()
     root = lakehouse_state_dir(spark) if spark is not None else None
     return f"{root.rstrip('/')}/{CHECKPOINTS}" if root else None
@@ -209,8 +320,6 @@ def stream_positions(checkpoints_root: str, table_id: str) -> dict[str, int]:
 
     A stream resumes from the start of its last planned batch when that batch has no commit
     yet: then the two newest offset files count, and the oldest of their versions wins."""
-    from pathlib import Path
-
     out: dict[str, int] = {}
     base = Path(checkpoints_root)
     if not base.is_dir():
@@ -240,24 +349,35 @@ def stream_positions(checkpoints_root: str, table_id: str) -> dict[str, int]:
 def restore(path: str, version: int | None = None,
             timestamp: str | dt.datetime | None = None) -> dict[str, Any]:
     """Restore the table to ``version`` or ``timestamp`` (one of the two) as a new commit.
-    Returns delta-spark's metrics (num_removed_files, num_restored_files, ...)."""
+
+    A timestamp picks the last version committed at or before it (the commit times history()
+    shows; an ISO string without a zone is UTC). Returns delta-spark's metrics
+    (num_removed_files, num_restored_files, ...)."""
     if (version is None) == (timestamp is None):
         raise HeadwaterError("HW_DML_INVALID", "RESTORE needs exactly one of version or "
                              "timestamp.", "It names the state to go back to.",
                              "Pass version=3 or timestamp='2024-01-01 00:00:00'.")
     table = _table(path)
-    target: Any = version
+    commits = commit_times(path, table)
     if timestamp is not None:
-        target = timestamp if isinstance(timestamp, dt.datetime) else \
+        when = timestamp if isinstance(timestamp, dt.datetime) else \
             dt.datetime.fromisoformat(str(timestamp).replace("Z", "+00:00"))
-        if target.tzinfo is None:
-            target = target.replace(tzinfo=dt.UTC)
+        version = version_at(table.table_uri, commits, when)
+    assert version is not None
+    earliest, latest = (commits[0][0], commits[-1][0]) if commits else (0, table.version())
+    if not earliest <= version <= latest:
+        raise DeltaAnalysisError(
+            "HW_DELTA_VERSION_NOT_FOUND",
+            f"Cannot restore table to version {version}. Available versions: [{earliest}, "
+            f"{latest}].", "RESTORE goes back to a version the retained log still has.",
+            "Pick a version listed by history().",
+            error_class="DELTA_CANNOT_RESTORE_TABLE_VERSION")
     try:
-        metrics = dict(table.restore(target))
+        metrics = dict(table.restore(version))
     except Exception as exc:  # noqa: BLE001
         raise HeadwaterError(
             "HW_DELTA_VERSION_NOT_FOUND",
-            f"RESTORE of {table.table_uri} to {target} failed: {exc}.",
+            f"RESTORE of {table.table_uri} to version {version} failed: {exc}.",
             "The version must exist in the retained log and its files must not be vacuumed.",
             "Pick a version listed by history().") from exc
     after = _table(path)
@@ -265,6 +385,33 @@ def restore(path: str, version: int | None = None,
     return {"table_size_after_restore": sizes[1], "num_of_files_after_restore": sizes[0],
             "num_removed_files": metrics.get("numRemovedFile", 0),
             "num_restored_files": metrics.get("numRestoredFile", 0), "version": after.version()}
+
+
+def commit_times(path: str, table: Any = None) -> list[tuple[int, int]]:
+    """(version, commit time in ms) of every retained commit, oldest first: the times
+    history() shows, which time travel by timestamp goes by."""
+    table = table if table is not None else _table(path)
+    return sorted((int(h["version"]), int(h["timestamp"])) for h in table.history()
+                  if "timestamp" in h and "version" in h)
+
+
+def version_at(uri: str, commits: list[tuple[int, int]], when: dt.datetime) -> int:
+    """The last version committed at or before ``when`` (delta-spark's active commit)."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    since = when - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    millis = (since.days * 86_400 + since.seconds) * 1000 + since.microseconds // 1000
+    before = [v for v, ts in commits if ts <= millis]
+    if not before:
+        first = dt.datetime.fromtimestamp(commits[0][1] / 1000, dt.UTC) if commits else None
+        raise DeltaAnalysisError(
+            "HW_DELTA_VERSION_NOT_FOUND",
+            f"The provided timestamp ({when}) is before the earliest version available to "
+            f"this table ({first}). Please use a timestamp after {first}.",
+            f"No version of {uri} was committed at or before that time.",
+            "Pick a time listed by history().",
+            error_class="DELTA_TIMESTAMP_EARLIER_THAN_COMMIT_RETENTION")
+    return max(before)
 
 
 def pa_sizes(table) -> tuple[int, int]:
@@ -297,7 +444,6 @@ def detail(path: str) -> dict[str, Any]:
     meta, protocol = table.metadata(), table.protocol()
     count, size = pa_sizes(table)
     last = table.history(1)
-    features = sorted(set(protocol.reader_features or []) | set(protocol.writer_features or []))
     return {
         "format": "delta", "id": meta.id, "name": meta.name, "description": meta.description,
         "location": table.table_uri,
@@ -310,5 +456,5 @@ def detail(path: str) -> dict[str, Any]:
         "properties": dict(meta.configuration or {}),
         "minReaderVersion": protocol.min_reader_version,
         "minWriterVersion": protocol.min_writer_version,
-        "tableFeatures": features, "statistics": {},
+        "tableFeatures": Protocol.of_table(table).names(), "statistics": {},
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -21,15 +22,24 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 from pyspark.sql.types import StructType
 
 from headwater.conf import storage
-from headwater.conf.layout import FAULT_ENV  # a test hook: crash tests kill the driver here
+from headwater.conf.layout import (
+    DELTA_LOG,
+    FAULT_ENV,  # a test hook: crash tests kill the driver here
+)
 from headwater.conf.options import parse_bool, parse_columns, parse_size
 from headwater.delta import autocompact
+from headwater.delta.commit import ENGINE_INFO, put_if_absent
 from headwater.delta.files import collect_adds, write_task
 from headwater.delta.log import DeltaLog, filesystem_for, normalize_uri, open_table, resolve_file
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
 from headwater.errors import HeadwaterError
 
 DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
+# Internal writer option: the save mode the user asked for when headwater's path writer runs
+# it as an append (Spark refuses errorifexists / ignore for Python sources), for the history.
+SAVE_MODE_OPTION = "__hw_save_mode"
+SAVE_MODES = {"append": "Append", "overwrite": "Overwrite", "errorifexists": "ErrorIfExists",
+              "error": "ErrorIfExists", "ignore": "Ignore"}
 
 
 @dataclass
@@ -40,6 +50,7 @@ class WriteOptions:
     target_file_bytes: int = DEFAULT_TARGET_FILE_BYTES
     codec: str = "snappy"
     auto_compact: bool = False  # compact small files after the commit (the table's property wins)
+    save_mode: str | None = None  # the mode the user asked for (SAVE_MODE_OPTION)
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> WriteOptions:
@@ -63,6 +74,7 @@ class WriteOptions:
                                          DEFAULT_TARGET_FILE_BYTES),
             codec=options.get("compression", "snappy").lower(),
             auto_compact=parse_bool("autoCompact", options.get("autocompact"), False),
+            save_mode=options.get(SAVE_MODE_OPTION),
         )
 
 
@@ -144,12 +156,15 @@ def commit_files(
     merge_schema: bool = False,
     partition_filters: list[tuple[str, str, Any]] | None = None,
     auto_compact: bool = False,
+    save_mode: str | None = None,
 ) -> bool:
     """Commit ``adds`` in one transaction. False when ``txn`` was already committed.
 
     auto_compact: compact small files after the commit unless the table's
     ``delta.autoOptimize.autoCompact`` property says otherwise (default False: only the
-    property decides; ``headwater run`` passes its pipeline setting)."""
+    property decides; ``headwater run`` passes its pipeline setting). save_mode: the mode
+    the user gave (errorifexists, ignore, ...) when it differs from ``mode``; a commit that
+    creates a local table records it as delta-spark does (operation WRITE)."""
     from deltalake import CommitProperties, Schema, Transaction
     from deltalake.exceptions import CommitFailedError, TableNotFoundError
     from deltalake.transaction import AddAction, create_table_with_add_actions
@@ -175,11 +190,16 @@ def commit_files(
                     f"Use one of: {', '.join(data_schema.fieldNames())}.",
                 )
         schema = Schema.from_arrow(arrow_schema(data_schema))
-        create_table_with_add_actions(path, schema, actions, mode="append",
-                                      partition_by=partition_by or None,
-                                      storage_options=storage.options_for(path),
-                                      commit_properties=props)
-        return True
+        if "://" in path:
+            create_table_with_add_actions(path, schema, actions, mode="append",
+                                          partition_by=partition_by or None,
+                                          storage_options=storage.options_for(path),
+                                          commit_properties=props)
+            return True
+        if create_with_write(path, schema.to_json(), adds, partition_by, txn,
+                             SAVE_MODES.get((save_mode or mode).lower(), "Append")):
+            return True
+        table = open_table(path)  # another writer created the table first: add to it
     if txn is not None:
         done = table.transaction_version(txn[0])
         if done is not None and done >= txn[1]:
@@ -233,6 +253,39 @@ def commit_files(
         table.update_incremental()
         autocompact.compact_if_due(table, auto_compact)
     return True
+
+
+def create_with_write(path: str, schema_json: str, adds: list[dict[str, Any]],
+                      partition_by: list[str], txn: tuple[str, int] | None,
+                      mode_name: str) -> bool:
+    """Create the local table at ``path`` holding ``adds`` as version 0, recorded as
+    delta-spark records a table's first write: operation WRITE with the user's mode
+    (``ErrorIfExists`` for a plain ``save()``) and partitionBy (delta-rs would record CREATE
+    TABLE). False, with nothing written, when version 0 exists already."""
+    now = int(time.time() * 1000)
+    rows = sum(json.loads(a["stats"]).get("numRecords", 0) for a in adds if a.get("stats"))
+    actions: list[dict[str, Any]] = [
+        {"commitInfo": {
+            "timestamp": now, "operation": "WRITE",
+            "operationParameters": {"mode": mode_name,
+                                    "partitionBy": json.dumps(list(partition_by))},
+            "isolationLevel": "Serializable", "isBlindAppend": True,
+            "operationMetrics": {"numFiles": str(len(adds)), "numOutputRows": str(rows),
+                                 "numOutputBytes": str(sum(int(a["size"]) for a in adds))},
+            "engineInfo": ENGINE_INFO, "txnId": str(uuid.uuid4())}},
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {"metaData": {
+            "id": str(uuid.uuid4()), "name": None, "description": None,
+            "format": {"provider": "parquet", "options": {}}, "schemaString": schema_json,
+            "partitionColumns": list(partition_by), "configuration": {},
+            "createdTime": now}},
+        *({"add": a} for a in adds),
+    ]
+    if txn is not None:
+        actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
+    os.makedirs(os.path.join(path, DELTA_LOG), exist_ok=True)
+    payload = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
+    return put_if_absent(path, 0, payload.encode("utf-8"))
 
 
 def inject_fault(point: str) -> None:

@@ -32,6 +32,10 @@ CODES: dict[str, str] = {
                                   "its log was cleaned up).",
     "HW_DELTA_UNSUPPORTED_FEATURE": "The table uses a Delta feature headwater does not read or "
                                     "write yet (column mapping, deletion vectors in a stream).",
+    "HW_DELTA_PROTOCOL_INVALID": "A protocol change Delta does not allow (a feature that is "
+                                 "absent, not removable, or needs higher versions).",
+    "HW_DELTA_TIMESTAMP_INVALID": "A time-travel timestamp (restore, clone) is not a timestamp "
+                                  "Spark can read.",
     "HW_DELTA_UNSUPPORTED_TYPE": "A column type cannot be mapped between Delta, Arrow and Spark.",
     "HW_DELTA_DV_MISSING": "A data file's deletion vector could not be loaded.",
     "HW_DELTA_FILE_NOT_FOUND": "A data file listed in the Delta log is missing on storage.",
@@ -135,6 +139,8 @@ CODES: dict[str, str] = {
                                       "schema evolution is off).",
     "HW_OPTIMIZE_WHERE_NOT_PARTITION": "OPTIMIZE WHERE names columns that are not partition "
                                        "columns.",
+    "HW_OPTIMIZE_ZORDER_INVALID": "ZORDER BY names a partition column, a column the table "
+                                  "lacks, or one without statistics.",
     "HW_VACUUM_RETENTION_TOO_SHORT": "VACUUM with a retention under the 168-hour safety limit.",
     "HW_VACUUM_READER_NEEDS_FILES": "VACUUM would delete files a named reader still needs.",
     "HW_DELTA_OPERATION_FAILED": "A delta-rs maintenance operation failed; the table is "

@@ -1,22 +1,30 @@
 """Delta's own statements in SQL (handlers of the SQL router): OPTIMIZE, VACUUM, RESTORE,
-DESCRIBE HISTORY / DETAIL, CONVERT TO DELTA, and SHOW TBLPROPERTIES of a Delta table.
+DESCRIBE HISTORY / DETAIL, CONVERT TO DELTA, GENERATE symlink_format_manifest, and SHOW
+TBLPROPERTIES of a Delta table.
 
 Spark's parser does not know Delta's grammar, so :func:`words` splits the statement into its
 top-level words (quotes, backticks and parentheses kept whole, with their positions) and each
 handler checks them against the statement's fixed shape; the parts in between are given to
 Spark's own parser (table names with ``parseMultipartIdentifier``, predicates, timestamps and
 column lists as expressions). A word the shape does not expect is a clear
-``HW_SQL_UNSUPPORTED`` naming it. The work is :mod:`headwater.delta.maintenance`'s (delta-rs);
-results have delta-spark's columns.
+``HW_SQL_UNSUPPORTED`` naming it. The work is ``DeltaTable``'s and :mod:`headwater.delta`'s
+(maintenance, manifest, convert); results have delta-spark's columns.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
+from pyspark.sql.types import StructType
+
+from headwater.delta import maintenance, manifest
+from headwater.delta.convert import convert_parquet
+from headwater.delta.log import DeltaLog
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.ddl import done
 from headwater.lakehouse.delta_sql import table_path, unsupported
+from headwater.lakehouse.delta_table import DeltaTable
 from headwater.lakehouse.statements import (
     Statement,
     evaluate_timestamp,
@@ -141,26 +149,22 @@ def _columns(st: Statement, group: str) -> list[str]:
 
 @handles("Optimize")
 def optimize(lake: Lakehouse, st: Statement) -> DataFrame:
-    """OPTIMIZE t [WHERE partition predicate] [ZORDER BY (cols)]."""
-    from headwater.delta import maintenance
-    from headwater.lakehouse.delta_table import optimize_frame
-
+    """OPTIMIZE t [WHERE partition predicate] [ZORDER BY (cols)]: DeltaTable.optimize()'s."""
     shape = Shape(st, 1)
-    path = _table(lake, st, shape.word("table name"))
-    where = shape.until("ZORDER") if shape.take("WHERE") else None
+    builder = DeltaTable(st.session, _table(lake, st, shape.word("table name"))).optimize()
+    if shape.take("WHERE"):
+        builder = builder.where(shape.until("ZORDER"))
     zorder = _columns(st, shape.word("ZORDER BY columns")) if shape.take("ZORDER", "BY") \
         else None
     shape.end()
-    return optimize_frame(st.session, path, maintenance.optimize(path, where, zorder))
+    return builder.executeZOrderBy(zorder) if zorder else builder.executeCompaction()
 
 
 @handles("Vacuum")
 def vacuum(lake: Lakehouse, st: Statement) -> DataFrame:
-    """VACUUM t [RETAIN n HOURS] [DRY RUN]: the table's path, or (DRY RUN) the files."""
-    import os
-
-    from headwater.delta import maintenance
-
+    """VACUUM t [RETAIN n HOURS] [DRY RUN]: the table's path, or (DRY RUN) the files to
+    delete, as delta-spark prints them (``file:/...``); the session's
+    spark.databricks.delta.retentionDurationCheck.enabled decides the retention check."""
     shape = Shape(st, 1)
     path = _table(lake, st, shape.word("table name"))
     hours = None
@@ -170,16 +174,16 @@ def vacuum(lake: Lakehouse, st: Statement) -> DataFrame:
             raise unsupported("RETAIN without HOURS", st)
     dry_run = shape.take("DRY", "RUN")
     shape.end()
-    files = maintenance.vacuum(path, hours, dry_run=dry_run)
-    rows = [(os.path.join(path, f),) for f in files] if dry_run else [(path,)]
+    files = maintenance.vacuum(path, hours, dry_run=dry_run,
+                               enforce_retention=maintenance.retention_check_enabled(st.session))
+    base = maintenance.qualified(path)
+    rows = [(f"{base}/{unquote(f)}",) for f in files] if dry_run else [(base,)]
     return st.session.createDataFrame(rows, "path string")
 
 
 @handles("Restore")
 def restore(lake: Lakehouse, st: Statement) -> DataFrame:
     """RESTORE [TABLE] t [TO] VERSION AS OF n | TIMESTAMP AS OF ts."""
-    from headwater.lakehouse.delta_table import DeltaTable
-
     shape = Shape(st, 1)
     shape.take("TABLE")
     table = DeltaTable(st.session, _table(lake, st, shape.word("table name")))
@@ -196,8 +200,6 @@ def restore(lake: Lakehouse, st: Statement) -> DataFrame:
 @handles("DescribeHistory")
 def describe_history(lake: Lakehouse, st: Statement) -> DataFrame:
     """DESCRIBE HISTORY t [LIMIT n]: newest first, delta-spark's columns."""
-    from headwater.lakehouse.delta_table import DeltaTable
-
     shape = Shape(st, 2)
     table = DeltaTable(st.session, _table(lake, st, shape.word("table name")))
     limit = int(_number(st, shape.word("limit"), "LIMIT")) if shape.take("LIMIT") else None
@@ -208,8 +210,6 @@ def describe_history(lake: Lakehouse, st: Statement) -> DataFrame:
 @handles("DescribeDetail")
 def describe_detail(lake: Lakehouse, st: Statement) -> DataFrame:
     """DESCRIBE DETAIL t: one row, delta-spark's columns."""
-    from headwater.lakehouse.delta_table import DeltaTable
-
     shape = Shape(st, 2)
     table = DeltaTable(st.session, _table(lake, st, shape.word("table name")))
     shape.end()
@@ -219,42 +219,36 @@ def describe_detail(lake: Lakehouse, st: Statement) -> DataFrame:
 @handles("ConvertToDelta")
 def convert(lake: Lakehouse, st: Statement) -> DataFrame:
     """CONVERT TO DELTA parquet.`path` [NO STATISTICS] [PARTITIONED BY (col type, ...)]."""
-    from deltalake import Schema, convert_to_deltalake
-    from pyspark.sql.types import StructType
-
-    from headwater.delta.log import normalize_uri
-    from headwater.delta.schema import arrow_schema
-
     shape = Shape(st, 3)
     parts = [str(p) for p in seq(_parser(st).parseMultipartIdentifier(shape.word("table")))]
     if len(parts) != 2 or parts[0].lower() != "parquet":
         raise unsupported(f"converting {'.'.join(parts)} (only parquet.`/path` can be "
                           "converted)", st)
     stats = not shape.take("NO", "STATISTICS")
-    partition_by = None
+    partition_schema = None
     if shape.take("PARTITIONED", "BY"):
-        group = shape.word("partition columns")
-        schema = StructType.fromDDL(group.strip()[1:-1])
-        partition_by = Schema.from_arrow(arrow_schema(schema))
+        partition_schema = StructType.fromDDL(shape.word("partition columns").strip()[1:-1])
     shape.end()
-    try:
-        convert_to_deltalake(normalize_uri(parts[1]), partition_by=partition_by,
-                             partition_strategy="hive" if partition_by else None,
-                             collect_stats=stats)
-    except Exception as exc:  # noqa: BLE001
-        raise HeadwaterError(
-            "HW_DELTA_OPERATION_FAILED", f"CONVERT TO DELTA parquet.`{parts[1]}` failed in "
-            f"delta-rs: {exc}.", "The folder must hold parquet files (hive-style partition "
-            "folders when PARTITIONED BY is given) and no Delta table yet.",
-            "Check the path and the PARTITIONED BY columns; nothing was written.") from exc
+    convert_parquet(parts[1], partition_schema, collect_stats=stats)
+    return done(st.session)
+
+
+@handles("Generate")
+def generate(lake: Lakehouse, st: Statement) -> DataFrame:
+    """GENERATE symlink_format_manifest FOR TABLE t: manifests for Presto / Athena readers."""
+    shape = Shape(st, 1)
+    mode = shape.word("mode")
+    if not shape.take("FOR", "TABLE"):
+        raise unsupported("GENERATE without FOR TABLE", st)
+    path = _table(lake, st, shape.word("table name"))
+    shape.end()
+    manifest.generate(st.session, path, mode)
     return done(st.session)
 
 
 @handles("ShowTableProperties")
 def show_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
     """SHOW TBLPROPERTIES t [(key)] of a Delta table: its properties from the Delta log."""
-    from headwater.delta.log import DeltaLog
-
     found = target(st.plan)
     path = None if found is None else table_path(lake, found[0])
     if found is None or path is None:

@@ -18,10 +18,18 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from headwater.delta import dml, maintenance
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from headwater.delta import dml, maintenance, manifest, protocol
+from headwater.delta.clone import clone as clone_table
+from headwater.delta.convert import convert_parquet
 from headwater.delta.dml.common import ColumnOrSql, DmlResult
 from headwater.delta.log import DeltaLog, normalize_uri
+from headwater.delta.optimize import optimize as run_optimize
 from headwater.errors import HeadwaterError
+from headwater.errors.delta import DeltaAnalysisError
+from headwater.lakehouse.catalog import lakehouse_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -51,8 +59,6 @@ class DeltaTable:
         name = tableOrViewName.strip()
         if name.lower().startswith("delta.`") and name.endswith("`"):
             return cls.forPath(sparkSession, name[7:-1])
-        from headwater.lakehouse.catalog import lakehouse_of
-
         lakehouse = lakehouse_of(sparkSession)
         if lakehouse is None:
             raise HeadwaterError(
@@ -108,15 +114,136 @@ class DeltaTable:
         return DeltaOptimizeBuilder(self)
 
     def vacuum(self, retentionHours: float | None = None) -> DataFrame:
-        """Delete unreferenced files older than ``retentionHours`` (default 168)."""
-        maintenance.vacuum(self._path, retentionHours)
-        return self._spark.createDataFrame([], "path string")
+        """Delete files no version within ``retentionHours`` (default: the table's
+        delta.deletedFileRetentionDuration, 168 hours) references, and files the log never
+        named, as delta-spark. Below the table's retention only when the session sets
+        spark.databricks.delta.retentionDurationCheck.enabled=false. An empty DataFrame."""
+        hours = None if retentionHours is None else float(retentionHours)
+        maintenance.vacuum(self._path, hours,
+                           enforce_retention=maintenance.retention_check_enabled(self._spark))
+        return self._spark.createDataFrame([], StructType([]))
+
+    def generate(self, mode: str) -> None:
+        """Write manifest files of ``mode`` (``symlink_format_manifest``, any case) for
+        Presto, Trino, Athena and Hive: ``_symlink_format_manifest/[partition/]manifest``."""
+        manifest.generate(self._spark, self._path, mode)
+
+    @classmethod
+    def convertToDelta(cls, sparkSession: SparkSession, identifier: str,
+                       partitionSchema: str | StructType | None = None) -> DeltaTable:
+        """Turn the parquet folder ``parquet.`path``` into a Delta table in place;
+        ``partitionSchema``: its hive-style partition columns, a StructType or DDL text
+        ("part int"). A folder that already is a Delta table is returned unchanged."""
+        parser = sparkSession._jsparkSession.sessionState().sqlParser()
+        jparts = parser.parseMultipartIdentifier(identifier)
+        parts = [str(jparts.apply(i)) for i in range(jparts.size())]
+        if len(parts) != 2 or parts[0].lower() != "parquet":
+            raise DeltaAnalysisError(
+                "HW_SQL_UNSUPPORTED",
+                f"CONVERT TO DELTA only supports parquet tables, but you are trying to convert "
+                f"{identifier}.", "headwater converts folders of parquet files, named "
+                "parquet.`/path`; lakehouse tables are Delta tables already.",
+                "Pass \"parquet.`/path/to/folder`\".",
+                error_class="DELTA_CONVERT_NON_PARQUET_TABLE")
+        schema = StructType.fromDDL(partitionSchema) if isinstance(partitionSchema, str) \
+            else partitionSchema
+        return cls(sparkSession, convert_parquet(parts[1], schema))
+
+    def upgradeTableProtocol(self, readerVersion: int, writerVersion: int) -> None:
+        """Raise the protocol to at least (readerVersion, writerVersion); never a downgrade
+        (lower versions change nothing), as delta-spark."""
+        if not isinstance(readerVersion, int):
+            raise ValueError("The readerVersion needs to be an integer but got "
+                             f"'{type(readerVersion)}'.")
+        if not isinstance(writerVersion, int):
+            raise ValueError("The writerVersion needs to be an integer but got "
+                             f"'{type(writerVersion)}'.")
+        protocol.upgrade(self._path, readerVersion, writerVersion)
+
+    def addFeatureSupport(self, featureName: str) -> None:
+        """Support table feature ``featureName`` (moving the protocol to table features,
+        writer 7 or reader 3 / writer 7, where it has to)."""
+        _check_type(featureName, str, "featureName", "a string")
+        protocol.add_feature(self._path, featureName)
+
+    def dropFeatureSupport(self, featureName: str, truncateHistory: bool | None = None) -> None:
+        """Drop table feature ``featureName``, leaving the weakest protocol that supports the
+        rest (a legacy one where it can). headwater drops features whose removal rewrites
+        nothing (checkConstraints without constraints); see headwater.delta.protocol."""
+        _check_type(featureName, str, "featureName", "a string")
+        if truncateHistory is not None:
+            _check_type(truncateHistory, bool, "truncateHistory", "a boolean")
+        protocol.drop_feature(self._path, featureName, bool(truncateHistory))
+
+    def clone(self, target: str, isShallow: bool = False, replace: bool = False,
+              properties: Mapping[str, str] | None = None) -> DeltaTable:
+        """Clone the latest version to ``target`` (an absolute path, or a lakehouse table
+        name); see :meth:`cloneAtVersion`."""
+        _check_clone(target, isShallow, replace, properties)
+        return self._clone(None, target, isShallow, replace, properties)
+
+    def cloneAtVersion(self, version: int, target: str, isShallow: bool = False,
+                       replace: bool = False, properties: Mapping[str, str] | None = None
+                       ) -> DeltaTable:
+        """A new table at ``target`` holding this table's ``version``: its schema,
+        partitioning and properties (``properties`` override them) and its rows. Shallow:
+        the clone's log names this table's files; deep: they are copied. replace: replace a
+        table already at ``target`` (else DELTA_TABLE_ALREADY_EXISTS)."""
+        _check_clone(target, isShallow, replace, properties, version=version)
+        return self._clone(version, target, isShallow, replace, properties)
+
+    def cloneAtTimestamp(self, timestamp: str, target: str, isShallow: bool = False,
+                         replace: bool = False, properties: Mapping[str, str] | None = None
+                         ) -> DeltaTable:
+        """As :meth:`cloneAtVersion`, at the last version committed at or before
+        ``timestamp`` ('2024-01-01' or '2024-01-01 10:00:00', the session's time zone)."""
+        _check_clone(target, isShallow, replace, properties, timestamp=timestamp)
+        commits = maintenance.commit_times(self._path)
+        version = maintenance.version_at(self._path, commits, self._timestamp(timestamp))
+        return self._clone(version, target, isShallow, replace, properties)
+
+    def _clone(self, version: int | None, target: str, shallow: bool, replace: bool,
+               properties: Mapping[str, str] | None) -> DeltaTable:
+        by_path = target.startswith("/") or "://" in target or target.startswith("file:")
+        lakehouse = None if by_path else lakehouse_of(self._spark)
+        if not by_path and lakehouse is None:
+            raise HeadwaterError(
+                "HW_LAKEHOUSE_NOT_ATTACHED", f"clone({target!r}): no lakehouse is attached to "
+                "this session, so a table name cannot be resolved.",
+                "A clone's target is an absolute path or a lakehouse table name.",
+                "Pass an absolute path, or start the session with "
+                "headwater.spark_session(lakehouse=...).")
+        path = target if lakehouse is None else str(lakehouse.path(target))
+        clone_table(self._path, path, version, shallow=shallow, replace=replace,
+                    properties=properties)
+        if lakehouse is not None:
+            lakehouse.register(target)
+        return DeltaTable.forPath(self._spark, path)
 
     def restoreToVersion(self, version: int) -> DataFrame:
+        _check_type(version, int, "version", "an int")
         return self._restore(maintenance.restore(self._path, version=version))
 
     def restoreToTimestamp(self, timestamp: str | dt.datetime) -> DataFrame:
+        """Restore the last version committed at or before ``timestamp`` ('2024-01-01' or
+        '2024-01-01 01:01:01', the session's time zone; headwater also takes a datetime)."""
+        if not isinstance(timestamp, dt.datetime):
+            _check_type(timestamp, str, "timestamp", "a string")
+            timestamp = self._timestamp(timestamp)
         return self._restore(maintenance.restore(self._path, timestamp=timestamp))
+
+    def _timestamp(self, text: str) -> dt.datetime:
+        """``text`` read as Spark casts a string to a timestamp (session time zone), UTC."""
+        micros = self._spark.range(1).select(
+            F.unix_micros(F.lit(text).try_cast("timestamp"))).first()[0]
+        if micros is None:
+            raise DeltaAnalysisError(
+                "HW_DELTA_TIMESTAMP_INVALID",
+                f"The provided timestamp ('{text}') cannot be converted to a valid timestamp.",
+                "Time travel takes a timestamp Spark can read.",
+                "Write it as 'yyyy-MM-dd' or 'yyyy-MM-dd HH:mm:ss'.",
+                error_class="DELTA_TIMESTAMP_INVALID")
+        return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=int(micros))
 
     def _restore(self, metrics: dict[str, Any]) -> DataFrame:
         keys = ["table_size_after_restore", "num_of_files_after_restore", "num_removed_files",
@@ -198,20 +325,31 @@ class DeltaMergeBuilder:
 
 
 class DeltaOptimizeBuilder:
+    """delta-spark's optimize builder: ``where`` (partition predicates, ANDed), then
+    ``executeCompaction()`` or ``executeZOrderBy(cols)``; each returns one row of the table's
+    path and delta-spark's OptimizeMetrics."""
+
     def __init__(self, table: DeltaTable) -> None:
         self._table = table
-        self._where: str | None = None
+        self._where: list[str] = []
 
     def where(self, partitionFilter: str) -> DeltaOptimizeBuilder:
-        self._where = partitionFilter
+        self._where.append(partitionFilter)
         return self
 
     def executeCompaction(self) -> DataFrame:
-        return self._result(maintenance.optimize(self._table._path, self._where))
+        return self._result(run_optimize(self._table._spark, self._table._path,
+                                              self._where))
 
-    def executeZOrderBy(self, *cols: str | list[str]) -> DataFrame:
-        columns = [c for group in cols for c in ([group] if isinstance(group, str) else group)]
-        return self._result(maintenance.optimize(self._table._path, self._where, columns))
+    def executeZOrderBy(self, *cols: str | list[str] | tuple[str, ...]) -> DataFrame:
+        columns: Any = cols
+        if len(cols) == 1 and isinstance(cols[0], (list, tuple)):
+            columns = cols[0]
+        for c in columns:
+            if type(c) is not str:
+                raise TypeError(f"Z-order column must be str. Found {c} with type {type(c)}")
+        return self._result(run_optimize(self._table._spark, self._table._path,
+                                              self._where, list(columns)))
 
     def _result(self, metrics: dict[str, Any]) -> DataFrame:
         return optimize_frame(self._table._spark, self._table._path, metrics)
@@ -232,34 +370,61 @@ _DETAIL_SCHEMA = ("format string, id string, name string, description string, lo
 
 
 _FILE_STATS = "struct<min:long, max:long, avg:double, totalFiles:long, totalSize:long>"
-OPTIMIZE_SCHEMA = (f"path string, metrics struct<numFilesAdded:long, numFilesRemoved:long, "
-                   f"filesAdded:{_FILE_STATS}, filesRemoved:{_FILE_STATS}, "
-                   "partitionsOptimized:long, zOrderStats:string, numBatches:long, "
-                   "totalConsideredFiles:long, totalFilesSkipped:long, "
-                   "preserveInsertionOrder:boolean>")
+_ZORDER_FILES = "struct<num:long, size:long>"
+_CLUSTER_FILES = "struct<numFiles:long, size:long>"
+# delta-spark's OptimizeMetrics, field by field
+OPTIMIZE_SCHEMA = (
+    f"path string, metrics struct<numFilesAdded:long, numFilesRemoved:long, "
+    f"filesAdded:{_FILE_STATS}, filesRemoved:{_FILE_STATS}, partitionsOptimized:long, "
+    f"zOrderStats:struct<strategyName:string, inputCubeFiles:{_ZORDER_FILES}, "
+    f"inputOtherFiles:{_ZORDER_FILES}, inputNumCubes:long, mergedFiles:{_ZORDER_FILES}, "
+    "numOutputCubes:long, mergedNumCubes:long>, "
+    f"clusteringStats:struct<inputZCubeFiles:{_CLUSTER_FILES}, "
+    f"inputOtherFiles:{_CLUSTER_FILES}, inputNumZCubes:long, mergedFiles:{_CLUSTER_FILES}, "
+    "numOutputZCubes:long>, numBins:long, numBatches:long, totalConsideredFiles:long, "
+    "totalFilesSkipped:long, preserveInsertionOrder:boolean, "
+    "numFilesSkippedToReduceWriteAmplification:long, "
+    "numBytesSkippedToReduceWriteAmplification:long, startTimeMs:long, endTimeMs:long, "
+    "totalClusterParallelism:long, totalScheduledTasks:long, "
+    "autoCompactParallelismStats:struct<maxClusterActiveParallelism:long, "
+    "minClusterActiveParallelism:long, maxSessionActiveParallelism:long, "
+    "minSessionActiveParallelism:long>, deletionVectorStats:struct<"
+    "numDeletionVectorsRemoved:long, numDeletionVectorRowsRemoved:long>, "
+    "numTableColumns:long, numTableColumnsWithStats:long>")
 
 
 def optimize_frame(spark: SparkSession, path: str, metrics: dict[str, Any]) -> DataFrame:
-    """OPTIMIZE's result as delta-spark returns it: the table's path and a metrics struct."""
-    import json
-
-    from pyspark.sql.types import StructType
-
+    """OPTIMIZE's result as delta-spark returns it: the table's path and a metrics struct
+    (fields the metrics lack are null)."""
     struct = StructType.fromDDL(OPTIMIZE_SCHEMA)
-    values: dict[str, Any] = {}
-    for f in struct["metrics"].dataType.fields:  # type: ignore[attr-defined]
-        value = metrics.get(f.name)
-        if isinstance(value, str) and f.name.startswith("files"):
-            value = json.loads(value)  # delta-rs gives the file stats as JSON text
-        if f.name == "zOrderStats" and value is not None:
-            value = json.dumps(value, default=str)
-        values[f.name] = value
-    return spark.createDataFrame([(path, values)], struct)
+    metric_fields = struct["metrics"].dataType
+    assert isinstance(metric_fields, StructType)
+    values = {f.name: metrics.get(f.name) for f in metric_fields.fields}
+    return spark.createDataFrame([(maintenance.qualified(path), values)], struct)
+
+
+def _check_type(value: Any, kind: type, name: str, article: str) -> None:
+    """delta-spark's argument checks (``_verify_type_*``): a ValueError with its text."""
+    if not isinstance(value, kind):
+        raise ValueError(f"{name} needs to be {article} but got '{type(value)}'.")
+
+
+def _check_clone(target: Any, shallow: Any, replace: Any, properties: Any,
+                 timestamp: Any = "", version: Any = 0) -> None:
+    """delta-spark's ``_verify_clone_types``, in its order."""
+    _check_type(timestamp, str, "timestamp", "a string")
+    _check_type(version, int, "version", "an int")
+    _check_type(target, str, "target", "a string")
+    _check_type(shallow, bool, "isShallow", "a boolean")
+    _check_type(replace, bool, "replace", "a boolean")
+    if properties is not None:
+        _check_type(properties, dict, "properties", "a dict")
+        for key, value in properties.items():
+            _check_type(key, str, f"All property keys including {key}", "a string")
+            _check_type(value, str, f"All property values including {value}", "a string")
 
 
 def _frame(spark: SparkSession, rows: list[dict[str, Any]], schema: str) -> DataFrame:
-    from pyspark.sql.types import StructType
-
     struct = StructType.fromDDL(schema)
     data = [tuple(_plain(row.get(f.name)) for f in struct.fields) for row in rows]
     return spark.createDataFrame(data, struct)

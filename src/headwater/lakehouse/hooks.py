@@ -119,6 +119,7 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
     from headwater.conf.options import parse_bool
     from headwater.delta.log import DeltaLog, normalize_uri
     from headwater.delta.native import replace_native
+    from headwater.delta.sink import SAVE_MODE_OPTION
     from headwater.errors.delta import DeltaAnalysisError
 
     spark = writer._spark
@@ -145,12 +146,12 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
                 "only.", "Use .mode('append') to add rows, .mode('overwrite') to replace them, "
                 "or .mode('ignore') to skip the write when the table exists.",
                 error_class="DELTA_PATH_EXISTS")
-        writer.mode("append")
+        writer.mode("append").option(SAVE_MODE_OPTION, "ErrorIfExists")  # for the history
         return original(writer, path)
     if mode == "ignore":
         if exists:
             return None
-        writer.mode("append")
+        writer.mode("append").option(SAVE_MODE_OPTION, "Ignore")
         return original(writer, path)
     if mode == "overwrite" and exists and parse_bool(
             "overwriteSchema", options.get("overwriteschema"), False):

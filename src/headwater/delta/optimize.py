@@ -1,0 +1,333 @@
+"""OPTIMIZE (compaction and Z-ordering) on Spark, as delta-spark's OptimizeTableCommand runs it.
+
+delta-rs compacts and Z-orders well, but its commit records its own parameters (the partition
+filter as ``key = 'a'``, a ``targetSize``) where delta-spark records the predicate as Spark
+prints it (``["('key = a)"]``), ``zOrderBy``, ``clusterBy`` and ``auto``, and tools read
+DESCRIBE HISTORY. So for local tables the files are rewritten here with Spark's parquet writer
+and committed through :mod:`headwater.delta.commit`, with delta-spark's rules:
+
+- ``where`` predicates may name partition columns only (DELTA_NON_PARTITION_COLUMN_REFERENCE);
+  Spark evaluates them on each file's partition values.
+- compaction takes the files smaller than ``spark.databricks.delta.optimize.minFileSize``
+  (default 1 GiB), per partition, sorted by size, into bins of at most
+  ``spark.databricks.delta.optimize.maxFileSize`` (1 GiB); a bin of one file stays as it is.
+- Z-ordering takes every file of a partition into one bin (one z-cube per partition), maps
+  each Z-order column to a range id (``ntile`` over the bin, 1024 ranges), interleaves their
+  bits, and writes the bin's rows in that order, in ``size / maxFileSize`` files at least one.
+- removes and adds carry dataChange=false, so streams reading the table see nothing new.
+
+Tables this writer cannot rewrite exactly (column mapping, deletion vectors on a chosen file,
+features the DML writer refuses, object stores) are optimized by delta-rs instead, with the
+same checks and metrics; their history then has delta-rs' parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from headwater.delta import maintenance
+from headwater.delta.commit import Transaction, commit
+from headwater.delta.dml.rewrite import Written, data_only, remove_action, write_files
+from headwater.delta.dml.target import FILE_COL, Snapshot, TargetFile, load_snapshot, scan
+from headwater.delta.log import DeltaLog, normalize_uri
+from headwater.delta.schema import spark_schema
+from headwater.errors import HeadwaterError
+
+MIN_FILE_SIZE_CONF = "spark.databricks.delta.optimize.minFileSize"
+MAX_FILE_SIZE_CONF = "spark.databricks.delta.optimize.maxFileSize"
+ZORDER_STATS_CHECK_CONF = "spark.databricks.delta.optimize.zorder.checkStatsCollection.enabled"
+DEFAULT_FILE_SIZE = 1024 * 1024 * 1024
+INDEXED_COLUMNS_PROPERTY = "delta.dataSkippingNumIndexedCols"
+RANGE_BITS = 10  # 1024 range ids per column (delta-spark: 1000)
+BIN, Z, PART = "_hw_bin", "_hw_z", "_hw_part"
+
+
+@dataclass
+class Bin:
+    partition: tuple
+    files: list[TargetFile] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+def optimize(spark: SparkSession, path: str, where: Sequence[str] = (),
+             zorder_by: Sequence[str] = ()) -> dict[str, Any]:
+    """Compact the table at ``path`` (or Z-order it by ``zorder_by``), limited to the
+    partitions every ``where`` predicate selects. Returns delta-spark's OptimizeMetrics."""
+    started = int(time.time() * 1000)
+    uri = normalize_uri(path)
+    table = DeltaLog(uri).table()
+    partition_columns = list(table.metadata().partition_columns)
+    trees = [maintenance.partition_predicate(w, partition_columns, spark) for w in where]
+    check_zorder_columns(spark, table, list(zorder_by))
+    snapshot = _spark_snapshot(uri)
+    if snapshot is None:
+        return _with_delta_rs(uri, where, zorder_by, started)
+    candidates = _select(spark, snapshot, list(where))
+    min_size = _size_conf(spark, MIN_FILE_SIZE_CONF)
+    max_size = _size_conf(spark, MAX_FILE_SIZE_CONF)
+    bins = _bins(candidates, min_size, max_size, bool(zorder_by))
+    chosen = [f for b in bins for f in b.files]
+    if any(f.has_dv for f in chosen):
+        return _with_delta_rs(uri, where, zorder_by, started)
+    added: list[dict[str, Any]] = []
+    if bins:
+        added = _rewrite(spark, snapshot, bins, list(zorder_by), max_size,
+                         [str(t) for t in maintenance.predicate_strings(trees)])
+    return _metrics(snapshot, candidates, bins, added, bool(zorder_by), started, spark)
+
+
+def check_zorder_columns(spark: SparkSession | None, table: Any, columns: list[str]) -> None:
+    """delta-spark's checks of ZORDER BY columns: data columns that exist and have stats."""
+    if not columns:
+        return
+    partition_columns = {c.lower() for c in table.metadata().partition_columns}
+    schema = spark_schema(table.schema().to_json())
+    data = [f.name for f in schema.fields if f.name.lower() not in partition_columns]
+    indexed = int((table.metadata().configuration or {}).get(INDEXED_COLUMNS_PROPERTY, "32"))
+    with_stats = {c.lower() for c in data[:indexed]} if indexed >= 0 else \
+        {c.lower() for c in data}
+    check_stats = spark is None or str(spark.conf.get(ZORDER_STATS_CHECK_CONF, "true")).lower() \
+        != "false"
+    no_stats = []
+    for name in columns:
+        if name.lower() in partition_columns:
+            raise HeadwaterError(
+                "HW_OPTIMIZE_ZORDER_INVALID",
+                f"{name} is a partition column. Z-Ordering can only be performed on data "
+                "columns", "Files never mix partitions, so ordering by a partition column "
+                "changes nothing.", "Z-order by data columns (the partition columns already "
+                "cluster the table).", error_class="DELTA_ZORDERING_ON_PARTITION_COLUMN")
+        if name.lower() not in {c.lower() for c in data}:
+            raise HeadwaterError(
+                "HW_OPTIMIZE_ZORDER_INVALID",
+                f"Z-Ordering column {name} does not exist in data schema.",
+                "ZORDER BY names columns of the table.",
+                f"Use some of: {', '.join(data)}.",
+                error_class="DELTA_ZORDERING_COLUMN_DOES_NOT_EXIST")
+        if name.lower() not in with_stats:
+            no_stats.append(name)
+    if no_stats and check_stats:
+        raise HeadwaterError(
+            "HW_OPTIMIZE_ZORDER_INVALID",
+            f"Z-Ordering on [{', '.join(no_stats)}] will be ineffective, because we currently "
+            "do not collect stats for these columns.",
+            f"Only the first {indexed} columns ({INDEXED_COLUMNS_PROPERTY}) have min/max stats, "
+            "which data skipping on Z-ordered files needs.",
+            f"Raise {INDEXED_COLUMNS_PROPERTY}, or SET {ZORDER_STATS_CHECK_CONF} = false.",
+            error_class="DELTA_ZORDERING_ON_COLUMN_WITHOUT_STATS")
+
+
+def _spark_snapshot(uri: str) -> Snapshot | None:
+    """The snapshot when Spark's writer can rewrite the table exactly, else None."""
+    if "://" in uri:
+        return None  # Spark has no Hadoop filesystem for object stores here
+    try:
+        snapshot = load_snapshot(uri, "OPTIMIZE", needs_rows=False)
+    except HeadwaterError as exc:
+        if exc.code == "HW_DML_UNSUPPORTED_FEATURE":
+            return None  # column mapping, constraints, unknown features: delta-rs rewrites
+        raise
+    return snapshot
+
+
+def _size_conf(spark: SparkSession, key: str) -> int:
+    value = spark.conf.get(key, None)
+    return int(value) if value else DEFAULT_FILE_SIZE
+
+
+def _select(spark: SparkSession, snapshot: Snapshot, where: list[str]) -> list[TargetFile]:
+    """The files whose partition values every predicate accepts (Spark evaluates them)."""
+    if not where:
+        return list(snapshot.files)
+    fields = [StructField("_hw_i", LongType())] + [
+        snapshot.schema[c] for c in snapshot.partition_columns]
+    values = spark.createDataFrame(
+        [(i, *f.typed_values) for i, f in enumerate(snapshot.files)], StructType(fields))
+    for predicate in where:
+        values = values.where(F.expr(predicate))
+    keep = {int(r[0]) for r in values.select("_hw_i").collect()}
+    return [f for i, f in enumerate(snapshot.files) if i in keep]
+
+
+def _bins(files: list[TargetFile], min_size: int, max_size: int, zorder: bool) -> list[Bin]:
+    """delta-spark's bins: per partition, small files (all files when Z-ordering) packed up
+    to ``max_size``; a compaction bin of a single file is left alone."""
+    by_partition: dict[tuple, list[TargetFile]] = {}
+    for f in files:
+        if zorder or f.size < min_size:
+            by_partition.setdefault(f.typed_values, []).append(f)
+    bins: list[Bin] = []
+    for partition, members in by_partition.items():
+        if zorder:
+            bins.append(Bin(partition, list(members)))
+            continue
+        current = Bin(partition)
+        for f in sorted(members, key=lambda f: f.size):
+            if current.files and current.size + f.size > max_size:
+                bins.append(current)
+                current = Bin(partition)
+            current.files.append(f)
+        bins.append(current)
+    return [b for b in bins if len(b.files) > 1 or (zorder and b.files)]
+
+
+def _rewrite(spark: SparkSession, snapshot: Snapshot, bins: list[Bin], zorder_by: list[str],
+             max_size: int, predicates: list[str]) -> list[dict[str, Any]]:
+    """Write each bin's rows as new files (one Spark job) and commit them in one version."""
+    keys = spark.createDataFrame(
+        [(f.spark_key, i, max(1, b.size // max_size) if zorder_by else 1)
+         for i, b in enumerate(bins) for f in b.files],
+        StructType([StructField("_hw_key", StringType()), StructField(BIN, LongType()),
+                    StructField("_hw_files", LongType())]))
+    rows = scan(spark, snapshot, [f for b in bins for f in b.files])
+    rows = rows.join(F.broadcast(keys), rows[FILE_COL] == keys["_hw_key"])
+    if zorder_by:
+        rows = _z_ordered(rows, zorder_by)
+    out = _layout(rows, len(bins), zorder_by)
+    written = Written(snapshot.uri)
+    write_files(data_only(out, snapshot), snapshot, written)
+    for add in written.adds:
+        add["dataChange"] = False
+    removed = [f for b in bins for f in b.files]
+    if not written.adds:
+        written.cleanup()
+        return []
+    now = int(time.time() * 1000)
+    actions = [remove_action(f, now, data_change=False) for f in removed]
+    actions += [{"add": a} for a in written.adds]
+    commit(Transaction(
+        uri=snapshot.uri, read_version=snapshot.version, operation="OPTIMIZE",
+        parameters={"predicate": json.dumps(predicates), "zOrderBy": json.dumps(zorder_by),
+                    "clusterBy": "[]", "auto": "false"},
+        metrics=_commit_metrics(written.adds, removed), actions=actions,
+        read_paths=[f.log_path for f in removed], cleanup=written.cleanup))
+    return written.adds
+
+
+def _z_ordered(rows: DataFrame, columns: list[str]) -> DataFrame:
+    """``rows`` with ``_hw_z``: the bits of each column's range id (its ``ntile`` of 1024
+    within the bin) interleaved, first column highest, as delta-spark's interleave_bits."""
+    bits = min(RANGE_BITS, 62 // len(columns))
+    ranges = 1 << bits
+    ids = []
+    for i, name in enumerate(columns):
+        col = f"_hw_r{i}"
+        rows = rows.withColumn(col, (F.ntile(ranges).over(
+            Window.partitionBy(BIN).orderBy(F.col(f"`{name}`").asc_nulls_first())) - 1)
+            .cast("long"))
+        ids.append(col)
+    z = F.lit(0).cast("long")
+    n = len(ids)
+    for b in range(bits):
+        for i, col in enumerate(ids):
+            bit = F.shiftright(F.col(col), b).bitwiseAND(F.lit(1))
+            z = z.bitwiseOR(F.shiftleft(bit, b * n + (n - 1 - i)))
+    return rows.withColumn(Z, z).drop(*ids)
+
+
+def _layout(rows: DataFrame, tasks: int, zorder_by: list[str]) -> DataFrame:
+    """One task per bin (one file per bin and partition folder); Z-ordered bins split into
+    ``_hw_files`` range slices, their rows sorted by the z-value within each file."""
+    if not zorder_by:
+        return rows.repartition(tasks, BIN)
+    ordered = Window.partitionBy(BIN).orderBy(Z)
+    rows = rows.withColumn(PART, F.floor((F.row_number().over(ordered) - 1)
+                                         * F.col("_hw_files")
+                                         / F.count(F.lit(1)).over(Window.partitionBy(BIN))))
+    parts = rows.select(BIN, PART).distinct().count()
+    return rows.repartition(max(tasks, parts), BIN, PART).sortWithinPartitions(BIN, PART, Z)
+
+
+def _commit_metrics(added: list[dict[str, Any]], removed: list[TargetFile]) -> dict[str, int]:
+    sizes = sorted(int(a["size"]) for a in added)
+    n = len(sizes)
+    return {"numAddedFiles": n, "numRemovedFiles": len(removed),
+            "numAddedBytes": sum(sizes), "numRemovedBytes": sum(f.size for f in removed),
+            "minFileSize": sizes[0], "p25FileSize": sizes[n // 4], "p50FileSize": sizes[n // 2],
+            "p75FileSize": sizes[n * 3 // 4], "maxFileSize": sizes[-1],
+            "numDeletionVectorsRemoved": 0, "numDeletionVectorRowsRemoved": 0,
+            "numDeletionVectorBytesRemoved": 0}
+
+
+def _file_stats(sizes: list[int]) -> dict[str, Any]:
+    if not sizes:
+        return {"min": None, "max": None, "avg": 0.0, "totalFiles": 0, "totalSize": 0}
+    return {"min": min(sizes), "max": max(sizes), "avg": sum(sizes) / len(sizes),
+            "totalFiles": len(sizes), "totalSize": sum(sizes)}
+
+
+def zorder_stats(files: int, size: int, partitions: int) -> dict[str, Any]:
+    """delta-spark's ZOrderStats of its 'all' strategy: every file of a partition merged,
+    one output cube per partition."""
+    return {"strategyName": "all", "inputCubeFiles": {"num": 0, "size": 0},
+            "inputOtherFiles": {"num": files, "size": size}, "inputNumCubes": 0,
+            "mergedFiles": {"num": files, "size": size}, "numOutputCubes": partitions,
+            "mergedNumCubes": None}
+
+
+def _metrics(snapshot: Snapshot, candidates: list[TargetFile], bins: list[Bin],
+             added: list[dict[str, Any]], zorder: bool, started: int,
+             spark: SparkSession) -> dict[str, Any]:
+    removed = [f.size for b in bins for f in b.files] if added else []
+    partitions = len({b.partition for b in bins}) if added else 0
+    columns = len(snapshot.schema.fields)
+    indexed = int(snapshot.configuration.get(INDEXED_COLUMNS_PROPERTY, "32"))
+    return {
+        "numFilesAdded": len(added), "numFilesRemoved": len(removed),
+        "filesAdded": _file_stats([int(a["size"]) for a in added]),
+        "filesRemoved": _file_stats(removed), "partitionsOptimized": partitions,
+        "zOrderStats": zorder_stats(len(removed), sum(removed), partitions) if zorder else None,
+        "clusteringStats": None, "numBins": len(bins) if added else 0, "numBatches": 1,
+        "totalConsideredFiles": len(candidates),
+        "totalFilesSkipped": len(candidates) - len(removed), "preserveInsertionOrder": False,
+        "numFilesSkippedToReduceWriteAmplification": 0,
+        "numBytesSkippedToReduceWriteAmplification": 0, "startTimeMs": started,
+        "endTimeMs": int(time.time() * 1000),
+        "totalClusterParallelism": spark.sparkContext.defaultParallelism,
+        "totalScheduledTasks": 0, "autoCompactParallelismStats": None,
+        "deletionVectorStats": {"numDeletionVectorsRemoved": 0,
+                                "numDeletionVectorRowsRemoved": 0},
+        "numTableColumns": columns,
+        "numTableColumnsWithStats": min(indexed, columns) if indexed >= 0 else columns,
+    }
+
+
+def _with_delta_rs(uri: str, where: Sequence[str], zorder_by: Sequence[str],
+                   started: int) -> dict[str, Any]:
+    """delta-rs' OPTIMIZE for tables Spark's writer cannot rewrite, in delta-spark's metrics."""
+    raw = maintenance.optimize(uri, " AND ".join(f"({w})" for w in where) or None,
+                               list(zorder_by) or None)
+
+    def stats(key: str) -> dict[str, Any]:
+        value = raw.get(key) or {}
+        return json.loads(value) if isinstance(value, str) else dict(value)
+
+    added, removed = stats("filesAdded"), stats("filesRemoved")
+    partitions = int(raw.get("partitionsOptimized") or 0)
+    zstats = zorder_stats(int(raw.get("numFilesRemoved") or 0),
+                          int(removed.get("totalSize") or 0), partitions) if zorder_by else None
+    return {
+        "numFilesAdded": int(raw.get("numFilesAdded") or 0),
+        "numFilesRemoved": int(raw.get("numFilesRemoved") or 0),
+        "filesAdded": {k: added.get(k) for k in ("min", "max", "avg", "totalFiles",
+                                                 "totalSize")},
+        "filesRemoved": {k: removed.get(k) for k in ("min", "max", "avg", "totalFiles",
+                                                     "totalSize")},
+        "partitionsOptimized": partitions, "zOrderStats": zstats, "clusteringStats": None,
+        "numBins": int(raw.get("numBatches") or 0), "numBatches": 1,
+        "totalConsideredFiles": int(raw.get("totalConsideredFiles") or 0),
+        "totalFilesSkipped": int(raw.get("totalFilesSkipped") or 0),
+        "preserveInsertionOrder": bool(raw.get("preserveInsertionOrder")),
+        "startTimeMs": started, "endTimeMs": int(time.time() * 1000),
+    }
