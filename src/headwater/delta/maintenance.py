@@ -18,18 +18,22 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from py4j.java_gateway import get_field
 from pyspark.sql import SparkSession
 
 from headwater.conf.context import lakehouse_state_dir
 from headwater.conf.layout import CHECKPOINTS
 from headwater.delta.log import DeltaLog, add_actions, normalize_uri
 from headwater.delta.protocol import Protocol
+from headwater.delta.schema import spark_schema
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
 
 DEFAULT_RETENTION_HOURS = 168
 RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
 RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+ZORDER_STATS_CHECK_CONF = "spark.databricks.delta.optimize.zorder.checkStatsCollection.enabled"
+INDEXED_COLUMNS_PROPERTY = "delta.dataSkippingNumIndexedCols"
 HISTORY_COLUMNS = ["version", "timestamp", "userId", "userName", "operation",
                    "operationParameters", "job", "notebook", "clusterId", "readVersion",
                    "isolationLevel", "isBlindAppend", "operationMetrics", "userMetadata",
@@ -166,6 +170,47 @@ def partition_filters(where: str | Iterable[PartitionFilter] | None,
     return out
 
 
+def check_zorder_columns(spark: SparkSession | None, table: Any, columns: list[str]) -> None:
+    """delta-spark's checks of ZORDER BY columns: data columns that exist and have stats."""
+    if not columns:
+        return
+    partition_columns = {c.lower() for c in table.metadata().partition_columns}
+    schema = spark_schema(table.schema().to_json())
+    data = [f.name for f in schema.fields if f.name.lower() not in partition_columns]
+    indexed = int((table.metadata().configuration or {}).get(INDEXED_COLUMNS_PROPERTY, "32"))
+    with_stats = {c.lower() for c in data[:indexed]} if indexed >= 0 else \
+        {c.lower() for c in data}
+    check_stats = spark is None or str(spark.conf.get(ZORDER_STATS_CHECK_CONF, "true")).lower() \
+        != "false"
+    no_stats = []
+    for name in columns:
+        if name.lower() in partition_columns:
+            raise HeadwaterError(
+                "HW_OPTIMIZE_ZORDER_INVALID",
+                f"{name} is a partition column. Z-Ordering can only be performed on data "
+                "columns", "Files never mix partitions, so ordering by a partition column "
+                "changes nothing.", "Z-order by data columns (the partition columns already "
+                "cluster the table).", error_class="DELTA_ZORDERING_ON_PARTITION_COLUMN")
+        if name.lower() not in {c.lower() for c in data}:
+            raise HeadwaterError(
+                "HW_OPTIMIZE_ZORDER_INVALID",
+                f"Z-Ordering column {name} does not exist in data schema.",
+                "ZORDER BY names columns of the table.",
+                f"Use some of: {', '.join(data)}.",
+                error_class="DELTA_ZORDERING_COLUMN_DOES_NOT_EXIST")
+        if name.lower() not in with_stats:
+            no_stats.append(name)
+    if no_stats and check_stats:
+        raise HeadwaterError(
+            "HW_OPTIMIZE_ZORDER_INVALID",
+            f"Z-Ordering on [{', '.join(no_stats)}] will be ineffective, because we currently "
+            "do not collect stats for these columns.",
+            f"Only the first {indexed} columns ({INDEXED_COLUMNS_PROPERTY}) have min/max stats, "
+            "which data skipping on Z-ordered files needs.",
+            f"Raise {INDEXED_COLUMNS_PROPERTY}, or SET {ZORDER_STATS_CHECK_CONF} = false.",
+            error_class="DELTA_ZORDERING_ON_COLUMN_WITHOUT_STATS")
+
+
 def optimize(path: str, where: str | Iterable[PartitionFilter] | None = None,
              zorder_by: list[str] | None = None, target_size: int | None = None
              ) -> dict[str, Any]:
@@ -178,6 +223,7 @@ def optimize(path: str, where: str | Iterable[PartitionFilter] | None = None,
     """
     table = _table(path)
     filters = partition_filters(where, list(table.metadata().partition_columns), table.table_uri)
+    check_zorder_columns(SparkSession.getActiveSession(), table, list(zorder_by or []))
     try:
         if zorder_by:
             return dict(table.optimize.z_order(list(zorder_by), partition_filters=filters,
@@ -196,30 +242,28 @@ def retention_check_enabled(spark: SparkSession | None = None) -> bool:
     return str(spark.conf.get(RETENTION_CHECK_CONF, "true")).strip().lower() != "false"
 
 
-def configured_retention_hours(table, spark: SparkSession | None = None) -> float:
+def configured_retention_hours(table, spark: SparkSession | None = None) -> float | None:
     """The table's ``delta.deletedFileRetentionDuration`` in hours (168 when unset), read with
-    Spark's interval parser as delta-spark reads it."""
+    Spark's interval parser as delta-spark reads it; None without a Spark session (delta-rs
+    then checks the retention with its own reading of the property)."""
     text = (table.metadata().configuration or {}).get(RETENTION_PROPERTY)
     if not text:
         return float(DEFAULT_RETENTION_HOURS)
     spark = spark or SparkSession.getActiveSession()
     if spark is None:
-        raise HeadwaterError(
-            "HW_VACUUM_RETENTION_TOO_SHORT",
-            f"VACUUM of {table.table_uri} needs a Spark session to read its "
-            f"{RETENTION_PROPERTY} ({text!r}).",
-            "The property is an interval in Spark's syntax.",
-            "Start a session first (headwater.spark_session()).")
+        return None
     jvm = spark._jvm
     value = jvm.org.apache.spark.unsafe.types.UTF8String.fromString(text)
     interval = jvm.org.apache.spark.sql.catalyst.util.IntervalUtils.safeStringToInterval(value)
-    if interval is None or interval.months != 0:
+    months, days, micros = (0, 0, 0) if interval is None else (
+        get_field(interval, name) for name in ("months", "days", "microseconds"))
+    if interval is None or months != 0:
         raise HeadwaterError(
             "HW_TABLE_PROPERTY_INVALID",
             f"{RETENTION_PROPERTY} of {table.table_uri} is {text!r}, not an interval of days, "
             "hours or less.", "Delta needs a fixed duration (months vary in length).",
             "Set it to e.g. 'interval 7 days' (ALTER TABLE ... SET TBLPROPERTIES).")
-    return interval.days * 24 + interval.microseconds / 3_600_000_000
+    return days * 24 + micros / 3_600_000_000
 
 
 def vacuum(path: str, retention_hours: float | None = None, dry_run: bool = False,
@@ -241,33 +285,33 @@ def vacuum(path: str, retention_hours: float | None = None, dry_run: bool = Fals
     to the table.
     """
     table = _table(path)
-    configured = configured_retention_hours(table)
-    hours = configured if retention_hours is None else float(retention_hours)
     if enforce_retention is None:
         enforce_retention = retention_check_enabled()
-    if hours < 0:
+    if retention_hours is not None and retention_hours < 0:
         raise HeadwaterError(
             "HW_VACUUM_RETENTION_TOO_SHORT",
             "Retention period for Vacuum can't be less than 0 hours.",
             "A negative retention would delete files of versions yet to come.",
             "Pass 0 hours or more.", error_class="DELTA_VACUUM_RETENTION_PERIOD_NEGATIVE")
-    if hours < configured and enforce_retention:
-        needed = int(-(-configured // 1))
-        raise HeadwaterError(
-            "HW_VACUUM_RETENTION_TOO_SHORT",
-            "The specified VACUUM retention period is too low and may corrupt this Delta "
-            f"table if any writes are in progress ({table.table_uri}: {hours:g} hours).",
-            "Readers and writers still working on older versions would lose their files.",
-            "If no operations (insert, upsert, delete, optimize) are running, you can disable "
-            f"this safety check by setting: {RETENTION_CHECK_CONF} = false. Otherwise, use a "
-            f"retention period of at least {needed} hours.",
-            error_class="DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT")
-    # delta-spark rounds the hours (math.round); delta-rs takes whole hours
-    whole = int(hours + 0.5)
+    configured = configured_retention_hours(table)
+    hours = configured if retention_hours is None else float(retention_hours)
+    if configured is not None and hours is not None and hours < configured \
+            and enforce_retention:
+        raise _too_short(table.table_uri, f"{hours:g} hours",
+                         f"use a retention period of at least {int(-(-configured // 1))} hours")
+    # delta-spark rounds the hours (math.round); delta-rs takes whole hours. Without a Spark
+    # session to read the table's retention property (configured None), delta-rs reads it
+    # and enforces it.
+    whole = None if hours is None else int(hours + 0.5)
+    rs_enforce = configured is None and enforce_retention
     try:
         candidates = table.vacuum(retention_hours=whole, dry_run=True,
-                                  enforce_retention_duration=False, full=True)
+                                  enforce_retention_duration=rs_enforce, full=True)
     except Exception as exc:  # noqa: BLE001
+        if rs_enforce and "retention" in str(exc).lower():
+            raise _too_short(table.table_uri, str(exc),
+                             f"use a retention of at least the table's {RETENTION_PROPERTY}"
+                             ) from exc
         raise _failed("VACUUM", table.table_uri, exc) from exc
     readers = ({"a reader": oldest_version_needed} if isinstance(oldest_version_needed, int)
                else dict(oldest_version_needed or {}))
@@ -283,6 +327,17 @@ def vacuum(path: str, retention_hours: float | None = None, dry_run: bool = Fals
                                  enforce_retention_duration=False, full=True))
     except Exception as exc:  # noqa: BLE001
         raise _failed("VACUUM", table.table_uri, exc) from exc
+
+
+def _too_short(uri: str, given: str, otherwise: str) -> HeadwaterError:
+    return HeadwaterError(
+        "HW_VACUUM_RETENTION_TOO_SHORT",
+        "The specified VACUUM retention period is too low and may corrupt this Delta table if "
+        f"any writes are in progress ({uri}: {given}).",
+        "Readers and writers still working on older versions would lose their files.",
+        "If no operations (insert, upsert, delete, optimize) are running, you can disable "
+        f"this safety check by setting: {RETENTION_CHECK_CONF} = false. Otherwise, "
+        f"{otherwise}.", error_class="DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT")
 
 
 def _check_readers(table, candidates: list[str], readers: dict[str, int]) -> None:

@@ -38,14 +38,11 @@ from headwater.delta.commit import Transaction, commit
 from headwater.delta.dml.rewrite import Written, data_only, remove_action, write_files
 from headwater.delta.dml.target import FILE_COL, Snapshot, TargetFile, load_snapshot, scan
 from headwater.delta.log import DeltaLog, normalize_uri
-from headwater.delta.schema import spark_schema
 from headwater.errors import HeadwaterError
 
 MIN_FILE_SIZE_CONF = "spark.databricks.delta.optimize.minFileSize"
 MAX_FILE_SIZE_CONF = "spark.databricks.delta.optimize.maxFileSize"
-ZORDER_STATS_CHECK_CONF = "spark.databricks.delta.optimize.zorder.checkStatsCollection.enabled"
 DEFAULT_FILE_SIZE = 1024 * 1024 * 1024
-INDEXED_COLUMNS_PROPERTY = "delta.dataSkippingNumIndexedCols"
 RANGE_BITS = 10  # 1024 range ids per column (delta-spark: 1000)
 BIN, Z, PART = "_hw_bin", "_hw_z", "_hw_part"
 
@@ -69,7 +66,7 @@ def optimize(spark: SparkSession, path: str, where: Sequence[str] = (),
     table = DeltaLog(uri).table()
     partition_columns = list(table.metadata().partition_columns)
     trees = [maintenance.partition_predicate(w, partition_columns, spark) for w in where]
-    check_zorder_columns(spark, table, list(zorder_by))
+    maintenance.check_zorder_columns(spark, table, list(zorder_by))
     snapshot = _spark_snapshot(uri)
     if snapshot is None:
         return _with_delta_rs(uri, where, zorder_by, started)
@@ -85,47 +82,6 @@ def optimize(spark: SparkSession, path: str, where: Sequence[str] = (),
         added = _rewrite(spark, snapshot, bins, list(zorder_by), max_size,
                          [str(t) for t in maintenance.predicate_strings(trees)])
     return _metrics(snapshot, candidates, bins, added, bool(zorder_by), started, spark)
-
-
-def check_zorder_columns(spark: SparkSession | None, table: Any, columns: list[str]) -> None:
-    """delta-spark's checks of ZORDER BY columns: data columns that exist and have stats."""
-    if not columns:
-        return
-    partition_columns = {c.lower() for c in table.metadata().partition_columns}
-    schema = spark_schema(table.schema().to_json())
-    data = [f.name for f in schema.fields if f.name.lower() not in partition_columns]
-    indexed = int((table.metadata().configuration or {}).get(INDEXED_COLUMNS_PROPERTY, "32"))
-    with_stats = {c.lower() for c in data[:indexed]} if indexed >= 0 else \
-        {c.lower() for c in data}
-    check_stats = spark is None or str(spark.conf.get(ZORDER_STATS_CHECK_CONF, "true")).lower() \
-        != "false"
-    no_stats = []
-    for name in columns:
-        if name.lower() in partition_columns:
-            raise HeadwaterError(
-                "HW_OPTIMIZE_ZORDER_INVALID",
-                f"{name} is a partition column. Z-Ordering can only be performed on data "
-                "columns", "Files never mix partitions, so ordering by a partition column "
-                "changes nothing.", "Z-order by data columns (the partition columns already "
-                "cluster the table).", error_class="DELTA_ZORDERING_ON_PARTITION_COLUMN")
-        if name.lower() not in {c.lower() for c in data}:
-            raise HeadwaterError(
-                "HW_OPTIMIZE_ZORDER_INVALID",
-                f"Z-Ordering column {name} does not exist in data schema.",
-                "ZORDER BY names columns of the table.",
-                f"Use some of: {', '.join(data)}.",
-                error_class="DELTA_ZORDERING_COLUMN_DOES_NOT_EXIST")
-        if name.lower() not in with_stats:
-            no_stats.append(name)
-    if no_stats and check_stats:
-        raise HeadwaterError(
-            "HW_OPTIMIZE_ZORDER_INVALID",
-            f"Z-Ordering on [{', '.join(no_stats)}] will be ineffective, because we currently "
-            "do not collect stats for these columns.",
-            f"Only the first {indexed} columns ({INDEXED_COLUMNS_PROPERTY}) have min/max stats, "
-            "which data skipping on Z-ordered files needs.",
-            f"Raise {INDEXED_COLUMNS_PROPERTY}, or SET {ZORDER_STATS_CHECK_CONF} = false.",
-            error_class="DELTA_ZORDERING_ON_COLUMN_WITHOUT_STATS")
 
 
 def _spark_snapshot(uri: str) -> Snapshot | None:
@@ -282,7 +238,7 @@ def _metrics(snapshot: Snapshot, candidates: list[TargetFile], bins: list[Bin],
     removed = [f.size for b in bins for f in b.files] if added else []
     partitions = len({b.partition for b in bins}) if added else 0
     columns = len(snapshot.schema.fields)
-    indexed = int(snapshot.configuration.get(INDEXED_COLUMNS_PROPERTY, "32"))
+    indexed = int(snapshot.configuration.get(maintenance.INDEXED_COLUMNS_PROPERTY, "32"))
     return {
         "numFilesAdded": len(added), "numFilesRemoved": len(removed),
         "filesAdded": _file_stats([int(a["size"]) for a in added]),
