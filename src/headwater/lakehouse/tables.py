@@ -34,8 +34,9 @@ from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, WAREHOUSE
 from headwater.conf.location import AnyPath, location, remove_tree, state_folder
 from headwater.conf.options import parse_bool
 from headwater.conf.triggers import Trigger, trigger_kwargs
+from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.errors import HeadwaterError
-from headwater.lakehouse import catalog, hooks
+from headwater.lakehouse import catalog, external, hooks
 from headwater.lakehouse.catalog import columns_option as _columns
 from headwater.lakehouse.catalog import per_table_source, raw_sql
 from headwater.lakehouse.names import SYSTEM_TABLES, TableName, list_tables, parse_name
@@ -89,15 +90,78 @@ class Lakehouse:
     # --- names and paths ---------------------------------------------------------------
 
     def path(self, name: str) -> str:
-        """The table's folder (it may not exist yet)."""
-        return str(self.root / parse_name(name).relative_path)
+        """The table's folder (it may not exist yet): under the root, or an external table's
+        location."""
+        tname = parse_name(name)
+        return external.location_of(self.state_dir, tname) or str(self.root / tname.relative_path)
 
     def exists(self, name: str) -> bool:
-        return (self.root / parse_name(name).relative_path / DELTA_LOG).is_dir()
+        return (location(self.path(name)) / DELTA_LOG).is_dir()
+
+    def is_external(self, name: str) -> bool:
+        """True when ``name`` is an external table (its data lives outside the root)."""
+        return external.location_of(self.state_dir, parse_name(name)) is not None
 
     def tables(self) -> list[str]:
-        """Every Delta table under the root, as qualified names, sorted."""
-        return list_tables(self.root)
+        """Every Delta table of the lakehouse (under the root, then the external ones whose
+        location holds a table), as qualified names."""
+        under_root = list_tables(self.root)
+        return under_root + [n for n in external.names(self.state_dir)
+                             if n not in under_root and self.exists(n)]
+
+    def register_external(self, name: str, path: str) -> None:
+        """Make ``name`` refer to the Delta table at ``path`` (outside the root), as
+        ``CREATE TABLE name ... LOCATION path`` does: registered in Spark's catalog now and at
+        every session start; ``DROP TABLE`` forgets the name and keeps the data."""
+        tname = parse_name(name)
+        if (self.root / tname.relative_path / DELTA_LOG).is_dir():
+            raise HeadwaterError(
+                "HW_TABLE_EXISTS", f"Table {tname.qualified} already exists under the "
+                f"lakehouse root {self.root}.",
+                "A name refers to one table: the one under the root, or an external location.",
+                "Drop the table first, or choose another name.",
+                error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
+        external.record(self.state_dir, tname, normalize_uri(path))
+        self.register(tname.qualified)
+
+    def rename(self, name: str, new_name: str) -> None:
+        """``ALTER TABLE name RENAME TO new_name``: a table under the root moves to the new
+        name's folder (its checkpoints stay with the old name); an external table keeps its
+        location under the new name."""
+        old, new = parse_name(name), parse_name(new_name)
+        if not self.exists(name):
+            raise self._not_found(old)
+        if self.exists(new_name):
+            raise HeadwaterError(
+                "HW_TABLE_EXISTS", f"Cannot rename {old.qualified} to {new.qualified}: that "
+                "table exists.", "A name refers to one table.", "Choose another name.",
+                error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
+        raw_sql(self.spark, f"DROP TABLE IF EXISTS {old.sql}")
+        self._registered.discard(old.qualified)
+        place = external.location_of(self.state_dir, old)
+        if place is not None:
+            external.forget(self.state_dir, old)
+            external.record(self.state_dir, new, place)
+        else:
+            target = self.root / new.relative_path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(str(self.root / old.relative_path), str(target))
+        self.register(new.qualified)
+
+    def set_location(self, name: str, path: str) -> None:
+        """``ALTER TABLE name SET LOCATION path``: the name now refers to the Delta table at
+        ``path`` (it must exist); the old data is left where it is, as delta-spark does."""
+        tname = parse_name(name)
+        if not self.exists(name):
+            raise self._not_found(tname)
+        if not DeltaLog(normalize_uri(path)).exists():
+            raise HeadwaterError(
+                "HW_DELTA_TABLE_NOT_FOUND", f"ALTER TABLE {tname.qualified} SET LOCATION "
+                f"{path}: there is no Delta table there.",
+                "SET LOCATION points the name at an existing table.",
+                "Write the table at that path first.", error_class="DELTA_MISSING_DELTA_TABLE")
+        external.record(self.state_dir, tname, normalize_uri(path))
+        self.register(tname.qualified)
 
     def checkpoint(self, name: str, flow: str | None = None) -> str:
         """The checkpoint folder of the query writing ``name`` (one per flow)."""
@@ -240,11 +304,15 @@ class Lakehouse:
         return rows
 
     def drop(self, name: str) -> None:
-        """Remove a table from the catalog and delete its data and its checkpoints."""
+        """Remove a table from the catalog and delete its data and its checkpoints; an
+        external table's data stays (its name is forgotten), as in delta-spark."""
         tname = parse_name(name)
         raw_sql(self.spark, f"DROP TABLE IF EXISTS {tname.sql}")
         self._registered.discard(tname.qualified)
-        remove_tree(location(self.path(name)))
+        if external.location_of(self.state_dir, tname) is not None:
+            external.forget(self.state_dir, tname)
+        else:
+            remove_tree(location(self.path(name)))
         remove_tree(Path(self.checkpoint(name)))
 
     # --- reading and writing -------------------------------------------------------------
