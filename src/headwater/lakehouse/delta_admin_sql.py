@@ -28,7 +28,6 @@ from headwater.lakehouse.delta_table import DeltaTable
 from headwater.lakehouse.statements import (
     Statement,
     evaluate_timestamp,
-    handles,
     option,
     seq,
     target,
@@ -147,7 +146,6 @@ def _columns(st: Statement, group: str) -> list[str]:
     return names
 
 
-@handles("Optimize")
 def optimize(lake: Lakehouse, st: Statement) -> DataFrame:
     """OPTIMIZE t [WHERE partition predicate] [ZORDER BY (cols)]: DeltaTable.optimize()'s."""
     shape = Shape(st, 1)
@@ -160,7 +158,6 @@ def optimize(lake: Lakehouse, st: Statement) -> DataFrame:
     return builder.executeZOrderBy(zorder) if zorder else builder.executeCompaction()
 
 
-@handles("Vacuum")
 def vacuum(lake: Lakehouse, st: Statement) -> DataFrame:
     """VACUUM t [RETAIN n HOURS] [DRY RUN]: the table's path, or (DRY RUN) the files to
     delete, as delta-spark prints them (``file:/...``); the session's
@@ -181,7 +178,6 @@ def vacuum(lake: Lakehouse, st: Statement) -> DataFrame:
     return st.session.createDataFrame(rows, "path string")
 
 
-@handles("Restore")
 def restore(lake: Lakehouse, st: Statement) -> DataFrame:
     """RESTORE [TABLE] t [TO] VERSION AS OF n | TIMESTAMP AS OF ts."""
     shape = Shape(st, 1)
@@ -197,7 +193,6 @@ def restore(lake: Lakehouse, st: Statement) -> DataFrame:
     raise unsupported("RESTORE without VERSION AS OF n or TIMESTAMP AS OF ts", st)
 
 
-@handles("DescribeHistory")
 def describe_history(lake: Lakehouse, st: Statement) -> DataFrame:
     """DESCRIBE HISTORY t [LIMIT n]: newest first, delta-spark's columns."""
     shape = Shape(st, 2)
@@ -207,7 +202,6 @@ def describe_history(lake: Lakehouse, st: Statement) -> DataFrame:
     return table.history(limit)
 
 
-@handles("DescribeDetail")
 def describe_detail(lake: Lakehouse, st: Statement) -> DataFrame:
     """DESCRIBE DETAIL t: one row, delta-spark's columns."""
     shape = Shape(st, 2)
@@ -216,7 +210,6 @@ def describe_detail(lake: Lakehouse, st: Statement) -> DataFrame:
     return table.detail()
 
 
-@handles("ConvertToDelta")
 def convert(lake: Lakehouse, st: Statement) -> DataFrame:
     """CONVERT TO DELTA parquet.`path` [NO STATISTICS] [PARTITIONED BY (col type, ...)]."""
     shape = Shape(st, 3)
@@ -246,7 +239,6 @@ def generate(lake: Lakehouse, st: Statement) -> DataFrame:
     return done(st.session)
 
 
-@handles("ShowTableProperties")
 def show_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
     """SHOW TBLPROPERTIES t [(key)] of a Delta table: its properties from the Delta log."""
     found = target(st.plan)

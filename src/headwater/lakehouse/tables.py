@@ -30,15 +30,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, WAREHOUSE
+from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, LAKEHOUSE_STATE_CONF, WAREHOUSE
 from headwater.conf.location import AnyPath, location, remove_tree, state_folder
 from headwater.conf.options import parse_bool
 from headwater.conf.triggers import Trigger, trigger_kwargs
+from headwater.delta.create import create_delta_table
+from headwater.delta.log import DeltaLog, normalize_uri
+from headwater.delta.schema import as_nullable
 from headwater.errors import HeadwaterError
-from headwater.lakehouse import catalog, hooks
+from headwater.lakehouse import catalog, external, hooks
 from headwater.lakehouse.catalog import columns_option as _columns
-from headwater.lakehouse.catalog import per_table_source, raw_sql
+from headwater.lakehouse.catalog import per_table_source
+from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.names import SYSTEM_TABLES, TableName, list_tables, parse_name
+from headwater.lakehouse.sql import run_sql
 from headwater.spark.checkpoint_lock import CheckpointLock, guarded
 from headwater.spark.session import session_parallelism
 
@@ -89,15 +94,78 @@ class Lakehouse:
     # --- names and paths ---------------------------------------------------------------
 
     def path(self, name: str) -> str:
-        """The table's folder (it may not exist yet)."""
-        return str(self.root / parse_name(name).relative_path)
+        """The table's folder (it may not exist yet): under the root, or an external table's
+        location."""
+        tname = parse_name(name)
+        return external.location_of(self.state_dir, tname) or str(self.root / tname.relative_path)
 
     def exists(self, name: str) -> bool:
-        return (self.root / parse_name(name).relative_path / DELTA_LOG).is_dir()
+        return (location(self.path(name)) / DELTA_LOG).is_dir()
+
+    def is_external(self, name: str) -> bool:
+        """True when ``name`` is an external table (its data lives outside the root)."""
+        return external.location_of(self.state_dir, parse_name(name)) is not None
 
     def tables(self) -> list[str]:
-        """Every Delta table under the root, as qualified names, sorted."""
-        return list_tables(self.root)
+        """Every Delta table of the lakehouse (under the root, then the external ones whose
+        location holds a table), as qualified names."""
+        under_root = list_tables(self.root)
+        return under_root + [n for n in external.names(self.state_dir)
+                             if n not in under_root and self.exists(n)]
+
+    def register_external(self, name: str, path: str) -> None:
+        """Make ``name`` refer to the Delta table at ``path`` (outside the root), as
+        ``CREATE TABLE name ... LOCATION path`` does: registered in Spark's catalog now and at
+        every session start; ``DROP TABLE`` forgets the name and keeps the data."""
+        tname = parse_name(name)
+        if (self.root / tname.relative_path / DELTA_LOG).is_dir():
+            raise HeadwaterError(
+                "HW_TABLE_EXISTS", f"Table {tname.qualified} already exists under the "
+                f"lakehouse root {self.root}.",
+                "A name refers to one table: the one under the root, or an external location.",
+                "Drop the table first, or choose another name.",
+                error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
+        external.record(self.state_dir, tname, normalize_uri(path))
+        self.register(tname.qualified)
+
+    def rename(self, name: str, new_name: str) -> None:
+        """``ALTER TABLE name RENAME TO new_name``: a table under the root moves to the new
+        name's folder (its checkpoints stay with the old name); an external table keeps its
+        location under the new name."""
+        old, new = parse_name(name), parse_name(new_name)
+        if not self.exists(name):
+            raise self._not_found(old)
+        if self.exists(new_name):
+            raise HeadwaterError(
+                "HW_TABLE_EXISTS", f"Cannot rename {old.qualified} to {new.qualified}: that "
+                "table exists.", "A name refers to one table.", "Choose another name.",
+                error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
+        raw_sql(self.spark, f"DROP TABLE IF EXISTS {old.sql}")
+        self._registered.discard(old.qualified)
+        place = external.location_of(self.state_dir, old)
+        if place is not None:
+            external.forget(self.state_dir, old)
+            external.record(self.state_dir, new, place)
+        else:
+            target = self.root / new.relative_path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(str(self.root / old.relative_path), str(target))
+        self.register(new.qualified)
+
+    def set_location(self, name: str, path: str) -> None:
+        """``ALTER TABLE name SET LOCATION path``: the name now refers to the Delta table at
+        ``path`` (it must exist); the old data is left where it is, as delta-spark does."""
+        tname = parse_name(name)
+        if not self.exists(name):
+            raise self._not_found(tname)
+        if not DeltaLog(normalize_uri(path)).exists():
+            raise HeadwaterError(
+                "HW_DELTA_TABLE_NOT_FOUND", f"ALTER TABLE {tname.qualified} SET LOCATION "
+                f"{path}: there is no Delta table there.",
+                "SET LOCATION points the name at an existing table.",
+                "Write the table at that path first.", error_class="DELTA_MISSING_DELTA_TABLE")
+        external.record(self.state_dir, tname, normalize_uri(path))
+        self.register(tname.qualified)
 
     def checkpoint(self, name: str, flow: str | None = None) -> str:
         """The checkpoint folder of the query writing ``name`` (one per flow)."""
@@ -123,7 +191,7 @@ class Lakehouse:
         if previous is not None:  # same root and session: its catalog entries are ours now
             self._registered |= previous._registered
             previous._registered = set()
-        hooks.install()  # spark.sql and the writers, while any lakehouse is attached
+        hooks.install(run_sql)  # spark.sql and the writers, while any lakehouse is attached
         for name in self.tables():
             self.register(name)
         return self
@@ -155,6 +223,18 @@ class Lakehouse:
         raw_sql(self.spark, f"CREATE TABLE {tname.sql} USING {tname.source_name}")
         self._registered.add(tname.qualified)
 
+    def share_with(self, session: SparkSession) -> None:
+        """Make this lakehouse the one of ``session`` too (another session of the same Spark
+        application, e.g. ``spark.newSession()``): it sees the same catalog, so only its
+        data sources and the lakehouse conf keys are needed."""
+        session.conf.set(catalog.ROOT_KEY, str(self.root))
+        session.conf.set(LAKEHOUSE_STATE_CONF, str(self.state_dir))
+        parallelism = session_parallelism(self.spark)
+        for qualified in sorted(self._registered):
+            tname = parse_name(qualified)
+            session.dataSource.register(per_table_source(tname, self.path(qualified),
+                                                         parallelism))
+
     def refresh(self) -> None:
         """Re-register every table (after schema changes written by other processes)."""
         for name in self.tables():
@@ -178,12 +258,7 @@ class Lakehouse:
             return self._create_table(name, schema, partition_by, comment, properties)
 
     def _create_table(self, name, schema, partition_by, comment, properties) -> str:
-        from deltalake import DeltaTable
-
-        from headwater.conf.storage import options_for
         from headwater.delta.log import open_table
-        from headwater.delta.native import invalid_property, split_properties
-        from headwater.delta.schema import arrow_schema, as_nullable
         from headwater.delta.sink import check_partitioning
 
         tname = parse_name(name)
@@ -195,18 +270,8 @@ class Lakehouse:
                                    partition_by)
         else:
             _check_new_table(tname, schema, partition_by)
-            location(path).parent.mkdir(parents=True, exist_ok=True)
-            delta_keys, user_keys = split_properties(properties)
-            try:
-                DeltaTable.create(
-                    path, arrow_schema(as_nullable(schema)), mode="ignore",
-                    partition_by=partition_by or None, name=tname.table, description=comment,
-                    configuration=delta_keys or None, storage_options=options_for(path),
-                )
-            except Exception as exc:
-                raise invalid_property(exc, path) from exc
-            if user_keys:  # deltalake's create validates delta.* keys only: these follow
-                open_table(path).alter.set_table_properties(user_keys, raise_if_not_exists=False)
+            create_delta_table(path, as_nullable(schema), partition_by, tname.table, comment,
+                               properties)
         if tname.qualified not in self._registered:
             self.register(name)
         return path
@@ -240,11 +305,15 @@ class Lakehouse:
         return rows
 
     def drop(self, name: str) -> None:
-        """Remove a table from the catalog and delete its data and its checkpoints."""
+        """Remove a table from the catalog and delete its data and its checkpoints; an
+        external table's data stays (its name is forgotten), as in delta-spark."""
         tname = parse_name(name)
         raw_sql(self.spark, f"DROP TABLE IF EXISTS {tname.sql}")
         self._registered.discard(tname.qualified)
-        remove_tree(location(self.path(name)))
+        if external.location_of(self.state_dir, tname) is not None:
+            external.forget(self.state_dir, tname)
+        else:
+            remove_tree(location(self.path(name)))
         remove_tree(Path(self.checkpoint(name)))
 
     # --- reading and writing -------------------------------------------------------------
@@ -389,8 +458,6 @@ class Lakehouse:
         it is attached to. Spark's parser classifies the statement: CREATE [OR REPLACE] TABLE,
         DROP TABLE and ALTER TABLE go to the Delta tables (see :mod:`headwater.lakehouse.ddl`),
         ``delta.`/path``` reads a Delta table by path, everything else is Spark's."""
-        from headwater.lakehouse.sql import run_sql
-
         return run_sql(self, query)
 
 
