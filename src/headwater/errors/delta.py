@@ -24,10 +24,8 @@ class DeltaAnalysisError(HeadwaterError, AnalysisException):
     def __init__(self, code: str, what: str, why: str = "", fix: str = "",
                  error_class: str | None = None) -> None:
         HeadwaterError.__init__(self, code, what, why, fix, error_class=error_class)
-        # CapturedException's fields, without a JVM exception behind them. HeadwaterError's
-        # super().__init__ reached AnalysisException here, so ``args`` stay the constructor's
-        # (it still pickles) and the one-line message is kept in ``_desc`` for __str__.
-        self._desc = str(HeadwaterError(code, what, why, fix, error_class=error_class))
+        # CapturedException's fields, without a JVM exception behind them
+        self._desc = Exception.__str__(self)
         self._stackTrace = ""
         self._cause = None
         self._origin = None
@@ -36,7 +34,7 @@ class DeltaAnalysisError(HeadwaterError, AnalysisException):
         self._contexts: list[Any] = []
 
     def __str__(self) -> str:
-        return self._desc
+        return Exception.__str__(self)
 
     def getCondition(self) -> str | None:  # noqa: N802 (PySpark's name)
         return self.error_class

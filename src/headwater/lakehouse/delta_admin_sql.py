@@ -226,7 +226,6 @@ def convert(lake: Lakehouse, st: Statement) -> DataFrame:
     return done(st.session)
 
 
-@handles("Generate")
 def generate(lake: Lakehouse, st: Statement) -> DataFrame:
     """GENERATE symlink_format_manifest FOR TABLE t: manifests for Presto / Athena readers."""
     shape = Shape(st, 1)

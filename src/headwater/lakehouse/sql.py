@@ -8,9 +8,9 @@ gets the :class:`Statement` (text, kind, parsed JVM plan) and returns a DataFram
 give the statement to Spark unchanged (e.g. ``DROP TABLE`` of a temp view). Statements nobody
 handles go to Spark.
 
-Delta's own grammar (OPTIMIZE, VACUUM, RESTORE, DESCRIBE HISTORY/DETAIL, CONVERT TO DELTA) is
-not Spark's: Spark cannot parse it (or parses DESCRIBE HISTORY t as column t of a table
-"history"), so :func:`parse` names those kinds by their leading keywords, before Spark's
+Delta's own grammar (OPTIMIZE, VACUUM, RESTORE, DESCRIBE HISTORY/DETAIL, CONVERT TO DELTA,
+GENERATE) is not Spark's: Spark cannot parse it (or parses DESCRIBE HISTORY t as column t of a
+table "history"), so :func:`parse` names those kinds by their leading keywords, before Spark's
 parser; without a handler they are a clear ``HW_SQL_NOT_SUPPORTED_YET``, never a parse
 error. To add a statement, write ``handler(lake, statement)`` in the module of its kind
 (ddl: CREATE/DROP/ALTER/DESCRIBE/INSERT; delta_sql: DML; delta_admin_sql: Delta's grammar) and
@@ -79,6 +79,7 @@ HANDLERS: dict[str, Handler] = {
     "DescribeHistory": delta_admin_sql.describe_history,
     "DescribeDetail": delta_admin_sql.describe_detail,
     "ConvertToDelta": delta_admin_sql.convert,
+    "Generate": delta_admin_sql.generate,
     "ShowTableProperties": delta_admin_sql.show_properties,
 }
 # Tried for every other kind: refuses what Spark would apply to its catalog copy alone.
