@@ -127,7 +127,7 @@ def test_history_records_writes_with_their_save_mode(spark, tmp_path):
 
 def test_optimize_compaction_metrics_errors_and_history(spark, tmp_path):
     path = tmp_path / "t"
-    for key, values in (("a", (1, 2)), ("a", (3, 4)), ("b", (5, 6))):
+    for key, values in (("a b%", (1, 2)), ("a b%", (3, 4)), ("b", (5, 6))):
         df = spark.createDataFrame([(key, v) for v in values], ["key", "value"]).repartition(1)
         df.write.partitionBy("key").format("delta").mode("append").save(str(path))
     table = DeltaTable.forPath(spark, str(path))
@@ -135,15 +135,16 @@ def test_optimize_compaction_metrics_errors_and_history(spark, tmp_path):
         table.optimize().where("value = 1").executeCompaction()
     assert "Predicate references non-partition column 'value'. Only the partition columns " \
            "may be referenced: [key]" in str(err.value)
-    result = table.optimize().where("key = 'a'").executeCompaction().first()
+    result = table.optimize().where("key = 'a b%'").executeCompaction().first()
     assert result.path == f"file:{path}"
     assert (result.metrics.numFilesAdded, result.metrics.numFilesRemoved,
             result.metrics.totalConsideredFiles, result.metrics.numBatches) == (1, 2, 2, 1)
     last = table.history(1).first()
     assert (last.operation, last.operationParameters["predicate"],
-            last.operationParameters["zOrderBy"]) == ("OPTIMIZE", '["(\'key = a)"]', "[]")
+            last.operationParameters["zOrderBy"]) == ("OPTIMIZE", '["(\'key = a b%)"]', "[]")
     assert json.loads(last.operationParameters["auto"]) is False
-    assert rows(spark, path) == [("a", 1), ("a", 2), ("a", 3), ("a", 4), ("b", 5), ("b", 6)]
+    assert rows(spark, path) == [("a b%", 1), ("a b%", 2), ("a b%", 3), ("a b%", 4), ("b", 5),
+                                 ("b", 6)]
     again = table.optimize().executeCompaction().first().metrics
     assert (again.numFilesAdded, again.totalFilesSkipped) == (0, 2)  # nothing left to merge
 

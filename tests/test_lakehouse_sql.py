@@ -138,8 +138,7 @@ def test_other_alter_table_statements_are_refused_not_applied_to_the_catalog(
     assert spark.table("t").columns == ["id", "name"]
 
 
-@pytest.mark.parametrize("statement, named", [  # (issue 13 runs the other Delta statements)
-    ("GENERATE symlink_format_manifest FOR TABLE t", "GENERATE"),
+@pytest.mark.parametrize("statement, named", [  # (issues 13, 24 run the other Delta statements)
     ("REORG TABLE t APPLY (PURGE)", "REORG"),
 ])
 def test_delta_statements_not_run_yet_are_a_clear_error_not_a_parse_wall(lake, spark, statement,

@@ -26,14 +26,13 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql.types import StructType
 
 from headwater.conf.layout import DELTA_LOG
-from headwater.delta.commit import Transaction, commit
+from headwater.delta.commit import Transaction, commit, log_path
 from headwater.delta.files import file_stats
 from headwater.delta.log import (
     DeltaLog,
@@ -104,7 +103,7 @@ def clone(source: str, target: str, version: int | None = None, shallow: bool = 
         src_file = resolve_file(src_root, row["path"])
         values = row.get("partition") or {}
         if shallow:
-            path = quote(qualified_file(src_uri, row["path"]), safe="/:=@")
+            path = log_path(qualified_file(src_uri, row["path"]))
         else:
             path = row["path"]
             target_file = resolve_file(dst_root, path)

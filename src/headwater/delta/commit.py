@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from headwater.conf.layout import DELTA_LOG
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
@@ -52,6 +52,12 @@ class Transaction:
     cleanup: Callable[[], None] | None = None
     app_id: str | None = None  # a txn action's appId, when the caller sets one
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def log_path(path: str) -> str:
+    """A file's path as an add action names it: URI-encoded (``%`` -> ``%25``, space ->
+    ``%20``), as delta-rs and delta-spark write it; readers decode it (``resolve_file``)."""
+    return quote(path, safe="/:@!$&'()*+,;=~")
 
 
 def put_if_absent(uri: str, version: int, payload: bytes) -> bool:

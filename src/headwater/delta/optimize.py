@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from headwater.delta import maintenance
-from headwater.delta.commit import Transaction, commit
+from headwater.delta.commit import Transaction, commit, log_path
 from headwater.delta.dml.rewrite import Written, data_only, remove_action, write_files
 from headwater.delta.dml.target import FILE_COL, Snapshot, TargetFile, load_snapshot, scan
 from headwater.delta.log import DeltaLog, normalize_uri
@@ -161,7 +161,7 @@ def _rewrite(spark: SparkSession, snapshot: Snapshot, bins: list[Bin], zorder_by
         return []
     now = int(time.time() * 1000)
     actions = [remove_action(f, now, data_change=False) for f in removed]
-    actions += [{"add": a} for a in written.adds]
+    actions += [{"add": {**a, "path": log_path(a["path"])}} for a in written.adds]
     commit(Transaction(
         uri=snapshot.uri, read_version=snapshot.version, operation="OPTIMIZE",
         parameters={"predicate": json.dumps(predicates), "zOrderBy": json.dumps(zorder_by),

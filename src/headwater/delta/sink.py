@@ -28,7 +28,7 @@ from headwater.conf.layout import (
 )
 from headwater.conf.options import parse_bool, parse_columns, parse_size
 from headwater.delta import autocompact
-from headwater.delta.commit import ENGINE_INFO, put_if_absent
+from headwater.delta.commit import ENGINE_INFO, log_path, put_if_absent
 from headwater.delta.files import collect_adds, write_task
 from headwater.delta.log import DeltaLog, filesystem_for, normalize_uri, open_table, resolve_file
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
@@ -279,7 +279,7 @@ def create_with_write(path: str, schema_json: str, adds: list[dict[str, Any]],
             "format": {"provider": "parquet", "options": {}}, "schemaString": schema_json,
             "partitionColumns": list(partition_by), "configuration": {},
             "createdTime": now}},
-        *({"add": a} for a in adds),
+        *({"add": {**a, "path": log_path(a["path"])}} for a in adds),
     ]
     if txn is not None:
         actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
