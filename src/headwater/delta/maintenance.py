@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from py4j.java_gateway import get_field
+from deltalake import DeltaTable as RsTable
+from py4j.java_gateway import JavaObject, get_field
 from pyspark.sql import SparkSession
 
 from headwater.conf.context import lakehouse_state_dir
@@ -45,7 +46,7 @@ DETAIL_COLUMNS = ["format", "id", "name", "description", "location", "createdAt"
 PartitionFilter = tuple[str, str, Any]
 
 
-def _table(path: str):
+def _table(path: str) -> RsTable:
     return DeltaLog(normalize_uri(path)).table()
 
 
@@ -61,12 +62,12 @@ def qualified(uri: str) -> str:
     return f"file:{uri}" if "://" not in uri else uri
 
 
-def _children(node: Any) -> list[Any]:
+def _children(node: JavaObject) -> list[JavaObject]:
     return [node.children().apply(i) for i in range(node.children().size())]
 
 
 def partition_predicate(where: str, partition_columns: list[str],
-                        spark: SparkSession | None = None) -> Any:
+                        spark: SparkSession | None = None) -> JavaObject:
     """``where`` parsed by Spark's parser (a JVM expression), checked as delta-spark's OPTIMIZE
     checks it: every column it names must be a partition column."""
     spark = spark or SparkSession.getActiveSession()
@@ -103,7 +104,7 @@ def partition_predicate(where: str, partition_columns: list[str],
     return tree
 
 
-def predicate_strings(expressions: Iterable[Any]) -> list[str]:
+def predicate_strings(expressions: Iterable[JavaObject]) -> list[str]:
     """Predicates as delta-spark records them in OPTIMIZE's history (``('key = a)``)."""
     out = []
     for tree in expressions:
@@ -111,7 +112,7 @@ def predicate_strings(expressions: Iterable[Any]) -> list[str]:
     return out
 
 
-def _seq(value: Any) -> list[Any]:
+def _seq(value: JavaObject) -> list[JavaObject]:
     return [value.apply(i) for i in range(value.size())]
 
 
@@ -170,7 +171,8 @@ def partition_filters(where: str | Iterable[PartitionFilter] | None,
     return out
 
 
-def check_zorder_columns(spark: SparkSession | None, table: Any, columns: list[str]) -> None:
+def check_zorder_columns(spark: SparkSession | None, table: RsTable, columns: list[str]
+                         ) -> None:
     """delta-spark's checks of ZORDER BY columns: data columns that exist and have stats."""
     if not columns:
         return
@@ -242,7 +244,8 @@ def retention_check_enabled(spark: SparkSession | None = None) -> bool:
     return str(spark.conf.get(RETENTION_CHECK_CONF, "true")).strip().lower() != "false"
 
 
-def configured_retention_hours(table, spark: SparkSession | None = None) -> float | None:
+def configured_retention_hours(table: RsTable, spark: SparkSession | None = None
+                               ) -> float | None:
     """The table's ``delta.deletedFileRetentionDuration`` in hours (168 when unset), read with
     Spark's interval parser as delta-spark reads it; None without a Spark session (delta-rs
     then checks the retention with its own reading of the property)."""
@@ -250,9 +253,9 @@ def configured_retention_hours(table, spark: SparkSession | None = None) -> floa
     if not text:
         return float(DEFAULT_RETENTION_HOURS)
     spark = spark or SparkSession.getActiveSession()
-    if spark is None:
+    jvm = spark._jvm if spark is not None else None
+    if jvm is None:
         return None
-    jvm = spark._jvm
     value = jvm.org.apache.spark.unsafe.types.UTF8String.fromString(text)
     interval = jvm.org.apache.spark.sql.catalyst.util.IntervalUtils.safeStringToInterval(value)
     months, days, micros = (0, 0, 0) if interval is None else (
@@ -340,7 +343,7 @@ def _too_short(uri: str, given: str, otherwise: str) -> HeadwaterError:
         f"{otherwise}.", error_class="DELTA_VACUUM_RETENTION_PERIOD_TOO_SHORT")
 
 
-def _check_readers(table, candidates: list[str], readers: dict[str, int]) -> None:
+def _check_readers(table: RsTable, candidates: list[str], readers: dict[str, int]) -> None:
     """A reader at version v needs every file removed after v: refuse deleting one."""
     log = DeltaLog(normalize_uri(table.table_uri))
     doomed = {unquote(p) for p in candidates}
@@ -442,7 +445,7 @@ def restore(path: str, version: int | None = None,
             "num_restored_files": metrics.get("numRestoredFile", 0), "version": after.version()}
 
 
-def commit_times(path: str, table: Any = None) -> list[tuple[int, int]]:
+def commit_times(path: str, table: RsTable | None = None) -> list[tuple[int, int]]:
     """(version, commit time in ms) of every retained commit, oldest first: the times
     history() shows, which time travel by timestamp goes by."""
     table = table if table is not None else _table(path)
@@ -469,7 +472,7 @@ def version_at(uri: str, commits: list[tuple[int, int]], when: dt.datetime) -> i
     return max(before)
 
 
-def pa_sizes(table) -> tuple[int, int]:
+def pa_sizes(table: RsTable) -> tuple[int, int]:
     actions = add_actions(table)
     sizes = actions.column("size_bytes").to_pylist() if actions.num_rows else []
     return len(sizes), int(sum(sizes))
@@ -480,7 +483,7 @@ def history(path: str, limit: int | None = None) -> list[dict[str, Any]]:
     table = _table(path)
     out = []
     for entry in table.history(limit):
-        row = {c: None for c in HISTORY_COLUMNS}
+        row: dict[str, Any] = {c: None for c in HISTORY_COLUMNS}
         row.update({k: v for k, v in entry.items() if k in row})
         row["version"] = entry.get("version")
         ts = entry.get("timestamp")

@@ -74,7 +74,9 @@ def generate(spark: SparkSession, path: str, mode: str) -> list[str]:
             "false)' and purging them (REORG TABLE ... APPLY (PURGE)).",
             error_class="DELTA_UNSUPPORTED_GENERATE_WITH_DELETION_VECTORS")
     partition_columns = list(table.metadata().partition_columns)
-    escape = spark._jvm.org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils
+    jvm = spark._jvm
+    assert jvm is not None  # a classic session (Spark Connect has no JVM here)
+    escape = jvm.org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils
     groups: dict[str, list[str]] = {}
     for row in add_actions(table).to_pylist():
         values = row.get("partition") or {}

@@ -49,7 +49,7 @@ BIN, Z, PART = "_hw_bin", "_hw_z", "_hw_part"
 
 @dataclass
 class Bin:
-    partition: tuple
+    partition: tuple[object, ...]
     files: list[TargetFile] = field(default_factory=list)
 
     @property
@@ -119,7 +119,7 @@ def _select(spark: SparkSession, snapshot: Snapshot, where: list[str]) -> list[T
 def _bins(files: list[TargetFile], min_size: int, max_size: int, zorder: bool) -> list[Bin]:
     """delta-spark's bins: per partition, small files (all files when Z-ordering) packed up
     to ``max_size``; a compaction bin of a single file is left alone."""
-    by_partition: dict[tuple, list[TargetFile]] = {}
+    by_partition: dict[tuple[object, ...], list[TargetFile]] = {}
     for f in files:
         if zorder or f.size < min_size:
             by_partition.setdefault(f.typed_values, []).append(f)

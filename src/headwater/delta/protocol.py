@@ -25,6 +25,8 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from deltalake import DeltaTable as RsTable
+
 from headwater.delta.commit import Transaction, commit
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.errors import HeadwaterError
@@ -139,7 +141,7 @@ class Protocol:
                    frozenset() if writer >= FEATURES_MIN_WRITER else None)
 
     @classmethod
-    def of_table(cls, table) -> Protocol:
+    def of_table(cls, table: RsTable) -> Protocol:
         p = table.protocol()
         return cls(p.min_reader_version, p.min_writer_version,
                    frozenset(p.reader_features) if p.reader_features is not None else None,
@@ -442,7 +444,7 @@ def _closure(f: Feature) -> list[Feature]:
     return out
 
 
-def _check_writable(table, features: Iterable[Feature]) -> None:
+def _check_writable(table: RsTable, features: Iterable[Feature]) -> None:
     unsupported = sorted({f.name for f in features} - WRITABLE)
     if unsupported:
         raise HeadwaterError(
@@ -455,7 +457,8 @@ def _check_writable(table, features: Iterable[Feature]) -> None:
             error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
 
 
-def _commit(table, protocol: Protocol, operation: str, parameters: Mapping[str, str]) -> int:
+def _commit(table: RsTable, protocol: Protocol, operation: str,
+            parameters: Mapping[str, str]) -> int:
     uri = normalize_uri(table.table_uri)
     return commit(Transaction(uri=uri, read_version=table.version(), operation=operation,
                               parameters=dict(parameters), metrics={},
