@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import pyarrow.fs as pafs
 from deltalake import DeltaTable as RsTable
 from py4j.java_gateway import JavaObject, get_field
 from pyspark.sql import SparkSession
 
 from headwater.conf.context import lakehouse_state_dir
-from headwater.conf.layout import CHECKPOINTS
-from headwater.delta.log import DeltaLog, add_actions, normalize_uri
+from headwater.conf.layout import CHECKPOINTS, DELTA_LOG
+from headwater.delta.log import DeltaLog, add_actions, filesystem_for, normalize_uri
 from headwater.delta.protocol import Protocol
 from headwater.delta.schema import spark_schema
 from headwater.errors import HeadwaterError
@@ -449,8 +450,28 @@ def commit_times(path: str, table: RsTable | None = None) -> list[tuple[int, int
     """(version, commit time in ms) of every retained commit, oldest first: the times
     history() shows, which time travel by timestamp goes by."""
     table = table if table is not None else _table(path)
-    return sorted((int(h["version"]), int(h["timestamp"])) for h in table.history()
-                  if "timestamp" in h and "version" in h)
+    mtimes = _commit_mtimes(table)
+    return sorted(_commit_time(mtimes, h) for h in table.history() if "version" in h)
+
+
+def _commit_mtimes(table: RsTable) -> dict[int, int]:
+    """{version: ms} of the commit files' modification times (one listing of the log): when
+    delta-spark dates a commit, and when headwater's time travel reads it."""
+    fs, root = filesystem_for(normalize_uri(table.table_uri))
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(f"{root}/{DELTA_LOG}"))
+    except FileNotFoundError:
+        return {}
+    return {int(i.base_name[:-5]): i.mtime_ns // 1_000_000 for i in infos
+            if i.base_name.endswith(".json") and i.base_name[:-5].isdigit()
+            and i.mtime_ns is not None}
+
+
+def _commit_time(mtimes: dict[int, int], entry: dict[str, Any]) -> tuple[int, int]:
+    """(version, ms) of a history entry: its commit file's time, or its commitInfo's time
+    when the file is gone (cleaned up after a checkpoint)."""
+    version = int(entry["version"])
+    return version, mtimes.get(version, int(entry.get("timestamp") or 0))
 
 
 def version_at(uri: str, commits: list[tuple[int, int]], when: dt.datetime) -> int:
@@ -479,16 +500,17 @@ def pa_sizes(table: RsTable) -> tuple[int, int]:
 
 
 def history(path: str, limit: int | None = None) -> list[dict[str, Any]]:
-    """Newest first, one dict per commit with DESCRIBE HISTORY's columns."""
+    """Newest first, one dict per commit with DESCRIBE HISTORY's columns; ``timestamp`` is
+    the commit file's modification time (ms), as in delta-spark."""
     table = _table(path)
+    mtimes = _commit_mtimes(table)
     out = []
     for entry in table.history(limit):
         row: dict[str, Any] = {c: None for c in HISTORY_COLUMNS}
         row.update({k: v for k, v in entry.items() if k in row})
         row["version"] = entry.get("version")
-        ts = entry.get("timestamp")
-        row["timestamp"] = (dt.datetime.fromtimestamp(ts / 1000, dt.UTC)
-                            if isinstance(ts, (int, float)) else ts)
+        millis = _commit_time(mtimes, entry)[1]  # the commit file's time, as delta-spark
+        row["timestamp"] = dt.datetime.fromtimestamp(millis / 1000, dt.UTC)
         for key in ("operationParameters", "operationMetrics"):
             row[key] = {k: v if isinstance(v, str) else json.dumps(v)
                         for k, v in (entry.get(key) or {}).items()}
