@@ -2,27 +2,22 @@
 
 ``unset_table_properties`` writes the same commit delta-spark writes for ``ALTER TABLE ...
 UNSET TBLPROPERTIES``: a commitInfo and a metaData action equal to the current one minus the
-keys. The commit file is written aside and hard-linked into place, which fails if the version
-exists (the Delta log's mutual exclusion on a local file system): if another writer took the
-version first, the change is re-read and retried on top of it. Object stores need
-put-if-absent, so only local tables are supported here.
+keys, committed by :func:`headwater.delta.commit.commit` (put-if-absent, so only local tables).
+As in delta-spark, a concurrent commit that changed the metadata or protocol meanwhile fails it
+with ``MetadataChangedException`` / ``ProtocolChangedException``; data commits do not (the
+change reads no rows), it then lands at the next free version.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import time
-import uuid
 from collections.abc import Iterable
-from pathlib import Path
 
-from headwater.conf.layout import DELTA_LOG
-from headwater.delta.log import open_table
+from headwater.delta.commit import Transaction, commit
+from headwater.delta.log import normalize_uri, open_table
 from headwater.errors import HeadwaterError
 
 
-def unset_table_properties(path: str, keys: Iterable[str], attempts: int = 5) -> int:
+def unset_table_properties(path: str, keys: Iterable[str]) -> int:
     """Remove ``keys`` from the table's configuration in one commit; return its version."""
 
     if "://" in path and not path.startswith("file://"):
@@ -32,37 +27,18 @@ def unset_table_properties(path: str, keys: Iterable[str], attempts: int = 5) ->
             "headwater does only on local file systems.",
             "Set the property to its default value with SET TBLPROPERTIES instead.")
     keys = list(keys)
-    log_dir = Path(path.removeprefix("file://")) / DELTA_LOG
-    for _ in range(attempts):
-        table = open_table(path)
-        meta = table.metadata()
-        version = table.version() + 1
-        configuration = {k: v for k, v in (meta.configuration or {}).items() if k not in keys}
-        actions = [
-            {"commitInfo": {
-                "timestamp": int(time.time() * 1000), "operation": "UNSET TBLPROPERTIES",
-                "operationParameters": {"properties": json.dumps(keys)},
-                "readVersion": version - 1, "isBlindAppend": False,
-                "engineInfo": "headwater"}},
-            {"metaData": {
-                "id": meta.id, "name": meta.name, "description": meta.description,
-                "format": {"provider": "parquet", "options": {}},
-                "schemaString": table.schema().to_json(),
-                "partitionColumns": list(meta.partition_columns),
-                "configuration": configuration, "createdTime": meta.created_time}},
-        ]
-        staged = log_dir / f".{version:020d}.json.{uuid.uuid4().hex}.tmp"
-        staged.write_text("\n".join(json.dumps(a, separators=(",", ":")) for a in actions) + "\n")
-        try:
-            # A hard link appears complete or not at all, and fails if the version exists.
-            os.link(staged, log_dir / f"{version:020d}.json")
-            return version
-        except FileExistsError:
-            continue  # a concurrent commit won this version: re-read and try the next one
-        finally:
-            staged.unlink(missing_ok=True)
-    raise HeadwaterError(
-        "HW_DELTA_COMMIT_CONFLICT",
-        f"UNSET TBLPROPERTIES on {path} lost the race for a commit {attempts} times.",
-        "Other writers committed to the table at the same time.",
-        "Run the statement again when the table is less busy.")
+    uri = normalize_uri(str(path))
+    table = open_table(uri)
+    meta = table.metadata()
+    configuration = {k: v for k, v in (meta.configuration or {}).items() if k not in keys}
+    metadata = {"metaData": {
+        "id": meta.id, "name": meta.name, "description": meta.description,
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": table.schema().to_json(),
+        "partitionColumns": list(meta.partition_columns),
+        "configuration": configuration, "createdTime": meta.created_time}}
+    return commit(Transaction(
+        uri=uri, read_version=table.version(), operation="UNSET TBLPROPERTIES",
+        parameters={"properties": keys}, metrics={}, actions=[metadata],
+        extra={"engineInfo": "headwater"}, reads_data=False,
+        conflict_code="HW_DELTA_COMMIT_CONFLICT"))

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.catalog import _originals, lakehouse_of
+from headwater.spark.session import active_in_thread
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -109,7 +110,8 @@ def _save(original: Callable) -> Callable:
         jwrite = getattr(self, "_jwrite", None)
         if jwrite is None or str(_private_field(jwrite, "source")).lower() != "delta":
             return original(self, path)
-        return _save_delta(self, original, path)
+        with active_in_thread(self._spark):  # Spark finds "delta" in the thread's session
+            return _save_delta(self, original, path)
 
     save.__doc__ = original.__doc__
     return save
