@@ -184,8 +184,8 @@ def test_create_table_clauses_come_from_the_parsed_plan(lake, spark):
     assert meta.partition_columns == ["color", "day"] and meta.description == "it's here"
     assert meta.configuration == {"delta.appendOnly": "true"}
     assert spark.table("events").columns == ["color", "day", "n"]
-    with pytest.raises(HeadwaterError, match="HW_SQL_UNSUPPORTED.*LOCATION"):
-        spark.sql("CREATE TABLE elsewhere (a INT) LOCATION '/tmp/x'")
+    with pytest.raises(HeadwaterError, match="HW_SQL_UNSUPPORTED.*OPTIONS"):
+        spark.sql("CREATE TABLE elsewhere (a INT) OPTIONS ('k' = 'v')")
     # another provider is Spark's own table, not a Delta table of the lakehouse
     spark.sql("CREATE TABLE plain_parquet (a INT) USING parquet")
     assert not lake.exists("plain_parquet")

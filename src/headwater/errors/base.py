@@ -49,7 +49,9 @@ class HeadwaterError(Exception):
             parts.append(f"Why: {why}")
         if fix:
             parts.append(f"Fix: {fix}")
-        super().__init__(" ".join(p.replace("\n", " ") for p in parts))
+        # Exception's own init, not the next class's: a subclass may also be a PySpark error
+        # (errors/delta.py), whose init expects a JVM exception.
+        Exception.__init__(self, " ".join(p.replace("\n", " ") for p in parts))
 
     @classmethod
     def from_message(cls, code: str, message: str) -> HeadwaterError:

@@ -27,8 +27,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from headwater.errors import HeadwaterError
+from headwater.ingest.registration import register_sources
 from headwater.lakehouse.catalog import _originals, lakehouse_of
-from headwater.spark.session import active_in_thread
+from headwater.messages import register_message_sources
+from headwater.spark.session import activate, active_in_thread
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -95,6 +97,34 @@ def install_path_writer() -> None:
         original = DataFrameWriter.__dict__["save"]
         _path_writer_originals[(DataFrameWriter, "save")] = original
         DataFrameWriter.save = _save(original)  # type: ignore[method-assign]
+        from pyspark.sql import SparkSession
+
+        new_session = SparkSession.__dict__["newSession"]
+        _path_writer_originals[(SparkSession, "newSession")] = new_session
+        SparkSession.newSession = _new_session(new_session)  # type: ignore[method-assign]
+
+
+def _new_session(original: Callable) -> Callable:
+    """``spark.newSession()``: Spark gives it none of the data sources registered in the
+    session it came from; headwater's (delta, cloudFiles, Kafka, the lakehouse's tables) are
+    registered there too, as delta-spark's ``format("delta")`` works in every session."""
+    def newSession(self):  # noqa: N802 (Spark's name)
+        session = original(self)
+        # Spark checks a new name against the *active* session's sources ("already exists"
+        # while the parent is active): the new session is active while it gets them.
+        activate(session)
+        try:
+            register_sources(session)
+            register_message_sources(session)
+            lake = lakehouse_of(self)
+            if lake is not None:
+                lake.share_with(session)
+        finally:
+            activate(self)
+        return session
+
+    newSession.__doc__ = original.__doc__
+    return newSession
 
 
 def _save(original: Callable) -> Callable:
@@ -267,15 +297,21 @@ def _to_table(original: Callable) -> Callable:
     return toTable
 
 
+_SOURCE_ONLY_OPTIONS = ("readchangefeed", "readchangedata", "versionasof", "timestampasof")
+
+
 def _read_table(original: Callable) -> Callable:
-    """``spark.read[Stream].option('readChangeFeed', 'true').table(t)``: a catalog table's
-    schema is fixed, so a change feed read of a lakehouse table goes to its source directly."""
+    """``spark.read[Stream].option('readChangeFeed', 'true').table(t)`` and
+    ``.option('versionAsOf', 3).table(t)``: a catalog table's schema is fixed and Spark refuses
+    time travel on it, so such reads of a lakehouse table go to its source directly."""
     def table(self, tableName: str):  # noqa: N803 (Spark's name)
         lake = lakehouse_of(self._spark)
         if lake is not None and _lakehouse_table(lake, tableName):
             options = _java_map(self._spark, _private_field(self._jreader, "extraOptions")
                                 .originalMap())
-            if any(k.lower() in ("readchangefeed", "readchangedata") for k in options):
+            # a change feed read, or time travel (delta-spark: .option("versionAsOf", 0)
+            # .table(t)): Spark refuses both on a catalog table of a Python data source
+            if any(k.lower() in _SOURCE_ONLY_OPTIONS for k in options):
                 from headwater.lakehouse.names import parse_name
 
                 return self.format(parse_name(tableName).source_name).load()

@@ -30,11 +30,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, WAREHOUSE
+from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, LAKEHOUSE_STATE_CONF, WAREHOUSE
 from headwater.conf.location import AnyPath, location, remove_tree, state_folder
 from headwater.conf.options import parse_bool
 from headwater.conf.triggers import Trigger, trigger_kwargs
 from headwater.delta.log import DeltaLog, normalize_uri
+from headwater.delta.schema import as_nullable
 from headwater.errors import HeadwaterError
 from headwater.lakehouse import catalog, external, hooks
 from headwater.lakehouse.catalog import columns_option as _columns
@@ -219,6 +220,18 @@ class Lakehouse:
         raw_sql(self.spark, f"CREATE TABLE {tname.sql} USING {tname.source_name}")
         self._registered.add(tname.qualified)
 
+    def share_with(self, session: SparkSession) -> None:
+        """Make this lakehouse the one of ``session`` too (another session of the same Spark
+        application, e.g. ``spark.newSession()``): it sees the same catalog, so only its
+        data sources and the lakehouse conf keys are needed."""
+        session.conf.set(catalog.ROOT_KEY, str(self.root))
+        session.conf.set(LAKEHOUSE_STATE_CONF, str(self.state_dir))
+        parallelism = session_parallelism(self.spark)
+        for qualified in sorted(self._registered):
+            tname = parse_name(qualified)
+            session.dataSource.register(per_table_source(tname, self.path(qualified),
+                                                         parallelism))
+
     def refresh(self) -> None:
         """Re-register every table (after schema changes written by other processes)."""
         for name in self.tables():
@@ -242,12 +255,7 @@ class Lakehouse:
             return self._create_table(name, schema, partition_by, comment, properties)
 
     def _create_table(self, name, schema, partition_by, comment, properties) -> str:
-        from deltalake import DeltaTable
-
-        from headwater.conf.storage import options_for
         from headwater.delta.log import open_table
-        from headwater.delta.native import invalid_property, split_properties
-        from headwater.delta.schema import arrow_schema, as_nullable
         from headwater.delta.sink import check_partitioning
 
         tname = parse_name(name)
@@ -259,18 +267,8 @@ class Lakehouse:
                                    partition_by)
         else:
             _check_new_table(tname, schema, partition_by)
-            location(path).parent.mkdir(parents=True, exist_ok=True)
-            delta_keys, user_keys = split_properties(properties)
-            try:
-                DeltaTable.create(
-                    path, arrow_schema(as_nullable(schema)), mode="ignore",
-                    partition_by=partition_by or None, name=tname.table, description=comment,
-                    configuration=delta_keys or None, storage_options=options_for(path),
-                )
-            except Exception as exc:
-                raise invalid_property(exc, path) from exc
-            if user_keys:  # deltalake's create validates delta.* keys only: these follow
-                open_table(path).alter.set_table_properties(user_keys, raise_if_not_exists=False)
+            create_delta_table(path, as_nullable(schema), partition_by, tname.table, comment,
+                               properties)
         if tname.qualified not in self._registered:
             self.register(name)
         return path
@@ -460,6 +458,32 @@ class Lakehouse:
         from headwater.lakehouse.sql import run_sql
 
         return run_sql(self, query)
+
+
+def create_delta_table(path: str, schema: StructType, partition_by: list[str],
+                       name: str | None = None, comment: str | None = None,
+                       properties: dict[str, str] | None = None) -> None:
+    """Create an empty Delta table at ``path`` (unless one exists there) with ``schema`` as
+    given (nullability and column comments kept), ``partition_by``, a description and
+    properties (Delta's ``delta.*`` keys are validated by deltalake; others follow)."""
+    from deltalake import DeltaTable
+
+    from headwater.conf.storage import options_for
+    from headwater.delta.log import open_table
+    from headwater.delta.native import invalid_property, split_properties
+    from headwater.delta.schema import arrow_schema
+
+    location(path).parent.mkdir(parents=True, exist_ok=True)
+    delta_keys, user_keys = split_properties(properties)
+    try:
+        DeltaTable.create(
+            path, arrow_schema(schema), mode="ignore", partition_by=partition_by or None,
+            name=name, description=comment, configuration=delta_keys or None,
+            storage_options=options_for(path))
+    except Exception as exc:
+        raise invalid_property(exc, path) from exc
+    if user_keys:  # deltalake's create validates delta.* keys only: these follow
+        open_table(path).alter.set_table_properties(user_keys, raise_if_not_exists=False)
 
 
 def _check_new_table(tname: TableName, schema: StructType, partition_by: list[str]) -> None:
