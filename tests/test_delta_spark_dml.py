@@ -22,6 +22,7 @@ from tests.support import write
 
 from headwater import DeltaTable, HeadwaterError, Lakehouse
 from headwater.conf.layout import DELTA_AUTO_MERGE_CONF
+from headwater.delta import dml
 from headwater.delta.commit import Transaction, check_conflicts
 from headwater.delta.log import DeltaLog
 from headwater.errors.delta import (
@@ -232,9 +233,9 @@ def test_delta_rs_commit_conflict_is_delta_spark_class(spark, tmp):
     def first(gate):  # delta-rs MERGE: the source is collected (held) after the snapshot
         source = spark.createDataFrame([("a", 7)], "key string, value long") \
             .where(gate(F.col("key"))).alias("s")
+        merge = dml.MergeBuilder(spark, path, source, "t.key = s.key", target_alias="t")
         try:
-            DeltaTable.forPath(spark, path).alias("t").merge(source, "t.key = s.key") \
-                .whenMatchedUpdate(set={"value": "s.value"}).execute()
+            merge.when_matched_update({"value": "s.value"}).execute(engine="delta-rs")
         except MetadataChangedException as exc:
             return exc
         return None
@@ -244,7 +245,7 @@ def test_delta_rs_commit_conflict_is_delta_spark_class(spark, tmp):
 
     caught = _race(tmp, first, second)
     assert isinstance(caught, MetadataChangedException), caught
-    assert "Metadata changed since last commit" in str(caught)
+    assert "(delta-rs: Failed to commit transaction: Metadata changed" in str(caught)
     assert contents(tmp / "t")[0] == ("a", 1, "x")
 
 
