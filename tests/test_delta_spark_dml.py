@@ -226,6 +226,23 @@ def test_concurrent_writers_conflict_as_delta_spark_classes(spark, tmp, winner, 
     assert not [p for p in os.listdir(path) if p.startswith("hw-")]  # its files are gone
 
 
+def test_concurrent_writers_on_disjoint_partitions_both_commit(spark, tmp):
+    kv_table(tmp / "t", partitioned=True)
+    path = str(tmp / "t")
+
+    def first(gate):  # reads partition x only (its condition prunes by partition)
+        DeltaTable.forPath(spark, path).update(gate(F.col("key")) & (F.col("p") == "x"),
+                                               {"value": F.lit(100)})
+
+    def second():  # rewrites partition y's file while the first one runs
+        DeltaTable.forPath(spark, path).update("key = 'd'", {"value": "40"})
+
+    _race(tmp, first, second)  # as delta-spark's docs say: disjoint partitions never conflict
+    assert contents(tmp / "t") == [("a", 100, "x"), ("b", 100, "x"), ("c", 3, "y"),
+                                   ("d", 40, "y")]
+    assert RsTable(path).version() == 2
+
+
 def test_delta_rs_commit_conflict_is_delta_spark_class(spark, tmp):
     kv_table(tmp / "t")
     path = str(tmp / "t")

@@ -68,6 +68,7 @@ class Transaction:
     app_id: str | None = None  # a txn action's appId, when the caller sets one
     extra: dict[str, Any] = field(default_factory=dict)
     reads_data: bool = True
+    read_filter: Callable[[dict[str, Any]], bool] | None = None
     conflict_code: str = "HW_DML_CONCURRENT_CONFLICT"
 
 
@@ -152,10 +153,15 @@ def check_conflicts(txn: Transaction, version: int, actions: list[dict[str, Any]
         fail(ConcurrentTransactionException,
              f"committed the same application transaction {txn.app_id}")
     changes_metadata = any("metaData" in a for a in txn.actions)
-    if txn.reads_data and (changes_metadata or not blind) and any(
-            a["add"].get("dataChange", True) for a in actions if "add" in a):
-        fail(ConcurrentAppendException,
-             f"added data ({operation}) that this {txn.operation} should have read")
+    if txn.reads_data and (changes_metadata or not blind):
+        added = next((a["add"] for a in actions if "add" in a
+                      and a["add"].get("dataChange", True)
+                      and (txn.read_filter is None or txn.read_filter(a["add"]))), None)
+        if added is not None:
+            where = added.get("partitionValues") or {}
+            partition = f" in the partition {where}" if where else ""
+            fail(ConcurrentAppendException, f"added data ({operation}){partition} that this "
+                 f"{txn.operation} should have read")
     read = {_normalized(p) for p in txn.read_paths}
     removed = [_normalized(a["remove"]["path"]) for a in actions if "remove" in a]
     hit = next((p for p in removed if p in read), None)

@@ -34,7 +34,7 @@ from headwater.delta.dml.merge import (
     multiple_match_error,
 )
 from headwater.delta.dml.rewrite import CHANGE_TYPE, Written, commit_rewrite, write_files
-from headwater.delta.dml.skipping import candidate_files
+from headwater.delta.dml.skipping import file_test, read_filter
 from headwater.delta.dml.target import FILE_COL, ROW_COL, Snapshot, refuse_deletion_vectors, scan
 from headwater.errors import HeadwaterError
 
@@ -73,7 +73,9 @@ def spark_merge(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Dml
                                    (MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE))
     new_schema = evolved_schema(snapshot, spec)
     schema = new_schema or snapshot.schema
-    candidates = list(snapshot.files) if by_source else candidate_files(snapshot, on, alias)
+    # every target row is read when rows not matched by the source may change
+    test = None if by_source else file_test(snapshot, on, alias)
+    candidates = [f for f in snapshot.files if test is None or test(f)]
     refuse_deletion_vectors(snapshot, candidates, "MERGE")
     by_key = {f.spark_key: f for f in candidates}
 
@@ -195,7 +197,8 @@ def spark_merge(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Dml
             version = None
         else:
             version = commit_rewrite(snapshot, "MERGE", parameters, metrics, candidates,
-                                     touched, written, new_schema=new_schema)
+                                     touched, written, new_schema=new_schema,
+                                     read_filter=read_filter(test, snapshot))
     except BaseException:
         written.cleanup()
         raise
