@@ -21,6 +21,7 @@ from deltalake.schema import Field
 from pyspark.sql.functions import lit
 from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
 
+from headwater.delta.create import create_delta_table
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.delta.metadata import change_metadata, unset_table_properties
 from headwater.delta.native import replace_native
@@ -29,14 +30,11 @@ from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.names import parse_name
 from headwater.lakehouse.statements import (
-    ANY_KIND,
     Statement,
-    handles,
     option,
     seq,
     target,
 )
-from headwater.lakehouse.tables import create_delta_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -67,7 +65,6 @@ def is_delta_path(parts: list[str]) -> bool:
 
 # --- CREATE [OR REPLACE] TABLE [AS SELECT] --------------------------------------------------
 
-@handles("CreateTable", "CreateTableAsSelect", "ReplaceTable", "ReplaceTableAsSelect")
 def create(lake: Lakehouse, st: Statement) -> DataFrame | None:
     """CREATE [OR REPLACE] TABLE name | delta.`path` [(cols)] [USING DELTA] [PARTITIONED BY]
     [LOCATION 'path'] [COMMENT] [TBLPROPERTIES] [AS SELECT]: a lakehouse table, an external
@@ -247,7 +244,6 @@ def _map(spark: SparkSession, scala_map: Any) -> dict[str, str]:
 
 # --- DROP TABLE ---------------------------------------------------------------------------
 
-@handles("DropTable")
 def drop(lake: Lakehouse, st: Statement) -> DataFrame | None:
     parts = [str(p) for p in seq(st.plan.child().nameParts())]
     name = lakehouse_table(lake, parts)
@@ -263,7 +259,6 @@ def drop(lake: Lakehouse, st: Statement) -> DataFrame | None:
 
 # --- ALTER TABLE --------------------------------------------------------------------------
 
-@handles("AddColumns")
 def add_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
     altered = _altered(lake, st)
     if altered is None:
@@ -292,7 +287,6 @@ def add_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
     return altered.done(lake, st)
 
 
-@handles("AlterColumns")
 def alter_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
     """ALTER TABLE t ALTER|CHANGE COLUMN c [TYPE same] [COMMENT '...'] [FIRST | AFTER x] |
     [SET | DROP] NOT NULL: metadata-only changes, one commit (files are read by column name,
@@ -370,7 +364,6 @@ def _has_nulls(st: Statement, path: str, column: str) -> bool:
     return df.where(df[column].isNull()).limit(1).count() > 0
 
 
-@handles("RenameTable")
 def rename(lake: Lakehouse, st: Statement) -> DataFrame | None:
     found = target(st.plan)
     if found is None or lakehouse_table(lake, found[0]) is None:
@@ -380,7 +373,6 @@ def rename(lake: Lakehouse, st: Statement) -> DataFrame | None:
     return done(st.session)
 
 
-@handles("SetTableLocation")
 def set_location(lake: Lakehouse, st: Statement) -> DataFrame | None:
     found = target(st.plan)
     if found is None or lakehouse_table(lake, found[0]) is None:
@@ -395,7 +387,6 @@ def set_location(lake: Lakehouse, st: Statement) -> DataFrame | None:
     return done(st.session)
 
 
-@handles("DescribeRelation")
 def describe(lake: Lakehouse, st: Statement) -> DataFrame | None:
     """DESCRIBE [EXTENDED] t of a Delta table as delta-spark prints it: its columns, then
     "# Partition Information" when partitioned (Spark knows neither for a Python data source),
@@ -438,7 +429,6 @@ def table_location(lake: Lakehouse, parts: list[str]) -> str | None:
     return None if name is None else str(lake.path(name))
 
 
-@handles("SetTableProperties")
 def set_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
     altered = _altered(lake, st)
     if altered is None:
@@ -452,7 +442,6 @@ def set_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
     return altered.done(lake, st)
 
 
-@handles("UnsetTableProperties")
 def unset_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
     altered = _altered(lake, st)
     if altered is None:
@@ -471,7 +460,6 @@ def unset_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
     return altered.done(lake, st)
 
 
-@handles("CommentOnTable")
 def comment_on(lake: Lakehouse, st: Statement) -> DataFrame | None:
     altered = _altered(lake, st)
     if altered is None:
@@ -514,7 +502,6 @@ def _altered(lake: Lakehouse, st: Statement) -> Altered | None:
     return None if name is None else Altered(name, str(lake.path(name)))
 
 
-@handles("InsertIntoStatement")
 def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
     """INSERT INTO | OVERWRITE delta.`path` [(cols)] query: Spark cannot resolve a table by path
     for a Python data source, so the query is written with ``format("delta")``: by position
@@ -559,7 +546,6 @@ def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
     return done(spark)
 
 
-@handles(ANY_KIND)
 def guard(lake: Lakehouse, st: Statement) -> DataFrame | None:
     """Refuse what Spark would apply to its catalog alone, or cannot run on a lakehouse table."""
     found = target(st.plan) if st.plan is not None else None

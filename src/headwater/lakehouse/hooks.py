@@ -26,16 +26,33 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import SparkSession
+from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
+from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
+
 from headwater.errors import HeadwaterError
 from headwater.ingest.registration import register_sources
-from headwater.lakehouse.catalog import _originals, lakehouse_of
+from headwater.lakehouse.catalog import lakehouse_of
 from headwater.messages import register_message_sources
 from headwater.spark.session import activate, active_in_thread
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame
 
 _guard = threading.Lock()
+# (class, attribute) -> Spark's original, filled by install(); None: an attribute we added.
+_originals: dict[tuple[type, str], Any] = {}
+# What spark.sql runs in a session with a lakehouse: handed in by Lakehouse.attach
+# (headwater.lakehouse.sql.run_sql), so the hooks import neither the router nor the tables.
+Router = Callable[..., Any]
+_router: Router | None = None
+
+
+def raw_sql(spark: SparkSession, text: str, args: Any = None) -> DataFrame:
+    """Spark's own ``spark.sql`` (headwater's internal statements must not be routed)."""
+    original = _originals.get((SparkSession, "sql")) or SparkSession.sql
+    return original(spark, text, args)
+
 # The format explicitly set on a writer (weak keys: writers are short-lived).
 _formats: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
@@ -44,12 +61,11 @@ def installed() -> bool:
     return bool(_originals)
 
 
-def install() -> None:
-    """Wrap the methods (idempotent)."""
-    from pyspark.sql import SparkSession
-    from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
-    from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
-
+def install(router: Router) -> None:
+    """Wrap the methods (idempotent); ``spark.sql`` in a session with a lakehouse runs
+    ``router(lake, text, session=..., args=...)``."""
+    global _router
+    _router = router
     with _guard:
         if _originals:
             return
@@ -89,16 +105,12 @@ def install_path_writer() -> None:
     - ``.mode("overwrite").option("overwriteSchema", "true")``: the table is replaced in one
       commit (schema and partitioning too), as delta-spark does.
     Other formats go to Spark's save unchanged."""
-    from pyspark.sql.readwriter import DataFrameWriter
-
     with _guard:
         if _path_writer_originals:
             return
         original = DataFrameWriter.__dict__["save"]
         _path_writer_originals[(DataFrameWriter, "save")] = original
         DataFrameWriter.save = _save(original)  # type: ignore[method-assign]
-        from pyspark.sql import SparkSession
-
         new_session = SparkSession.__dict__["newSession"]
         _path_writer_originals[(SparkSession, "newSession")] = new_session
         SparkSession.newSession = _new_session(new_session)  # type: ignore[method-assign]
@@ -209,17 +221,16 @@ def _sql(original: Callable) -> Callable:
         lake = lakehouse_of(self)
         if lake is None or not hasattr(self, "_jsparkSession"):
             return original(self, sqlQuery, args, **kwargs)
-        from headwater.lakehouse.sql import run_sql
-
+        assert _router is not None  # set by install()
         if not kwargs:
-            return run_sql(lake, sqlQuery, session=self, args=args)
+            return _router(lake, sqlQuery, session=self, args=args)
         # ``spark.sql("... {df} ...", df=df)``: Spark's own formatter first (DataFrames become
         # temp views it drops afterwards), then the router sees plain text.
         from pyspark.sql.sql_formatter import SQLStringFormatter
 
         formatter = SQLStringFormatter(self)
         try:
-            return run_sql(lake, formatter.format(sqlQuery, **kwargs), session=self, args=args)
+            return _router(lake, formatter.format(sqlQuery, **kwargs), session=self, args=args)
         finally:
             formatter.clear()
 

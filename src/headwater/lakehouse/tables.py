@@ -34,13 +34,16 @@ from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, LAKEHOUSE_STATE_CONF, 
 from headwater.conf.location import AnyPath, location, remove_tree, state_folder
 from headwater.conf.options import parse_bool
 from headwater.conf.triggers import Trigger, trigger_kwargs
+from headwater.delta.create import create_delta_table
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.schema import as_nullable
 from headwater.errors import HeadwaterError
 from headwater.lakehouse import catalog, external, hooks
 from headwater.lakehouse.catalog import columns_option as _columns
-from headwater.lakehouse.catalog import per_table_source, raw_sql
+from headwater.lakehouse.catalog import per_table_source
+from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.names import SYSTEM_TABLES, TableName, list_tables, parse_name
+from headwater.lakehouse.sql import run_sql
 from headwater.spark.checkpoint_lock import CheckpointLock, guarded
 from headwater.spark.session import session_parallelism
 
@@ -188,7 +191,7 @@ class Lakehouse:
         if previous is not None:  # same root and session: its catalog entries are ours now
             self._registered |= previous._registered
             previous._registered = set()
-        hooks.install()  # spark.sql and the writers, while any lakehouse is attached
+        hooks.install(run_sql)  # spark.sql and the writers, while any lakehouse is attached
         for name in self.tables():
             self.register(name)
         return self
@@ -455,35 +458,7 @@ class Lakehouse:
         it is attached to. Spark's parser classifies the statement: CREATE [OR REPLACE] TABLE,
         DROP TABLE and ALTER TABLE go to the Delta tables (see :mod:`headwater.lakehouse.ddl`),
         ``delta.`/path``` reads a Delta table by path, everything else is Spark's."""
-        from headwater.lakehouse.sql import run_sql
-
         return run_sql(self, query)
-
-
-def create_delta_table(path: str, schema: StructType, partition_by: list[str],
-                       name: str | None = None, comment: str | None = None,
-                       properties: dict[str, str] | None = None) -> None:
-    """Create an empty Delta table at ``path`` (unless one exists there) with ``schema`` as
-    given (nullability and column comments kept), ``partition_by``, a description and
-    properties (Delta's ``delta.*`` keys are validated by deltalake; others follow)."""
-    from deltalake import DeltaTable
-
-    from headwater.conf.storage import options_for
-    from headwater.delta.log import open_table
-    from headwater.delta.native import invalid_property, split_properties
-    from headwater.delta.schema import arrow_schema
-
-    location(path).parent.mkdir(parents=True, exist_ok=True)
-    delta_keys, user_keys = split_properties(properties)
-    try:
-        DeltaTable.create(
-            path, arrow_schema(schema), mode="ignore", partition_by=partition_by or None,
-            name=name, description=comment, configuration=delta_keys or None,
-            storage_options=options_for(path))
-    except Exception as exc:
-        raise invalid_property(exc, path) from exc
-    if user_keys:  # deltalake's create validates delta.* keys only: these follow
-        open_table(path).alter.set_table_properties(user_keys, raise_if_not_exists=False)
 
 
 def _check_new_table(tname: TableName, schema: StructType, partition_by: list[str]) -> None:
