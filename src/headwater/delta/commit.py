@@ -132,26 +132,28 @@ def check_conflicts(txn: Transaction, version: int, actions: list[dict[str, Any]
     have read (ConcurrentAppendException), a file it read removed
     (ConcurrentDeleteReadException), a file it removes removed (ConcurrentDeleteDeleteException).
     """
-    info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+    info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
     operation = str(info.get("operation", "TRANSACTION"))
     blind = info.get("isBlindAppend")
     if blind is None:
         blind = operation.upper() not in _READING_OPERATIONS
     kinds = {kind for a in actions for kind in a}
 
-    def fail(cls: type[DeltaConcurrentModificationException], what: str) -> None:
-        raise cls(f"{txn.operation} on {txn.uri} (read at version {txn.read_version}) conflicts "
-                  f"with version {version} written concurrently by {operation}: it {what}. "
-                  f"Nothing of this {txn.operation} was committed.",
-                  _CONFLICT_WHY, _CONFLICT_FIX, code=txn.conflict_code)
+    def conflict(cls: type[DeltaConcurrentModificationException], what: str
+                 ) -> DeltaConcurrentModificationException:
+        return cls(f"{txn.operation} on {txn.uri} (read at version {txn.read_version}) "
+                   f"conflicts with version {version} written concurrently by {operation}: it "
+                   f"{what}. Nothing of this {txn.operation} was committed.",
+                   _CONFLICT_WHY, _CONFLICT_FIX, code=txn.conflict_code)
 
     if "protocol" in kinds:
-        fail(ProtocolChangedException, "changed the table's protocol")
+        raise conflict(ProtocolChangedException, "changed the table's protocol")
     if "metaData" in kinds:
-        fail(MetadataChangedException, "changed the table's metadata (schema or properties)")
+        raise conflict(MetadataChangedException,
+                       "changed the table's metadata (schema or properties)")
     if txn.app_id and any(a["txn"].get("appId") == txn.app_id for a in actions if "txn" in a):
-        fail(ConcurrentTransactionException,
-             f"committed the same application transaction {txn.app_id}")
+        raise conflict(ConcurrentTransactionException,
+                       f"committed the same application transaction {txn.app_id}")
     changes_metadata = any("metaData" in a for a in txn.actions)
     if txn.reads_data and (changes_metadata or not blind):
         added = next((a["add"] for a in actions if "add" in a
@@ -160,19 +162,19 @@ def check_conflicts(txn: Transaction, version: int, actions: list[dict[str, Any]
         if added is not None:
             where = added.get("partitionValues") or {}
             partition = f" in the partition {where}" if where else ""
-            fail(ConcurrentAppendException, f"added data ({operation}){partition} that this "
-                 f"{txn.operation} should have read")
+            raise conflict(ConcurrentAppendException, f"added data ({operation}){partition} "
+                           f"that this {txn.operation} should have read")
     read = {_normalized(p) for p in txn.read_paths}
     removed = [_normalized(a["remove"]["path"]) for a in actions if "remove" in a]
     hit = next((p for p in removed if p in read), None)
     if hit is not None:
-        fail(ConcurrentDeleteReadException,
-             f"removed the file {hit}, which this {txn.operation} read")
+        raise conflict(ConcurrentDeleteReadException,
+                       f"removed the file {hit}, which this {txn.operation} read")
     ours = {_normalized(a["remove"]["path"]) for a in txn.actions if "remove" in a}
     hit = next((p for p in removed if p in ours), None)
     if hit is not None:
-        fail(ConcurrentDeleteDeleteException,
-             f"removed the file {hit}, which this {txn.operation} removes too")
+        raise conflict(ConcurrentDeleteDeleteException,
+                       f"removed the file {hit}, which this {txn.operation} removes too")
 
 
 # delta-rs's CommitFailedError texts (deltalake 1.6) -> delta-spark's class of the conflict.

@@ -106,10 +106,10 @@ class DeltaTable:
             raise ValueError("'source' in merge cannot be None")
         if not isinstance(source, DataFrame):
             raise TypeError("Type of 'source' in merge must be DataFrame.")
-        if condition is None:
+        on = checked_condition(condition)
+        if on is None:
             raise ValueError("'condition' in merge cannot be None")
-        spec = dml.MergeSpec(path=self._path, source=source,
-                             condition=checked_condition(condition),  # type: ignore[arg-type]
+        spec = dml.MergeSpec(path=self._path, source=source, condition=on,
                              target_alias=self._alias)
         return DeltaMergeBuilder(self, spec)
 

@@ -79,7 +79,8 @@ class MergeBuilder:
         self.spec = MergeSpec(path=path, source=source, condition=condition,
                               target_alias=target_alias)
 
-    def _add(self, kind: str, action: str, condition, assignments) -> MergeBuilder:
+    def _add(self, kind: str, action: str, condition: ColumnOrSql | None,
+             assignments: Mapping[str, ColumnOrSql] | None) -> MergeBuilder:
         self.spec.clauses.append(MergeClause(kind, action, condition,
                                              dict(assignments) if assignments is not None
                                              else None))

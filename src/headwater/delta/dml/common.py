@@ -21,7 +21,7 @@ def checked_condition(condition: object, argname: str = "'condition'") -> Column
     """``condition`` when it is None, SQL text or a Column; else delta-spark's TypeError
     (``DeltaTable._condition_to_jcolumn``)."""
     if condition is None or isinstance(condition, Column) or type(condition) is str:
-        return condition  # type: ignore[return-value]
+        return condition
     raise TypeError(f"{argname} must be a Spark SQL Column or a string (expression in SQL "
                     f"syntax), found to be of type {type(condition)}")
 
