@@ -37,8 +37,7 @@ def delete(spark: SparkSession, path: str, condition: ColumnOrSql | None = None,
     "delta-rs". target_alias: the table's name in the condition (``t.id > 3``).
     Returns num_affected_rows (= num_deleted_rows) and the commit's metrics.
     """
-    return engines.run(spark, "DELETE", path, condition=condition, engine=engine,
-                       alias=target_alias)
+    return engines.run(spark, path, engines.Delete(condition, target_alias), engine)
 
 
 def update(spark: SparkSession, path: str, assignments: Mapping[str, ColumnOrSql],
@@ -49,8 +48,8 @@ def update(spark: SparkSession, path: str, assignments: Mapping[str, ColumnOrSql
     assignments: target column -> new value (SQL text or Column), evaluated on the old row.
     condition: which rows to change (None: all). engine: see :func:`delete`.
     """
-    return engines.run(spark, "UPDATE", path, condition=condition, assignments=assignments,
-                       engine=engine, alias=target_alias)
+    return engines.run(spark, path, engines.Update(assignments, condition, target_alias),
+                       engine)
 
 
 def merge(spark: SparkSession, spec: MergeSpec, engine: str = "auto") -> DmlResult:
@@ -61,7 +60,7 @@ def merge(spark: SparkSession, spec: MergeSpec, engine: str = "auto") -> DmlResu
     if not spec.schema_evolution and parse_bool(
             DELTA_AUTO_MERGE_CONF, spark.conf.get(DELTA_AUTO_MERGE_CONF, None), False):
         spec = dataclasses.replace(spec, schema_evolution=True)
-    return engines.run(spark, "MERGE", spec.path, spec=spec, engine=engine)
+    return engines.run(spark, spec.path, engines.Merge(spec), engine)
 
 
 class MergeBuilder:
