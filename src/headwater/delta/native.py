@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from headwater.conf import storage
 from headwater.conf.layout import FAULT_ENV, FAULT_TABLE_ENV  # test hooks (crash tests)
 from headwater.delta.files import file_stats
+from headwater.delta.generated import Generation, prepare, raised_high_water_marks
 from headwater.delta.log import (
     DeltaLog,
     add_actions,
@@ -36,6 +37,7 @@ from headwater.delta.log import (
 )
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema, strip_field_metadata
 from headwater.delta.sink import check_partitioning, check_schema, commit_files
+from headwater.delta.write_commit import commit_write, deltalake_writes
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
@@ -77,7 +79,11 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
                 return 0
         existing = list(table.metadata().partition_columns)
         check_partitioning(uri, existing, partition_columns)
-        check_schema(uri, spark_schema(table.schema().to_json()), df.schema, merge_schema)
+        schema = spark_schema(table.schema().to_json())
+        generation = Generation.of(schema)
+        if generation or not deltalake_writes(table):
+            return _write_own(df, uri, table, generation, mode, txn)
+        check_schema(uri, schema, df.schema, merge_schema)
         partition_columns = existing
     staging, adds = _stage(df, uri, partition_columns)
     if not adds and mode == "append":
@@ -87,6 +93,34 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
                              merge_schema=merge_schema, auto_compact=auto_compact)
     _fault("native_after_commit", uri)
     return sum(json.loads(a["stats"])["numRecords"] for a in adds) if committed else 0
+
+
+def _write_own(df: DataFrame, uri: str, table, generation: Generation, mode: str,
+               txn: tuple[str, int] | None) -> int:
+    """A write into a table with generated / identity columns (their values added to ``df``
+    first) or one deltalake cannot commit to: staged by Spark's parquet writer, committed by
+    headwater (the identity high-water marks raised in the same commit)."""
+    schema = generation.schema
+    if generation:
+        df, generated = prepare(df, generation, uri)
+    else:
+        check_schema(uri, schema, df.schema, False)
+        generated = []
+    partition_columns = list(table.metadata().partition_columns)
+    staging, adds = _stage(df, uri, partition_columns)
+    if not adds and mode == "append":
+        _remove_dir(uri, staging)
+        return 0  # nothing to add: an empty commit would only grow the log
+    _fault("native_before_commit", uri)
+    version = commit_write(uri, table, adds, mode, txn,
+                           raised_high_water_marks(schema, generated, adds),
+                           cleanup=lambda: _remove_dir(uri, staging))
+    _fault("native_after_commit", uri)
+    if not adds:
+        _remove_dir(uri, staging)
+    if version is None:
+        return 0
+    return sum(json.loads(a["stats"])["numRecords"] for a in adds)
 
 
 def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = None,

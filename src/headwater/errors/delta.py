@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark.errors import AnalysisException
+from pyspark.errors.exceptions.base import UnsupportedOperationException
 
 from headwater.errors.base import HeadwaterError
 
@@ -85,3 +86,23 @@ class ConcurrentDeleteDeleteException(DeltaConcurrentModificationException):
 
 class ConcurrentTransactionException(DeltaConcurrentModificationException):
     delta_error_class = "DELTA_CONCURRENT_TRANSACTION"
+
+
+class DeltaUnsupportedOperationError(HeadwaterError, UnsupportedOperationException):
+    """An error delta-spark raises as ``UnsupportedOperationException`` (an identity column
+    that is not BIGINT, say): headwater's what/why/fix and delta-spark's error class, and an
+    instance of both classes."""
+
+    def __init__(self, code: str, what: str, why: str = "", fix: str = "",
+                 error_class: str | None = None) -> None:
+        HeadwaterError.__init__(self, code, what, why, fix, error_class=error_class)
+        UnsupportedOperationException.__init__(self, message=Exception.__str__(self))
+
+    def __str__(self) -> str:
+        return Exception.__str__(self)
+
+    def getCondition(self) -> str | None:  # noqa: N802 (PySpark's name)
+        return self.error_class
+
+    def getErrorClass(self) -> str | None:  # noqa: N802 (PySpark's name)
+        return self.error_class
