@@ -17,6 +17,7 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
@@ -26,7 +27,12 @@ import pyarrow.parquet as pq
 from headwater.conf import storage
 from headwater.conf.layout import FAULT_ENV, FAULT_TABLE_ENV  # test hooks (crash tests)
 from headwater.delta.files import file_stats
-from headwater.delta.generated import Generation, prepare, raised_high_water_marks
+from headwater.delta.generated import (
+    Generation,
+    declares_generation,
+    prepare,
+    raised_high_water_marks,
+)
 from headwater.delta.log import (
     DeltaLog,
     add_actions,
@@ -36,9 +42,14 @@ from headwater.delta.log import (
     open_table,
 )
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema, strip_field_metadata
-from headwater.delta.sink import check_partitioning, check_schema, commit_files
+from headwater.delta.sink import (
+    check_partitioning,
+    check_schema,
+    checkpoint_query_id,
+    commit_files,
+)
 from headwater.delta.write_commit import commit_write, deltalake_writes
-from headwater.errors import HeadwaterError
+from headwater.errors import HeadwaterError, translated
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -93,6 +104,50 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
                              merge_schema=merge_schema, auto_compact=auto_compact)
     _fault("native_after_commit", uri)
     return sum(json.loads(a["stats"])["numRecords"] for a in adds) if committed else 0
+
+
+def written_on_driver(path: str) -> bool:
+    """True when writes into the table at ``path`` must go through :func:`write_rows`: it
+    has generated or identity columns (their values are computed on the DataFrame) or a
+    feature deltalake cannot commit to (identity columns, clustering)."""
+    log = DeltaLog(normalize_uri(path))
+    if not log.exists():
+        return False
+    table = log.table()
+    return declares_generation(table.schema().to_json()) or not deltalake_writes(table)
+
+
+def write_rows(df: DataFrame, path: str, mode: str = "append",
+               txn: tuple[str, int] | None = None) -> int:
+    """:func:`write_native` for a table that needs it (see :func:`written_on_driver`):
+    the rows committed; a table Spark's parquet writer cannot reach is a clear error, and a
+    check that failed inside Spark's job (a generated column's value) a HeadwaterError."""
+    with translated():
+        written = write_native(df, path, mode, txn)
+    if written is None:
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"The table at {path} has generated or identity columns or clustering, and lives "
+            "where Spark's parquet writer cannot write (an object store) or uses column "
+            "mapping.", "headwater computes those columns on the driver's DataFrame and "
+            "writes such tables with Spark's parquet writer only.",
+            "Keep tables with generated / identity columns on a local or mounted path.")
+    return written
+
+
+def batch_writer(path: str, checkpoint: str | None,
+                 complete: bool = False) -> Callable[[DataFrame, int], None]:
+    """A ``foreachBatch`` function for a stream into a table :func:`written_on_driver`:
+    each micro-batch through :func:`write_rows` exactly once (a txn action keyed by the
+    checkpoint's query id, as the streaming sink does), replacing the rows in complete mode."""
+    fallback = f"headwater-stream-{uuid.uuid4()}"
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        query_id = checkpoint_query_id(checkpoint)
+        app_id = f"headwater-stream-{query_id}" if query_id else fallback
+        write_rows(batch, path, "overwrite" if complete else "append", txn=(app_id, batch_id))
+
+    return write
 
 
 def _write_own(df: DataFrame, uri: str, table, generation: Generation, mode: str,

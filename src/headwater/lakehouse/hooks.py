@@ -118,7 +118,9 @@ def _save(original: Callable) -> Callable:
 def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
     from headwater.conf.options import parse_bool
     from headwater.delta.log import DeltaLog, normalize_uri
-    from headwater.delta.native import replace_native
+    # Deferred with the others: Spark's workers import this room (the per-table sources)
+    # and never need the writers' modules (pyarrow.parquet, deltalake).
+    from headwater.delta.native import replace_native, write_rows, written_on_driver
     from headwater.errors.delta import DeltaAnalysisError
 
     spark = writer._spark
@@ -133,6 +135,11 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
         if "partitionby" not in options:
             writer.option("partitionBy", ",".join(partition_by))
         _set_private_field(jwrite, "partitioningColumns", spark._jvm.scala.Option.empty())
+    overwrite_schema = parse_bool("overwriteSchema", options.get("overwriteschema"), False)
+    if target is not None and mode in ("append", "overwrite") and not overwrite_schema \
+            and written_on_driver(normalize_uri(target)):
+        write_rows(writer._df, normalize_uri(target), mode)
+        return None
     if target is None or mode in ("append",):
         return original(writer, path)
     exists = DeltaLog(normalize_uri(target)).exists()
@@ -152,8 +159,7 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
             return None
         writer.mode("append")
         return original(writer, path)
-    if mode == "overwrite" and exists and parse_bool(
-            "overwriteSchema", options.get("overwriteschema"), False):
+    if mode == "overwrite" and exists and overwrite_schema:
         replace_native(writer._df, normalize_uri(target), partition_by or None)
         return None
     return original(writer, path)

@@ -30,6 +30,7 @@ from headwater.lakehouse.statements import (
     ANY_KIND,
     DELTA_GRAMMAR,
     HANDLERS,
+    SPARK_BINDS_ARGS,
     Statement,
     not_supported_yet,
     option,
@@ -55,12 +56,15 @@ def run_sql(lake: Lakehouse, query: str, session: SparkSession | None = None,
         ddl,
         delta_admin_sql,
         delta_sql,
+        insert_sql,
     )
 
     spark = session or lake.spark
     statement = parse(lake, spark, query)
     handler = HANDLERS.get(statement.kind) or HANDLERS.get(ANY_KIND)
-    if args is not None and (statement.kind in HANDLERS
+    if args is not None and statement.kind in SPARK_BINDS_ARGS:
+        handler = HANDLERS.get(ANY_KIND)  # Spark runs it, with the parameter values
+    elif args is not None and (statement.kind in HANDLERS
                              or statement.kind in DELTA_GRAMMAR.values()):
         raise HeadwaterError(
             "HW_SQL_UNSUPPORTED",

@@ -38,6 +38,9 @@ class Statement:
 Handler = Callable[["Lakehouse", Statement], "DataFrame | None"]
 HANDLERS: dict[str, Handler] = {}
 ANY_KIND = "*"  # the handler tried for kinds without one of their own (a guard, see ddl.py)
+# Kinds whose handler leaves most statements to Spark (INSERT: only into tables with generated
+# or identity columns, or delta.`path`): with parameter values (args=) Spark runs them.
+SPARK_BINDS_ARGS = {"InsertIntoStatement"}
 
 # Delta statements Spark's parser does not know, by their leading keywords.
 DELTA_GRAMMAR = {

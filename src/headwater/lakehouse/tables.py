@@ -178,9 +178,12 @@ class Lakehouse:
             return self._create_table(name, schema, partition_by, comment, properties)
 
     def _create_table(self, name, schema, partition_by, comment, properties) -> str:
+        # Deferred (here and in the other methods): Spark's workers import this module with
+        # the per-table sources and never need deltalake's writers.
         from deltalake import DeltaTable
 
         from headwater.conf.storage import options_for
+        from headwater.delta import definition
         from headwater.delta.log import open_table
         from headwater.delta.native import invalid_property, split_properties
         from headwater.delta.schema import arrow_schema, as_nullable
@@ -193,6 +196,11 @@ class Lakehouse:
             if partition_by:  # only then is the log worth opening (side tables: every batch)
                 check_partitioning(path, list(open_table(path).metadata().partition_columns),
                                    partition_by)
+        elif definition.needs_definition(schema):  # generated / identity columns
+            location(path).parent.mkdir(parents=True, exist_ok=True)
+            definition.create(self.spark, path, definition.TableDefinition(
+                schema, partition_by, None, comment, dict(properties or {}), tname.table),
+                tname.qualified)
         else:
             _check_new_table(tname, schema, partition_by)
             location(path).parent.mkdir(parents=True, exist_ok=True)
@@ -227,16 +235,40 @@ class Lakehouse:
         The table's history stays: ``versionAsOf`` an older version reads the old rows until
         VACUUM. If ``df`` fails, the table is exactly as it was (same version, same files).
         """
+        from headwater.delta import definition
         from headwater.delta.native import replace_native
 
         tname = parse_name(name)
         partition_by = list(partition_by)
+        if definition.needs_definition(df.schema):  # generated / identity columns
+            return self._replace_definition(tname, df, partition_by, comment, properties)
         _check_new_table(tname, df.schema, partition_by)
         with self._create_lock:
             location(self.path(name)).parent.mkdir(parents=True, exist_ok=True)
             rows = replace_native(df, self.path(name), partition_by, name=tname.table,
                                   description=comment, configuration=properties)
             self.register(name)  # the catalog copy gets the new schema
+        return rows
+
+    def _replace_definition(self, tname: TableName, df: DataFrame, partition_by: list[str],
+                            comment: str | None, properties: dict[str, str] | None) -> int:
+        """replace() of a schema with generated / identity columns (CREATE OR REPLACE TABLE
+        with them): the empty table of that definition in one commit, then ``df``'s rows
+        (their generated values computed) in a second one."""
+        from headwater.delta import definition  # deferred: see _create_table
+        from headwater.delta.native import write_rows
+
+        path = self.path(tname.qualified)
+        table_def = definition.TableDefinition(df.schema, partition_by, None, comment,
+                                               dict(properties or {}), tname.table)
+        with self._create_lock:
+            location(path).parent.mkdir(parents=True, exist_ok=True)
+            if self.exists(tname.qualified):
+                definition.replace(self.spark, path, table_def, tname.qualified, or_create=True)
+            else:
+                definition.create(self.spark, path, table_def, tname.qualified)
+            rows = write_rows(df, path) if not df.isEmpty() else 0
+            self.register(tname.qualified)
         return rows
 
     def drop(self, name: str) -> None:
@@ -268,9 +300,14 @@ class Lakehouse:
             have the same (``partitionBy`` in ``options`` is read too, as before).
         options: Delta writer options, e.g. ``mergeSchema="true"``.
         """
+        from headwater.delta.native import write_rows, written_on_driver  # see _create_table
+
         tname = parse_name(name)
         partition_by = list(partition_by) or _columns(options.pop("partitionBy", None))
         self.create_table(name, df.schema, partition_by=partition_by)
+        if written_on_driver(self.path(name)):  # generated / identity columns, clustering
+            write_rows(df, self.path(name), "overwrite" if mode == "overwrite" else "append")
+            return
         df.write.format(tname.source_name).mode(mode).options(**_strs(options)).save()
 
     def save_as_table(self, df: DataFrame, name: str, mode: str = "errorifexists",
@@ -320,6 +357,8 @@ class Lakehouse:
         checkpoint: default ``<root>/_checkpoints/<table>``; one query per checkpoint (locked).
         partition_by: partition columns when the table is created.
         """
+        from headwater.delta.native import batch_writer, written_on_driver  # see _create_table
+
         tname = parse_name(name)
         kwargs = trigger_kwargs(trigger)
         mode = _output_mode(output_mode)
@@ -339,6 +378,9 @@ class Lakehouse:
                 writer = writer.outputMode("update").foreachBatch(
                     lambda batch, batch_id: merge_batch(batch, path, merge_keys, app_id, batch_id))
                 query = writer.start()
+            elif written_on_driver(self.path(name)):  # generated / identity columns
+                query = writer.outputMode(mode).foreachBatch(batch_writer(
+                    self.path(name), checkpoint, complete=mode == "complete")).start()
             else:
                 query = (writer.format(tname.source_name).outputMode(mode)
                          .options(**_strs(options)).start())

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from headwater.delta.dml.common import ColumnOrSql, DmlResult, target_column_name
+from headwater.delta.generated import declares_generation
 from headwater.delta.log import open_table
 
 if TYPE_CHECKING:
@@ -123,6 +124,8 @@ def check_table(snapshot: Snapshot) -> None:
         raise NotPortable("deletion vectors")
     if snapshot.configuration.get("delta.columnMapping.mode", "none") != "none":
         raise NotPortable("column mapping")
+    if declares_generation(snapshot.raw_schema_json):
+        raise NotPortable("generated or identity columns (Spark's SQL computes them)")
 
 
 def _target_names(snapshot: Snapshot, alias: str | None) -> tuple[dict, dict]:

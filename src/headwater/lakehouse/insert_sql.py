@@ -1,0 +1,88 @@
+"""INSERT INTO / INSERT OVERWRITE into Delta tables Spark cannot write right by itself
+(a handler of the SQL router).
+
+Spark runs ``INSERT INTO t`` on a lakehouse table through the table's data source, which
+writes the rows it is handed: right for plain tables, wrong for tables with generated or
+identity columns, whose values Spark would leave NULL (delta-spark computes them, and raises
+an identity column's high-water mark in the same commit). And Spark refuses a Python data
+source as ``INSERT INTO delta.`/path```. Those two go through
+:func:`headwater.delta.native.write_native` (values computed by Spark's SQL on the driver's
+DataFrame, files written by Spark's parquet writer, one commit); every other INSERT is Spark's.
+
+Columns are matched as Spark matches them: by the column list when there is one (``INSERT
+INTO t (a, b) ...``), by name with ``BY NAME``, else by position, where a query that gives
+only the columns that are not generated (or identity) columns fills those.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from headwater.delta.generated import Generation
+from headwater.delta.log import DeltaLog
+from headwater.delta.native import write_rows
+from headwater.delta.schema import spark_schema
+from headwater.errors import HeadwaterError
+from headwater.lakehouse.ddl import dataframe, done, is_delta_path
+from headwater.lakehouse.delta_sql import table_path, unsupported
+from headwater.lakehouse.statements import Statement, handles, seq
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+    from headwater.lakehouse import Lakehouse
+
+
+@handles("InsertIntoStatement")
+def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    plan = st.plan
+    relation = plan.table()
+    if relation.getClass().getSimpleName() != "UnresolvedRelation":
+        return None
+    parts = [str(p) for p in seq(relation.multipartIdentifier())]
+    path = table_path(lake, parts)
+    if path is None:
+        return None  # not a Delta table: Spark's
+    schema = spark_schema(DeltaLog(path).table().schema().to_json())
+    generation = Generation.of(schema)
+    if not generation and not is_delta_path(parts):
+        return None  # a plain lakehouse table: its data source writes it
+    if plan.partitionSpec().size() > 0:
+        raise unsupported("a PARTITION clause", st)
+    target = ".".join(parts)
+    rows = dataframe(st.session, plan.query())
+    names = _target_columns(st, rows, schema, generation, target,
+                            [str(c) for c in seq(plan.userSpecifiedCols())], plan.byName())
+    types = {f.name: f.dataType for f in schema.fields}
+    rows = rows.toDF(*names).select(*[F.col(f"`{n}`").cast(types[n]).alias(n) for n in names])
+    write_rows(rows, path, "overwrite" if plan.overwrite() else "append")
+    return done(st.session)
+
+
+def _target_columns(st: Statement, rows: DataFrame, schema: StructType, generation: Generation,
+                    target: str, listed: list[str], by_name: bool) -> list[str]:
+    """The table column each of the query's columns goes to (the table's spelling)."""
+    by_lower = {f.name.lower(): f.name for f in schema.fields}
+    if by_name:
+        listed = list(rows.columns)
+    elif not listed:
+        automatic = set(generation.expressions) | {i.name for i in generation.identities}
+        plain = [f.name for f in schema.fields if f.name not in automatic]
+        listed = schema.fieldNames() if len(rows.columns) == len(schema.fields) else plain
+    unknown = [c for c in listed if c.lower() not in by_lower]
+    if unknown:
+        raise HeadwaterError(
+            "HW_SINK_SCHEMA_MISMATCH", f"INSERT into {target} names columns the table does "
+            f"not have: {', '.join(unknown)}.", "INSERT writes the table's own columns.",
+            f"Use some of: {', '.join(schema.fieldNames())}.")
+    if len(listed) != len(rows.columns):
+        raise HeadwaterError(
+            "HW_SINK_SCHEMA_MISMATCH", f"INSERT into {target}: the query gives "
+            f"{len(rows.columns)} columns for the {len(listed)} target columns "
+            f"({', '.join(listed)}) (near {st.text[:60]!r}).",
+            "Each value goes to one target column.",
+            "List the target columns, INSERT INTO t (a, b) ..., or give one value per column.")
+    return [by_lower[c.lower()] for c in listed]
