@@ -15,9 +15,11 @@ A lakehouse root looks like this::
         _schemas/<n>.json, _files.sqlite                                  (SCHEMAS, FILE_INDEX)
     <root>/_runs/<run id>.json         running and finished `headwater run`s   (RUNS)
     <root>/_warehouse/                 Spark's managed-table folder, always empty (WAREHOUSE)
+    <root>/_external/<name>.json       an external table's location (CREATE TABLE ... LOCATION,
+                                       DeltaTable.create().location(...)) (EXTERNAL)
 
 A root on an object store (``s3://bucket/lake``) holds the tables and ``_event_log`` only;
-``_checkpoints``, ``_ingest``, ``_runs`` and ``_warehouse`` go to its local state folder
+``_checkpoints``, ``_ingest``, ``_runs``, ``_warehouse`` and ``_external`` go to its local state folder
 (``Lakehouse(root, state_dir=...)``, ``state_dir`` in headwater.toml).
 
 Names starting with ``_`` or ``.`` are never user tables (RESERVED_PREFIXES).
@@ -31,6 +33,7 @@ INGEST = "_ingest"
 RUNS = "_runs"
 EVENT_LOG = "_event_log"
 WAREHOUSE = "_warehouse"
+EXTERNAL = "_external"  # in the state folder: <qualified name>.json -> an external table's location
 RESERVED_PREFIXES = ("_", ".")
 # One part of a table name (a schema or a table): a folder name, lower case.
 NAME_PART = r"^[a-z_][a-z0-9_]*$"

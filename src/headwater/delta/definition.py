@@ -25,10 +25,11 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from deltalake import DeltaTable, Schema
 from deltalake.transaction import create_table_with_add_actions
+from pyspark.sql import SparkSession
 from pyspark.sql.types import LongType, StructField, StructType
 
 from headwater.conf import storage
@@ -46,9 +47,6 @@ from headwater.delta.native import invalid_property, split_properties
 from headwater.delta.schema import format_partition_value
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError, DeltaUnsupportedOperationError
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 # The table features each legacy writer / reader version implies (Delta's protocol).
 _LEGACY_WRITER = {2: {"appendOnly", "invariants"}, 3: {"checkConstraints"},
@@ -82,8 +80,9 @@ def needs_definition(schema: StructType) -> bool:
     return declares_generation(schema.json())
 
 
-def validate(spark: SparkSession, definition: TableDefinition, table: str) -> None:
-    """delta-spark's checks of a new definition, before anything is written."""
+def validate(spark: SparkSession | None, definition: TableDefinition, table: str) -> None:
+    """delta-spark's checks of a new definition, before anything is written (``spark``: the
+    session whose SQL reads generation expressions; None for the active one)."""
     schema = definition.schema
     names = [f.name.lower() for f in schema.fields]
     if not names:
@@ -143,7 +142,7 @@ def validate(spark: SparkSession, definition: TableDefinition, table: str) -> No
                 "Every identity value is unique: each row would get its own partition.",
                 "Partition by another column.",
                 error_class="DELTA_IDENTITY_COLUMNS_PARTITION_NOT_SUPPORTED")
-    check_expressions(spark, schema, table)
+    check_expressions(spark or SparkSession.active(), schema, table)
 
 
 def identity_type_error(column: str, type_name: str) -> HeadwaterError:
@@ -162,7 +161,7 @@ def cluster_and_partition_error() -> HeadwaterError:
         error_class="DELTA_CLUSTER_BY_WITH_PARTITIONED_BY")
 
 
-def create(spark: SparkSession, path: str, definition: TableDefinition, table: str) -> int:
+def create(spark: SparkSession | None, path: str, definition: TableDefinition, table: str) -> int:
     """Create the table at ``path`` (none may exist there); return its version (0)."""
     uri = normalize_uri(path)
     validate(spark, definition, table)
@@ -179,7 +178,7 @@ def create(spark: SparkSession, path: str, definition: TableDefinition, table: s
         parameters=_parameters(definition, uri), metrics={}, actions=actions))
 
 
-def replace(spark: SparkSession, path: str, definition: TableDefinition, table: str,
+def replace(spark: SparkSession | None, path: str, definition: TableDefinition, table: str,
             or_create: bool = False) -> int:
     """Replace the table at ``path`` by an empty one of ``definition`` in one commit (every
     file removed; the protocol never lowered; history kept); return the new version."""

@@ -1,4 +1,5 @@
-"""Table metadata changes deltalake has no API for (it can set properties, not remove them).
+"""Table metadata changes deltalake has no API for (it can set properties, not remove them,
+and cannot reorder columns or drop NOT NULL).
 
 ``unset_table_properties`` writes the same commit delta-spark writes for ``ALTER TABLE ...
 UNSET TBLPROPERTIES``: a commitInfo and a metaData action equal to the current one minus the
@@ -14,42 +15,60 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from headwater.conf.layout import DELTA_LOG
 from headwater.delta.log import open_table
 from headwater.errors import HeadwaterError
 
+MetadataChange = Callable[[dict[str, Any]], dict[str, Any]]
+
 
 def unset_table_properties(path: str, keys: Iterable[str], attempts: int = 5) -> int:
     """Remove ``keys`` from the table's configuration in one commit; return its version."""
+    keys = list(keys)
 
+    def change(meta: dict[str, Any]) -> dict[str, Any]:
+        meta["configuration"] = {k: v for k, v in meta["configuration"].items()
+                                 if k not in keys}
+        return meta
+
+    return change_metadata(path, "UNSET TBLPROPERTIES", {"properties": json.dumps(keys)},
+                           change, attempts)
+
+
+def change_metadata(path: str, operation: str, parameters: dict[str, str],
+                    change: MetadataChange, attempts: int = 5) -> int:
+    """Commit ``change(current metaData action)`` as the table's new metaData (schema,
+    configuration, description: what ALTER TABLE changes without rewriting data); return the
+    commit's version. ``change`` is called again on the newer metadata when another writer
+    took the version first."""
     if "://" in path and not path.startswith("file://"):
         raise HeadwaterError(
-            "HW_SQL_UNSUPPORTED", f"UNSET TBLPROPERTIES on {path} is not supported.",
-            "Removing a table property needs an atomic put-if-absent of the commit file, which "
-            "headwater does only on local file systems.",
-            "Set the property to its default value with SET TBLPROPERTIES instead.")
-    keys = list(keys)
+            "HW_SQL_UNSUPPORTED", f"{operation} on {path} is not supported.",
+            "Changing a table's metadata by hand needs an atomic put-if-absent of the commit "
+            "file, which headwater does only on local file systems.",
+            "Rewrite the table with CREATE OR REPLACE TABLE ... AS SELECT instead.")
     log_dir = Path(path.removeprefix("file://")) / DELTA_LOG
     for _ in range(attempts):
         table = open_table(path)
         meta = table.metadata()
         version = table.version() + 1
-        configuration = {k: v for k, v in (meta.configuration or {}).items() if k not in keys}
+        current = {
+            "id": meta.id, "name": meta.name, "description": meta.description,
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": table.schema().to_json(),
+            "partitionColumns": list(meta.partition_columns),
+            "configuration": dict(meta.configuration or {}), "createdTime": meta.created_time}
         actions = [
             {"commitInfo": {
-                "timestamp": int(time.time() * 1000), "operation": "UNSET TBLPROPERTIES",
-                "operationParameters": {"properties": json.dumps(keys)},
+                "timestamp": int(time.time() * 1000), "operation": operation,
+                "operationParameters": parameters,
                 "readVersion": version - 1, "isBlindAppend": False,
                 "engineInfo": "headwater"}},
-            {"metaData": {
-                "id": meta.id, "name": meta.name, "description": meta.description,
-                "format": {"provider": "parquet", "options": {}},
-                "schemaString": table.schema().to_json(),
-                "partitionColumns": list(meta.partition_columns),
-                "configuration": configuration, "createdTime": meta.created_time}},
+            {"metaData": change(current)},
         ]
         staged = log_dir / f".{version:020d}.json.{uuid.uuid4().hex}.tmp"
         staged.write_text("\n".join(json.dumps(a, separators=(",", ":")) for a in actions) + "\n")
@@ -63,6 +82,6 @@ def unset_table_properties(path: str, keys: Iterable[str], attempts: int = 5) ->
             staged.unlink(missing_ok=True)
     raise HeadwaterError(
         "HW_DELTA_COMMIT_CONFLICT",
-        f"UNSET TBLPROPERTIES on {path} lost the race for a commit {attempts} times.",
+        f"{operation} on {path} lost the race for a commit {attempts} times.",
         "Other writers committed to the table at the same time.",
         "Run the statement again when the table is less busy.")

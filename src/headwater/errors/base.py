@@ -20,7 +20,7 @@ _CODE_RE = re.compile(r"\[(HW_[A-Z0-9_]+)\] ([^\n]*)")
 # "what Why: why Fix: fix" as HeadwaterError writes it; Why and Fix are optional.
 _PARTS_RE = re.compile(r"^(?P<what>.*?)(?: Why: (?P<why>.*?))?(?: Fix: (?P<fix>.*))?$", re.S)
 _SQLSTATE_RE = re.compile(r"\s*SQLSTATE: \w+\s*$")  # Spark may append it to the same line
-# delta-spark's error class, written after headwater's code: "[HW_X] [DELTA_Y] what ..."
+# delta-spark's error class, written after headwater's code ("[HW_...] [DELTA_Y] what")
 _ERROR_CLASS_RE = re.compile(r"^\[([A-Z][A-Z0-9_.]+)\] ")
 
 
@@ -49,7 +49,9 @@ class HeadwaterError(Exception):
             parts.append(f"Why: {why}")
         if fix:
             parts.append(f"Fix: {fix}")
-        super().__init__(" ".join(p.replace("\n", " ") for p in parts))
+        # Exception's own init, not the next class's: a subclass may also be a PySpark error
+        # (errors/delta.py), whose init expects a JVM exception.
+        Exception.__init__(self, " ".join(p.replace("\n", " ") for p in parts))
 
     @classmethod
     def from_message(cls, code: str, message: str) -> HeadwaterError:

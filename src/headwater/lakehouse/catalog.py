@@ -11,17 +11,14 @@ each have their own lakehouse), not a default: a session without the key has no 
 
 from __future__ import annotations
 
-import contextlib
 import threading
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from headwater.conf.layout import DELTA_LOG, LAKEHOUSE_ROOT_CONF, LAKEHOUSE_STATE_CONF
-from headwater.errors import HeadwaterError
+from headwater.conf.layout import LAKEHOUSE_ROOT_CONF, LAKEHOUSE_STATE_CONF
 from headwater.lakehouse.names import TableName
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from headwater.lakehouse.tables import Lakehouse
 
@@ -142,43 +139,3 @@ def columns_option(value: Any) -> list[str]:
     from headwater.conf.options import parse_columns
 
     return parse_columns("partitionBy", value)
-
-
-# --- Spark's own methods, while the hooks (hooks.py) wrap them ----------------------------------
-
-# (class, attribute) -> Spark's original, filled by hooks.install().
-_originals: dict[tuple[type, str], Any] = {}
-
-
-def raw_sql(spark: SparkSession, text: str, args: Any = None) -> DataFrame:
-    """Spark's own ``spark.sql`` (headwater's internal statements must not be routed)."""
-    from pyspark.sql import SparkSession
-
-    original = _originals.get((SparkSession, "sql"), SparkSession.sql)
-    return original(spark, text, args)
-
-
-@contextlib.contextmanager
-def using_database(spark: SparkSession, database: str | None) -> Iterator[None]:
-    """Make ``database`` (a lakehouse schema; created in Spark's catalog when missing) the
-    session's current database for the block, as ``USE`` would, so unqualified names resolve
-    in it; the previous one comes back after. ``None`` changes nothing."""
-    if database is None:
-        yield
-        return
-    lake = lakehouse_of(spark)
-    if lake is not None and (lake.root / database / DELTA_LOG).is_dir():
-        raise HeadwaterError(
-            "HW_PROJECT_INVALID", f"The pipeline's database {database!r} is the name of a "
-            f"table of the lakehouse at {lake.root}.",
-            "A database is a folder of tables under the root; tables inside a table's folder "
-            "would be hidden from the catalog and at risk from its VACUUM.",
-            "Name the database differently, or rename that table.")
-    previous = spark.catalog.currentDatabase()
-    raw_sql(spark, f"CREATE DATABASE IF NOT EXISTS `{database}`")
-    spark.catalog.setCurrentDatabase(database)
-    try:
-        yield
-    finally:
-        if spark.catalog.databaseExists(previous):
-            spark.catalog.setCurrentDatabase(previous)

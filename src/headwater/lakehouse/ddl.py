@@ -13,15 +13,30 @@ nothing.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from deltalake.schema import Field
+from pyspark.sql.functions import lit
+from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
+
+from headwater.delta.create import create_delta_table
+from headwater.delta.generated import (
+    GENERATION_EXPRESSION,
+    IDENTITY_ALLOW_EXPLICIT_INSERT,
+    IDENTITY_START,
+    IDENTITY_STEP,
+)
+from headwater.delta.log import DeltaLog, normalize_uri, open_table
+from headwater.delta.metadata import change_metadata, unset_table_properties
+from headwater.delta.native import replace_native
+from headwater.delta.schema import arrow_schema
 from headwater.errors import HeadwaterError
+from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.names import parse_name
 from headwater.lakehouse.statements import (
-    ANY_KIND,
     Statement,
-    handles,
-    not_supported_yet,
     option,
     seq,
     target,
@@ -29,7 +44,6 @@ from headwater.lakehouse.statements import (
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
     from headwater.lakehouse import Lakehouse
 
@@ -57,47 +71,109 @@ def is_delta_path(parts: list[str]) -> bool:
 
 # --- CREATE [OR REPLACE] TABLE [AS SELECT] --------------------------------------------------
 
-@handles("CreateTable", "CreateTableAsSelect", "ReplaceTable", "ReplaceTableAsSelect")
 def create(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """CREATE [OR REPLACE] TABLE name | delta.`path` [(cols)] [USING DELTA] [PARTITIONED BY]
+    [LOCATION 'path'] [COMMENT] [TBLPROPERTIES] [AS SELECT]: a lakehouse table, an external
+    table (a name with a LOCATION) or a table by path, as delta-spark creates them."""
     plan, spark = st.plan, st.session
     spec = plan.tableSpec()
     provider = option(spec.provider())
     if provider is not None and str(provider).lower() != "delta":
         return None  # USING parquet/csv/...: Spark's own table, not a lakehouse one
     parts = [str(p) for p in seq(plan.name().nameParts())]
+    where = option(spec.location())
     if is_delta_path(parts):
-        raise not_supported_yet("CREATE TABLE delta.`path`", st.text)
-    name = parse_name(".".join(parts)).qualified
-    _refuse_clauses(name, spec, st.text)
+        name, path = None, normalize_uri(parts[1])
+        if where is not None and normalize_uri(str(where)) != path:
+            raise HeadwaterError(
+                "HW_SQL_UNSUPPORTED", f"CREATE TABLE delta.`{parts[1]}` LOCATION '{where}': "
+                "a table by path has its path as its location.",
+                "The two locations disagree.", "Leave the LOCATION clause out.")
+    else:
+        name = parse_name(".".join(parts)).qualified
+        path = normalize_uri(str(where)) if where is not None else lake.path(name)
+    label = name or f"delta.`{parts[1]}`"
+    _refuse_clauses(label, spec, st.text)
     replace = st.kind.startswith("Replace")
     partition_by = _partitioning(seq(plan.partitioning()), st.text)
     comment = option(spec.comment())
     properties = _map(spark, spec.properties())
     comment = properties.pop("comment", comment)
-    exists = lake.exists(name)
+    named = name is not None and lake.exists(name)
+    exists = named or DeltaLog(path).exists()
     if exists and not replace and not plan.ignoreIfExists():
-        raise HeadwaterError(
-            "HW_TABLE_EXISTS", f"Table {name} already exists in {lake.root}.",
-            "CREATE TABLE does not replace a table.",
-            "Use CREATE TABLE IF NOT EXISTS, CREATE OR REPLACE TABLE, or another name.")
+        if named or where is None:
+            raise DeltaAnalysisError(
+                "HW_TABLE_EXISTS", f"Table {label} already exists.",
+                "CREATE TABLE does not replace a table.",
+                "Use CREATE TABLE IF NOT EXISTS, CREATE OR REPLACE TABLE, or another name.",
+                error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
+        # a name for an existing table at LOCATION (delta-spark: the table's own schema)
+        _check_declared(st, path, label)
+        lake.register_external(name, path)  # type: ignore[arg-type]
+        return done(spark)
     if exists and not replace:
-        lake.register(name)
+        if name is not None and not named:
+            lake.register_external(name, path)
+        elif name is not None:
+            lake.register(name)
         return done(spark)
     if replace and not exists and not plan.orCreate():
-        raise HeadwaterError(
-            "HW_TABLE_NOT_FOUND", f"REPLACE TABLE {name}: no such table in {lake.root}.",
+        raise DeltaAnalysisError(
+            "HW_TABLE_NOT_FOUND", f"REPLACE TABLE {label}: the table did not exist.",
             "REPLACE TABLE replaces an existing table only.",
-            "Use CREATE OR REPLACE TABLE to create it when missing.")
+            "Use CREATE OR REPLACE TABLE to create it when missing.",
+            error_class="TABLE_OR_VIEW_NOT_FOUND")
     if st.kind.endswith("AsSelect"):
         df = dataframe(spark, plan.query())
     else:
-        schema = _schema(seq(plan.columns()), name, st.text)
+        schema = _schema(seq(plan.columns()), label, st.text)
         if not replace:
-            lake.create_table(name, schema, partition_by, comment, properties)
+            if name is not None and where is None:
+                lake.create_table(name, schema, partition_by, comment, properties)
+            else:
+                _check_new_columns(label, schema, partition_by)
+                create_delta_table(path, schema, partition_by, parts[-1], comment, properties)
+                if name is not None:
+                    lake.register_external(name, path)
             return done(spark)
         df = spark.createDataFrame([], schema)
-    lake.replace(name, df, partition_by=partition_by, comment=comment, properties=properties)
+    if name is not None and where is None:
+        lake.replace(name, df, partition_by=partition_by, comment=comment, properties=properties)
+    else:
+        _check_new_columns(label, df.schema, partition_by)
+        replace_native(df, path, partition_by, name=parts[-1], description=comment,
+                       configuration=properties)
+        if name is not None:
+            if named and not lake.is_external(name):
+                lake.register(name)
+            else:
+                lake.register_external(name, path)
     return done(spark)
+
+
+def _check_declared(st: Statement, path: str, label: str) -> None:
+    """CREATE TABLE name (cols) LOCATION of an existing table: the declared columns must be the
+    table's (delta-spark: DELTA_CREATE_TABLE_SCHEMA_MISMATCH); no columns means the table's."""
+    declared = [str(c.name()).lower() for c in seq(st.plan.columns())] \
+        if st.kind == "CreateTable" else []
+    have = [f.name.lower() for f in open_table(path).schema().fields]
+    if declared and declared != have:
+        raise DeltaAnalysisError(
+            "HW_TABLE_SCHEMA_INVALID", f"CREATE TABLE {label}: the declared columns "
+            f"{declared} differ from those of the Delta table at {path}: {have}.",
+            "A table created on an existing location takes that table's schema.",
+            "Leave the column list out, or declare the table's columns.",
+            error_class="DELTA_CREATE_TABLE_SCHEMA_MISMATCH")
+
+
+def _check_new_columns(label: str, schema: StructType, partition_by: list[str]) -> None:
+    missing = [c for c in partition_by if c not in schema.fieldNames()]
+    if missing:
+        raise HeadwaterError(
+            "HW_SINK_PARTITION_MISMATCH", f"PARTITIONED BY names columns {missing} that "
+            f"table {label} does not have.", "Partition columns must be columns of the table.",
+            f"Use some of: {', '.join(schema.fieldNames())}.")
 
 
 def dataframe(spark: SparkSession, plan: Any) -> DataFrame:
@@ -112,7 +188,6 @@ def dataframe(spark: SparkSession, plan: Any) -> DataFrame:
 
 def _refuse_clauses(name: str, spec: Any, text: str) -> None:
     clauses = {
-        "LOCATION": option(spec.location()),
         "OPTIONS": _has_options(spec),
         "EXTERNAL": bool(spec.external()),
         "ROW FORMAT / STORED AS": option(spec.serde()),
@@ -125,7 +200,8 @@ def _refuse_clauses(name: str, spec: Any, text: str) -> None:
             f"(near {text[:60]!r}).",
             "Lakehouse tables are Delta tables that headwater keeps under the lakehouse root.",
             "Leave the clause out; write CREATE TABLE name (col TYPE, ...) [USING DELTA] "
-            "[PARTITIONED BY (col)] [COMMENT '...'] [TBLPROPERTIES ('k'='v')] [AS SELECT ...].")
+            "[PARTITIONED BY (col)] [LOCATION 'path'] [COMMENT '...'] [TBLPROPERTIES ('k'='v')] "
+            "[AS SELECT ...].")
 
 
 def _has_options(spec: Any) -> bool:
@@ -150,17 +226,8 @@ def _partitioning(transforms: list[Any], text: str) -> list[str]:
 def _schema(columns: list[Any], name: str, text: str) -> StructType:
     """The table's columns. Generated (``GENERATED ALWAYS AS (expr)``) and identity
     (``GENERATED ALWAYS|BY DEFAULT AS IDENTITY``) columns carry Delta's column metadata, as
-    the table builder writes it (headwater.delta.generated); the table is then created
+    the table builder writes it (headwater.delta.generated); such a table is then created
     through headwater.delta.definition, which keeps NOT NULL too."""
-    from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
-
-    from headwater.delta.generated import (
-        GENERATION_EXPRESSION,
-        IDENTITY_ALLOW_EXPLICIT_INSERT,
-        IDENTITY_START,
-        IDENTITY_STEP,
-    )
-
     fields = []
     for col in columns:
         if option(col.defaultValue()) is not None:
@@ -194,7 +261,6 @@ def _map(spark: SparkSession, scala_map: Any) -> dict[str, str]:
 
 # --- DROP TABLE ---------------------------------------------------------------------------
 
-@handles("DropTable")
 def drop(lake: Lakehouse, st: Statement) -> DataFrame | None:
     parts = [str(p) for p in seq(st.plan.child().nameParts())]
     name = lakehouse_table(lake, parts)
@@ -210,18 +276,11 @@ def drop(lake: Lakehouse, st: Statement) -> DataFrame | None:
 
 # --- ALTER TABLE --------------------------------------------------------------------------
 
-@handles("AddColumns")
 def add_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
-    from deltalake.schema import Field
-    from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
-
-    from headwater.delta.log import open_table
-    from headwater.delta.schema import arrow_schema
-
-    name = _altered(lake, st)
-    if name is None:
+    altered = _altered(lake, st)
+    if altered is None:
         return None
-    table = open_table(lake.path(name))
+    table = open_table(altered.path)
     have = {f.name.lower() for f in table.schema().fields}
     fields = []
     for col in seq(st.plan.columnsToAdd()):
@@ -234,80 +293,276 @@ def add_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
         if problem:
             raise HeadwaterError(
                 "HW_SQL_UNSUPPORTED",
-                f"ALTER TABLE {name} ADD COLUMNS: {'.'.join(parts)} uses {problem}, which "
-                "headwater cannot add to the Delta table.",
+                f"ALTER TABLE {altered.label} ADD COLUMNS: {'.'.join(parts)} uses {problem}, "
+                "which headwater cannot add to the Delta table.",
                 "Columns are added at the end, nullable, without defaults, with new names "
                 "(old rows read them as NULL).",
                 "Add a plain nullable top-level column with a new name.")
         fields.append(StructField(parts[0], _parse_datatype_json_string(col.dataType().json())))
     arrow = arrow_schema(StructType(fields))
     table.alter.add_columns([Field.from_arrow(arrow.field(f.name)) for f in fields])
-    lake.register(name)
+    return altered.done(lake, st)
+
+
+def alter_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """ALTER TABLE t ALTER|CHANGE COLUMN c [TYPE same] [COMMENT '...'] [FIRST | AFTER x] |
+    [SET | DROP] NOT NULL: metadata-only changes, one commit (files are read by column name,
+    so order, comments and nullability change without a rewrite). A new type, a column that
+    would become NOT NULL with NULLs in it, and defaults are refused."""
+    altered = _altered(lake, st)
+    if altered is None:
+        return None
+    path = altered.path
+    label = altered.label
+
+    def change(meta: dict[str, Any]) -> dict[str, Any]:
+        schema = json.loads(meta["schemaString"])
+        fields = schema["fields"]
+        for spec in seq(st.plan.specs()):
+            column = [str(p) for p in seq(spec.column().name())]
+            index = _field_index(fields, column, label)
+            field = fields[index]
+            new_type = option(spec.newDataType())
+            if new_type is not None:
+                wanted = json.loads(new_type.json())
+                if wanted != field["type"]:
+                    raise HeadwaterError(
+                        "HW_SQL_UNSUPPORTED", f"ALTER TABLE {label}: changing the type of "
+                        f"{column[0]} from {field['type']} to {wanted} needs a rewrite.",
+                        "Delta changes a column's type only with type widening, which "
+                        "headwater does not write.",
+                        "CREATE OR REPLACE TABLE ... AS SELECT with the column cast.")
+            nullable = option(spec.newNullability())
+            if nullable is not None and bool(nullable) != field["nullable"]:
+                if not nullable and _has_nulls(st, path, column[0]):
+                    raise HeadwaterError(
+                        "HW_SQL_UNSUPPORTED", f"ALTER TABLE {label}: {column[0]} has NULLs, "
+                        "so it cannot become NOT NULL.", "NOT NULL is checked on every row.",
+                        "Fill the NULLs first (UPDATE ... SET col = ... WHERE col IS NULL).")
+                field["nullable"] = bool(nullable)
+            comment = option(spec.newComment())
+            if comment is not None:
+                field.setdefault("metadata", {})["comment"] = str(comment)
+            if option(spec.newDefaultExpression()) is not None or spec.dropDefault():
+                raise HeadwaterError(
+                    "HW_SQL_UNSUPPORTED", f"ALTER TABLE {label}: column defaults are not "
+                    "supported.", "headwater's writers do not fill default values.",
+                    "Leave the DEFAULT clause out.")
+            position = option(spec.newPosition())
+            if position is not None:
+                moved = fields.pop(index)
+                where = position.position()
+                if where.getClass().getSimpleName().startswith("After"):
+                    after = _field_index(fields, [str(where.column())], label)
+                    fields.insert(after + 1, moved)
+                else:
+                    fields.insert(0, moved)
+        meta["schemaString"] = json.dumps(schema, separators=(",", ":"))
+        return meta
+
+    change_metadata(path, "CHANGE COLUMN", {}, change)
+    return altered.done(lake, st)
+
+
+def _field_index(fields: list[dict[str, Any]], column: list[str], label: str) -> int:
+    if len(column) == 1:
+        for i, field in enumerate(fields):
+            if field["name"].lower() == column[0].lower():
+                return i
+    raise DeltaAnalysisError(
+        "HW_DML_UNKNOWN_COLUMN", f"ALTER TABLE {label}: {'.'.join(column)} is not a top-level "
+        f"column of the table ({', '.join(f['name'] for f in fields)}).",
+        "ALTER COLUMN changes an existing column.", "Check the column's name.",
+        error_class="DELTA_COLUMN_NOT_FOUND")
+
+
+def _has_nulls(st: Statement, path: str, column: str) -> bool:
+    df = st.session.read.format("delta").load(path)
+    return df.where(df[column].isNull()).limit(1).count() > 0
+
+
+def rename(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    found = target(st.plan)
+    if found is None or lakehouse_table(lake, found[0]) is None:
+        return None  # a view or another provider's table: Spark's
+    new = [str(p) for p in seq(st.plan.newName())]
+    lake.rename(".".join(found[0]), ".".join(new))
     return done(st.session)
 
 
-@handles("SetTableProperties")
-def set_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
-    from headwater.delta.log import open_table
+def set_location(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    found = target(st.plan)
+    if found is None or lakehouse_table(lake, found[0]) is None:
+        return None
+    if option(st.plan.partitionSpec()) is not None:
+        raise HeadwaterError(
+            "HW_SQL_UNSUPPORTED", "ALTER TABLE ... PARTITION ... SET LOCATION is not "
+            "supported: a Delta table's partitions have no locations of their own.",
+            "Delta keeps every file of a table under the table's folder.",
+            "Set the table's location instead.")
+    lake.set_location(".".join(found[0]), str(st.plan.location()))
+    return done(st.session)
 
-    name = _altered(lake, st)
-    if name is None:
+
+def describe(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """DESCRIBE [EXTENDED] t of a Delta table as delta-spark prints it: its columns, then
+    "# Partition Information" when partitioned (Spark knows neither for a Python data source),
+    and "# Detailed Table Information" for EXTENDED."""
+    found = target(st.plan)
+    if found is None or "PARTITION" in st.text.upper():
+        return None  # DESCRIBE t PARTITION (...): Spark's (and its error)
+    path = table_location(lake, found[0])
+    if path is None:
+        return None
+    table = open_table(path)
+    meta = table.metadata()
+    fields = {f.name: f for f in _spark_schema(table).fields}
+    rows = [(f.name, f.dataType.simpleString(), f.metadata.get("comment"))
+            for f in fields.values()]
+    if meta.partition_columns:
+        rows += [("# Partition Information", "", ""), ("# col_name", "data_type", "comment")]
+        rows += [(c, fields[c].dataType.simpleString(), fields[c].metadata.get("comment"))
+                 for c in meta.partition_columns]
+    if st.plan.isExtended():
+        name = ".".join(found[0])
+        rows += [("", "", ""), ("# Detailed Table Information", "", ""),
+                 ("Name", name, ""), ("Location", path, ""), ("Provider", "delta", ""),
+                 ("Comment", meta.description or "", ""),
+                 ("Table Properties", "[" + ",".join(
+                     f"{k}={v}" for k, v in sorted((meta.configuration or {}).items())) + "]",
+                  "")]
+    return st.session.createDataFrame(rows, "col_name string, data_type string, comment string")
+
+
+def _spark_schema(table: Any) -> StructType:
+    return StructType.fromJson(json.loads(table.schema().to_json()))
+
+
+def table_location(lake: Lakehouse, parts: list[str]) -> str | None:
+    """The folder of a lakehouse table or a ``delta.`path```, None for anything else."""
+    if is_delta_path(parts):
+        return normalize_uri(parts[1])
+    name = lakehouse_table(lake, parts)
+    return None if name is None else str(lake.path(name))
+
+
+def set_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    altered = _altered(lake, st)
+    if altered is None:
         return None
     properties = _map(st.session, st.plan.properties())
-    table = open_table(lake.path(name))
+    table = open_table(altered.path)
     if "comment" in properties:  # Spark's table comment is Delta's description
         table.alter.set_table_description(properties.pop("comment"))
     if properties:
         table.alter.set_table_properties(properties, raise_if_not_exists=False)
-    lake.register(name)
-    return done(st.session)
+    return altered.done(lake, st)
 
 
-@handles("UnsetTableProperties")
 def unset_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
-    from headwater.delta.log import open_table
-    from headwater.delta.metadata import unset_table_properties
-
-    name = _altered(lake, st)
-    if name is None:
+    altered = _altered(lake, st)
+    if altered is None:
         return None
     keys = [str(k) for k in seq(st.plan.propertyKeys())]
-    have = open_table(lake.path(name)).metadata().configuration or {}
+    have = open_table(altered.path).metadata().configuration or {}
     missing = [k for k in keys if k not in have]
     if missing and not st.plan.ifExists():
         raise HeadwaterError(
             "HW_TABLE_PROPERTY_NOT_FOUND",
-            f"ALTER TABLE {name} UNSET TBLPROPERTIES: {missing} are not set on the table.",
-            "Only properties the table has can be removed.",
+            f"ALTER TABLE {altered.label} UNSET TBLPROPERTIES: {missing} are not set on the "
+            "table.", "Only properties the table has can be removed.",
             f"Use UNSET TBLPROPERTIES IF EXISTS; the table has: {sorted(have) or 'none'}.")
     if len(missing) < len(keys):
-        unset_table_properties(lake.path(name), keys)
-    lake.register(name)
-    return done(st.session)
+        unset_table_properties(altered.path, keys)
+    return altered.done(lake, st)
 
 
-@handles("CommentOnTable")
 def comment_on(lake: Lakehouse, st: Statement) -> DataFrame | None:
-    from headwater.delta.log import open_table
-
-    name = _altered(lake, st)
-    if name is None:
+    altered = _altered(lake, st)
+    if altered is None:
         return None
-    open_table(lake.path(name)).alter.set_table_description(str(st.plan.comment()))
-    lake.register(name)
-    return done(st.session)
+    open_table(altered.path).alter.set_table_description(str(st.plan.comment()))
+    return altered.done(lake, st)
 
 
-def _altered(lake: Lakehouse, st: Statement) -> str | None:
+@dataclass(frozen=True)
+class Altered:
+    """The Delta table an ALTER statement changes: a lakehouse table (``name``) or a
+    ``delta.`path``` (no name)."""
+
+    name: str | None
+    path: str
+
+    @property
+    def label(self) -> str:
+        return self.name or f"delta.`{self.path}`"
+
+    def done(self, lake: Lakehouse, st: Statement) -> DataFrame:
+        if self.name is not None:
+            lake.register(self.name)  # the catalog copy gets the new schema
+        return done(st.session)
+
+
+def _altered(lake: Lakehouse, st: Statement) -> Altered | None:
     found = target(st.plan)
     if found is None:
         return None
     if is_delta_path(found[0]):
-        raise not_supported_yet(f"{found[1] or st.kind} on delta.`path`", st.text)
-    return lakehouse_table(lake, found[0])
+        path = normalize_uri(found[0][1])
+        if not DeltaLog(path).exists():
+            raise DeltaAnalysisError(
+                "HW_DELTA_TABLE_NOT_FOUND", f"{found[1] or st.kind}: {found[0][1]} is not a "
+                "Delta table.", "delta.`path` names a folder with a _delta_log.",
+                "Check the path.", error_class="DELTA_MISSING_DELTA_TABLE")
+        return Altered(None, path)
+    name = lakehouse_table(lake, found[0])
+    return None if name is None else Altered(name, str(lake.path(name)))
 
 
-@handles(ANY_KIND)
+def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """INSERT INTO | OVERWRITE delta.`path` [(cols)] query: Spark cannot resolve a table by path
+    for a Python data source, so the query is written with ``format("delta")``: by position
+    (or by the listed columns; unlisted ones are NULL), cast to the table's types, as Spark's
+    INSERT does. Lakehouse tables by name are Spark's own INSERT (the per-table source)."""
+    plan, spark = st.plan, st.session
+    relation = plan.table()
+    if relation.getClass().getSimpleName() != "UnresolvedRelation":
+        return None
+    parts = [str(p) for p in seq(relation.multipartIdentifier())]
+    if not is_delta_path(parts):
+        return None
+    path = normalize_uri(parts[1])
+    if not DeltaLog(path).exists():
+        raise DeltaAnalysisError(
+            "HW_DELTA_TABLE_NOT_FOUND", f"INSERT INTO delta.`{parts[1]}`: there is no Delta "
+            "table at that path.", "INSERT adds rows to an existing table.",
+            "Create it first (CREATE TABLE delta.`path` (...) or df.write.format('delta')).",
+            error_class="DELTA_MISSING_DELTA_TABLE")
+    if plan.partitionSpec().nonEmpty():
+        raise HeadwaterError(
+            "HW_SQL_UNSUPPORTED", "INSERT ... PARTITION (...) is not supported on "
+            f"delta.`{parts[1]}` (near {st.text[:60]!r}).",
+            "Delta tables take partition values from the rows themselves.",
+            "Leave the PARTITION clause out and select the partition columns.")
+    table = _spark_schema(open_table(path))
+    df = dataframe(spark, plan.query())
+    listed = [str(c) for c in seq(plan.userSpecifiedCols())]
+    names = listed or ([f.name for f in table.fields if f.name in df.columns]
+                       if plan.byName() else [f.name for f in table.fields])
+    if len(names) != len(df.columns) and not plan.byName():
+        raise DeltaAnalysisError(
+            "HW_SINK_SCHEMA_MISMATCH", f"INSERT INTO delta.`{parts[1]}`: the query has "
+            f"{len(df.columns)} columns, the {'list' if listed else 'table'} has {len(names)}.",
+            "INSERT matches columns by position.", "Select one value per column.",
+            error_class="INSERT_COLUMN_ARITY_MISMATCH")
+    if not plan.byName():
+        df = df.toDF(*names)
+    df = df.select(*[(df[f.name] if f.name in names else lit(None)).cast(f.dataType)
+                     .alias(f.name) for f in table.fields])
+    df.write.format("delta").mode("overwrite" if plan.overwrite() else "append").save(path)
+    return done(spark)
+
+
 def guard(lake: Lakehouse, st: Statement) -> DataFrame | None:
     """Refuse what Spark would apply to its catalog alone, or cannot run on a lakehouse table."""
     found = target(st.plan) if st.plan is not None else None

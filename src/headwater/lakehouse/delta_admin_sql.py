@@ -20,7 +20,6 @@ from headwater.lakehouse.delta_sql import table_path, unsupported
 from headwater.lakehouse.statements import (
     Statement,
     evaluate_timestamp,
-    handles,
     option,
     seq,
     target,
@@ -139,7 +138,6 @@ def _columns(st: Statement, group: str) -> list[str]:
     return names
 
 
-@handles("Optimize")
 def optimize(lake: Lakehouse, st: Statement) -> DataFrame:
     """OPTIMIZE t [WHERE partition predicate] [ZORDER BY (cols)]."""
     from headwater.delta import maintenance
@@ -154,7 +152,6 @@ def optimize(lake: Lakehouse, st: Statement) -> DataFrame:
     return optimize_frame(st.session, path, maintenance.optimize(path, where, zorder))
 
 
-@handles("Vacuum")
 def vacuum(lake: Lakehouse, st: Statement) -> DataFrame:
     """VACUUM t [RETAIN n HOURS] [DRY RUN]: the table's path, or (DRY RUN) the files."""
     import os
@@ -175,7 +172,6 @@ def vacuum(lake: Lakehouse, st: Statement) -> DataFrame:
     return st.session.createDataFrame(rows, "path string")
 
 
-@handles("Restore")
 def restore(lake: Lakehouse, st: Statement) -> DataFrame:
     """RESTORE [TABLE] t [TO] VERSION AS OF n | TIMESTAMP AS OF ts."""
     from headwater.lakehouse.delta_table import DeltaTable
@@ -193,7 +189,6 @@ def restore(lake: Lakehouse, st: Statement) -> DataFrame:
     raise unsupported("RESTORE without VERSION AS OF n or TIMESTAMP AS OF ts", st)
 
 
-@handles("DescribeHistory")
 def describe_history(lake: Lakehouse, st: Statement) -> DataFrame:
     """DESCRIBE HISTORY t [LIMIT n]: newest first, delta-spark's columns."""
     from headwater.lakehouse.delta_table import DeltaTable
@@ -205,7 +200,6 @@ def describe_history(lake: Lakehouse, st: Statement) -> DataFrame:
     return table.history(limit)
 
 
-@handles("DescribeDetail")
 def describe_detail(lake: Lakehouse, st: Statement) -> DataFrame:
     """DESCRIBE DETAIL t: one row, delta-spark's columns."""
     from headwater.lakehouse.delta_table import DeltaTable
@@ -216,7 +210,6 @@ def describe_detail(lake: Lakehouse, st: Statement) -> DataFrame:
     return table.detail()
 
 
-@handles("ConvertToDelta")
 def convert(lake: Lakehouse, st: Statement) -> DataFrame:
     """CONVERT TO DELTA parquet.`path` [NO STATISTICS] [PARTITIONED BY (col type, ...)]."""
     from deltalake import Schema, convert_to_deltalake
@@ -250,7 +243,6 @@ def convert(lake: Lakehouse, st: Statement) -> DataFrame:
     return done(st.session)
 
 
-@handles("ShowTableProperties")
 def show_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
     """SHOW TBLPROPERTIES t [(key)] of a Delta table: its properties from the Delta log."""
     from headwater.delta.log import DeltaLog

@@ -39,9 +39,8 @@ def session_settings(options: dict[str, Any]) -> tuple[dict[str, str], list[str]
                 dropped.append(key)
             if rest:
                 kept[key] = ",".join(rest)
-        elif key.startswith("spark.sql.catalog.") and _names_delta(value):
-            dropped.append(key)
-        elif key in _DROPPED_KEYS:
+        elif (key.startswith("spark.sql.catalog.") and _names_delta(value)) \
+                or key in _DROPPED_KEYS:
             dropped.append(key)
         else:
             kept[key] = value

@@ -22,7 +22,6 @@ from headwater.lakehouse.ddl import dataframe, is_delta_path, lakehouse_table
 from headwater.lakehouse.statements import (
     STATEMENT_NAMES,
     Statement,
-    handles,
     option,
     seq,
 )
@@ -137,7 +136,6 @@ def _condition(st: Statement, value: Any) -> str | None:
     return expression_text(st, expr)
 
 
-@handles("DeleteFromTable")
 def delete(lake: Lakehouse, st: Statement) -> DataFrame | None:
     from headwater.delta import dml
 
@@ -150,7 +148,6 @@ def delete(lake: Lakehouse, st: Statement) -> DataFrame | None:
                                   target_alias=alias))
 
 
-@handles("UpdateTable")
 def update(lake: Lakehouse, st: Statement) -> DataFrame | None:
     from headwater.delta import dml
 
@@ -170,7 +167,6 @@ _ACTIONS = {"UpdateAction": ("update", False), "UpdateStarAction": ("update", Tr
             "InsertStarAction": ("insert", True)}
 
 
-@handles("MergeIntoTable")
 def merge(lake: Lakehouse, st: Statement) -> DataFrame | None:
     from headwater.delta import dml
     from headwater.delta.dml.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE

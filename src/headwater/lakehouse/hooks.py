@@ -26,13 +26,33 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import SparkSession
+from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
+from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
+
 from headwater.errors import HeadwaterError
-from headwater.lakehouse.catalog import _originals, lakehouse_of
+from headwater.ingest.registration import register_sources
+from headwater.lakehouse.catalog import lakehouse_of
+from headwater.messages import register_message_sources
+from headwater.spark.session import activate
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame
 
 _guard = threading.Lock()
+# (class, attribute) -> Spark's original, filled by install(); None: an attribute we added.
+_originals: dict[tuple[type, str], Any] = {}
+# What spark.sql runs in a session with a lakehouse: handed in by Lakehouse.attach
+# (headwater.lakehouse.sql.run_sql), so the hooks import neither the router nor the tables.
+Router = Callable[..., Any]
+_router: Router | None = None
+
+
+def raw_sql(spark: SparkSession, text: str, args: Any = None) -> DataFrame:
+    """Spark's own ``spark.sql`` (headwater's internal statements must not be routed)."""
+    original = _originals.get((SparkSession, "sql")) or SparkSession.sql
+    return original(spark, text, args)
+
 # The format explicitly set on a writer (weak keys: writers are short-lived).
 _formats: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
@@ -41,12 +61,11 @@ def installed() -> bool:
     return bool(_originals)
 
 
-def install() -> None:
-    """Wrap the methods (idempotent)."""
-    from pyspark.sql import SparkSession
-    from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
-    from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
-
+def install(router: Router) -> None:
+    """Wrap the methods (idempotent); ``spark.sql`` in a session with a lakehouse runs
+    ``router(lake, text, session=..., args=...)``."""
+    global _router
+    _router = router
     with _guard:
         if _originals:
             return
@@ -86,14 +105,38 @@ def install_path_writer() -> None:
     - ``.mode("overwrite").option("overwriteSchema", "true")``: the table is replaced in one
       commit (schema and partitioning too), as delta-spark does.
     Other formats go to Spark's save unchanged."""
-    from pyspark.sql.readwriter import DataFrameWriter
-
     with _guard:
         if _path_writer_originals:
             return
         original = DataFrameWriter.__dict__["save"]
         _path_writer_originals[(DataFrameWriter, "save")] = original
         DataFrameWriter.save = _save(original)  # type: ignore[method-assign]
+        new_session = SparkSession.__dict__["newSession"]
+        _path_writer_originals[(SparkSession, "newSession")] = new_session
+        SparkSession.newSession = _new_session(new_session)  # type: ignore[method-assign]
+
+
+def _new_session(original: Callable) -> Callable:
+    """``spark.newSession()``: Spark gives it none of the data sources registered in the
+    session it came from; headwater's (delta, cloudFiles, Kafka, the lakehouse's tables) are
+    registered there too, as delta-spark's ``format("delta")`` works in every session."""
+    def newSession(self):  # noqa: N802 (Spark's name)
+        session = original(self)
+        # Spark checks a new name against the *active* session's sources ("already exists"
+        # while the parent is active): the new session is active while it gets them.
+        activate(session)
+        try:
+            register_sources(session)
+            register_message_sources(session)
+            lake = lakehouse_of(self)
+            if lake is not None:
+                lake.share_with(session)
+        finally:
+            activate(self)
+        return session
+
+    newSession.__doc__ = original.__doc__
+    return newSession
 
 
 def _save(original: Callable) -> Callable:
@@ -183,17 +226,16 @@ def _sql(original: Callable) -> Callable:
         lake = lakehouse_of(self)
         if lake is None or not hasattr(self, "_jsparkSession"):
             return original(self, sqlQuery, args, **kwargs)
-        from headwater.lakehouse.sql import run_sql
-
+        assert _router is not None  # set by install()
         if not kwargs:
-            return run_sql(lake, sqlQuery, session=self, args=args)
+            return _router(lake, sqlQuery, session=self, args=args)
         # ``spark.sql("... {df} ...", df=df)``: Spark's own formatter first (DataFrames become
         # temp views it drops afterwards), then the router sees plain text.
         from pyspark.sql.sql_formatter import SQLStringFormatter
 
         formatter = SQLStringFormatter(self)
         try:
-            return run_sql(lake, formatter.format(sqlQuery, **kwargs), session=self, args=args)
+            return _router(lake, formatter.format(sqlQuery, **kwargs), session=self, args=args)
         finally:
             formatter.clear()
 
@@ -271,15 +313,21 @@ def _to_table(original: Callable) -> Callable:
     return toTable
 
 
+_SOURCE_ONLY_OPTIONS = ("readchangefeed", "readchangedata", "versionasof", "timestampasof")
+
+
 def _read_table(original: Callable) -> Callable:
-    """``spark.read[Stream].option('readChangeFeed', 'true').table(t)``: a catalog table's
-    schema is fixed, so a change feed read of a lakehouse table goes to its source directly."""
+    """``spark.read[Stream].option('readChangeFeed', 'true').table(t)`` and
+    ``.option('versionAsOf', 3).table(t)``: a catalog table's schema is fixed and Spark refuses
+    time travel on it, so such reads of a lakehouse table go to its source directly."""
     def table(self, tableName: str):  # noqa: N803 (Spark's name)
         lake = lakehouse_of(self._spark)
         if lake is not None and _lakehouse_table(lake, tableName):
             options = _java_map(self._spark, _private_field(self._jreader, "extraOptions")
                                 .originalMap())
-            if any(k.lower() in ("readchangefeed", "readchangedata") for k in options):
+            # a change feed read, or time travel (delta-spark: .option("versionAsOf", 0)
+            # .table(t)): Spark refuses both on a catalog table of a Python data source
+            if any(k.lower() in _SOURCE_ONLY_OPTIONS for k in options):
                 from headwater.lakehouse.names import parse_name
 
                 return self.format(parse_name(tableName).source_name).load()

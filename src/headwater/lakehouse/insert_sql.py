@@ -4,10 +4,11 @@
 Spark runs ``INSERT INTO t`` on a lakehouse table through the table's data source, which
 writes the rows it is handed: right for plain tables, wrong for tables with generated or
 identity columns, whose values Spark would leave NULL (delta-spark computes them, and raises
-an identity column's high-water mark in the same commit). And Spark refuses a Python data
-source as ``INSERT INTO delta.`/path```. Those two go through
-:func:`headwater.delta.native.write_native` (values computed by Spark's SQL on the driver's
-DataFrame, files written by Spark's parquet writer, one commit); every other INSERT is Spark's.
+an identity column's high-water mark in the same commit). Such inserts (by name or
+``delta.`path```) go through :func:`headwater.delta.native.write_rows` (values computed by
+Spark's SQL on the driver's DataFrame, files written by Spark's parquet writer, one commit);
+other inserts into ``delta.`path``` go to :func:`headwater.lakehouse.ddl.insert`, and into
+plain lakehouse tables to Spark.
 
 Columns are matched as Spark matches them: by the column list when there is one (``INSERT
 INTO t (a, b) ...``), by name with ``BY NAME``, else by position, where a query that gives
@@ -25,9 +26,10 @@ from headwater.delta.log import DeltaLog
 from headwater.delta.native import write_rows
 from headwater.delta.schema import spark_schema
 from headwater.errors import HeadwaterError
-from headwater.lakehouse.ddl import dataframe, done, is_delta_path
+from headwater.lakehouse import ddl
+from headwater.lakehouse.ddl import dataframe, done
 from headwater.lakehouse.delta_sql import table_path, unsupported
-from headwater.lakehouse.statements import Statement, handles, seq
+from headwater.lakehouse.statements import Statement, seq
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -36,20 +38,21 @@ if TYPE_CHECKING:
     from headwater.lakehouse import Lakehouse
 
 
-@handles("InsertIntoStatement")
 def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """INSERT into a table with generated or identity columns; others go to
+    :func:`headwater.lakehouse.ddl.insert` (``delta.`path```) or Spark."""
     plan = st.plan
     relation = plan.table()
     if relation.getClass().getSimpleName() != "UnresolvedRelation":
         return None
     parts = [str(p) for p in seq(relation.multipartIdentifier())]
     path = table_path(lake, parts)
-    if path is None:
-        return None  # not a Delta table: Spark's
+    if path is None or not DeltaLog(path).exists():
+        return ddl.insert(lake, st)  # not a Delta table (yet): ddl's error, or Spark's
     schema = spark_schema(DeltaLog(path).table().schema().to_json())
     generation = Generation.of(schema)
-    if not generation and not is_delta_path(parts):
-        return None  # a plain lakehouse table: its data source writes it
+    if not generation:
+        return ddl.insert(lake, st)  # delta.`path` there; a plain lakehouse table is Spark's
     if plan.partitionSpec().size() > 0:
         raise unsupported("a PARTITION clause", st)
     target = ".".join(parts)

@@ -3,16 +3,18 @@
 ``spark.sql`` (in a session with a lakehouse) and ``Lakehouse.sql`` both come here, so they
 behave the same. Each statement is parsed once by Spark's parser; the class name of the plan's
 root node (``CreateTableAsSelect``, ``AddColumns``, ``DropTable``, ...) is its *kind*, and
-:data:`HANDLERS` maps kinds to handlers. A handler gets the :class:`Statement` (text, kind,
-parsed JVM plan) and returns a DataFrame, or None to give the statement to Spark unchanged
-(e.g. ``DROP TABLE`` of a temp view). Statements nobody handles go to Spark.
+:data:`HANDLERS` (below: one table, read top to bottom) maps kinds to handlers. A handler
+gets the :class:`Statement` (text, kind, parsed JVM plan) and returns a DataFrame, or None to
+give the statement to Spark unchanged (e.g. ``DROP TABLE`` of a temp view). Statements nobody
+handles go to Spark.
 
 Delta's own grammar (OPTIMIZE, VACUUM, RESTORE, DESCRIBE HISTORY/DETAIL, CONVERT TO DELTA) is
 not Spark's: Spark cannot parse it (or parses DESCRIBE HISTORY t as column t of a table
 "history"), so :func:`parse` names those kinds by their leading keywords, before Spark's
 parser; without a handler they are a clear ``HW_SQL_NOT_SUPPORTED_YET``, never a parse
-error. To add a statement (issue 13: DML, maintenance, history), write
-``handler(lake, statement)`` and add it with :func:`handles`.
+error. To add a statement, write ``handler(lake, statement)`` in the module of its kind
+(ddl: CREATE/DROP/ALTER/DESCRIBE/INSERT; delta_sql: DML; delta_admin_sql: Delta's grammar) and
+add a line to :data:`HANDLERS`.
 
 ``delta.`/path``` in a query (which Spark refuses for Python data sources) is found among the
 parsed plan's relations and replaced, at the relation's exact text span, by a temporary view
@@ -24,14 +26,18 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING, Any
 
+from pyspark.errors import ParseException
+
+from headwater.delta.log import DeltaLog
 from headwater.errors import HeadwaterError
-from headwater.lakehouse.catalog import raw_sql
+from headwater.lakehouse import ddl, delta_admin_sql, delta_sql, insert_sql
+from headwater.lakehouse.delta_sql import expression_text, table_path
+from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.statements import (
-    ANY_KIND,
     DELTA_GRAMMAR,
-    HANDLERS,
-    SPARK_BINDS_ARGS,
+    Handler,
     Statement,
+    evaluate_timestamp,
     not_supported_yet,
     option,
     seq,
@@ -44,6 +50,41 @@ if TYPE_CHECKING:
     from headwater.lakehouse import Lakehouse
 
 
+# Statement kind (the parsed plan's root class, or a Delta kind of DELTA_GRAMMAR) -> handler.
+# A handler returns a DataFrame, or None to give the statement to Spark unchanged.
+HANDLERS: dict[str, Handler] = {
+    # DDL on Delta tables (ddl.py)
+    "CreateTable": ddl.create,
+    "CreateTableAsSelect": ddl.create,
+    "ReplaceTable": ddl.create,
+    "ReplaceTableAsSelect": ddl.create,
+    "DropTable": ddl.drop,
+    "AddColumns": ddl.add_columns,
+    "AlterColumns": ddl.alter_columns,
+    "RenameTable": ddl.rename,
+    "SetTableLocation": ddl.set_location,
+    "SetTableProperties": ddl.set_properties,
+    "UnsetTableProperties": ddl.unset_properties,
+    "CommentOnTable": ddl.comment_on,
+    "DescribeRelation": ddl.describe,
+    "InsertIntoStatement": insert_sql.insert,  # tables with generated columns, else ddl.insert
+    # DML (delta_sql.py)
+    "DeleteFromTable": delta_sql.delete,
+    "UpdateTable": delta_sql.update,
+    "MergeIntoTable": delta_sql.merge,
+    # Delta's own grammar and table information (delta_admin_sql.py)
+    "Optimize": delta_admin_sql.optimize,
+    "Vacuum": delta_admin_sql.vacuum,
+    "Restore": delta_admin_sql.restore,
+    "DescribeHistory": delta_admin_sql.describe_history,
+    "DescribeDetail": delta_admin_sql.describe_detail,
+    "ConvertToDelta": delta_admin_sql.convert,
+    "ShowTableProperties": delta_admin_sql.show_properties,
+}
+# Tried for every other kind: refuses what Spark would apply to its catalog copy alone.
+FALLBACK: Handler = ddl.guard
+
+
 def run_sql(lake: Lakehouse, query: str, session: SparkSession | None = None,
             args: Any = None) -> DataFrame:
     """Run one statement in ``session`` (default the lakehouse's) with lakehouse semantics.
@@ -52,19 +93,10 @@ def run_sql(lake: Lakehouse, query: str, session: SparkSession | None = None,
     Spark runs itself get them; headwater's own handlers read the statement's text, so a
     marker there is refused rather than left unbound.
     """
-    from headwater.lakehouse import (  # noqa: F401  (they register their handlers)
-        ddl,
-        delta_admin_sql,
-        delta_sql,
-        insert_sql,
-    )
-
     spark = session or lake.spark
     statement = parse(lake, spark, query)
-    handler = HANDLERS.get(statement.kind) or HANDLERS.get(ANY_KIND)
-    if args is not None and statement.kind in SPARK_BINDS_ARGS:
-        handler = HANDLERS.get(ANY_KIND)  # Spark runs it, with the parameter values
-    elif args is not None and (statement.kind in HANDLERS
+    handler = HANDLERS.get(statement.kind, FALLBACK)
+    if args is not None and (statement.kind in HANDLERS
                              or statement.kind in DELTA_GRAMMAR.values()):
         raise HeadwaterError(
             "HW_SQL_UNSUPPORTED",
@@ -84,8 +116,6 @@ def run_sql(lake: Lakehouse, query: str, session: SparkSession | None = None,
 
 def parse(lake: Lakehouse, spark: SparkSession, query: str) -> Statement:
     """Classify ``query`` with Spark's parser; ``delta.`path``` reads become temp views."""
-    from pyspark.errors import ParseException
-
     text = query.strip().rstrip(";").strip()
     delta_kind = _delta_kind(text)
     if delta_kind is not None:  # Delta's grammar: Spark's parser would fail or misread it
@@ -125,9 +155,6 @@ def _with_time_travel(lake: Lakehouse, spark: SparkSession, text: str, plan: Any
     """Replace every ``t VERSION AS OF n`` / ``t TIMESTAMP AS OF ts`` / ``t@v3`` read of a
     lakehouse table or ``delta.`path``` by a temp view over a batch read at that version
     (Spark's parser makes each a ``RelationTimeTravel``; other tables are left to Spark)."""
-    from headwater.lakehouse.delta_sql import expression_text, table_path
-    from headwater.lakehouse.statements import evaluate_timestamp
-
     spans = []
     for node in walk(plan):
         if node.getClass().getSimpleName() != "RelationTimeTravel":
@@ -159,9 +186,6 @@ def _with_time_travel(lake: Lakehouse, spark: SparkSession, text: str, plan: Any
 def _at_version(spark: SparkSession, path: str, key: str, value: str) -> DataFrame:
     """A batch read of ``path`` at a version; a version that cannot be read is a clear error
     now (HW_DELTA_VERSION_NOT_FOUND), not when the query runs."""
-    from headwater.delta.log import DeltaLog
-    from headwater.errors import HeadwaterError
-
     if key == "versionAsOf":
         latest = DeltaLog(path).table().version()
         if int(value) > latest:
@@ -198,8 +222,6 @@ def _with_delta_paths(spark: SparkSession, text: str, plan: Any) -> str:
 def _with_table_changes(lake: Lakehouse, spark: SparkSession, text: str, plan: Any) -> str:
     """Replace ``table_changes('t', start[, end])`` (versions or timestamps, as delta-spark
     takes them) by a temp view over the batch change data feed read of table ``t``."""
-    from headwater.errors import HeadwaterError
-
     spans = []
     for node in walk(plan):
         if node.getClass().getSimpleName() != "UnresolvedTableValuedFunction" or \

@@ -1,6 +1,6 @@
-"""The SQL router's vocabulary: a parsed :class:`Statement`, the handler table, and helpers
-to read Spark's parsed plans. Handlers (ddl.py, and the Delta statements) register here with
-:func:`handles`; :func:`headwater.lakehouse.sql.run_sql` dispatches."""
+"""The SQL router's vocabulary: a parsed :class:`Statement`, the handler type, and helpers to
+read Spark's parsed plans. The table from statement kind to handler is in
+:mod:`headwater.lakehouse.sql` (one explicit dict, read top to bottom)."""
 
 from __future__ import annotations
 
@@ -36,11 +36,6 @@ class Statement:
 
 
 Handler = Callable[["Lakehouse", Statement], "DataFrame | None"]
-HANDLERS: dict[str, Handler] = {}
-ANY_KIND = "*"  # the handler tried for kinds without one of their own (a guard, see ddl.py)
-# Kinds whose handler leaves most statements to Spark (INSERT: only into tables with generated
-# or identity columns, or delta.`path`): with parameter values (args=) Spark runs them.
-SPARK_BINDS_ARGS = {"InsertIntoStatement"}
 
 # Delta statements Spark's parser does not know, by their leading keywords.
 DELTA_GRAMMAR = {
@@ -57,15 +52,6 @@ STATEMENT_NAMES = {
     "DescribeHistory": "DESCRIBE HISTORY", "DescribeDetail": "DESCRIBE DETAIL",
     "DeleteFromTable": "DELETE FROM", "UpdateTable": "UPDATE", "MergeIntoTable": "MERGE INTO",
 }
-
-
-def handles(*kinds: str) -> Callable[[Handler], Handler]:
-    """Register a handler for statement kinds (a later registration wins)."""
-    def register(handler: Handler) -> Handler:
-        for kind in kinds:
-            HANDLERS[kind] = handler
-        return handler
-    return register
 
 
 def not_supported_yet(kind: str, text: str) -> HeadwaterError:

@@ -30,15 +30,22 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, WAREHOUSE
+from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, LAKEHOUSE_STATE_CONF, WAREHOUSE
 from headwater.conf.location import AnyPath, location, remove_tree, state_folder
 from headwater.conf.options import parse_bool
 from headwater.conf.triggers import Trigger, trigger_kwargs
+from headwater.delta import definition
+from headwater.delta.create import create_delta_table
+from headwater.delta.log import DeltaLog, normalize_uri
+from headwater.delta.native import batch_writer, write_rows, written_on_driver
+from headwater.delta.schema import as_nullable
 from headwater.errors import HeadwaterError
-from headwater.lakehouse import catalog, hooks
+from headwater.lakehouse import catalog, external, hooks
 from headwater.lakehouse.catalog import columns_option as _columns
-from headwater.lakehouse.catalog import per_table_source, raw_sql
+from headwater.lakehouse.catalog import per_table_source
+from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.names import SYSTEM_TABLES, TableName, list_tables, parse_name
+from headwater.lakehouse.sql import run_sql
 from headwater.spark.checkpoint_lock import CheckpointLock, guarded
 from headwater.spark.session import session_parallelism
 
@@ -89,15 +96,78 @@ class Lakehouse:
     # --- names and paths ---------------------------------------------------------------
 
     def path(self, name: str) -> str:
-        """The table's folder (it may not exist yet)."""
-        return str(self.root / parse_name(name).relative_path)
+        """The table's folder (it may not exist yet): under the root, or an external table's
+        location."""
+        tname = parse_name(name)
+        return external.location_of(self.state_dir, tname) or str(self.root / tname.relative_path)
 
     def exists(self, name: str) -> bool:
-        return (self.root / parse_name(name).relative_path / DELTA_LOG).is_dir()
+        return (location(self.path(name)) / DELTA_LOG).is_dir()
+
+    def is_external(self, name: str) -> bool:
+        """True when ``name`` is an external table (its data lives outside the root)."""
+        return external.location_of(self.state_dir, parse_name(name)) is not None
 
     def tables(self) -> list[str]:
-        """Every Delta table under the root, as qualified names, sorted."""
-        return list_tables(self.root)
+        """Every Delta table of the lakehouse (under the root, then the external ones whose
+        location holds a table), as qualified names."""
+        under_root = list_tables(self.root)
+        return under_root + [n for n in external.names(self.state_dir)
+                             if n not in under_root and self.exists(n)]
+
+    def register_external(self, name: str, path: str) -> None:
+        """Make ``name`` refer to the Delta table at ``path`` (outside the root), as
+        ``CREATE TABLE name ... LOCATION path`` does: registered in Spark's catalog now and at
+        every session start; ``DROP TABLE`` forgets the name and keeps the data."""
+        tname = parse_name(name)
+        if (self.root / tname.relative_path / DELTA_LOG).is_dir():
+            raise HeadwaterError(
+                "HW_TABLE_EXISTS", f"Table {tname.qualified} already exists under the "
+                f"lakehouse root {self.root}.",
+                "A name refers to one table: the one under the root, or an external location.",
+                "Drop the table first, or choose another name.",
+                error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
+        external.record(self.state_dir, tname, normalize_uri(path))
+        self.register(tname.qualified)
+
+    def rename(self, name: str, new_name: str) -> None:
+        """``ALTER TABLE name RENAME TO new_name``: a table under the root moves to the new
+        name's folder (its checkpoints stay with the old name); an external table keeps its
+        location under the new name."""
+        old, new = parse_name(name), parse_name(new_name)
+        if not self.exists(name):
+            raise self._not_found(old)
+        if self.exists(new_name):
+            raise HeadwaterError(
+                "HW_TABLE_EXISTS", f"Cannot rename {old.qualified} to {new.qualified}: that "
+                "table exists.", "A name refers to one table.", "Choose another name.",
+                error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
+        raw_sql(self.spark, f"DROP TABLE IF EXISTS {old.sql}")
+        self._registered.discard(old.qualified)
+        place = external.location_of(self.state_dir, old)
+        if place is not None:
+            external.forget(self.state_dir, old)
+            external.record(self.state_dir, new, place)
+        else:
+            target = self.root / new.relative_path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(str(self.root / old.relative_path), str(target))
+        self.register(new.qualified)
+
+    def set_location(self, name: str, path: str) -> None:
+        """``ALTER TABLE name SET LOCATION path``: the name now refers to the Delta table at
+        ``path`` (it must exist); the old data is left where it is, as delta-spark does."""
+        tname = parse_name(name)
+        if not self.exists(name):
+            raise self._not_found(tname)
+        if not DeltaLog(normalize_uri(path)).exists():
+            raise HeadwaterError(
+                "HW_DELTA_TABLE_NOT_FOUND", f"ALTER TABLE {tname.qualified} SET LOCATION "
+                f"{path}: there is no Delta table there.",
+                "SET LOCATION points the name at an existing table.",
+                "Write the table at that path first.", error_class="DELTA_MISSING_DELTA_TABLE")
+        external.record(self.state_dir, tname, normalize_uri(path))
+        self.register(tname.qualified)
 
     def checkpoint(self, name: str, flow: str | None = None) -> str:
         """The checkpoint folder of the query writing ``name`` (one per flow)."""
@@ -123,7 +193,7 @@ class Lakehouse:
         if previous is not None:  # same root and session: its catalog entries are ours now
             self._registered |= previous._registered
             previous._registered = set()
-        hooks.install()  # spark.sql and the writers, while any lakehouse is attached
+        hooks.install(run_sql)  # spark.sql and the writers, while any lakehouse is attached
         for name in self.tables():
             self.register(name)
         return self
@@ -155,6 +225,18 @@ class Lakehouse:
         raw_sql(self.spark, f"CREATE TABLE {tname.sql} USING {tname.source_name}")
         self._registered.add(tname.qualified)
 
+    def share_with(self, session: SparkSession) -> None:
+        """Make this lakehouse the one of ``session`` too (another session of the same Spark
+        application, e.g. ``spark.newSession()``): it sees the same catalog, so only its
+        data sources and the lakehouse conf keys are needed."""
+        session.conf.set(catalog.ROOT_KEY, str(self.root))
+        session.conf.set(LAKEHOUSE_STATE_CONF, str(self.state_dir))
+        parallelism = session_parallelism(self.spark)
+        for qualified in sorted(self._registered):
+            tname = parse_name(qualified)
+            session.dataSource.register(per_table_source(tname, self.path(qualified),
+                                                         parallelism))
+
     def refresh(self) -> None:
         """Re-register every table (after schema changes written by other processes)."""
         for name in self.tables():
@@ -178,15 +260,7 @@ class Lakehouse:
             return self._create_table(name, schema, partition_by, comment, properties)
 
     def _create_table(self, name, schema, partition_by, comment, properties) -> str:
-        # Deferred (here and in the other methods): Spark's workers import this module with
-        # the per-table sources and never need deltalake's writers.
-        from deltalake import DeltaTable
-
-        from headwater.conf.storage import options_for
-        from headwater.delta import definition
         from headwater.delta.log import open_table
-        from headwater.delta.native import invalid_property, split_properties
-        from headwater.delta.schema import arrow_schema, as_nullable
         from headwater.delta.sink import check_partitioning
 
         tname = parse_name(name)
@@ -196,25 +270,11 @@ class Lakehouse:
             if partition_by:  # only then is the log worth opening (side tables: every batch)
                 check_partitioning(path, list(open_table(path).metadata().partition_columns),
                                    partition_by)
-        elif definition.needs_definition(schema):  # generated / identity columns
-            location(path).parent.mkdir(parents=True, exist_ok=True)
-            definition.create(self.spark, path, definition.TableDefinition(
-                schema, partition_by, None, comment, dict(properties or {}), tname.table),
-                tname.qualified)
         else:
             _check_new_table(tname, schema, partition_by)
-            location(path).parent.mkdir(parents=True, exist_ok=True)
-            delta_keys, user_keys = split_properties(properties)
-            try:
-                DeltaTable.create(
-                    path, arrow_schema(as_nullable(schema)), mode="ignore",
-                    partition_by=partition_by or None, name=tname.table, description=comment,
-                    configuration=delta_keys or None, storage_options=options_for(path),
-                )
-            except Exception as exc:
-                raise invalid_property(exc, path) from exc
-            if user_keys:  # deltalake's create validates delta.* keys only: these follow
-                open_table(path).alter.set_table_properties(user_keys, raise_if_not_exists=False)
+            # generated / identity columns: the definition as declared, NOT NULL included
+            create_delta_table(path, schema if definition.needs_definition(schema) else as_nullable(schema),
+                               partition_by, tname.table, comment, properties)
         if tname.qualified not in self._registered:
             self.register(name)
         return path
@@ -235,7 +295,6 @@ class Lakehouse:
         The table's history stays: ``versionAsOf`` an older version reads the old rows until
         VACUUM. If ``df`` fails, the table is exactly as it was (same version, same files).
         """
-        from headwater.delta import definition
         from headwater.delta.native import replace_native
 
         tname = parse_name(name)
@@ -255,9 +314,6 @@ class Lakehouse:
         """replace() of a schema with generated / identity columns (CREATE OR REPLACE TABLE
         with them): the empty table of that definition in one commit, then ``df``'s rows
         (their generated values computed) in a second one."""
-        from headwater.delta import definition  # deferred: see _create_table
-        from headwater.delta.native import write_rows
-
         path = self.path(tname.qualified)
         table_def = definition.TableDefinition(df.schema, partition_by, None, comment,
                                                dict(properties or {}), tname.table)
@@ -272,11 +328,15 @@ class Lakehouse:
         return rows
 
     def drop(self, name: str) -> None:
-        """Remove a table from the catalog and delete its data and its checkpoints."""
+        """Remove a table from the catalog and delete its data and its checkpoints; an
+        external table's data stays (its name is forgotten), as in delta-spark."""
         tname = parse_name(name)
         raw_sql(self.spark, f"DROP TABLE IF EXISTS {tname.sql}")
         self._registered.discard(tname.qualified)
-        remove_tree(location(self.path(name)))
+        if external.location_of(self.state_dir, tname) is not None:
+            external.forget(self.state_dir, tname)
+        else:
+            remove_tree(location(self.path(name)))
         remove_tree(Path(self.checkpoint(name)))
 
     # --- reading and writing -------------------------------------------------------------
@@ -300,8 +360,6 @@ class Lakehouse:
             have the same (``partitionBy`` in ``options`` is read too, as before).
         options: Delta writer options, e.g. ``mergeSchema="true"``.
         """
-        from headwater.delta.native import write_rows, written_on_driver  # see _create_table
-
         tname = parse_name(name)
         partition_by = list(partition_by) or _columns(options.pop("partitionBy", None))
         self.create_table(name, df.schema, partition_by=partition_by)
@@ -357,8 +415,6 @@ class Lakehouse:
         checkpoint: default ``<root>/_checkpoints/<table>``; one query per checkpoint (locked).
         partition_by: partition columns when the table is created.
         """
-        from headwater.delta.native import batch_writer, written_on_driver  # see _create_table
-
         tname = parse_name(name)
         kwargs = trigger_kwargs(trigger)
         mode = _output_mode(output_mode)
@@ -431,8 +487,6 @@ class Lakehouse:
         it is attached to. Spark's parser classifies the statement: CREATE [OR REPLACE] TABLE,
         DROP TABLE and ALTER TABLE go to the Delta tables (see :mod:`headwater.lakehouse.ddl`),
         ``delta.`/path``` reads a Delta table by path, everything else is Spark's."""
-        from headwater.lakehouse.sql import run_sql
-
         return run_sql(self, query)
 
 

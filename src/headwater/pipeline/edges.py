@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from headwater.conf.layout import DELTA_LOG
 from headwater.conf.location import location
 from headwater.errors import HeadwaterError
-from headwater.lakehouse.catalog import per_table_source, raw_sql
+from headwater.lakehouse.catalog import per_table_source
+from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.names import TableName, parse_name
 from headwater.pipeline.model import Location
 from headwater.spark.plan import Relation, relations

@@ -37,7 +37,7 @@ from headwater.delta.cdc import CDC_TARGET_PROPERTIES
 from headwater.delta.cdc import target_schema as cdc_target_schema
 from headwater.errors import HeadwaterError, find_code
 from headwater.lakehouse import Lakehouse, parse_name
-from headwater.lakehouse.catalog import using_database
+from headwater.lakehouse.database import using_database
 from headwater.pipeline import expectations as expect_mod
 from headwater.pipeline.edges import (
     Read,

@@ -30,7 +30,7 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     Python files see it as a global ``spark``, as SDP's CLI injects one; a project read from
     a spark-pipeline.yml also loads with its folder as the working directory, as SDP does.
     The project's ``database`` is the session's current database while they run."""
-    from headwater.lakehouse.catalog import using_database
+    from headwater.lakehouse.database import using_database
     from headwater.spark.session import activate, thread_session
 
     registry = Registry(project.database)
