@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 
 from headwater.delta.generated import Generation
 from headwater.delta.log import DeltaLog
-from headwater.delta.native import write_rows
+from headwater.delta.native import write_rows, written_on_driver
 from headwater.delta.schema import spark_schema
 from headwater.errors import HeadwaterError
 from headwater.lakehouse import ddl
@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 
 
 def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
-    """INSERT into a table with generated or identity columns; others go to
-    :func:`headwater.lakehouse.ddl.insert` (``delta.`path```) or Spark."""
+    """INSERT into a table with generated or identity columns (or liquid clustering, which
+    deltalake cannot commit to); others go to :func:`headwater.lakehouse.ddl.insert`
+    (``delta.`path```) or Spark."""
     plan = st.plan
     relation = plan.table()
     if relation.getClass().getSimpleName() != "UnresolvedRelation":
@@ -49,10 +50,10 @@ def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
     path = table_path(lake, parts)
     if path is None or not DeltaLog(path).exists():
         return ddl.insert(lake, st)  # not a Delta table (yet): ddl's error, or Spark's
+    if not written_on_driver(path):
+        return ddl.insert(lake, st)  # delta.`path` there; a plain lakehouse table is Spark's
     schema = spark_schema(DeltaLog(path).table().schema().to_json())
     generation = Generation.of(schema)
-    if not generation:
-        return ddl.insert(lake, st)  # delta.`path` there; a plain lakehouse table is Spark's
     if plan.partitionSpec().size() > 0:
         raise unsupported("a PARTITION clause", st)
     target = ".".join(parts)
