@@ -41,8 +41,9 @@ def commit_write(uri: str, table: Any, adds: list[dict[str, Any]], mode: str,
     """Commit ``adds`` to the table at ``uri`` on top of ``table`` (the deltalake snapshot
     the write read) in one version: mode "append", or "overwrite" (every current file
     removed); ``schema``: the table's new schema (e.g. raised identity high-water marks);
-    ``txn``: (appId, version) of an exactly-once writer. Returns the version, or None when ``txn`` was committed
-    before (nothing is written twice; ``cleanup`` deletes the new files then)."""
+    ``txn``: (appId, version) of an exactly-once writer. Returns the version, or None when
+    ``txn`` was committed before (nothing is written twice; ``cleanup`` deletes the new files
+    then)."""
     if txn is not None:
         done = table.transaction_version(txn[0])
         if done is not None and done >= txn[1]:

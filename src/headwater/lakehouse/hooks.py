@@ -214,10 +214,10 @@ def _save(original: Callable) -> Callable:
 
 
 def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
+    # Deferred: Spark's workers import this room (the per-table sources) and never need the
+    # writers' modules (pyarrow.parquet, deltalake).
     from headwater.conf.options import parse_bool
     from headwater.delta.log import DeltaLog, normalize_uri
-    # Deferred with the others: Spark's workers import this room (the per-table sources)
-    # and never need the writers' modules (pyarrow.parquet, deltalake).
     from headwater.delta.native import replace_native, write_rows, written_on_driver
     from headwater.errors.delta import DeltaAnalysisError
 

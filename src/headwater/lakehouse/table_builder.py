@@ -298,7 +298,7 @@ class DeltaTableBuilder:
     def _raise_type_error(self, msg: str, objs: Iterable[Any]) -> NoReturn:
         error = msg
         for obj in objs:
-            error += " Found %s with type %s" % ((str(obj)), str(type(obj)))
+            error += f" Found {obj} with type {type(obj)}"
         raise TypeError(error)
 
     def _check_identity_column_spec(self, identity_generator: IdentityGenerator) -> None:
