@@ -32,6 +32,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import delta_compat_page  # tools/, beside this file
+
 ROOT = Path(__file__).resolve().parent.parent
 MATERIAL = ROOT.parent / "shared" / "conformance" / "delta-spark"
 TEST_FILES = ("test_deltatable.py", "test_sql.py")
@@ -132,6 +134,8 @@ def _last_error(output: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--docs", action="store_true",
+                        help="write docs/delta-spark-compatibility.md from this run")
     parser.add_argument("--min-tests", type=int, default=0)
     parser.add_argument("--min-examples", type=int, default=0)
     parser.add_argument("--only", choices=("tests", "examples"))
@@ -157,8 +161,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(work, ignore_errors=True)
     report(tests, examples)
+    results = {"tests": tests, "examples": examples}
     if args.json:
-        args.json.write_text(json.dumps({"tests": tests, "examples": examples}, indent=1) + "\n")
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    if args.docs:
+        page = ROOT / "docs" / "delta-spark-compatibility.md"
+        page.write_text(delta_compat_page.render(results))
+        print(f"wrote {page}")
     passed_tests = sum(r["status"] == "passed" for r in tests)
     passed_examples = sum(r["status"] == "passed" for r in examples)
     if passed_tests < args.min_tests or passed_examples < args.min_examples:

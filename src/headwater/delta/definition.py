@@ -175,7 +175,8 @@ def create(spark: SparkSession | None, path: str, definition: TableDefinition, t
         actions.append(clustering.domain_action(definition.cluster_by))
     return commit(Transaction(
         uri=uri, read_version=-1, operation="CREATE TABLE",
-        parameters=_parameters(definition, uri), metrics={}, actions=actions))
+        parameters=_parameters(definition, uri), metrics={}, actions=actions,
+        conflict_code="HW_DELTA_COMMIT_CONFLICT"))
 
 
 def replace(spark: SparkSession | None, path: str, definition: TableDefinition, table: str,
@@ -221,7 +222,7 @@ def replace(spark: SparkSession | None, path: str, definition: TableDefinition, 
         uri=uri, read_version=current.version(),
         operation="CREATE OR REPLACE TABLE" if or_create else "REPLACE TABLE",
         parameters=_parameters(definition, uri), metrics={"numRemovedFiles": len(removes)},
-        actions=actions, read_paths=read))
+        actions=actions, read_paths=read, conflict_code="HW_DELTA_COMMIT_CONFLICT"))
 
 
 def _removes(table: Any) -> tuple[list[dict[str, Any]], list[str]]:

@@ -24,6 +24,7 @@ from headwater.conf import storage
 from headwater.conf.layout import FAULT_ENV  # a test hook: crash tests kill the driver here
 from headwater.conf.options import parse_bool, parse_columns, parse_size
 from headwater.delta import autocompact
+from headwater.delta.commit import delta_rs_conflict
 from headwater.delta.files import collect_adds, write_task
 from headwater.delta.generated import declares_generation
 from headwater.delta.log import DeltaLog, filesystem_for, normalize_uri, open_table, resolve_file
@@ -239,7 +240,7 @@ def commit_files(
             # WriteSerializable isolation (delta-spark) lets through: it read nothing.
             if not blind_append or CONCURRENT_DELETE_READ not in str(exc) \
                     or attempt == BLIND_APPEND_RETRIES:
-                raise
+                raise delta_rs_conflict(exc, "WRITE", path, "HW_DELTA_COMMIT_CONFLICT") from exc
             table = open_table(path)
             if txn is not None:  # another writer of this (app, batch) committed meanwhile
                 done = table.transaction_version(txn[0])

@@ -83,4 +83,7 @@ def commit_write(uri: str, table: Any, adds: list[dict[str, Any]], mode: str,
                  "numOutputBytes": sum(int(a["size"]) for a in adds)},
         actions=actions, read_paths=read, cleanup=cleanup,
         app_id=txn[0] if txn else None,
+        # an append reads nothing: concurrent appends never conflict with it (a concurrent
+        # metadata change, e.g. another write's identity high-water mark, does)
+        reads_data=mode == "overwrite", conflict_code="HW_DELTA_COMMIT_CONFLICT",
         extra={"isBlindAppend": mode == "append" and schema is None}))

@@ -14,12 +14,11 @@ tables), so ``CREATE TABLE t ... USING delta`` and ``saveAsTable`` work by name.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from pyspark.sql import SparkSession
 
 from headwater.lakehouse.session import spark_session
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 # Settings that name delta-spark's JVM classes or fetch its jars: dropped, never given to Spark.
 _DELTA_CLASSES = ("io.delta.", "org.apache.spark.sql.delta.")
@@ -90,7 +89,11 @@ def configure_spark_with_delta_pip(spark_session_builder: Any,
     gives a headwater session (Delta without jars). ``extra_packages`` (Maven coordinates) are
     passed to Spark as ``spark.jars.packages``, as delta-spark does; delta-spark's own
     coordinates are never added."""
+    if not isinstance(spark_session_builder, (SparkSession.Builder, DeltaSessionBuilder)):
+        raise TypeError(
+            "This function must be called with a SparkSession builder as the argument. The "
+            f"argument found is of type {type(spark_session_builder)}.")
     builder = spark_session_builder
     if extra_packages:
         builder = builder.config("spark.jars.packages", ",".join(extra_packages))
-    return DeltaSessionBuilder(builder)
+    return builder if isinstance(builder, DeltaSessionBuilder) else DeltaSessionBuilder(builder)

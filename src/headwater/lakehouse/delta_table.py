@@ -14,21 +14,27 @@ tables), maintenance through :mod:`headwater.delta.maintenance`.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
 
 from headwater.delta import dml, maintenance
-from headwater.delta.dml.common import ColumnOrSql, DmlResult
+from headwater.delta.dml.common import (
+    ColumnOrSql,
+    DmlResult,
+    checked_assignments,
+    checked_condition,
+)
+from headwater.delta.dml.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, MergeClause
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.table_builder import DeltaTableBuilder, builder
 from headwater.lakehouse.table_builder import (  # re-exported: delta.tables' names
     IdentityGenerator as IdentityGenerator,
 )
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
 
 
 class DeltaTable:
@@ -107,24 +113,35 @@ class DeltaTable:
         return DeltaTable(self._spark, self._path, aliasName)
 
     # -- DML ----------------------------------------------------------------------------
+    # Arguments are checked as delta-spark's Python API checks them (same TypeError /
+    # ValueError and words), before anything runs.
     def delete(self, condition: ColumnOrSql | None = None) -> None:
-        """Delete the rows matching ``condition`` (all rows when None)."""
+        """Delete the rows matching ``condition`` (SQL text or a Column; all rows when None)."""
+        condition = checked_condition(condition)
         self.last_result = dml.delete(self._spark, self._path, condition,
                                       target_alias=self._alias)
 
     def update(self, condition: ColumnOrSql | None = None,
                set: Mapping[str, ColumnOrSql] | None = None) -> None:
-        """Set columns (``set``: column -> value) on rows matching ``condition``."""
-        if set is None:
-            raise HeadwaterError("HW_DML_INVALID", "update() needs set={column: value}.",
-                                 "UPDATE assigns new values to columns.",
-                                 "Call update(condition, set={'col': 'expr'}).")
-        self.last_result = dml.update(self._spark, self._path, set, condition,
+        """Set columns (``set``: column -> SQL text or Column, required) on the rows matching
+        ``condition`` (all rows when None)."""
+        assignments = checked_assignments(set, "'set'")
+        condition = checked_condition(condition)
+        self.last_result = dml.update(self._spark, self._path, assignments, condition,
                                       target_alias=self._alias)
 
     def merge(self, source: DataFrame, condition: ColumnOrSql) -> DeltaMergeBuilder:
         """Start a MERGE of ``source`` into this table ON ``condition``."""
-        return DeltaMergeBuilder(self, source, condition)
+        if source is None:
+            raise ValueError("'source' in merge cannot be None")
+        if not isinstance(source, DataFrame):
+            raise TypeError("Type of 'source' in merge must be DataFrame.")
+        on = checked_condition(condition)
+        if on is None:
+            raise ValueError("'condition' in merge cannot be None")
+        spec = dml.MergeSpec(path=self._path, source=source, condition=on,
+                             target_alias=self._alias)
+        return DeltaMergeBuilder(self, spec)
 
     # -- maintenance --------------------------------------------------------------------
     def history(self, limit: int | None = None) -> DataFrame:
@@ -159,72 +176,71 @@ class DeltaTable:
 
 
 class DeltaMergeBuilder:
-    """delta-spark's merge builder: clauses in order, then ``execute()``."""
+    """delta-spark's merge builder: clauses in order, then ``execute()``. Immutable as
+    delta-spark's: each method returns a new builder with one more clause."""
 
-    def __init__(self, table: DeltaTable, source: DataFrame, condition: ColumnOrSql) -> None:
+    def __init__(self, table: DeltaTable, spec: dml.MergeSpec) -> None:
         self._table = table
-        self._builder = dml.MergeBuilder(table._spark, table._path, source, condition,
-                                         target_alias=table._alias)
+        self._spec = spec
+
+    def _with(self, kind: str, action: str, condition: object,
+              assignments: dict[str, ColumnOrSql] | None = None) -> DeltaMergeBuilder:
+        clause = MergeClause(kind, action, checked_condition(condition), assignments)
+        spec = dataclasses.replace(self._spec, clauses=[*self._spec.clauses, clause])
+        return DeltaMergeBuilder(self._table, spec)
 
     def whenMatchedUpdate(self, condition: ColumnOrSql | None = None,
-                          set: Mapping[str, ColumnOrSql] | None = None) -> DeltaMergeBuilder:
-        if set is None:
-            raise HeadwaterError("HW_DML_INVALID", "whenMatchedUpdate needs set={...}.",
-                                 "It assigns the given columns.",
-                                 "Pass set=, or use whenMatchedUpdateAll().")
-        self._builder.when_matched_update(set, condition)
-        return self
+                          set: Mapping[str, ColumnOrSql] | None = None
+                          ) -> DeltaMergeBuilder:
+        """WHEN MATCHED [AND condition] THEN UPDATE SET the columns of ``set`` (required)."""
+        assignments = checked_assignments(set, "'set' in whenMatchedUpdate")
+        return self._with(MATCHED, "update", condition, assignments)
 
-    def whenMatchedUpdateAll(self, condition: ColumnOrSql | None = None) -> DeltaMergeBuilder:
-        self._builder.when_matched_update(None, condition)
-        return self
+    def whenMatchedUpdateAll(self, condition: ColumnOrSql | None = None
+                             ) -> DeltaMergeBuilder:
+        """WHEN MATCHED [AND condition] THEN UPDATE SET * (every column from the source)."""
+        return self._with(MATCHED, "update", condition)
 
-    def whenMatchedDelete(self, condition: ColumnOrSql | None = None) -> DeltaMergeBuilder:
-        self._builder.when_matched_delete(condition)
-        return self
+    def whenMatchedDelete(self, condition: ColumnOrSql | None = None
+                          ) -> DeltaMergeBuilder:
+        return self._with(MATCHED, "delete", condition)
 
     def whenNotMatchedInsert(self, condition: ColumnOrSql | None = None,
                              values: Mapping[str, ColumnOrSql] | None = None
                              ) -> DeltaMergeBuilder:
-        if values is None:
-            raise HeadwaterError("HW_DML_INVALID", "whenNotMatchedInsert needs values={...}.",
-                                 "It inserts the given columns.",
-                                 "Pass values=, or use whenNotMatchedInsertAll().")
-        self._builder.when_not_matched_insert(values, condition)
-        return self
+        """WHEN NOT MATCHED [AND condition] THEN INSERT the columns of ``values`` (required;
+        columns left out are NULL)."""
+        assignments = checked_assignments(values, "'values' in whenNotMatchedInsert")
+        return self._with(NOT_MATCHED, "insert", condition, assignments)
 
     def whenNotMatchedInsertAll(self, condition: ColumnOrSql | None = None
                                 ) -> DeltaMergeBuilder:
-        self._builder.when_not_matched_insert(None, condition)
-        return self
+        """WHEN NOT MATCHED [AND condition] THEN INSERT * (every column from the source)."""
+        return self._with(NOT_MATCHED, "insert", condition)
 
     def whenNotMatchedBySourceUpdate(self, condition: ColumnOrSql | None = None,
                                      set: Mapping[str, ColumnOrSql] | None = None
                                      ) -> DeltaMergeBuilder:
-        if set is None:
-            raise HeadwaterError("HW_DML_INVALID", "whenNotMatchedBySourceUpdate needs set=.",
-                                 "Rows without a source match get only explicit values.",
-                                 "Pass set={'col': 'expr'}.")
-        self._builder.when_not_matched_by_source_update(set, condition)
-        return self
+        """WHEN NOT MATCHED BY SOURCE [AND condition] THEN UPDATE SET ``set`` (required)."""
+        assignments = checked_assignments(set, "'set' in whenNotMatchedBySourceUpdate")
+        return self._with(NOT_MATCHED_BY_SOURCE, "update", condition, assignments)
 
     def whenNotMatchedBySourceDelete(self, condition: ColumnOrSql | None = None
                                      ) -> DeltaMergeBuilder:
-        self._builder.when_not_matched_by_source_delete(condition)
-        return self
+        return self._with(NOT_MATCHED_BY_SOURCE, "delete", condition)
 
     def withSchemaEvolution(self) -> DeltaMergeBuilder:
-        self._builder.with_schema_evolution()
-        return self
+        """Let the MERGE add source columns the table lacks (``*`` clauses, and SET / INSERT
+        of a source column by name)."""
+        return DeltaMergeBuilder(self._table,
+                                 dataclasses.replace(self._spec, schema_evolution=True))
 
     def execute(self) -> DataFrame:
         """Run the MERGE; a one-row DataFrame of num_affected_rows, num_updated_rows,
-        num_deleted_rows, num_inserted_rows (as delta-spark 3+)."""
-        result = self._builder.execute()
+        num_deleted_rows, num_inserted_rows (non-null longs, as delta-spark 3+)."""
+        result = dml.merge(self._table._spark, self._spec)
         self._table.last_result = result
-        row = result.as_row()
-        return self._table._spark.createDataFrame(
-            [tuple(row.values())], ", ".join(f"{k} long" for k in row))
+        return result.frame(self._table._spark)
 
 
 class DeltaOptimizeBuilder:

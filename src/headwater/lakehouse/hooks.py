@@ -34,7 +34,7 @@ from headwater.errors import HeadwaterError
 from headwater.ingest.registration import register_sources
 from headwater.lakehouse.catalog import lakehouse_of
 from headwater.messages import register_message_sources
-from headwater.spark.session import activate
+from headwater.spark.session import activate, active_in_thread
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -207,7 +207,8 @@ def _save(original: Callable) -> Callable:
         jwrite = getattr(self, "_jwrite", None)
         if jwrite is None or str(_private_field(jwrite, "source")).lower() != "delta":
             return original(self, path)
-        return _save_delta(self, original, path)
+        with active_in_thread(self._spark):  # Spark finds "delta" in the thread's session
+            return _save_delta(self, original, path)
 
     save.__doc__ = original.__doc__
     return save

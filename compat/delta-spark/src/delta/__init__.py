@@ -2,6 +2,6 @@
 
 from delta.pip_utils import configure_spark_with_delta_pip
 from delta.tables import DeltaTable
+from delta.version import __version__
 
-__version__ = "4.0.0"  # the delta-spark Python API this package follows
-__all__ = ["DeltaTable", "configure_spark_with_delta_pip"]
+__all__ = ["DeltaTable", "__version__", "configure_spark_with_delta_pip"]

@@ -24,7 +24,7 @@ from headwater.delta.dml.common import (
     to_column,
 )
 from headwater.delta.dml.rewrite import CHANGE_TYPE, Written, commit_rewrite, data_only, write_files
-from headwater.delta.dml.skipping import candidate_files
+from headwater.delta.dml.skipping import file_test, read_filter
 from headwater.delta.dml.target import FILE_COL, Snapshot, refuse_deletion_vectors, scan
 from headwater.delta.generated import Generation, identity_update_error, recompute
 from headwater.errors import HeadwaterError
@@ -73,7 +73,8 @@ def _rewrite(spark: SparkSession, snapshot: Snapshot, operation: str,
     from pyspark.sql import functions as F
 
     started = time.time()
-    candidates = candidate_files(snapshot, cond, alias)
+    test = file_test(snapshot, cond, alias)
+    candidates = [f for f in snapshot.files if test is None or test(f)]
 
     def rows_of(files):
         df = scan(spark, snapshot, files)
@@ -131,7 +132,7 @@ def _rewrite(spark: SparkSession, snapshot: Snapshot, operation: str,
         parameters = {"predicate": json.dumps([sql_text(raw_condition)] if raw_condition
                                               is not None else [])}
         version = commit_rewrite(snapshot, operation, parameters, metrics, candidates, touched,
-                                 written)
+                                 written, read_filter=read_filter(test, snapshot))
     except BaseException:
         written.cleanup()
         raise

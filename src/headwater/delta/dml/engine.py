@@ -6,14 +6,16 @@ delta-rs runs exactly like Spark (:mod:`headwater.delta.dml.deltars` decides), e
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pyspark.sql import SparkSession
+
+from headwater.delta.dml import delete_update, deltars, merge_spark
 from headwater.delta.dml.common import DmlResult
-from headwater.delta.dml.target import load_snapshot
+from headwater.delta.dml.merge import MergeSpec
+from headwater.delta.dml.target import Snapshot, load_snapshot
 from headwater.errors import HeadwaterError
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from headwater.spark.session import active_in_thread
 
 ENGINES = ("auto", "spark", "delta-rs")
 # Largest target (bytes of its data files) ``auto`` gives delta-rs. benchmarks/dml_crossover.py
@@ -32,16 +34,22 @@ DELTA_RS_MAX_SOURCE_ROWS = 1_000_000
 
 def run(spark: SparkSession, operation: str, path: str, engine: str = "auto",
         **kwargs: Any) -> DmlResult:
+    """Run ``operation`` with ``spark`` as this thread's active session (a user's thread
+    may have none: the DML's own Spark jobs and plan lookups ask for it)."""
+    with active_in_thread(spark):
+        return _run(spark, operation, path, engine, **kwargs)
+
+
+def _run(spark: SparkSession, operation: str, path: str, engine: str, **kwargs: Any
+         ) -> DmlResult:
     if engine not in ENGINES:
         raise HeadwaterError("HW_OPTION_INVALID", f"Unknown DML engine {engine!r}.",
                              "DML runs on Spark's executors or on the driver with delta-rs.",
                              f"Use one of {', '.join(ENGINES)}.")
     snapshot = load_snapshot(path, operation)
-    from headwater.delta.dml import delete_update, deltars, merge_spark
-
     if engine == "delta-rs" or (engine == "auto" and _small(snapshot, kwargs.get("spec"))):
         try:
-            return _delta_rs(spark, deltars, operation, snapshot, kwargs)
+            return _delta_rs(spark, operation, snapshot, kwargs)
         except deltars.NotPortable as why:
             if engine == "delta-rs":
                 raise HeadwaterError(
@@ -61,7 +69,7 @@ def run(spark: SparkSession, operation: str, path: str, engine: str = "auto",
     return merge_spark.spark_merge(spark, snapshot, kwargs["spec"])
 
 
-def _small(snapshot: Any, spec: Any) -> bool:
+def _small(snapshot: Snapshot, spec: MergeSpec | None) -> bool:
     if sum(f.size for f in snapshot.files) > DELTA_RS_MAX_TARGET_BYTES:
         return False
     if spec is None:
@@ -74,7 +82,7 @@ def _small(snapshot: Any, spec: Any) -> bool:
     return int(str(stats.sizeInBytes())) <= DELTA_RS_MAX_TARGET_BYTES
 
 
-def _delta_rs(spark: SparkSession, deltars: Any, operation: str, snapshot: Any,
+def _delta_rs(spark: SparkSession, operation: str, snapshot: Snapshot,
               kwargs: dict[str, Any]) -> DmlResult:
     if operation == "DELETE":
         return deltars.delete(spark, snapshot, kwargs.get("condition"), kwargs.get("alias"))

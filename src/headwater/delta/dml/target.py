@@ -21,7 +21,12 @@ from headwater.delta.log import (
     normalize_uri,
     resolve_file,
 )
-from headwater.delta.schema import format_partition_value, spark_schema, strip_field_metadata
+from headwater.delta.schema import (
+    format_partition_value,
+    parse_partition_value,
+    spark_schema,
+    strip_field_metadata,
+)
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
@@ -174,6 +179,21 @@ def load_snapshot(path: str, operation: str, needs_rows: bool = True) -> Snapsho
         ))
     return Snapshot(uri, table.version(), table, schema, raw_json, partition_columns,
                     dict(table.metadata().configuration or {}), files)
+
+
+def added_file(snapshot: Snapshot, add: dict[str, Any]) -> TargetFile:
+    """A file another writer committed (its add action as the log stores it: partition values
+    as strings, stats as JSON) described as the snapshot's files are, so the same file tests
+    apply to it (:func:`headwater.delta.dml.skipping.read_filter`)."""
+    values = add.get("partitionValues") or {}
+    typed = tuple(_utc(parse_partition_value(values.get(c), snapshot.schema[c].dataType))
+                  for c in snapshot.partition_columns)
+    stats = json.loads(add["stats"]) if add.get("stats") else {}
+    return TargetFile(
+        log_path=add["path"], path=add["path"], size=int(add.get("size") or 0),
+        partition_values=dict(values), typed_values=typed,
+        num_records=stats.get("numRecords"), has_dv=bool(add.get("deletionVector")),
+        min_values=stats.get("minValues") or {}, max_values=stats.get("maxValues") or {})
 
 
 def _utc(value: Any) -> Any:
