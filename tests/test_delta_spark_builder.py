@@ -128,6 +128,15 @@ def test_streams_and_path_writes_fill_generated_columns(spark, lake, tmp_path):
     assert got[0][0] == 1 and got[2] == (got[1][0] + 1, 3, 6)
     stream_commit = commits(path)[1]  # exactly once: the batch's txn in its commit
     assert any("txn" in a for a in stream_commit)
+    once = spark.createDataFrame([(4,)], "col1 int").write.format("delta").mode("append") \
+        .option("txnAppId", "job").option("txnVersion", "1")
+    once.save(path)
+    once.save(path)  # the same (appId, version) again: skipped
+    assert table.toDF().where("col1 = 4").count() == 1
+    with pytest.raises(HeadwaterError) as err:
+        spark.createDataFrame([(5,)], "col1 int").write.format("delta").mode("overwrite") \
+            .option("replaceWhere", "col1 = 5").save(path)
+    assert err.value.code == "HW_REPLACE_WHERE_UNSUPPORTED"
 
 
 def test_clustering_create_and_replace_keep_history(spark, lake):

@@ -237,7 +237,16 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
     overwrite_schema = parse_bool("overwriteSchema", options.get("overwriteschema"), False)
     if target is not None and mode in ("append", "overwrite") and not overwrite_schema \
             and written_on_driver(normalize_uri(target)):
-        write_rows(writer._df, normalize_uri(target), mode)
+        if "replacewhere" in options:
+            raise HeadwaterError(
+                "HW_REPLACE_WHERE_UNSUPPORTED", f"replaceWhere into {target}: a table with "
+                "generated or identity columns (or clustering) is overwritten whole.",
+                "headwater writes such tables on the driver, without partition filters yet.",
+                "Overwrite the table, or DELETE the rows and append the new ones.")
+        txn = None
+        if options.get("txnappid") is not None and options.get("txnversion") is not None:
+            txn = (options["txnappid"], int(options["txnversion"]))  # exactly once, as Delta's
+        write_rows(writer._df, normalize_uri(target), mode, txn=txn)
         return None
     if target is None or mode in ("append",):
         return original(writer, path)
