@@ -224,3 +224,8 @@ def test_sql_create_table_with_generated_and_identity_columns(spark, lake):
     with pytest.raises(HeadwaterError) as err:
         spark.sql("CREATE TABLE bad (a INT, b INT GENERATED ALWAYS AS (c + 1)) USING DELTA")
     assert err.value.code == "HW_GENERATED_COLUMN_INVALID"
+    path = lake.path("s")  # a replace that would drop the generation is refused, not lossy
+    with pytest.raises(HeadwaterError, match="generated or identity"):
+        spark.sql(f"CREATE OR REPLACE TABLE delta.`{path}` (a INT, b INT GENERATED ALWAYS AS "
+                  "(a + 2)) USING DELTA")
+    assert rows(spark.table("s")) == [(1, 2, 5), (2, 3, 10)]

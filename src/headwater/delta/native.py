@@ -198,6 +198,15 @@ def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = No
     from deltalake import Schema
 
     uri = normalize_uri(path)
+    if declares_generation(df.schema.json()):
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"Replacing the table at {path} with generated or identity columns this way is "
+            "not supported yet.", "This replace writes the data and the schema in one "
+            "deltalake commit, which would drop the columns' generation.",
+            "Replace it by name in the lakehouse (CREATE OR REPLACE TABLE name ... / "
+            "DeltaTable.createOrReplace().tableName(...)), or with "
+            "DeltaTable.createOrReplace().location(path).")
     log = DeltaLog(uri)
     if log.exists():
         protocol = log.table().protocol()
