@@ -99,7 +99,7 @@ def put_if_absent(uri: str, version: int, payload: bytes) -> bool:
 
 
 def _commit_info(txn: Transaction, version: int) -> dict[str, Any]:
-    return {"commitInfo": {
+    info = {
         "timestamp": int(time.time() * 1000),
         "operation": txn.operation,
         "operationParameters": {k: v if isinstance(v, str) else json.dumps(v)
@@ -111,7 +111,10 @@ def _commit_info(txn: Transaction, version: int) -> dict[str, Any]:
         "engineInfo": ENGINE_INFO,
         "txnId": str(uuid.uuid4()),
         **txn.extra,
-    }}
+    }
+    if txn.read_version < 0:  # a table's first commit read nothing (readers want no -1)
+        del info["readVersion"]
+    return {"commitInfo": info}
 
 
 def _normalized(path: str) -> str:

@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from headwater.delta.clustering import clustering_columns
 from headwater.delta.log import DeltaLog, add_actions, normalize_uri
 from headwater.errors import HeadwaterError
 
@@ -305,7 +306,8 @@ def detail(path: str) -> dict[str, Any]:
         if meta.created_time else None,
         "lastModified": dt.datetime.fromtimestamp(last[0]["timestamp"] / 1000, dt.UTC)
         if last else None,
-        "partitionColumns": list(meta.partition_columns), "clusteringColumns": [],
+        "partitionColumns": list(meta.partition_columns),
+        "clusteringColumns": clustering_columns(normalize_uri(path), table),
         "numFiles": count, "sizeInBytes": size,
         "properties": dict(meta.configuration or {}),
         "minReaderVersion": protocol.min_reader_version,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark.errors import AnalysisException, PySparkException
+from pyspark.errors.exceptions.base import UnsupportedOperationException
 
 from headwater.errors.base import HeadwaterError
 
@@ -102,3 +103,24 @@ class ConcurrentDeleteDeleteException(DeltaConcurrentModificationException):
 
 class ConcurrentTransactionException(DeltaConcurrentModificationException):
     delta_error_class = "DELTA_CONCURRENT_TRANSACTION"
+
+
+class DeltaUnsupportedOperationError(HeadwaterError, UnsupportedOperationException):
+    """An error delta-spark raises as ``UnsupportedOperationException`` (an identity column
+    that is not BIGINT, say): headwater's what/why/fix and delta-spark's error class, and an
+    instance of both classes."""
+
+    def __init__(self, code: str, what: str, why: str = "", fix: str = "",
+                 error_class: str | None = None) -> None:
+        HeadwaterError.__init__(self, code, what, why, fix, error_class=error_class)
+        # PySparkException's fields, without reading Spark's error catalog (not its class)
+        self._message = Exception.__str__(self)
+        self._errorClass = error_class
+        self._messageParameters: dict[str, str] = {}
+        self._contexts: list[Any] = []
+
+    def __str__(self) -> str:
+        return Exception.__str__(self)
+
+    def getMessage(self) -> str:  # noqa: N802 (PySpark's name)
+        return Exception.__str__(self)

@@ -31,6 +31,10 @@ from headwater.delta.dml.common import (
 from headwater.delta.dml.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, MergeClause
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.errors import HeadwaterError
+from headwater.lakehouse.table_builder import DeltaTableBuilder, builder
+from headwater.lakehouse.table_builder import (  # re-exported: delta.tables' names
+    IdentityGenerator as IdentityGenerator,
+)
 
 
 class DeltaTable:
@@ -73,6 +77,32 @@ class DeltaTable:
     def isDeltaTable(cls, sparkSession: SparkSession, identifier: str) -> bool:
         """True when ``identifier`` (a path) holds a Delta table."""
         return DeltaLog(normalize_uri(identifier)).exists()
+
+    @classmethod
+    def create(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder of a new table (name, location, columns, partitioning, clustering,
+        comment, properties); ``execute()`` fails if the table exists (SQL CREATE TABLE).
+        The session defaults to the active one."""
+        return builder(sparkSession, "create", cls)
+
+    @classmethod
+    def createIfNotExists(  # noqa: N802 (delta-spark's name)
+            cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder that creates the table unless it exists (CREATE TABLE IF NOT EXISTS);
+        an existing table is kept as it is."""
+        return builder(sparkSession, "createIfNotExists", cls)
+
+    @classmethod
+    def replace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder that replaces an existing table (REPLACE TABLE: one commit, history
+        kept); ``execute()`` fails if there is none."""
+        return builder(sparkSession, "replace", cls)
+
+    @classmethod
+    def createOrReplace(  # noqa: N802 (delta-spark's name)
+            cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder that replaces the table, or creates it (CREATE OR REPLACE TABLE)."""
+        return builder(sparkSession, "createOrReplace", cls)
 
     # -- reading ------------------------------------------------------------------------
     def toDF(self) -> DataFrame:
@@ -294,15 +324,3 @@ def _table_path(lakehouse: Any, name: str) -> str:
                              f"{lakehouse.root}.", "forName looks tables up in the attached "
                              "lakehouse.", "Check the name (lakehouse.tables() lists them).")
     return str(lakehouse.path(name))
-
-
-class IdentityGenerator:
-    """An identity column's settings (``generatedAlwaysAs=IdentityGenerator(start, step)``)."""
-
-    def __init__(self, start: int = 1, step: int = 1) -> None:
-        self.start = start
-        self.step = step
-
-
-class DeltaTableBuilder:
-    """Placeholder until the table builder lands."""

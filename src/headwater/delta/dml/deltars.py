@@ -27,6 +27,7 @@ from headwater.delta.commit import delta_rs_conflict
 from headwater.delta.dml.common import ColumnOrSql, DmlResult, target_column_name
 from headwater.delta.dml.merge import MergeSpec
 from headwater.delta.dml.target import Snapshot
+from headwater.delta.generated import declares_generation
 from headwater.delta.log import open_table
 
 # Table features deltalake 1.6.6 writes correctly in delete / update / merge.
@@ -128,6 +129,8 @@ def check_table(snapshot: Snapshot) -> None:
         raise NotPortable("deletion vectors")
     if snapshot.configuration.get("delta.columnMapping.mode", "none") != "none":
         raise NotPortable("column mapping")
+    if declares_generation(snapshot.raw_schema_json):
+        raise NotPortable("generated or identity columns (Spark's SQL computes them)")
 
 
 def _target_names(snapshot: Snapshot, alias: str | None) -> tuple[dict, dict]:

@@ -38,6 +38,7 @@ FILE_COL, ROW_COL = "_hw_file", "_hw_row"
 _SUPPORTED_WRITER_FEATURES = {
     "appendOnly", "invariants", "changeDataFeed", "timestampNtz", "domainMetadata",
     "v2Checkpoint", "vacuumProtocolCheck", "checkConstraints", "deletionVectors",
+    "generatedColumns", "identityColumns", "clustering",
 }
 _SUPPORTED_READER_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
                               "deletionVectors"}
@@ -83,6 +84,11 @@ class Snapshot:
     @property
     def data_columns(self) -> list[str]:
         return [f.name for f in self.schema.fields if f.name not in self.partition_columns]
+
+    @property
+    def full_schema(self) -> StructType:
+        """The table's schema with Delta's column metadata (generation, identity)."""
+        return spark_schema(self.raw_schema_json)
 
     def metadata_action(self, schema: StructType) -> dict[str, Any]:
         """A metaData action equal to the current one but with ``schema`` (schema evolution)."""
@@ -142,11 +148,10 @@ def check_writable(table, uri: str, operation: str, needs_rows: bool = True) -> 
             "Set delta.appendOnly=false first if changes are intended.",
         )
     constraints = sorted(k for k in config if k.startswith("delta.constraints."))
-    schema_json = table.schema().to_json()
-    if constraints or "delta.generationExpression" in schema_json \
-            or "delta.identity" in schema_json or "delta.invariants" in schema_json:
-        raise _refuse(uri, operation, "has CHECK constraints, invariants, generated or identity "
-                      "columns", "Run the statement with delta-spark, or drop the constraint.")
+    # Generated and identity columns are kept by the rewrite (headwater.delta.generated).
+    if constraints or "delta.invariants" in table.schema().to_json():
+        raise _refuse(uri, operation, "has CHECK constraints or invariants",
+                      "Run the statement with delta-spark, or drop the constraint.")
 
 
 def load_snapshot(path: str, operation: str, needs_rows: bool = True) -> Snapshot:
