@@ -97,6 +97,9 @@ LAKEHOUSE_STATE_CONF = "headwater.lakehouse.stateDir"
 LOG_LEVEL_CONF = "headwater.logLevel"
 # The engine SQL DML uses in a session: auto (default), spark or delta-rs.
 DML_ENGINE_CONF = "headwater.dml.engine"
+# delta-spark's session conf: true makes every MERGE evolve the table's schema (as
+# withSchemaEvolution() / MERGE WITH SCHEMA EVOLUTION do).
+DELTA_AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
 
 # Delta table properties headwater acts on. The two autoCompact limits are delta-spark's
 # session confs spark.databricks.delta.autoCompact.*, here per table (delta-rs refuses unknown

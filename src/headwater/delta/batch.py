@@ -37,6 +37,7 @@ from headwater.delta.sink import (
     check_partitioning,
     check_schema,
     commit_files,
+    refuse_driver_only,
 )
 from headwater.delta.source import MACHINE_PARALLELISM, split_entries
 from headwater.errors import HeadwaterError
@@ -249,6 +250,7 @@ class DeltaBatchWriter(DataSourceArrowWriter):
         log = DeltaLog(self.opts.path)
         if log.exists():
             table = log.table()
+            refuse_driver_only(self.opts.path, table)
             existing = list(table.metadata().partition_columns)
             check_partitioning(self.opts.path, existing, self.opts.partition_by)
             # Overwrites too: delta-rs keeps the table's schema, so data must fit it.

@@ -7,9 +7,14 @@ a temp file is hard-linked to ``NNN.json`` (``link`` fails when the name exists,
 delta-rs commits locally the same way, so both writers can share a table. Object storage needs
 a conditional put; :func:`put_if_absent` is the one place to add it.
 
-Conflicts follow Delta's WriteSerializable rules: when another writer committed after the
-version we read, its actions are checked; blind appends never conflict, a commit that removed a
-file we read (or changed the metadata or protocol) does, and then nothing of ours is visible.
+Conflicts follow Delta's WriteSerializable rules and delta-spark's conflict checker: when
+another writer committed after the version we read, its actions are checked in delta-spark's
+order and a conflict raises delta-spark's exception class (``headwater.errors.delta``), so
+``except ConcurrentAppendException`` works as with delta-spark; nothing of ours is visible then.
+Blind appends never conflict (unless this transaction changes the metadata); a protocol or
+metadata change, the same application transaction, data added by a reading operation, or a
+remove of a file we read or remove, does. delta-rs's own commit failures are classified the
+same way (:func:`delta_rs_conflict`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,16 @@ from urllib.parse import quote, unquote
 from headwater.conf.layout import DELTA_LOG
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.errors import HeadwaterError
+from headwater.errors.delta import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    DeltaConcurrentModificationException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
 
 ENGINE_INFO = "headwater-0.1 (Spark copy-on-write)"
 # Operations whose adds depend on what they read: their adds are never "blind appends".
@@ -52,6 +67,9 @@ class Transaction:
     cleanup: Callable[[], None] | None = None
     app_id: str | None = None  # a txn action's appId, when the caller sets one
     extra: dict[str, Any] = field(default_factory=dict)
+    reads_data: bool = True
+    read_filter: Callable[[dict[str, Any]], bool] | None = None
+    conflict_code: str = "HW_DML_CONCURRENT_CONFLICT"
 
 
 def log_path(path: str) -> str:
@@ -87,59 +105,111 @@ def put_if_absent(uri: str, version: int, payload: bytes) -> bool:
 
 
 def _commit_info(txn: Transaction, version: int) -> dict[str, Any]:
-    read = {"readVersion": txn.read_version} if txn.read_version >= 0 else {}  # none: a create
-    return {"commitInfo": {
+    info = {
         "timestamp": int(time.time() * 1000),
         "operation": txn.operation,
         "operationParameters": {k: v if isinstance(v, str) else json.dumps(v)
                                 for k, v in txn.parameters.items()},
-        **read,
+        "readVersion": txn.read_version,
         "isolationLevel": "WriteSerializable",
         "isBlindAppend": False,
         "operationMetrics": {k: str(v) for k, v in txn.metrics.items()},
         "engineInfo": ENGINE_INFO,
         "txnId": str(uuid.uuid4()),
         **txn.extra,
-    }}
+    }
+    if txn.read_version < 0:  # a table's first commit read nothing (readers want no -1)
+        del info["readVersion"]
+    return {"commitInfo": info}
 
 
 def _normalized(path: str) -> str:
     return unquote(path)
 
 
+_CONFLICT_WHY = ("Delta's WriteSerializable isolation (delta-spark's conflict checker): an "
+                 "operation may commit after concurrent blind appends, never over changes to "
+                 "what it read.")
+_CONFLICT_FIX = "Run the operation again; it will read the new version."
+
+
 def check_conflicts(txn: Transaction, version: int, actions: list[dict[str, Any]]) -> None:
-    """Raise HW_DML_CONCURRENT_CONFLICT when the winning commit ``version`` conflicts."""
-    read = {_normalized(p) for p in txn.read_paths}
-    info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
-    operation = str(info.get("operation", "unknown"))
+    """Raise delta-spark's exception when the winning commit ``version`` (its ``actions``)
+    conflicts with ``txn``, checked in delta-spark's order: protocol
+    (ProtocolChangedException), metadata (MetadataChangedException), the same application
+    transaction (ConcurrentTransactionException), data added that this transaction should
+    have read (ConcurrentAppendException), a file it read removed
+    (ConcurrentDeleteReadException), a file it removes removed (ConcurrentDeleteDeleteException).
+    """
+    info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+    operation = str(info.get("operation", "TRANSACTION"))
     blind = info.get("isBlindAppend")
     if blind is None:
         blind = operation.upper() not in _READING_OPERATIONS
-    reason = None
-    for action in actions:
-        if "metaData" in action:
-            reason = "changed the table's metadata (schema or properties)"
-        elif "protocol" in action:
-            reason = "changed the table's protocol"
-        elif "remove" in action and _normalized(action["remove"]["path"]) in read:
-            reason = f"removed the file {action['remove']['path']}, which this {txn.operation} read"
-        elif "add" in action and action["add"].get("dataChange", True) and not blind:
-            reason = (f"added files that depend on what it read ({operation}); they may hold "
-                      "rows this operation should have seen")
-        elif "txn" in action and txn.app_id and action["txn"].get("appId") == txn.app_id:
-            reason = f"committed the same application transaction {txn.app_id}"
-        if reason:
-            break
-    if reason:
-        raise HeadwaterError(
-            "HW_DML_CONCURRENT_CONFLICT",
-            f"{txn.operation} on {txn.uri} (read at version {txn.read_version}) conflicts with "
-            f"version {version} written concurrently by {operation}: it {reason}. Nothing of "
-            f"this {txn.operation} was committed.",
-            "Delta's WriteSerializable isolation: an operation may commit after concurrent "
-            "blind appends, never over changes to the files it read.",
-            "Run the statement again; it will read the new version.",
-        )
+    kinds = {kind for a in actions for kind in a}
+
+    def conflict(cls: type[DeltaConcurrentModificationException], what: str
+                 ) -> DeltaConcurrentModificationException:
+        return cls(f"{txn.operation} on {txn.uri} (read at version {txn.read_version}) "
+                   f"conflicts with version {version} written concurrently by {operation}: it "
+                   f"{what}. Nothing of this {txn.operation} was committed.",
+                   _CONFLICT_WHY, _CONFLICT_FIX, code=txn.conflict_code)
+
+    if "protocol" in kinds:
+        raise conflict(ProtocolChangedException, "changed the table's protocol")
+    if "metaData" in kinds:
+        raise conflict(MetadataChangedException,
+                       "changed the table's metadata (schema or properties)")
+    if txn.app_id and any(a["txn"].get("appId") == txn.app_id for a in actions if "txn" in a):
+        raise conflict(ConcurrentTransactionException,
+                       f"committed the same application transaction {txn.app_id}")
+    changes_metadata = any("metaData" in a for a in txn.actions)
+    if txn.reads_data and (changes_metadata or not blind):
+        added = next((a["add"] for a in actions if "add" in a
+                      and a["add"].get("dataChange", True)
+                      and (txn.read_filter is None or txn.read_filter(a["add"]))), None)
+        if added is not None:
+            where = added.get("partitionValues") or {}
+            partition = f" in the partition {where}" if where else ""
+            raise conflict(ConcurrentAppendException, f"added data ({operation}){partition} "
+                           f"that this {txn.operation} should have read")
+    read = {_normalized(p) for p in txn.read_paths}
+    removed = [_normalized(a["remove"]["path"]) for a in actions if "remove" in a]
+    hit = next((p for p in removed if p in read), None)
+    if hit is not None:
+        raise conflict(ConcurrentDeleteReadException,
+                       f"removed the file {hit}, which this {txn.operation} read")
+    ours = {_normalized(a["remove"]["path"]) for a in txn.actions if "remove" in a}
+    hit = next((p for p in removed if p in ours), None)
+    if hit is not None:
+        raise conflict(ConcurrentDeleteDeleteException,
+                       f"removed the file {hit}, which this {txn.operation} removes too")
+
+
+# delta-rs's CommitFailedError texts (deltalake 1.6) -> delta-spark's class of the conflict.
+_DELTA_RS_CONFLICTS: tuple[tuple[str, type[DeltaConcurrentModificationException]], ...] = (
+    ("concurrent transactions added new data", ConcurrentAppendException),
+    ("deleted data this operation read", ConcurrentDeleteReadException),
+    ("deleted the same data your transaction deletes", ConcurrentDeleteDeleteException),
+    ("metadata changed since last commit", MetadataChangedException),
+    ("protocol changed since last commit", ProtocolChangedException),
+    ("concurrent transaction failed", ConcurrentTransactionException),
+)
+
+
+def delta_rs_conflict(exc: BaseException, operation: str, uri: str,
+                      code: str = "HW_DML_CONCURRENT_CONFLICT"
+                      ) -> DeltaConcurrentModificationException:
+    """delta-rs's ``CommitFailedError`` as delta-spark's exception class for the same
+    conflict (ConcurrentWriteException when delta-rs's words name none)."""
+    text = str(exc).strip()
+    lowered = text.lower()
+    cls = next((c for words, c in _DELTA_RS_CONFLICTS if words in lowered),
+               ConcurrentWriteException)
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return cls(f"{operation} on {uri} conflicts with a commit written concurrently (delta-rs: "
+               f"{first}). Nothing of this {operation} was committed.",
+               _CONFLICT_WHY, _CONFLICT_FIX, code=code)
 
 
 def commit(txn: Transaction, max_attempts: int = 10_000) -> int:
@@ -161,19 +231,18 @@ def commit(txn: Transaction, max_attempts: int = 10_000) -> int:
                 return version
             winner = log.read_commit(version)
             if winner is None:  # created and then cleaned up: cannot check it, so refuse
-                raise HeadwaterError(
-                    "HW_DML_CONCURRENT_CONFLICT",
+                raise ConcurrentWriteException(
                     f"{txn.operation} on {txn.uri}: version {version} appeared but cannot be "
                     "read. Nothing was committed.",
                     "Conflicts are checked against every commit made after the read version.",
-                    "Run the statement again.",
+                    "Run the statement again.", code=txn.conflict_code,
                 )
             check_conflicts(txn, version, winner)
             version += 1
-        raise HeadwaterError(
-            "HW_DML_CONCURRENT_CONFLICT",
+        raise ConcurrentWriteException(
             f"{txn.operation} on {txn.uri} found no free version after {max_attempts} attempts.",
             "Other writers kept committing first.", "Run the statement again.",
+            code=txn.conflict_code,
         )
     except BaseException:
         if txn.cleanup is not None:

@@ -10,7 +10,8 @@ from pyspark.sql.types import StructType
 
 from headwater.conf.location import location
 from headwater.conf.storage import options_for
-from headwater.delta.log import open_table
+from headwater.delta import definition
+from headwater.delta.log import DeltaLog, open_table
 from headwater.delta.native import invalid_property, split_properties
 from headwater.delta.schema import arrow_schema
 
@@ -20,8 +21,15 @@ def create_delta_table(path: str, schema: StructType, partition_by: list[str],
                        properties: dict[str, str] | None = None) -> None:
     """Create an empty Delta table at ``path`` (unless one exists there) with ``schema`` as
     given (nullability and column comments kept), ``partition_by``, a description and
-    properties (Delta's ``delta.*`` keys are validated by deltalake; others follow)."""
+    properties (Delta's ``delta.*`` keys are validated by deltalake; others follow). A schema
+    with generated or identity columns is created by :mod:`headwater.delta.definition`."""
     location(path).parent.mkdir(parents=True, exist_ok=True)
+    if definition.needs_definition(schema):  # generated / identity columns: one commit
+        if not DeltaLog(path).exists():
+            definition.create(None, path, definition.TableDefinition(
+                schema, list(partition_by), None, comment, dict(properties or {}), name),
+                name or path)
+        return
     delta_keys, user_keys = split_properties(properties)
     try:
         DeltaTable.create(

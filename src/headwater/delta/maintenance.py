@@ -25,6 +25,7 @@ from pyspark.sql import SparkSession
 
 from headwater.conf.context import lakehouse_state_dir
 from headwater.conf.layout import CHECKPOINTS, DELTA_LOG
+from headwater.delta.clustering import clustering_columns
 from headwater.delta.log import DeltaLog, add_actions, filesystem_for, normalize_uri
 from headwater.delta.protocol import Protocol
 from headwater.delta.schema import spark_schema
@@ -531,7 +532,8 @@ def detail(path: str) -> dict[str, Any]:
         if meta.created_time else None,
         "lastModified": dt.datetime.fromtimestamp(last[0]["timestamp"] / 1000, dt.UTC)
         if last else None,
-        "partitionColumns": list(meta.partition_columns), "clusteringColumns": [],
+        "partitionColumns": list(meta.partition_columns),
+        "clusteringColumns": clustering_columns(normalize_uri(path), table),
         "numFiles": count, "sizeInBytes": size,
         "properties": dict(meta.configuration or {}),
         "minReaderVersion": protocol.min_reader_version,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from headwater.delta import autocompact
+from headwater.delta.commit import delta_rs_conflict
 from headwater.delta.log import normalize_uri, open_table
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
 from headwater.delta.sink import check_schema
@@ -70,7 +71,7 @@ def merge_batch(batch_df: DataFrame, path: str, keys: list[str], app_id: str,
     says otherwise (default False: only the property decides).
     """
     from deltalake import CommitProperties, Transaction
-    from deltalake.exceptions import TableNotFoundError
+    from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
     uri = normalize_uri(str(path))
     key_columns = _resolve_keys(list(keys), batch_df.columns, uri)
@@ -99,14 +100,17 @@ def merge_batch(batch_df: DataFrame, path: str, keys: list[str], app_id: str,
         return True
     data = as_table_arrow(data, table_schema)
     names = [table_columns[k.lower()].name for k in key_columns]
-    (
-        table.merge(data, merge_predicate(names), source_alias=SOURCE, target_alias=TARGET,
-                    commit_properties=CommitProperties(
-                        app_transactions=[Transaction(app_id, version)]))
-        .when_matched_update_all()
-        .when_not_matched_insert_all()
-        .execute()
-    )
+    try:
+        (
+            table.merge(data, merge_predicate(names), source_alias=SOURCE, target_alias=TARGET,
+                        commit_properties=CommitProperties(
+                            app_transactions=[Transaction(app_id, version)]))
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
+    except CommitFailedError as exc:  # another writer's conflicting commit won
+        raise delta_rs_conflict(exc, "MERGE", uri, "HW_DELTA_COMMIT_CONFLICT") from exc
     if autocompact.enabled(table.metadata().configuration, auto_compact):
         table.update_incremental()
         autocompact.compact_if_due(table, auto_compact)

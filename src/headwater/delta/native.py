@@ -17,6 +17,7 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
@@ -26,6 +27,12 @@ import pyarrow.parquet as pq
 from headwater.conf import storage
 from headwater.conf.layout import FAULT_ENV, FAULT_TABLE_ENV  # test hooks (crash tests)
 from headwater.delta.files import file_stats
+from headwater.delta.generated import (
+    Generation,
+    declares_generation,
+    prepare,
+    raised_high_water_marks,
+)
 from headwater.delta.log import (
     DeltaLog,
     add_actions,
@@ -35,8 +42,14 @@ from headwater.delta.log import (
     open_table,
 )
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema, strip_field_metadata
-from headwater.delta.sink import check_partitioning, check_schema, commit_files
-from headwater.errors import HeadwaterError
+from headwater.delta.sink import (
+    check_partitioning,
+    check_schema,
+    checkpoint_query_id,
+    commit_files,
+)
+from headwater.delta.write_commit import commit_write, deltalake_writes
+from headwater.errors import HeadwaterError, translated
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -77,7 +90,11 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
                 return 0
         existing = list(table.metadata().partition_columns)
         check_partitioning(uri, existing, partition_columns)
-        check_schema(uri, spark_schema(table.schema().to_json()), df.schema, merge_schema)
+        schema = spark_schema(table.schema().to_json())
+        generation = Generation.of(schema)
+        if generation or not deltalake_writes(table):
+            return _write_own(df, uri, table, generation, mode, txn)
+        check_schema(uri, schema, df.schema, merge_schema)
         partition_columns = existing
     staging, adds = _stage(df, uri, partition_columns)
     if not adds and mode == "append":
@@ -87,6 +104,78 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
                              merge_schema=merge_schema, auto_compact=auto_compact)
     _fault("native_after_commit", uri)
     return sum(json.loads(a["stats"])["numRecords"] for a in adds) if committed else 0
+
+
+def written_on_driver(path: str) -> bool:
+    """True when writes into the table at ``path`` must go through :func:`write_rows`: it
+    has generated or identity columns (their values are computed on the DataFrame) or a
+    feature deltalake cannot commit to (identity columns, clustering)."""
+    log = DeltaLog(normalize_uri(path))
+    if not log.exists():
+        return False
+    table = log.table()
+    return declares_generation(table.schema().to_json()) or not deltalake_writes(table)
+
+
+def write_rows(df: DataFrame, path: str, mode: str = "append",
+               txn: tuple[str, int] | None = None) -> int:
+    """:func:`write_native` for a table that needs it (see :func:`written_on_driver`):
+    the rows committed; a table Spark's parquet writer cannot reach is a clear error, and a
+    check that failed inside Spark's job (a generated column's value) a HeadwaterError."""
+    with translated():
+        written = write_native(df, path, mode, txn)
+    if written is None:
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"The table at {path} has generated or identity columns or clustering, and lives "
+            "where Spark's parquet writer cannot write (an object store) or uses column "
+            "mapping.", "headwater computes those columns on the driver's DataFrame and "
+            "writes such tables with Spark's parquet writer only.",
+            "Keep tables with generated / identity columns on a local or mounted path.")
+    return written
+
+
+def batch_writer(path: str, checkpoint: str | None,
+                 complete: bool = False) -> Callable[[DataFrame, int], None]:
+    """A ``foreachBatch`` function for a stream into a table :func:`written_on_driver`:
+    each micro-batch through :func:`write_rows` exactly once (a txn action keyed by the
+    checkpoint's query id, as the streaming sink does), replacing the rows in complete mode."""
+    fallback = f"headwater-stream-{uuid.uuid4()}"
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        query_id = checkpoint_query_id(checkpoint)
+        app_id = f"headwater-stream-{query_id}" if query_id else fallback
+        write_rows(batch, path, "overwrite" if complete else "append", txn=(app_id, batch_id))
+
+    return write
+
+
+def _write_own(df: DataFrame, uri: str, table, generation: Generation, mode: str,
+               txn: tuple[str, int] | None) -> int:
+    """A write into a table with generated / identity columns (their values added to ``df``
+    first) or one deltalake cannot commit to: staged by Spark's parquet writer, committed by
+    headwater (the identity high-water marks raised in the same commit)."""
+    schema = generation.schema
+    if generation:
+        df, generated = prepare(df, generation, uri)
+    else:
+        check_schema(uri, schema, df.schema, False)
+        generated = []
+    partition_columns = list(table.metadata().partition_columns)
+    staging, adds = _stage(df, uri, partition_columns)
+    if not adds and mode == "append":
+        _remove_dir(uri, staging)
+        return 0  # nothing to add: an empty commit would only grow the log
+    _fault("native_before_commit", uri)
+    version = commit_write(uri, table, adds, mode, txn,
+                           raised_high_water_marks(schema, generated, adds),
+                           cleanup=lambda: _remove_dir(uri, staging))
+    _fault("native_after_commit", uri)
+    if not adds:
+        _remove_dir(uri, staging)
+    if version is None:
+        return 0
+    return sum(json.loads(a["stats"])["numRecords"] for a in adds)
 
 
 def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = None,
@@ -109,6 +198,15 @@ def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = No
     from deltalake import Schema
 
     uri = normalize_uri(path)
+    if declares_generation(df.schema.json()):
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"Replacing the table at {path} with generated or identity columns this way is "
+            "not supported yet.", "This replace writes the data and the schema in one "
+            "deltalake commit, which would drop the columns' generation.",
+            "Replace it by name in the lakehouse (CREATE OR REPLACE TABLE name ... / "
+            "DeltaTable.createOrReplace().tableName(...)), or with "
+            "DeltaTable.createOrReplace().location(path).")
     log = DeltaLog(uri)
     if log.exists():
         protocol = log.table().protocol()

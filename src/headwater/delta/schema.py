@@ -90,14 +90,17 @@ def physical_name(field: StructField) -> str:
 
 
 def strip_field_metadata(schema: StructType) -> StructType:
-    """The schema Spark sees: column-mapping and other Delta field metadata removed."""
+    """The schema Spark sees: Delta's own field metadata (``delta.*``: column mapping,
+    generation expressions, identity settings) removed; a column's ``comment`` and other
+    keys of the user's stay, as delta-spark's ``toDF()`` keeps them."""
     data = schema.jsonValue()
 
     def clean(node: Any) -> Any:
         if isinstance(node, dict):
             out = {k: clean(v) for k, v in node.items()}
-            if "metadata" in out and "name" in out:
-                out["metadata"] = {}
+            if isinstance(out.get("metadata"), dict) and "name" in out:
+                out["metadata"] = {k: v for k, v in node["metadata"].items()
+                                   if not k.startswith("delta.")}
             return out
         if isinstance(node, list):
             return [clean(v) for v in node]

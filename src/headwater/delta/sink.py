@@ -28,10 +28,12 @@ from headwater.conf.layout import (
 )
 from headwater.conf.options import parse_bool, parse_columns, parse_size
 from headwater.delta import autocompact
-from headwater.delta.commit import ENGINE_INFO, log_path, put_if_absent
+from headwater.delta.commit import ENGINE_INFO, delta_rs_conflict, log_path, put_if_absent
 from headwater.delta.files import collect_adds, write_task
+from headwater.delta.generated import declares_generation
 from headwater.delta.log import DeltaLog, filesystem_for, normalize_uri, open_table, resolve_file
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
+from headwater.delta.write_commit import deltalake_writes
 from headwater.errors import HeadwaterError
 
 DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
@@ -117,6 +119,23 @@ def check_schema(path: str, table: StructType, data: StructType, merge_schema: b
             "Drop those columns, or add .option('mergeSchema', 'true') to add them to the table.",
         )
     return extra
+
+
+def refuse_driver_only(path: str, table: Any) -> None:
+    """Refuse a table whose writes need the driver: generated or identity columns (values
+    computed on the DataFrame before it is written) or a feature deltalake cannot commit
+    (identity, clustering). headwater's own entry points send those to
+    :func:`headwater.delta.native.write_native`; a data source writer gets here only through
+    another API (``df.writeTo``, a parameterized INSERT), and never writes wrong values."""
+    if declares_generation(table.schema().to_json()) or not deltalake_writes(table):
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"The table at {path} has generated or identity columns or liquid clustering, "
+            "which this write path cannot fill in or commit.",
+            "headwater computes those values on the driver's DataFrame and commits the table "
+            "itself; a Python data source writer only receives finished rows.",
+            "Write with INSERT INTO (no parameter markers), df.write.format('delta'), "
+            "saveAsTable, writeStream.toTable / start(path), or DeltaTable's merge.")
 
 
 def check_partitioning(path: str, existing: list[str], requested: list[str]) -> None:
@@ -240,7 +259,7 @@ def commit_files(
             # WriteSerializable isolation (delta-spark) lets through: it read nothing.
             if not blind_append or CONCURRENT_DELETE_READ not in str(exc) \
                     or attempt == BLIND_APPEND_RETRIES:
-                raise
+                raise delta_rs_conflict(exc, "WRITE", path, "HW_DELTA_COMMIT_CONFLICT") from exc
             table = open_table(path)
             if txn is not None:  # another writer of this (app, batch) committed meanwhile
                 done = table.transaction_version(txn[0])
@@ -351,6 +370,7 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
         if not log.exists():
             return self.opts.partition_by
         table = log.table()
+        refuse_driver_only(self.opts.path, table)
         existing = list(table.metadata().partition_columns)
         check_partitioning(self.opts.path, existing, self.opts.partition_by)
         check_schema(self.opts.path, spark_schema(table.schema().to_json()), self.schema,

@@ -33,7 +33,12 @@ from pyspark.sql.types import StructType
 from headwater.conf.options import parse_bool, parse_int, parse_size
 from headwater.conf.read_limits import default_read_limit, limits_of
 from headwater.delta.log import DeltaLog, FileEntry, resolve_file
-from headwater.delta.schema import arrow_schema, parse_partition_value, spark_schema
+from headwater.delta.schema import (
+    arrow_schema,
+    parse_partition_value,
+    spark_schema,
+    strip_field_metadata,
+)
 from headwater.errors import HeadwaterError
 
 log = logging.getLogger("headwater.delta.source")
@@ -274,8 +279,10 @@ class SourcePlanner:
     def _check_metadata(self, version: int, metadata: dict[str, Any]) -> None:
         if metadata.get("id") and metadata["id"] != self.table_id:
             raise _recreated(self.log.uri, version)
+        # As Spark sees it: a commit that changes only Delta's own column metadata (an
+        # identity column's high-water mark) leaves the stream's schema as it is.
         new_schema = spark_schema(metadata["schemaString"])
-        if new_schema != self.schema:
+        if strip_field_metadata(new_schema) != strip_field_metadata(self.schema):
             old = {f.name: f.dataType.simpleString() for f in self.schema.fields}
             new = {f.name: f.dataType.simpleString() for f in new_schema.fields}
             changed = sorted(set(old.items()) ^ set(new.items()))

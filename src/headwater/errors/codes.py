@@ -113,6 +113,16 @@ CODES: dict[str, str] = {
                                 "run on a lakehouse table yet.",
     "HW_WRITER_FORMAT_CONFLICT": "A writer's format conflicts with the lakehouse table it "
                                  "writes (e.g. parquet into a Delta table).",
+    "HW_TABLE_DEFINITION_INVALID": "A table definition (CREATE TABLE, the table builder) "
+                                   "cannot make a Delta table: no columns, unknown partition / "
+                                   "clustering columns, both partitioning and clustering.",
+    "HW_GENERATED_COLUMN_INVALID": "A generated column's expression reads unknown or generated "
+                                   "columns, or gives another type than the column's.",
+    "HW_GENERATED_COLUMN_MISMATCH": "Written data gives a generated column a value other than "
+                                    "its expression's.",
+    "HW_IDENTITY_COLUMN_INVALID": "An identity column is declared or written against Delta's "
+                                  "rules (not BIGINT, step 0, partitioned by, given values "
+                                  "for GENERATED ALWAYS, updated).",
     # --- messages: Kafka -----------------------------------------------------------------------
     "HW_KAFKA_DATA_LOSS": "Kafka offsets not yet read are gone (deleted, truncated, topic "
                           "recreated) while failOnDataLoss is true.",

@@ -22,6 +22,12 @@ from pyspark.sql.functions import lit
 from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
 
 from headwater.delta.create import create_delta_table
+from headwater.delta.generated import (
+    GENERATION_EXPRESSION,
+    IDENTITY_ALLOW_EXPLICIT_INSERT,
+    IDENTITY_START,
+    IDENTITY_STEP,
+)
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.delta.metadata import change_metadata, unset_table_properties
 from headwater.delta.native import replace_native
@@ -218,22 +224,33 @@ def _partitioning(transforms: list[Any], text: str) -> list[str]:
 
 
 def _schema(columns: list[Any], name: str, text: str) -> StructType:
+    """The table's columns. Generated (``GENERATED ALWAYS AS (expr)``) and identity
+    (``GENERATED ALWAYS|BY DEFAULT AS IDENTITY``) columns carry Delta's column metadata, as
+    the table builder writes it (headwater.delta.generated); such a table is then created
+    through headwater.delta.definition, which keeps NOT NULL too."""
     fields = []
     for col in columns:
-        extras = [what for what, value in (
-            ("DEFAULT", option(col.defaultValue())),
-            ("GENERATED ALWAYS AS", option(col.generationExpression())),
-            ("IDENTITY", option(col.identityColumnSpec()))) if value is not None]
-        if extras:
+        if option(col.defaultValue()) is not None:
             raise HeadwaterError(
                 "HW_SQL_UNSUPPORTED",
-                f"Column {col.name()} of {name} uses {', '.join(extras)}, which headwater does "
-                f"not support yet (near {text[:60]!r}).",
-                "Default, generated and identity columns need writer support headwater lacks.",
-                "Declare plain columns and compute the values in the query that writes them.")
+                f"Column {col.name()} of {name} uses DEFAULT, which headwater does not "
+                f"support yet (near {text[:60]!r}).",
+                "Column defaults need Delta's allowColumnDefaults writer feature.",
+                "Declare the column without DEFAULT and give its value in the writes.")
+        meta: dict[str, Any] = {}
         comment = option(col.comment())
+        if comment:
+            meta["comment"] = str(comment)
+        generated = option(col.generationExpression())
+        if generated is not None:
+            meta[GENERATION_EXPRESSION] = str(generated.originalSQL())
+        identity = option(col.identityColumnSpec())
+        if identity is not None:
+            meta[IDENTITY_ALLOW_EXPLICIT_INSERT] = bool(identity.isAllowExplicitInsert())
+            meta[IDENTITY_START] = int(identity.getStart())
+            meta[IDENTITY_STEP] = int(identity.getStep())
         fields.append(StructField(str(col.name()), _parse_datatype_json_string(
-            col.dataType().json()), True, {"comment": str(comment)} if comment else {}))
+            col.dataType().json()), bool(col.nullable()), meta))
     return StructType(fields)
 
 

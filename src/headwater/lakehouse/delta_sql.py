@@ -98,9 +98,7 @@ def _not_delta(st: Statement, node: Any) -> None:
 
 
 def _result(st: Statement, result: DmlResult) -> DataFrame:
-    row = result.as_row()
-    return st.session.createDataFrame([tuple(row.values())],
-                                      ", ".join(f"{k} long" for k in row))
+    return result.frame(st.session)
 
 
 def _engine(st: Statement) -> str:

@@ -14,25 +14,34 @@ tables), maintenance through :mod:`headwater.delta.maintenance`.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from headwater.delta import dml, maintenance, manifest, protocol
 from headwater.delta.clone import clone as clone_table
 from headwater.delta.convert import convert_parquet
-from headwater.delta.dml.common import ColumnOrSql, DmlResult
+from headwater.delta.dml.common import (
+    ColumnOrSql,
+    DmlResult,
+    checked_assignments,
+    checked_condition,
+)
+from headwater.delta.dml.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, MergeClause
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.optimize import optimize as run_optimize
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.catalog import lakehouse_of
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+from headwater.lakehouse.table_builder import DeltaTableBuilder, builder
+from headwater.lakehouse.table_builder import (  # re-exported: delta.tables' names
+    IdentityGenerator as IdentityGenerator,
+)
 
 
 class DeltaTable:
@@ -76,6 +85,32 @@ class DeltaTable:
         """True when ``identifier`` (a path) holds a Delta table."""
         return DeltaLog(normalize_uri(identifier)).exists()
 
+    @classmethod
+    def create(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder of a new table (name, location, columns, partitioning, clustering,
+        comment, properties); ``execute()`` fails if the table exists (SQL CREATE TABLE).
+        The session defaults to the active one."""
+        return builder(sparkSession, "create", cls)
+
+    @classmethod
+    def createIfNotExists(  # noqa: N802 (delta-spark's name)
+            cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder that creates the table unless it exists (CREATE TABLE IF NOT EXISTS);
+        an existing table is kept as it is."""
+        return builder(sparkSession, "createIfNotExists", cls)
+
+    @classmethod
+    def replace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder that replaces an existing table (REPLACE TABLE: one commit, history
+        kept); ``execute()`` fails if there is none."""
+        return builder(sparkSession, "replace", cls)
+
+    @classmethod
+    def createOrReplace(  # noqa: N802 (delta-spark's name)
+            cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+        """A builder that replaces the table, or creates it (CREATE OR REPLACE TABLE)."""
+        return builder(sparkSession, "createOrReplace", cls)
+
     # -- reading ------------------------------------------------------------------------
     def toDF(self) -> DataFrame:
         df = self._spark.read.format("delta").load(self._path)
@@ -85,24 +120,35 @@ class DeltaTable:
         return DeltaTable(self._spark, self._path, aliasName)
 
     # -- DML ----------------------------------------------------------------------------
+    # Arguments are checked as delta-spark's Python API checks them (same TypeError /
+    # ValueError and words), before anything runs.
     def delete(self, condition: ColumnOrSql | None = None) -> None:
-        """Delete the rows matching ``condition`` (all rows when None)."""
+        """Delete the rows matching ``condition`` (SQL text or a Column; all rows when None)."""
+        condition = checked_condition(condition)
         self.last_result = dml.delete(self._spark, self._path, condition,
                                       target_alias=self._alias)
 
     def update(self, condition: ColumnOrSql | None = None,
                set: Mapping[str, ColumnOrSql] | None = None) -> None:
-        """Set columns (``set``: column -> value) on rows matching ``condition``."""
-        if set is None:
-            raise HeadwaterError("HW_DML_INVALID", "update() needs set={column: value}.",
-                                 "UPDATE assigns new values to columns.",
-                                 "Call update(condition, set={'col': 'expr'}).")
-        self.last_result = dml.update(self._spark, self._path, set, condition,
+        """Set columns (``set``: column -> SQL text or Column, required) on the rows matching
+        ``condition`` (all rows when None)."""
+        assignments = checked_assignments(set, "'set'")
+        condition = checked_condition(condition)
+        self.last_result = dml.update(self._spark, self._path, assignments, condition,
                                       target_alias=self._alias)
 
     def merge(self, source: DataFrame, condition: ColumnOrSql) -> DeltaMergeBuilder:
         """Start a MERGE of ``source`` into this table ON ``condition``."""
-        return DeltaMergeBuilder(self, source, condition)
+        if source is None:
+            raise ValueError("'source' in merge cannot be None")
+        if not isinstance(source, DataFrame):
+            raise TypeError("Type of 'source' in merge must be DataFrame.")
+        on = checked_condition(condition)
+        if on is None:
+            raise ValueError("'condition' in merge cannot be None")
+        spec = dml.MergeSpec(path=self._path, source=source, condition=on,
+                             target_alias=self._alias)
+        return DeltaMergeBuilder(self, spec)
 
     # -- maintenance --------------------------------------------------------------------
     def history(self, limit: int | None = None) -> DataFrame:
@@ -258,72 +304,71 @@ class DeltaTable:
 
 
 class DeltaMergeBuilder:
-    """delta-spark's merge builder: clauses in order, then ``execute()``."""
+    """delta-spark's merge builder: clauses in order, then ``execute()``. Immutable as
+    delta-spark's: each method returns a new builder with one more clause."""
 
-    def __init__(self, table: DeltaTable, source: DataFrame, condition: ColumnOrSql) -> None:
+    def __init__(self, table: DeltaTable, spec: dml.MergeSpec) -> None:
         self._table = table
-        self._builder = dml.MergeBuilder(table._spark, table._path, source, condition,
-                                         target_alias=table._alias)
+        self._spec = spec
+
+    def _with(self, kind: str, action: str, condition: object,
+              assignments: dict[str, ColumnOrSql] | None = None) -> DeltaMergeBuilder:
+        clause = MergeClause(kind, action, checked_condition(condition), assignments)
+        spec = dataclasses.replace(self._spec, clauses=[*self._spec.clauses, clause])
+        return DeltaMergeBuilder(self._table, spec)
 
     def whenMatchedUpdate(self, condition: ColumnOrSql | None = None,
-                          set: Mapping[str, ColumnOrSql] | None = None) -> DeltaMergeBuilder:
-        if set is None:
-            raise HeadwaterError("HW_DML_INVALID", "whenMatchedUpdate needs set={...}.",
-                                 "It assigns the given columns.",
-                                 "Pass set=, or use whenMatchedUpdateAll().")
-        self._builder.when_matched_update(set, condition)
-        return self
+                          set: Mapping[str, ColumnOrSql] | None = None
+                          ) -> DeltaMergeBuilder:
+        """WHEN MATCHED [AND condition] THEN UPDATE SET the columns of ``set`` (required)."""
+        assignments = checked_assignments(set, "'set' in whenMatchedUpdate")
+        return self._with(MATCHED, "update", condition, assignments)
 
-    def whenMatchedUpdateAll(self, condition: ColumnOrSql | None = None) -> DeltaMergeBuilder:
-        self._builder.when_matched_update(None, condition)
-        return self
+    def whenMatchedUpdateAll(self, condition: ColumnOrSql | None = None
+                             ) -> DeltaMergeBuilder:
+        """WHEN MATCHED [AND condition] THEN UPDATE SET * (every column from the source)."""
+        return self._with(MATCHED, "update", condition)
 
-    def whenMatchedDelete(self, condition: ColumnOrSql | None = None) -> DeltaMergeBuilder:
-        self._builder.when_matched_delete(condition)
-        return self
+    def whenMatchedDelete(self, condition: ColumnOrSql | None = None
+                          ) -> DeltaMergeBuilder:
+        return self._with(MATCHED, "delete", condition)
 
     def whenNotMatchedInsert(self, condition: ColumnOrSql | None = None,
                              values: Mapping[str, ColumnOrSql] | None = None
                              ) -> DeltaMergeBuilder:
-        if values is None:
-            raise HeadwaterError("HW_DML_INVALID", "whenNotMatchedInsert needs values={...}.",
-                                 "It inserts the given columns.",
-                                 "Pass values=, or use whenNotMatchedInsertAll().")
-        self._builder.when_not_matched_insert(values, condition)
-        return self
+        """WHEN NOT MATCHED [AND condition] THEN INSERT the columns of ``values`` (required;
+        columns left out are NULL)."""
+        assignments = checked_assignments(values, "'values' in whenNotMatchedInsert")
+        return self._with(NOT_MATCHED, "insert", condition, assignments)
 
     def whenNotMatchedInsertAll(self, condition: ColumnOrSql | None = None
                                 ) -> DeltaMergeBuilder:
-        self._builder.when_not_matched_insert(None, condition)
-        return self
+        """WHEN NOT MATCHED [AND condition] THEN INSERT * (every column from the source)."""
+        return self._with(NOT_MATCHED, "insert", condition)
 
     def whenNotMatchedBySourceUpdate(self, condition: ColumnOrSql | None = None,
                                      set: Mapping[str, ColumnOrSql] | None = None
                                      ) -> DeltaMergeBuilder:
-        if set is None:
-            raise HeadwaterError("HW_DML_INVALID", "whenNotMatchedBySourceUpdate needs set=.",
-                                 "Rows without a source match get only explicit values.",
-                                 "Pass set={'col': 'expr'}.")
-        self._builder.when_not_matched_by_source_update(set, condition)
-        return self
+        """WHEN NOT MATCHED BY SOURCE [AND condition] THEN UPDATE SET ``set`` (required)."""
+        assignments = checked_assignments(set, "'set' in whenNotMatchedBySourceUpdate")
+        return self._with(NOT_MATCHED_BY_SOURCE, "update", condition, assignments)
 
     def whenNotMatchedBySourceDelete(self, condition: ColumnOrSql | None = None
                                      ) -> DeltaMergeBuilder:
-        self._builder.when_not_matched_by_source_delete(condition)
-        return self
+        return self._with(NOT_MATCHED_BY_SOURCE, "delete", condition)
 
     def withSchemaEvolution(self) -> DeltaMergeBuilder:
-        self._builder.with_schema_evolution()
-        return self
+        """Let the MERGE add source columns the table lacks (``*`` clauses, and SET / INSERT
+        of a source column by name)."""
+        return DeltaMergeBuilder(self._table,
+                                 dataclasses.replace(self._spec, schema_evolution=True))
 
     def execute(self) -> DataFrame:
         """Run the MERGE; a one-row DataFrame of num_affected_rows, num_updated_rows,
-        num_deleted_rows, num_inserted_rows (as delta-spark 3+)."""
-        result = self._builder.execute()
+        num_deleted_rows, num_inserted_rows (non-null longs, as delta-spark 3+)."""
+        result = dml.merge(self._table._spark, self._spec)
         self._table.last_result = result
-        row = result.as_row()
-        return self._table._spark.createDataFrame(
-            [tuple(row.values())], ", ".join(f"{k} long" for k in row))
+        return result.frame(self._table._spark)
 
 
 class DeltaOptimizeBuilder:
@@ -445,15 +490,3 @@ def _table_path(lakehouse: Any, name: str) -> str:
                              f"{lakehouse.root}.", "forName looks tables up in the attached "
                              "lakehouse.", "Check the name (lakehouse.tables() lists them).")
     return str(lakehouse.path(name))
-
-
-class IdentityGenerator:
-    """An identity column's settings (``generatedAlwaysAs=IdentityGenerator(start, step)``)."""
-
-    def __init__(self, start: int = 1, step: int = 1) -> None:
-        self.start = start
-        self.step = step
-
-
-class DeltaTableBuilder:
-    """Placeholder until the table builder lands."""

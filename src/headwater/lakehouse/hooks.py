@@ -34,7 +34,7 @@ from headwater.errors import HeadwaterError
 from headwater.ingest.registration import register_sources
 from headwater.lakehouse.catalog import lakehouse_of
 from headwater.messages import register_message_sources
-from headwater.spark.session import activate
+from headwater.spark.session import activate, active_in_thread
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -104,16 +104,71 @@ def install_path_writer() -> None:
       ``partitionBy`` option the Delta writer reads.
     - ``.mode("overwrite").option("overwriteSchema", "true")``: the table is replaced in one
       commit (schema and partitioning too), as delta-spark does.
-    Other formats go to Spark's save unchanged."""
+    - into a table with generated or identity columns (or one deltalake cannot commit to):
+      the values are computed on the DataFrame and the driver commits
+      (:func:`headwater.delta.native.write_rows`); ``writeStream.format("delta").start(path)``
+      into such a table writes each micro-batch that way (foreachBatch).
+    Other formats go to Spark's save / start unchanged."""
     with _guard:
         if _path_writer_originals:
             return
         original = DataFrameWriter.__dict__["save"]
         _path_writer_originals[(DataFrameWriter, "save")] = original
         DataFrameWriter.save = _save(original)  # type: ignore[method-assign]
+        start = DataStreamWriter.__dict__["start"]
+        _path_writer_originals[(DataStreamWriter, "start")] = start
+        DataStreamWriter.start = _start(start)  # type: ignore[method-assign]
         new_session = SparkSession.__dict__["newSession"]
         _path_writer_originals[(SparkSession, "newSession")] = new_session
         SparkSession.newSession = _new_session(new_session)  # type: ignore[method-assign]
+
+
+def _start(original: Callable) -> Callable:
+    def start(self, path: str | None = None, format: str | None = None,  # noqa: A002
+              outputMode: str | None = None, partitionBy: Any = None,  # noqa: N803
+              queryName: str | None = None, **options: Any):  # noqa: N803
+        # What Spark's start does first: every argument goes onto the writer.
+        self.options(**options)
+        if outputMode is not None:
+            self.outputMode(outputMode)
+        if partitionBy is not None:
+            self.partitionBy(partitionBy)
+        if format is not None:
+            self.format(format)
+        if queryName is not None:
+            self.queryName(queryName)
+        jwrite = getattr(self, "_jwrite", None)
+        if jwrite is not None and str(_private_field(jwrite, "source")).lower() == "delta":
+            settings = _java_map(self._spark, _private_field(jwrite, "extraOptions")
+                                 .originalMap())
+            target = path or next((v for k, v in settings.items() if k.lower() == "path"), None)
+            if target is not None and _driver_stream(self, target, settings):
+                return original(self)
+        return original(self, path)
+
+    start.__doc__ = original.__doc__
+    return start
+
+
+def _driver_stream(writer: Any, path: str, settings: dict[str, str]) -> bool:
+    """Make ``writer`` a foreachBatch writer of each micro-batch through
+    :func:`headwater.delta.native.write_rows` when the table at ``path`` needs it (generated
+    or identity columns); False (the writer untouched) otherwise."""
+    # Deferred, as in _save_delta: Spark's workers import this room and never write.
+    from headwater.delta.log import normalize_uri
+    from headwater.delta.native import batch_writer, written_on_driver
+
+    uri = normalize_uri(path)
+    if not written_on_driver(uri):
+        return False
+    checkpoint = next((v for k, v in settings.items() if k.lower() == "checkpointlocation"),
+                      None)
+    complete = str(_private_field(writer._jwrite, "outputMode")).lower() == "complete"
+    # the table keeps its own partitioning; Spark's foreachBatch refuses partitionBy
+    _set_private_field(writer._jwrite, "partitioningColumns",
+                       writer._spark._jvm.scala.Option.empty())
+    writer.foreachBatch(batch_writer(uri, checkpoint, complete))
+    return True
 
 
 def _new_session(original: Callable) -> Callable:
@@ -152,16 +207,19 @@ def _save(original: Callable) -> Callable:
         jwrite = getattr(self, "_jwrite", None)
         if jwrite is None or str(_private_field(jwrite, "source")).lower() != "delta":
             return original(self, path)
-        return _save_delta(self, original, path)
+        with active_in_thread(self._spark):  # Spark finds "delta" in the thread's session
+            return _save_delta(self, original, path)
 
     save.__doc__ = original.__doc__
     return save
 
 
 def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
+    # Deferred: Spark's workers import this room (the per-table sources) and never need the
+    # writers' modules (pyarrow.parquet, deltalake).
     from headwater.conf.options import parse_bool
     from headwater.delta.log import DeltaLog, normalize_uri
-    from headwater.delta.native import replace_native
+    from headwater.delta.native import replace_native, write_rows, written_on_driver
     from headwater.delta.sink import SAVE_MODE_OPTION
     from headwater.errors.delta import DeltaAnalysisError
 
@@ -177,6 +235,20 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
         if "partitionby" not in options:
             writer.option("partitionBy", ",".join(partition_by))
         _set_private_field(jwrite, "partitioningColumns", spark._jvm.scala.Option.empty())
+    overwrite_schema = parse_bool("overwriteSchema", options.get("overwriteschema"), False)
+    if target is not None and mode in ("append", "overwrite") and not overwrite_schema \
+            and written_on_driver(normalize_uri(target)):
+        if "replacewhere" in options:
+            raise HeadwaterError(
+                "HW_REPLACE_WHERE_UNSUPPORTED", f"replaceWhere into {target}: a table with "
+                "generated or identity columns (or clustering) is overwritten whole.",
+                "headwater writes such tables on the driver, without partition filters yet.",
+                "Overwrite the table, or DELETE the rows and append the new ones.")
+        txn = None
+        if options.get("txnappid") is not None and options.get("txnversion") is not None:
+            txn = (options["txnappid"], int(options["txnversion"]))  # exactly once, as Delta's
+        write_rows(writer._df, normalize_uri(target), mode, txn=txn)
+        return None
     if target is None or mode in ("append",):
         return original(writer, path)
     exists = DeltaLog(normalize_uri(target)).exists()
@@ -196,8 +268,7 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
             return None
         writer.mode("append").option(SAVE_MODE_OPTION, "Ignore")
         return original(writer, path)
-    if mode == "overwrite" and exists and parse_bool(
-            "overwriteSchema", options.get("overwriteschema"), False):
+    if mode == "overwrite" and exists and overwrite_schema:
         replace_native(writer._df, normalize_uri(target), partition_by or None)
         return None
     return original(writer, path)
@@ -302,6 +373,10 @@ def _to_table(original: Callable) -> Callable:
         # Python table must not be given it again.
         _set_private_field(self._jwrite, "partitioningColumns",
                            self._spark._jvm.scala.Option.empty())
+        settings = _java_map(self._spark, _private_field(self._jwrite, "extraOptions")
+                             .originalMap())
+        if _driver_stream(self, lake.path(tableName), settings):  # generated / identity
+            return self.start()
         return original(self, tableName)
 
     toTable.__doc__ = original.__doc__

@@ -30,7 +30,7 @@ from pyspark.errors import ParseException
 
 from headwater.delta.log import DeltaLog
 from headwater.errors import HeadwaterError
-from headwater.lakehouse import ddl, delta_admin_sql, delta_sql
+from headwater.lakehouse import ddl, delta_admin_sql, delta_sql, insert_sql
 from headwater.lakehouse.delta_sql import expression_text, table_path
 from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.statements import (
@@ -67,7 +67,7 @@ HANDLERS: dict[str, Handler] = {
     "UnsetTableProperties": ddl.unset_properties,
     "CommentOnTable": ddl.comment_on,
     "DescribeRelation": ddl.describe,
-    "InsertIntoStatement": ddl.insert,
+    "InsertIntoStatement": insert_sql.insert,  # tables with generated columns, else ddl.insert
     # DML (delta_sql.py)
     "DeleteFromTable": delta_sql.delete,
     "UpdateTable": delta_sql.update,

@@ -34,8 +34,10 @@ from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, LAKEHOUSE_STATE_CONF, 
 from headwater.conf.location import AnyPath, location, remove_tree, state_folder
 from headwater.conf.options import parse_bool
 from headwater.conf.triggers import Trigger, trigger_kwargs
+from headwater.delta import definition
 from headwater.delta.create import create_delta_table
 from headwater.delta.log import DeltaLog, normalize_uri
+from headwater.delta.native import batch_writer, write_rows, written_on_driver
 from headwater.delta.schema import as_nullable
 from headwater.errors import HeadwaterError
 from headwater.lakehouse import catalog, external, hooks
@@ -270,8 +272,9 @@ class Lakehouse:
                                    partition_by)
         else:
             _check_new_table(tname, schema, partition_by)
-            create_delta_table(path, as_nullable(schema), partition_by, tname.table, comment,
-                               properties)
+            # generated / identity columns: the definition as declared, NOT NULL included
+            create_delta_table(path, schema if definition.needs_definition(schema) else as_nullable(schema),
+                               partition_by, tname.table, comment, properties)
         if tname.qualified not in self._registered:
             self.register(name)
         return path
@@ -296,12 +299,32 @@ class Lakehouse:
 
         tname = parse_name(name)
         partition_by = list(partition_by)
+        if definition.needs_definition(df.schema):  # generated / identity columns
+            return self._replace_definition(tname, df, partition_by, comment, properties)
         _check_new_table(tname, df.schema, partition_by)
         with self._create_lock:
             location(self.path(name)).parent.mkdir(parents=True, exist_ok=True)
             rows = replace_native(df, self.path(name), partition_by, name=tname.table,
                                   description=comment, configuration=properties)
             self.register(name)  # the catalog copy gets the new schema
+        return rows
+
+    def _replace_definition(self, tname: TableName, df: DataFrame, partition_by: list[str],
+                            comment: str | None, properties: dict[str, str] | None) -> int:
+        """replace() of a schema with generated / identity columns (CREATE OR REPLACE TABLE
+        with them): the empty table of that definition in one commit, then ``df``'s rows
+        (their generated values computed) in a second one."""
+        path = self.path(tname.qualified)
+        table_def = definition.TableDefinition(df.schema, partition_by, None, comment,
+                                               dict(properties or {}), tname.table)
+        with self._create_lock:
+            location(path).parent.mkdir(parents=True, exist_ok=True)
+            if self.exists(tname.qualified):
+                definition.replace(self.spark, path, table_def, tname.qualified, or_create=True)
+            else:
+                definition.create(self.spark, path, table_def, tname.qualified)
+            rows = write_rows(df, path) if not df.isEmpty() else 0
+            self.register(tname.qualified)
         return rows
 
     def drop(self, name: str) -> None:
@@ -340,6 +363,9 @@ class Lakehouse:
         tname = parse_name(name)
         partition_by = list(partition_by) or _columns(options.pop("partitionBy", None))
         self.create_table(name, df.schema, partition_by=partition_by)
+        if written_on_driver(self.path(name)):  # generated / identity columns, clustering
+            write_rows(df, self.path(name), "overwrite" if mode == "overwrite" else "append")
+            return
         df.write.format(tname.source_name).mode(mode).options(**_strs(options)).save()
 
     def save_as_table(self, df: DataFrame, name: str, mode: str = "errorifexists",
@@ -408,6 +434,9 @@ class Lakehouse:
                 writer = writer.outputMode("update").foreachBatch(
                     lambda batch, batch_id: merge_batch(batch, path, merge_keys, app_id, batch_id))
                 query = writer.start()
+            elif written_on_driver(self.path(name)):  # generated / identity columns
+                query = writer.outputMode(mode).foreachBatch(batch_writer(
+                    self.path(name), checkpoint, complete=mode == "complete")).start()
             else:
                 query = (writer.format(tname.source_name).outputMode(mode)
                          .options(**_strs(options)).start())

@@ -53,6 +53,7 @@ from headwater.pipeline.model import (
     SINK,
     TABLE,
     VIEW,
+    Dataset,
     Flow,
     Location,
     as_materialized_view,
@@ -71,7 +72,7 @@ __all__ = ["Graph", "Read", "ResolvedFlow", "current_graph"]
 @dataclass
 class ResolvedFlow:
     flow: Flow
-    dataset: Any  # a model.Dataset
+    dataset: Dataset
     df: DataFrame
     reads: list[Read] = field(default_factory=list)
 

@@ -13,13 +13,15 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Literal, Union
 
 from headwater.pipeline.expectations import Expectation
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
+
+    from headwater.delta.cdc.spec import CdcSpec
 
 OutputMode = Literal["append", "complete", "update"]
 
@@ -72,7 +74,7 @@ class Flow:
     sql: str | None = None
     once: bool = False
     spark_conf: Mapping[str, str] = field(default_factory=dict)
-    cdc: Any = None
+    cdc: CdcSpec | None = None
 
     @property
     def is_default(self) -> bool:
@@ -210,7 +212,7 @@ def as_materialized_view(table: StreamingTable) -> MaterializedView:
                             schema=table.schema, expectations=table.expectations)
 
 
-def describe(dataset: Any) -> str:
+def describe(dataset: Dataset) -> str:
     """'streaming table', 'materialized view', 'view' or 'sink', for messages."""
     return {Kind.TABLE: "streaming table", Kind.MATERIALIZED_VIEW: "materialized view",
             Kind.VIEW: "view", Kind.SINK: "sink"}[dataset.kind]

@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +176,28 @@ def activate(spark: Any) -> None:
 
     SparkSession._activeSession = spark
     spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+
+
+@contextmanager
+def active_in_thread(spark: Any) -> Iterator[None]:
+    """``spark`` as the JVM's active session of this thread while the block runs; the
+    thread's previous one (or none) afterwards.
+
+    Why: Spark looks a Python data source (``format("delta")`` on a write) up in the JVM's
+    active session of the calling thread, a thread-local. A Python thread of the user's (a
+    ThreadPool, a web handler) starts with none, so a write there failed with
+    DATA_SOURCE_NOT_FOUND although the writer's own session has the source registered.
+    """
+    sessions = spark._jvm.SparkSession
+    previous = sessions.getActiveSession()
+    sessions.setActiveSession(spark._jsparkSession)
+    try:
+        yield
+    finally:
+        if previous.isDefined():
+            sessions.setActiveSession(previous.get())
+        else:
+            sessions.clearActiveSession()
 
 
 def stop_spark() -> None:

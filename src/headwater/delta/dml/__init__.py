@@ -15,14 +15,16 @@ Spark, and Spark otherwise.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
+from pyspark.sql import DataFrame, SparkSession
+
+from headwater.conf.layout import DELTA_AUTO_MERGE_CONF
+from headwater.conf.options import parse_bool
+from headwater.delta.dml import engine as engines
 from headwater.delta.dml.common import ColumnOrSql, DmlResult
 from headwater.delta.dml.merge import MergeClause, MergeSpec
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["DmlResult", "MergeBuilder", "MergeClause", "MergeSpec", "delete", "merge", "update"]
 
@@ -35,10 +37,7 @@ def delete(spark: SparkSession, path: str, condition: ColumnOrSql | None = None,
     "delta-rs". target_alias: the table's name in the condition (``t.id > 3``).
     Returns num_affected_rows (= num_deleted_rows) and the commit's metrics.
     """
-    from headwater.delta.dml import engine as engines
-
-    return engines.run(spark, "DELETE", path, condition=condition, engine=engine,
-                       alias=target_alias)
+    return engines.run(spark, path, engines.Delete(condition, target_alias), engine)
 
 
 def update(spark: SparkSession, path: str, assignments: Mapping[str, ColumnOrSql],
@@ -49,17 +48,19 @@ def update(spark: SparkSession, path: str, assignments: Mapping[str, ColumnOrSql
     assignments: target column -> new value (SQL text or Column), evaluated on the old row.
     condition: which rows to change (None: all). engine: see :func:`delete`.
     """
-    from headwater.delta.dml import engine as engines
-
-    return engines.run(spark, "UPDATE", path, condition=condition, assignments=assignments,
-                       engine=engine, alias=target_alias)
+    return engines.run(spark, path, engines.Update(assignments, condition, target_alias),
+                       engine)
 
 
 def merge(spark: SparkSession, spec: MergeSpec, engine: str = "auto") -> DmlResult:
-    """Run a complete :class:`MergeSpec` (what ``MERGE INTO`` says)."""
-    from headwater.delta.dml import engine as engines
+    """Run a complete :class:`MergeSpec` (what ``MERGE INTO`` says).
 
-    return engines.run(spark, "MERGE", spec.path, spec=spec, engine=engine)
+    The session conf ``spark.databricks.delta.schema.autoMerge.enabled=true`` turns schema
+    evolution on for every MERGE, as in delta-spark."""
+    if not spec.schema_evolution and parse_bool(
+            DELTA_AUTO_MERGE_CONF, spark.conf.get(DELTA_AUTO_MERGE_CONF, None), False):
+        spec = dataclasses.replace(spec, schema_evolution=True)
+    return engines.run(spark, spec.path, engines.Merge(spec), engine)
 
 
 class MergeBuilder:
@@ -77,7 +78,8 @@ class MergeBuilder:
         self.spec = MergeSpec(path=path, source=source, condition=condition,
                               target_alias=target_alias)
 
-    def _add(self, kind: str, action: str, condition, assignments) -> MergeBuilder:
+    def _add(self, kind: str, action: str, condition: ColumnOrSql | None,
+             assignments: Mapping[str, ColumnOrSql] | None) -> MergeBuilder:
         self.spec.clauses.append(MergeClause(kind, action, condition,
                                              dict(assignments) if assignments is not None
                                              else None))

@@ -24,8 +24,9 @@ from headwater.delta.dml.common import (
     to_column,
 )
 from headwater.delta.dml.rewrite import CHANGE_TYPE, Written, commit_rewrite, data_only, write_files
-from headwater.delta.dml.skipping import candidate_files
+from headwater.delta.dml.skipping import file_test, read_filter
 from headwater.delta.dml.target import FILE_COL, Snapshot, refuse_deletion_vectors, scan
+from headwater.delta.generated import Generation, identity_update_error, recompute
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
@@ -60,6 +61,9 @@ def spark_update(spark: SparkSession, snapshot: Snapshot, assignments: Mapping[s
     columns = snapshot.schema.fieldNames()
     resolved = {target_column_name(k, columns, alias, snapshot.uri): to_column(v, "value")
                 for k, v in assignments.items()}
+    for spec in Generation.of(snapshot.full_schema).identities:
+        if spec.name in resolved:
+            raise identity_update_error(spec.name, snapshot.uri)
     return _rewrite(spark, snapshot, "UPDATE", to_column(condition), condition, resolved, alias)
 
 
@@ -69,7 +73,8 @@ def _rewrite(spark: SparkSession, snapshot: Snapshot, operation: str,
     from pyspark.sql import functions as F
 
     started = time.time()
-    candidates = candidate_files(snapshot, cond, alias)
+    test = file_test(snapshot, cond, alias)
+    candidates = [f for f in snapshot.files if test is None or test(f)]
 
     def rows_of(files):
         df = scan(spark, snapshot, files)
@@ -106,11 +111,17 @@ def _rewrite(spark: SparkSession, snapshot: Snapshot, operation: str,
                                 cdc=True)
         else:
             new = [_assigned(f, assignments, hit, snapshot.uri) for f in snapshot.schema.fields]
-            write_files(base.select(*new), snapshot, written)
+            generation = Generation.of(snapshot.full_schema)
+
+            def updated(rows):  # generated columns follow the columns they read
+                if not generation:
+                    return rows
+                return recompute(rows, generation, snapshot.uri, checked=set(assignments))
+            write_files(updated(base.select(*new)), snapshot, written)
             if snapshot.cdf_enabled:
                 pre = data_only(base.where(hit), snapshot).withColumn(
                     CHANGE_TYPE, F.lit("update_preimage"))
-                post = base.where(hit).select(*new).withColumn(
+                post = updated(base.where(hit).select(*new)).withColumn(
                     CHANGE_TYPE, F.lit("update_postimage"))
                 write_files(pre.unionByName(post), snapshot, written, cdc=True)
         copied = written.rows_added - (matched if operation == "UPDATE" else 0)
@@ -121,7 +132,7 @@ def _rewrite(spark: SparkSession, snapshot: Snapshot, operation: str,
         parameters = {"predicate": json.dumps([sql_text(raw_condition)] if raw_condition
                                               is not None else [])}
         version = commit_rewrite(snapshot, operation, parameters, metrics, candidates, touched,
-                                 written)
+                                 written, read_filter=read_filter(test, snapshot))
     except BaseException:
         written.cleanup()
         raise

@@ -8,21 +8,27 @@ from a small set of nodes both engines evaluate the same way (columns, literals,
 AND / OR / NOT, IN, IS [NOT] NULL, + - *, % by a literal). Anything else (a Column object, another function,
 a table feature delta-rs lacks, schema evolution) makes :func:`eligible` say why not, and the
 Spark path runs instead.
+
+A commit delta-rs refuses because another writer committed a conflicting change meanwhile
+raises delta-spark's exception for that conflict (``ConcurrentAppendException`` ...), as the
+Spark path does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
+import pyarrow as pa
+from deltalake.exceptions import CommitFailedError
+from pyspark.sql import SparkSession
+
+from headwater.delta.commit import delta_rs_conflict
 from headwater.delta.dml.common import ColumnOrSql, DmlResult, target_column_name
+from headwater.delta.dml.merge import MergeSpec
+from headwater.delta.dml.target import Snapshot
+from headwater.delta.generated import declares_generation
 from headwater.delta.log import open_table
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from headwater.delta.dml.merge import MergeSpec
-    from headwater.delta.dml.target import Snapshot
 
 # Table features deltalake 1.6.6 writes correctly in delete / update / merge.
 _FEATURES = {"appendOnly", "invariants", "changeDataFeed", "timestampNtz", "checkConstraints"}
@@ -123,6 +129,8 @@ def check_table(snapshot: Snapshot) -> None:
         raise NotPortable("deletion vectors")
     if snapshot.configuration.get("delta.columnMapping.mode", "none") != "none":
         raise NotPortable("column mapping")
+    if declares_generation(snapshot.raw_schema_json):
+        raise NotPortable("generated or identity columns (Spark's SQL computes them)")
 
 
 def _target_names(snapshot: Snapshot, alias: str | None) -> tuple[dict, dict]:
@@ -138,7 +146,7 @@ def delete(spark: SparkSession, snapshot: Snapshot, condition: ColumnOrSql | Non
     check_table(snapshot)
     aliases, columns = _target_names(snapshot, alias)
     predicate = to_delta_rs_sql(spark, condition, aliases, columns)
-    metrics = snapshot.table.delete(predicate)
+    metrics = _committed(snapshot, "DELETE", lambda: snapshot.table.delete(predicate))
     deleted = int(metrics.get("num_deleted_rows", 0))
     return _result("DELETE", snapshot, metrics, deleted=deleted)
 
@@ -153,7 +161,8 @@ def update(spark: SparkSession, snapshot: Snapshot, assignments: Mapping[str, Co
         updates['"' + column.replace('"', '""') + '"'] = \
             to_delta_rs_sql(spark, value, aliases, columns)
     predicate = to_delta_rs_sql(spark, condition, aliases, columns)
-    metrics = snapshot.table.update(updates=updates, predicate=predicate)
+    metrics = _committed(snapshot, "UPDATE",
+                         lambda: snapshot.table.update(updates=updates, predicate=predicate))
     return _result("UPDATE", snapshot, metrics, updated=int(metrics.get("num_updated_rows", 0)))
 
 
@@ -203,7 +212,7 @@ def merge(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> DmlResult
         else:
             builder = builder.when_not_matched_by_source_update(
                 sets(clause.assignments or {}), cond)
-    metrics = builder.execute()
+    metrics = _committed(snapshot, "MERGE", builder.execute)
     return _result("MERGE", snapshot, metrics,
                    updated=int(metrics.get("num_target_rows_updated", 0)),
                    deleted=int(metrics.get("num_target_rows_deleted", 0)),
@@ -230,11 +239,19 @@ def _refuse_duplicate_keys(spark: SparkSession, spec: MergeSpec, source: Any,
         if len(names) != 2 or len(found) != 1:
             raise NotPortable("an ON condition other than target = source column pairs")
         keys.append(found[0][len('source."'):-1].replace('""', '"'))
-    import pyarrow as pa
-
     table = pa.table(source)
     if table.num_rows and table.group_by(keys).aggregate([]).num_rows < table.num_rows:
         raise NotPortable("source rows with the same ON key (Spark checks the match rule)")
+
+
+def _committed(snapshot: Snapshot, operation: str,
+               run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``run()``'s metrics; a commit delta-rs lost to a conflicting concurrent one raises
+    delta-spark's exception for the conflict."""
+    try:
+        return run()
+    except CommitFailedError as exc:
+        raise delta_rs_conflict(exc, operation, snapshot.uri) from exc
 
 
 def _alias_of(df: Any) -> str | None:

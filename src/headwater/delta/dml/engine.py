@@ -6,14 +6,17 @@ delta-rs runs exactly like Spark (:mod:`headwater.delta.dml.deltars` decides), e
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import dataclass
 
-from headwater.delta.dml.common import DmlResult
-from headwater.delta.dml.target import load_snapshot
+from pyspark.sql import SparkSession
+
+from headwater.delta.dml import delete_update, deltars, merge_spark
+from headwater.delta.dml.common import ColumnOrSql, DmlResult
+from headwater.delta.dml.merge import MergeSpec
+from headwater.delta.dml.target import Snapshot, load_snapshot
 from headwater.errors import HeadwaterError
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from headwater.spark.session import active_in_thread
 
 ENGINES = ("auto", "spark", "delta-rs")
 # Largest target (bytes of its data files) ``auto`` gives delta-rs. benchmarks/dml_crossover.py
@@ -30,38 +33,75 @@ DELTA_RS_MAX_TARGET_BYTES = 64 * 1024 * 1024
 DELTA_RS_MAX_SOURCE_ROWS = 1_000_000
 
 
-def run(spark: SparkSession, operation: str, path: str, engine: str = "auto",
-        **kwargs: Any) -> DmlResult:
+@dataclass(frozen=True)
+class Delete:
+    """DELETE [WHERE condition] (None: every row); alias names the table in the condition."""
+
+    condition: ColumnOrSql | None = None
+    alias: str | None = None
+    name = "DELETE"
+
+
+@dataclass(frozen=True)
+class Update:
+    """UPDATE SET assignments [WHERE condition]."""
+
+    assignments: Mapping[str, ColumnOrSql]
+    condition: ColumnOrSql | None = None
+    alias: str | None = None
+    name = "UPDATE"
+
+
+@dataclass(frozen=True)
+class Merge:
+    """MERGE INTO spec.path USING spec.source ON ... (the clauses in ``spec``)."""
+
+    spec: MergeSpec
+    name = "MERGE"
+
+
+Operation = Delete | Update | Merge
+
+
+def run(spark: SparkSession, path: str, operation: Operation, engine: str = "auto"
+        ) -> DmlResult:
+    """Run ``operation`` on the table at ``path`` with ``spark`` as this thread's active
+    session (a user's thread may have none: the DML's own Spark jobs and plan lookups ask for
+    it)."""
+    with active_in_thread(spark):
+        return _run(spark, path, operation, engine)
+
+
+def _run(spark: SparkSession, path: str, operation: Operation, engine: str) -> DmlResult:
     if engine not in ENGINES:
         raise HeadwaterError("HW_OPTION_INVALID", f"Unknown DML engine {engine!r}.",
                              "DML runs on Spark's executors or on the driver with delta-rs.",
                              f"Use one of {', '.join(ENGINES)}.")
-    snapshot = load_snapshot(path, operation)
-    from headwater.delta.dml import delete_update, deltars, merge_spark
-
-    if engine == "delta-rs" or (engine == "auto" and _small(snapshot, kwargs.get("spec"))):
+    snapshot = load_snapshot(path, operation.name)
+    spec = operation.spec if isinstance(operation, Merge) else None
+    if engine == "delta-rs" or (engine == "auto" and _small(snapshot, spec)):
         try:
-            return _delta_rs(spark, deltars, operation, snapshot, kwargs)
+            return _delta_rs(spark, snapshot, operation)
         except deltars.NotPortable as why:
             if engine == "delta-rs":
                 raise HeadwaterError(
                     "HW_DML_ENGINE_UNSUPPORTED",
-                    f"{operation} on {path} cannot run on delta-rs: {why}.",
+                    f"{operation.name} on {path} cannot run on delta-rs: {why}.",
                     "delta-rs evaluates SQL differently from Spark outside a small common "
                     "set, and lacks some table features; headwater never lets it guess.",
                     "Use engine='spark' (or 'auto', which picks Spark for this statement).",
                 ) from None
 
-    if operation == "DELETE":
-        return delete_update.spark_delete(spark, snapshot, kwargs.get("condition"),
-                                          kwargs.get("alias"))
-    if operation == "UPDATE":
-        return delete_update.spark_update(spark, snapshot, kwargs["assignments"],
-                                          kwargs.get("condition"), kwargs.get("alias"))
-    return merge_spark.spark_merge(spark, snapshot, kwargs["spec"])
+    if isinstance(operation, Delete):
+        return delete_update.spark_delete(spark, snapshot, operation.condition,
+                                          operation.alias)
+    if isinstance(operation, Update):
+        return delete_update.spark_update(spark, snapshot, operation.assignments,
+                                          operation.condition, operation.alias)
+    return merge_spark.spark_merge(spark, snapshot, operation.spec)
 
 
-def _small(snapshot: Any, spec: Any) -> bool:
+def _small(snapshot: Snapshot, spec: MergeSpec | None) -> bool:
     if sum(f.size for f in snapshot.files) > DELTA_RS_MAX_TARGET_BYTES:
         return False
     if spec is None:
@@ -74,11 +114,10 @@ def _small(snapshot: Any, spec: Any) -> bool:
     return int(str(stats.sizeInBytes())) <= DELTA_RS_MAX_TARGET_BYTES
 
 
-def _delta_rs(spark: SparkSession, deltars: Any, operation: str, snapshot: Any,
-              kwargs: dict[str, Any]) -> DmlResult:
-    if operation == "DELETE":
-        return deltars.delete(spark, snapshot, kwargs.get("condition"), kwargs.get("alias"))
-    if operation == "UPDATE":
-        return deltars.update(spark, snapshot, kwargs["assignments"], kwargs.get("condition"),
-                              kwargs.get("alias"))
-    return deltars.merge(spark, snapshot, kwargs["spec"])
+def _delta_rs(spark: SparkSession, snapshot: Snapshot, operation: Operation) -> DmlResult:
+    if isinstance(operation, Delete):
+        return deltars.delete(spark, snapshot, operation.condition, operation.alias)
+    if isinstance(operation, Update):
+        return deltars.update(spark, snapshot, operation.assignments, operation.condition,
+                              operation.alias)
+    return deltars.merge(spark, snapshot, operation.spec)

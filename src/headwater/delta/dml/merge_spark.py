@@ -12,9 +12,18 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING
 
-from headwater.delta.dml.common import DmlResult, sql_text, target_column_name, to_column
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
+from headwater.delta.dml.common import (
+    DmlResult,
+    assigned_name,
+    sql_text,
+    target_column_name,
+    to_column,
+)
 from headwater.delta.dml.delete_update import not_null
 from headwater.delta.dml.merge import (
     MATCHED,
@@ -25,33 +34,47 @@ from headwater.delta.dml.merge import (
     multiple_match_error,
 )
 from headwater.delta.dml.rewrite import CHANGE_TYPE, Written, commit_rewrite, write_files
-from headwater.delta.dml.skipping import candidate_files
+from headwater.delta.dml.skipping import file_test, read_filter
 from headwater.delta.dml.target import FILE_COL, ROW_COL, Snapshot, refuse_deletion_vectors, scan
+from headwater.delta.generated import (
+    Generation,
+    IdentitySpec,
+    explicit_identity_error,
+    identity_update_error,
+    identity_values,
+    raised_high_water_marks,
+    recompute,
+)
 from headwater.errors import HeadwaterError
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import StructField, StructType
 
 T_MARK, S_MARK, ACTION = "_hw_t", "_hw_s", "_hw_action"
 
 
 def evolved_schema(snapshot: Snapshot, spec: MergeSpec) -> StructType | None:
-    """The table schema plus the source's new columns, when schema evolution applies."""
-    from pyspark.sql.types import StructField, StructType
+    """The table schema plus the source columns schema evolution adds, when it applies.
 
-    if not spec.schema_evolution or not any(c.star for c in spec.clauses):
+    As delta-spark (3.2+): with schema evolution, ``UPDATE SET *`` / ``INSERT *`` add every
+    source column the table lacks, and an explicit ``SET col = ...`` / ``INSERT (col)`` of a
+    column the table lacks adds it when the source has a column of that name (its type is the
+    source column's). New columns come last, in the source's order, nullable.
+    """
+    if not spec.schema_evolution:
         return None
     known = {c.lower() for c in snapshot.schema.fieldNames()}
+    wanted: set[str] = set()
+    for clause in spec.clauses:
+        if clause.star:
+            wanted.update(c.lower() for c in spec.source.columns)
+        for key in clause.assignments or {}:
+            wanted.add(assigned_name(key, spec.target_alias).lower())
     new = [StructField(f.name, f.dataType, True) for f in spec.source.schema.fields
-           if f.name.lower() not in known and not f.name.startswith("_hw_")]
-    return StructType(list(snapshot.schema.fields) + new) if new else None
+           if f.name.lower() in wanted and f.name.lower() not in known
+           and not f.name.startswith("_hw_")]
+    # the table's own fields keep their Delta metadata (generation, identity)
+    return StructType(list(snapshot.full_schema.fields) + new) if new else None
 
 
 def spark_merge(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> DmlResult:
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     spec.validate()
     started = time.time()
     alias = spec.target_alias
@@ -60,7 +83,9 @@ def spark_merge(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Dml
                                    (MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE))
     new_schema = evolved_schema(snapshot, spec)
     schema = new_schema or snapshot.schema
-    candidates = list(snapshot.files) if by_source else candidate_files(snapshot, on, alias)
+    # every target row is read when rows not matched by the source may change
+    test = None if by_source else file_test(snapshot, on, alias)
+    candidates = [f for f in snapshot.files if test is None or test(f)]
     refuse_deletion_vectors(snapshot, candidates, "MERGE")
     by_key = {f.spark_key: f for f in candidates}
 
@@ -127,7 +152,7 @@ def spark_merge(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Dml
         for label, clause in labelled:
             if clause.action == "delete":
                 continue
-            assigned = _value(clause, field, spec, src, snapshot, alias)
+            assigned = _value(clause, field, spec, src, snapshot, schema, alias)
             if assigned is None:
                 assigned = current[field.name] if clause.action == "update" \
                     else F.lit(None).cast(field.dataType)
@@ -147,13 +172,29 @@ def spark_merge(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Dml
     deletes = [lb for lb, a in kinds.items() if a == "delete"]
     insert_labels = [lb for lb, a in kinds.items() if a == "insert"]
     names = schema.fieldNames()
+    full_schema = new_schema or snapshot.full_schema
+    generation = Generation.of(full_schema)
+    fresh_ids = _generated_identities(generation, labelled, spec, snapshot)
+    if fresh_ids and snapshot.cdf_enabled:
+        raise HeadwaterError(
+            "HW_DML_UNSUPPORTED_FEATURE",
+            f"MERGE into {snapshot.uri}: inserting rows with generated identity values into a "
+            "table with the change data feed is not supported yet.",
+            "The change data feed would need the same generated values as the data files.",
+            "Give the identity values in the INSERT clause (GENERATED BY DEFAULT), or insert "
+            "the new rows with INSERT INTO first.")
     written = Written(snapshot.uri)
     base = base.persist()
     try:
         rewrite_started = time.time()
         counts = {r[0]: r[1] for r in base.groupBy(ACTION).count().collect()}
         data = base.where(F.col(ACTION).isin(updates + insert_labels + ["copy"])).select(
-            *[F.col(f"_hw_post_{i}").alias(n) for i, n in enumerate(names)])
+            F.col(ACTION), *[F.col(f"_hw_post_{i}").alias(n) for i, n in enumerate(names)])
+        for identity, labels in fresh_ids.items():
+            data = identity_values(data, [identity], where=F.col(ACTION).isin(labels))
+        data = data.drop(ACTION)
+        if generation:  # generated columns follow the columns they read
+            data = recompute(data, generation, snapshot.uri)
         write_files(data, snapshot, written)
         if snapshot.cdf_enabled:
             pre = base.where(F.col(ACTION).isin(updates + deletes)).select(
@@ -164,6 +205,9 @@ def spark_merge(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Dml
                 *[F.col(f"_hw_post_{i}").alias(n) for i, n in enumerate(names)],
                 F.when(F.col(ACTION).isin(updates), "update_postimage").otherwise("insert")
                 .alias(CHANGE_TYPE))
+            if generation:
+                post = recompute(post.drop(CHANGE_TYPE), generation, snapshot.uri) \
+                    .withColumn(CHANGE_TYPE, post[CHANGE_TYPE])
             write_files(pre.unionByName(post), snapshot, written, cdc=True)
         metrics = _metrics(counts, labelled, spec.source.count())
         metrics.update(scanTimeMs=scan_ms, rewriteTimeMs=int((time.time() - rewrite_started)
@@ -181,8 +225,11 @@ def spark_merge(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Dml
             written.cleanup()
             version = None
         else:
+            marked = raised_high_water_marks(full_schema, [i.name for i in fresh_ids],
+                                             written.adds)
             version = commit_rewrite(snapshot, "MERGE", parameters, metrics, candidates,
-                                     touched, written, new_schema=new_schema)
+                                     touched, written, new_schema=marked or new_schema,
+                                     read_filter=read_filter(test, snapshot))
     except BaseException:
         written.cleanup()
         raise
@@ -195,10 +242,33 @@ def spark_merge(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Dml
                      metrics=metrics)
 
 
+def _generated_identities(generation: Generation, labelled, spec: MergeSpec,
+                          snapshot: Snapshot) -> dict[IdentitySpec, list[str]]:
+    """The identity columns whose values the MERGE's inserts generate -> the labels of the
+    insert clauses that leave them out (GENERATED ALWAYS columns may not be given)."""
+    out: dict[IdentitySpec, list[str]] = {}
+    source = {c.lower() for c in spec.source.columns}
+    columns = snapshot.schema.fieldNames()
+    for identity in generation.identities:
+        for label, clause in labelled:
+            if clause.action == "update" and not clause.star and any(
+                    target_column_name(k, columns, spec.target_alias, snapshot.uri)
+                    == identity.name for k in clause.assignments or {}):
+                raise identity_update_error(identity.name, snapshot.uri)
+            if clause.action != "insert":
+                continue
+            given = identity.name.lower() in source if clause.star else any(
+                target_column_name(k, columns, spec.target_alias, snapshot.uri)
+                == identity.name for k in clause.assignments or {})
+            if given and not identity.allow_explicit_insert:
+                raise explicit_identity_error(identity.name, snapshot.uri)
+            if not given:
+                out.setdefault(identity, []).append(label)
+    return out
+
+
 def _any(clauses: list[MergeClause]) -> Column:
     """True where some clause's condition holds (False when there is no clause)."""
-    from pyspark.sql import functions as F
-
     if not clauses:
         return F.lit(False)
     if any(c.condition is None for c in clauses):
@@ -217,7 +287,7 @@ def _labels(matched, inserts, by_source) -> list[tuple[str, MergeClause]]:
 
 
 def _value(clause: MergeClause, field: StructField, spec: MergeSpec, src: DataFrame,
-           snapshot: Snapshot, alias: str | None) -> Column | None:
+           snapshot: Snapshot, schema: StructType, alias: str | None) -> Column | None:
     """The value ``clause`` assigns to ``field``, or None when it leaves it alone."""
     if clause.star:
         by_lower = {c.lower(): c for c in spec.source.columns}
@@ -234,7 +304,7 @@ def _value(clause: MergeClause, field: StructField, spec: MergeSpec, src: DataFr
             "the same name.",
             "Add the column to the source, list the assignments explicitly, or enable "
             "schema evolution (withSchemaEvolution()).")
-    columns = snapshot.schema.fieldNames()
+    columns = schema.fieldNames()  # the evolved schema: SET may name a column it adds
     for key, value in (clause.assignments or {}).items():
         if target_column_name(key, columns, alias, snapshot.uri) == field.name:
             return to_column(value, "value")

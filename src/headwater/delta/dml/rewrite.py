@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -77,8 +78,11 @@ def remove_action(f: TargetFile, now: int, data_change: bool = True) -> dict[str
 
 def commit_rewrite(snapshot: Snapshot, operation: str, parameters: dict[str, Any],
                    metrics: dict[str, Any], read: list[TargetFile], removed: list[TargetFile],
-                   written: Written, new_schema: StructType | None = None) -> int | None:
-    """Commit removes of ``removed`` + ``written``'s files; None when there was nothing to do."""
+                   written: Written, new_schema: StructType | None = None,
+                   read_filter: Callable[[dict[str, Any]], bool] | None = None) -> int | None:
+    """Commit removes of ``removed`` + ``written``'s files; None when there was nothing to do.
+    read: the files the operation read; read_filter: which files added concurrently it would
+    have read (:class:`headwater.delta.commit.Transaction`)."""
     now = int(time.time() * 1000)
     actions: list[dict[str, Any]] = []
     if new_schema is not None:
@@ -97,6 +101,7 @@ def commit_rewrite(snapshot: Snapshot, operation: str, parameters: dict[str, Any
         uri=snapshot.uri, read_version=snapshot.version, operation=operation,
         parameters=parameters, metrics=metrics, actions=actions,
         read_paths=[f.log_path for f in read], cleanup=written.cleanup,
+        read_filter=read_filter,
     ))
 
 

@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from headwater.delta.dml.target import Snapshot, TargetFile
+from headwater.delta.dml.target import Snapshot, TargetFile, added_file
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -33,16 +33,40 @@ def candidate_files(snapshot: Snapshot, condition: Column | None,
     """The files that may hold rows matching ``condition`` (all files when unknown).
 
     alias: the target's alias in the condition (MERGE's ON), so ``t.part = 'a'`` counts."""
-    if condition is None or not snapshot.files:
-        return list(snapshot.files)
-    try:
-        tree = _expression(condition)
-        test = _test(tree, _Context(snapshot, alias))
-    except Exception:  # noqa: BLE001 - Spark Connect, unknown trees: no pruning
-        return list(snapshot.files)
+    test = file_test(snapshot, condition, alias)
     if test is None:
         return list(snapshot.files)
     return [f for f in snapshot.files if test(f)]
+
+
+def file_test(snapshot: Snapshot, condition: Column | None,
+              alias: str | None = None) -> FileTest | None:
+    """A test of one file (False only when none of its rows can match ``condition``), or
+    None when the condition rules no file out."""
+    if condition is None or not snapshot.files:
+        return None
+    try:
+        tree = _expression(condition)
+        return _test(tree, _Context(snapshot, alias))
+    except Exception:  # noqa: BLE001 - Spark Connect, unknown trees: no pruning
+        return None
+
+
+def read_filter(test: FileTest | None, snapshot: Snapshot
+                ) -> Callable[[dict[str, Any]], bool] | None:
+    """For the commit's conflict check: whether a file another writer added meanwhile (its
+    add action) may hold rows the operation's condition reads, as delta-spark checks added
+    files against a transaction's read predicates. None: any added file may."""
+    if test is None:
+        return None
+
+    def may_hold(add: dict[str, Any]) -> bool:
+        try:
+            return test(added_file(snapshot, add))
+        except Exception:  # noqa: BLE001 - values it cannot read: assume it holds rows read
+            return True
+
+    return may_hold
 
 
 def _expression(column: Column):

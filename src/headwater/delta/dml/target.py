@@ -21,7 +21,12 @@ from headwater.delta.log import (
     normalize_uri,
     resolve_file,
 )
-from headwater.delta.schema import format_partition_value, spark_schema, strip_field_metadata
+from headwater.delta.schema import (
+    format_partition_value,
+    parse_partition_value,
+    spark_schema,
+    strip_field_metadata,
+)
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
@@ -33,6 +38,7 @@ FILE_COL, ROW_COL = "_hw_file", "_hw_row"
 _SUPPORTED_WRITER_FEATURES = {
     "appendOnly", "invariants", "changeDataFeed", "timestampNtz", "domainMetadata",
     "v2Checkpoint", "vacuumProtocolCheck", "checkConstraints", "deletionVectors",
+    "generatedColumns", "identityColumns", "clustering",
 }
 _SUPPORTED_READER_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
                               "deletionVectors"}
@@ -78,6 +84,11 @@ class Snapshot:
     @property
     def data_columns(self) -> list[str]:
         return [f.name for f in self.schema.fields if f.name not in self.partition_columns]
+
+    @property
+    def full_schema(self) -> StructType:
+        """The table's schema with Delta's column metadata (generation, identity)."""
+        return spark_schema(self.raw_schema_json)
 
     def metadata_action(self, schema: StructType) -> dict[str, Any]:
         """A metaData action equal to the current one but with ``schema`` (schema evolution)."""
@@ -137,11 +148,10 @@ def check_writable(table, uri: str, operation: str, needs_rows: bool = True) -> 
             "Set delta.appendOnly=false first if changes are intended.",
         )
     constraints = sorted(k for k in config if k.startswith("delta.constraints."))
-    schema_json = table.schema().to_json()
-    if constraints or "delta.generationExpression" in schema_json \
-            or "delta.identity" in schema_json or "delta.invariants" in schema_json:
-        raise _refuse(uri, operation, "has CHECK constraints, invariants, generated or identity "
-                      "columns", "Run the statement with delta-spark, or drop the constraint.")
+    # Generated and identity columns are kept by the rewrite (headwater.delta.generated).
+    if constraints or "delta.invariants" in table.schema().to_json():
+        raise _refuse(uri, operation, "has CHECK constraints or invariants",
+                      "Run the statement with delta-spark, or drop the constraint.")
 
 
 def load_snapshot(path: str, operation: str, needs_rows: bool = True) -> Snapshot:
@@ -169,6 +179,21 @@ def load_snapshot(path: str, operation: str, needs_rows: bool = True) -> Snapsho
         ))
     return Snapshot(uri, table.version(), table, schema, raw_json, partition_columns,
                     dict(table.metadata().configuration or {}), files)
+
+
+def added_file(snapshot: Snapshot, add: dict[str, Any]) -> TargetFile:
+    """A file another writer committed (its add action as the log stores it: partition values
+    as strings, stats as JSON) described as the snapshot's files are, so the same file tests
+    apply to it (:func:`headwater.delta.dml.skipping.read_filter`)."""
+    values = add.get("partitionValues") or {}
+    typed = tuple(_utc(parse_partition_value(values.get(c), snapshot.schema[c].dataType))
+                  for c in snapshot.partition_columns)
+    stats = json.loads(add["stats"]) if add.get("stats") else {}
+    return TargetFile(
+        log_path=add["path"], path=add["path"], size=int(add.get("size") or 0),
+        partition_values=dict(values), typed_values=typed,
+        num_records=stats.get("numRecords"), has_dv=bool(add.get("deletionVector")),
+        min_values=stats.get("minValues") or {}, max_values=stats.get("maxValues") or {})
 
 
 def _utc(value: Any) -> Any:

@@ -91,7 +91,7 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
                 from headwater.delta.merge import merge_batch
                 from headwater.spark.plan import group_keys
 
-                merge_keys = keys or group_keys(rf.df)
+                merge_keys = list(keys or group_keys(rf.df))
                 merge_batch(rows, lake.path(name), merge_keys, app_id, batch_id,
                             auto_compact=auto_compact)
             else:

@@ -24,7 +24,7 @@ from headwater.errors import HeadwaterError, find_code, unwrap
 from headwater.errors.spark import is_worker_start_timeout, translate_flow_failure
 from headwater.monitor.observer import FlowStatus, RunDescription, RunObserver
 from headwater.pipeline.graph import Graph, ResolvedFlow
-from headwater.pipeline.model import MATERIALIZED_VIEW, SINK, TABLE, describe
+from headwater.pipeline.model import MATERIALIZED_VIEW, SINK, TABLE, Sink, describe
 from headwater.pipeline.run import compat
 from headwater.pipeline.run.flow_writer import start_stream
 from headwater.pipeline.run.native import native_input, start_native
@@ -239,7 +239,7 @@ class Runner:
                       f"{native.name})")
         else:
             self._status(rf.key, FlowStatus.RUNNING)
-            into = f"{dataset.format} sink, " if dataset.kind == SINK else ""
+            into = f"{dataset.format} sink, " if isinstance(dataset, Sink) else ""
             self.echo(f"started   {rf.key} ({into}{dataset.output_mode}, checkpoint "
                       f"{Path(checkpoint).relative_to(self.lakehouse.state_dir)})")
         return query

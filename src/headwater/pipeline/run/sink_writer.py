@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import SINK_METRICS
 from headwater.errors.spark import translate_sink_start
+from headwater.pipeline.model import Sink
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -29,6 +30,7 @@ def start_sink(graph: Graph, rf: ResolvedFlow, checkpoint: str,
     from pyspark.sql import functions as F
 
     sink = rf.dataset
+    assert isinstance(sink, Sink)  # the scheduler sends only sinks' flows here
     # Spark's file sink reports no output count: the flow counts its rows itself.
     df = graph.rebuild(rf).observe(SINK_METRICS + rf.key, F.count(F.lit(1)).alias("rows"))
     writer = (df.writeStream.queryName(rf.key).trigger(**trigger)

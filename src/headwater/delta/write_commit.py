@@ -1,0 +1,89 @@
+"""Committing written files with headwater's own commit, for tables deltalake cannot write.
+
+deltalake 1.6.6 refuses every commit to a table with identity columns or liquid clustering
+("Unsupported table features required"), and its write transaction cannot change the table's
+metadata with the data, which an identity column's high-water mark needs (the commit that adds
+generated values raises it). So appends and overwrites of such tables, and of tables with
+generated columns, are committed here through :mod:`headwater.delta.commit`: the add actions
+(removes of every current file for an overwrite), the metaData with the new schema when it
+changed, and the ``txn`` action of an exactly-once writer, in one version.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql.types import StructType
+
+from headwater.delta.commit import Transaction, commit
+from headwater.delta.log import add_actions
+from headwater.delta.schema import format_partition_value
+
+# Writer features deltalake 1.6.6 refuses to commit to.
+_NOT_DELTALAKE = {"identityColumns", "clustering", "domainMetadata"}
+
+
+def deltalake_writes(table: Any) -> bool:
+    """False when deltalake would refuse to commit to ``table`` (identity columns,
+    clustering): headwater commits to it itself."""
+    protocol = table.protocol()
+    if protocol.min_writer_version == 6:  # legacy writer 6: identity columns
+        return False
+    return not (set(protocol.writer_features or []) & _NOT_DELTALAKE)
+
+
+def commit_write(uri: str, table: Any, adds: list[dict[str, Any]], mode: str,
+                 txn: tuple[str, int] | None = None, schema: StructType | None = None,
+                 cleanup: Callable[[], None] | None = None) -> int | None:
+    """Commit ``adds`` to the table at ``uri`` on top of ``table`` (the deltalake snapshot
+    the write read) in one version: mode "append", or "overwrite" (every current file
+    removed); ``schema``: the table's new schema (e.g. raised identity high-water marks);
+    ``txn``: (appId, version) of an exactly-once writer. Returns the version, or None when
+    ``txn`` was committed before (nothing is written twice; ``cleanup`` deletes the new files
+    then)."""
+    if txn is not None:
+        done = table.transaction_version(txn[0])
+        if done is not None and done >= txn[1]:
+            if cleanup is not None:
+                cleanup()
+            return None
+    now = int(time.time() * 1000)
+    actions: list[dict[str, Any]] = []
+    meta = table.metadata()
+    if schema is not None:
+        actions.append({"metaData": {
+            "id": meta.id, "name": meta.name, "description": meta.description,
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": json.dumps(schema.jsonValue(), separators=(",", ":")),
+            "partitionColumns": list(meta.partition_columns),
+            "configuration": dict(meta.configuration or {}), "createdTime": meta.created_time}})
+    read: list[str] = []
+    if mode == "overwrite":
+        partition_columns = list(meta.partition_columns)
+        for row in add_actions(table).to_pylist():
+            values = row.get("partition") or {}
+            actions.append({"remove": {
+                "path": row["path"], "dataChange": True, "deletionTimestamp": now,
+                "extendedFileMetadata": True, "size": int(row["size_bytes"]),
+                "partitionValues": {c: format_partition_value(values.get(c))
+                                    for c in partition_columns}}})
+            read.append(row["path"])
+    actions += [{"add": a} for a in adds]
+    if txn is not None:
+        actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
+    rows = sum(json.loads(a["stats"])["numRecords"] for a in adds if a.get("stats"))
+    return commit(Transaction(
+        uri=uri, read_version=table.version(), operation="WRITE",
+        parameters={"mode": "Overwrite" if mode == "overwrite" else "Append",
+                    "partitionBy": list(meta.partition_columns)},
+        metrics={"numFiles": len(adds), "numOutputRows": rows,
+                 "numOutputBytes": sum(int(a["size"]) for a in adds)},
+        actions=actions, read_paths=read, cleanup=cleanup,
+        app_id=txn[0] if txn else None,
+        # an append reads nothing: concurrent appends never conflict with it (a concurrent
+        # metadata change, e.g. another write's identity high-water mark, does)
+        reads_data=mode == "overwrite", conflict_code="HW_DELTA_COMMIT_CONFLICT",
+        extra={"isBlindAppend": mode == "append" and schema is None}))
