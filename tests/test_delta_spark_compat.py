@@ -5,6 +5,7 @@ main before the change (c71bbb2)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,11 @@ def test_create_table_location_is_an_external_table_whose_data_outlives_drop(lak
     spark.sql("DROP TABLE student2")
     assert not lake.exists("student")
     assert (where / "_delta_log").is_dir()  # external: the data stays
+    # an external table whose data was deleted can still be dropped (the name is forgotten)
+    spark.sql(f"CREATE TABLE gone (id INT) USING DELTA LOCATION '{tmp_path / 'gone'}'")
+    shutil.rmtree(tmp_path / "gone")
+    spark.sql("DROP TABLE IF EXISTS gone")
+    assert not lake.is_external("gone")
     spark.sql("CREATE TABLE x1 (a INT)")
     with pytest.raises(AnalysisException, match="already exists"):
         spark.sql("CREATE TABLE x1 (a INT)")

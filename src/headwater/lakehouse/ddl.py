@@ -263,7 +263,7 @@ def _map(spark: SparkSession, scala_map: Any) -> dict[str, str]:
 
 def drop(lake: Lakehouse, st: Statement) -> DataFrame | None:
     parts = [str(p) for p in seq(st.plan.child().nameParts())]
-    name = lakehouse_table(lake, parts)
+    name = lakehouse_table(lake, parts) or _stale_external(lake, parts)
     if name is not None:
         lake.drop(name)
         return done(st.session)
@@ -272,6 +272,16 @@ def drop(lake: Lakehouse, st: Statement) -> DataFrame | None:
     raise HeadwaterError(
         "HW_TABLE_NOT_FOUND", f"DROP TABLE {'.'.join(parts)}: no such table in {lake.root}.",
         "Only existing tables can be dropped.", "Use DROP TABLE IF EXISTS.")
+
+
+def _stale_external(lake: Lakehouse, parts: list[str]) -> str | None:
+    """An external table whose data was deleted (``rm -r`` of its location): DROP TABLE still
+    forgets the name, as delta-spark's catalog does."""
+    try:
+        name = parse_name(".".join(parts)).qualified
+    except HeadwaterError:
+        return None
+    return name if lake.is_external(name) else None
 
 
 # --- ALTER TABLE --------------------------------------------------------------------------
