@@ -207,3 +207,18 @@ def test_a_table_deleted_and_written_again_at_the_same_path_reads_its_new_rows(s
     spark.range(20, 22).write.format("delta").save(path)
     spark.range(22, 23).write.format("delta").mode("append").save(path)
     assert rows(spark.read.format("delta").load(path)) == [(20,), (21,), (22,)]
+
+
+def test_session_auto_merge_lets_an_append_add_columns(spark, tmp_path):
+    path = str(tmp_path / "evolve")
+    spark.range(2).write.format("delta").save(path)
+    wider = spark.range(2, 3).selectExpr("id", "'x' AS extra")
+    with pytest.raises(Exception, match="HW_SINK_SCHEMA_MISMATCH"):
+        wider.write.format("delta").mode("append").save(path)
+    spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
+    try:
+        wider.write.format("delta").mode("append").save(path)
+    finally:
+        spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
+    got = {tuple(r) for r in spark.read.format("delta").load(path).collect()}
+    assert got == {(0, None), (1, None), (2, "x")}
