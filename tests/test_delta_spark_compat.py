@@ -238,3 +238,15 @@ def test_dml_rewrites_in_partitions_with_special_characters_stay_readable(spark,
     assert rows(spark.read.format("delta").load(path)) == [
         ("10:00 50%", 1), ("10:00 50%", 20), ("plain", 3)]
     assert sorted(DeltaTable(path).to_pyarrow_table().column("v").to_pylist()) == [1, 3, 20]
+
+
+def test_a_first_write_with_timestamp_ntz_columns_creates_a_readable_table(spark, tmp_path):
+    import datetime as dt
+
+    path = str(tmp_path / "ntz")
+    when = dt.datetime(2024, 1, 2, 3, 4, 5)
+    spark.createDataFrame([(1, when)], "id INT, ts TIMESTAMP_NTZ").write.format("delta") \
+        .save(path)
+    protocol = DeltaTable(path).protocol()  # deltalake refused to open it before
+    assert "timestampNtz" in (protocol.writer_features or [])
+    assert rows(spark.read.format("delta").load(path)) == [(1, when)]
