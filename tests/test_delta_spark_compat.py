@@ -250,3 +250,20 @@ def test_a_first_write_with_timestamp_ntz_columns_creates_a_readable_table(spark
     protocol = DeltaTable(path).protocol()  # deltalake refused to open it before
     assert "timestampNtz" in (protocol.writer_features or [])
     assert rows(spark.read.format("delta").load(path)) == [(1, when)]
+
+
+def test_save_as_table_into_a_generated_column_table_keeps_txn_and_refuses_replace_where(
+        lake, spark):
+    from headwater import DeltaTable as HwDeltaTable
+
+    HwDeltaTable.create(spark).tableName("gen").addColumn("a", "INT") \
+        .addColumn("b", "INT", generatedAlwaysAs="a + 1").execute()
+    df = spark.createDataFrame([(1,)], "a INT")
+    for _ in range(2):  # a retried batch: written once
+        df.write.format("delta").mode("append").option("txnAppId", "job") \
+            .option("txnVersion", 7).saveAsTable("gen")
+    assert rows(spark.table("gen")) == [(1, 2)]
+    with pytest.raises(HeadwaterError, match="HW_REPLACE_WHERE_UNSUPPORTED"):
+        df.write.format("delta").mode("overwrite").option("replaceWhere", "a = 1") \
+            .saveAsTable("gen")
+    assert rows(spark.table("gen")) == [(1, 2)]

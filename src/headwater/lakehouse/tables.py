@@ -365,7 +365,19 @@ class Lakehouse:
         partition_by = list(partition_by) or _columns(options.pop("partitionBy", None))
         self.create_table(name, df.schema, partition_by=partition_by)
         if written_on_driver(self.path(name)):  # generated / identity columns, clustering
-            write_rows(df, self.path(name), "overwrite" if mode == "overwrite" else "append")
+            lowered = {k.lower(): v for k, v in options.items() if v is not None}
+            if "replacewhere" in lowered:
+                raise HeadwaterError(
+                    "HW_REPLACE_WHERE_UNSUPPORTED", f"replaceWhere into {tname.qualified}: a "
+                    "table with generated or identity columns (or clustering) is overwritten "
+                    "whole.", "headwater writes such tables on the driver, without partition "
+                    "filters yet.",
+                    "Overwrite the table, or DELETE the rows and append the new ones.")
+            txn = None
+            if lowered.get("txnappid") is not None and lowered.get("txnversion") is not None:
+                txn = (str(lowered["txnappid"]), int(lowered["txnversion"]))  # exactly once
+            write_rows(df, self.path(name), "overwrite" if mode == "overwrite" else "append",
+                       txn=txn)
             return
         df.write.format(tname.source_name).mode(mode).options(**_strs(options)).save()
 
