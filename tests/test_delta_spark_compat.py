@@ -267,3 +267,24 @@ def test_save_as_table_into_a_generated_column_table_keeps_txn_and_refuses_repla
         df.write.format("delta").mode("overwrite").option("replaceWhere", "a = 1") \
             .saveAsTable("gen")
     assert rows(spark.table("gen")) == [(1, 2)]
+
+
+def test_dynamic_partition_overwrite_is_refused_not_a_whole_table_overwrite(lake, spark,
+                                                                            tmp_path):
+    spark.sql("CREATE TABLE dyn (d STRING, v INT) USING delta PARTITIONED BY (d)")
+    spark.sql("INSERT INTO dyn VALUES ('a', 1), ('b', 2)")
+    path = str(tmp_path / "dyn_path")
+    spark.table("dyn").write.partitionBy("d").format("delta").save(path)
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+    try:
+        with pytest.raises(HeadwaterError, match="Dynamic partition overwrite"):
+            spark.sql("INSERT OVERWRITE dyn VALUES ('a', 10)")
+        with pytest.raises(HeadwaterError, match="Dynamic partition overwrite"):
+            spark.sql(f"INSERT OVERWRITE delta.`{path}` VALUES ('a', 10)")
+    finally:
+        spark.conf.unset("spark.sql.sources.partitionOverwriteMode")
+    with pytest.raises(HeadwaterError, match="Dynamic partition overwrite"):
+        spark.createDataFrame([("a", 10)], "d STRING, v INT").write.format("delta") \
+            .mode("overwrite").option("partitionOverwriteMode", "dynamic").save(path)
+    assert rows(spark.table("dyn")) == [("a", 1), ("b", 2)]  # nothing was replaced
+    assert rows(spark.read.format("delta").load(path)) == [("a", 1), ("b", 2)]
