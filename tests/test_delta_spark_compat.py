@@ -137,6 +137,9 @@ def test_alter_column_order_and_nullability_rename_and_set_location(lake, spark,
     spark.sql(f"ALTER TABLE t2 SET LOCATION '{elsewhere}'")
     assert rows(spark.sql("SELECT * FROM t2")) == [("y", 2), ("z", 3)]
     assert lake.is_external("t2")
+    spark.sql("DROP TABLE t2")  # the managed folder it had must not come back under the name
+    assert not lake.exists("t2") and "t2" not in lake.tables()
+    assert rows(spark.read.format("delta").load(elsewhere)) == [("y", 2), ("z", 3)]
 
 
 def test_describe_shows_partitions_and_show_tblproperties_the_protocol(lake, spark):
