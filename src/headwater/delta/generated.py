@@ -98,8 +98,9 @@ def declares_generation(schema_json: str) -> bool:
 
 def prepare(df: DataFrame, generation: Generation, table: str) -> tuple[DataFrame, list[str]]:
     """``df`` as the table's rows: every table column in table order, generated values added,
-    given ones checked. Returns it and the identity columns whose values this write generates
-    (their high-water marks move with the commit). Columns the table lacks are refused."""
+    given ones checked, NOT NULL columns checked (a missing one refused). Returns it and the
+    identity columns whose values this write generates (their high-water marks move with the
+    commit). Columns the table lacks are refused."""
     fields = generation.schema.fields
     given = {c.lower(): c for c in df.columns}
     known = {f.name.lower() for f in fields}
@@ -110,6 +111,16 @@ def prepare(df: DataFrame, generation: Generation, table: str) -> tuple[DataFram
             f"The data has columns the Delta table {table} does not: {', '.join(extra)}.",
             "A table with generated or identity columns keeps its schema on every write.",
             "Drop those columns, or add them to the table first (ALTER TABLE ADD COLUMNS).")
+    missing = [f.name for f in fields if not f.nullable and f.name.lower() not in given
+               and f.name not in generation.expressions and generation.identity(f.name) is None]
+    if missing:
+        raise HeadwaterError(
+            "HW_DML_NOT_NULL_VIOLATED",
+            f"Column {missing[0]}, which has a NOT NULL constraint, is missing from the data "
+            f"being written into the table {table}.",
+            "Delta enforces NOT NULL on every write; a missing column would be NULL.",
+            f"Give {', '.join(missing)} a value in every written row.",
+            error_class="DELTA_MISSING_NOT_NULL_COLUMN_VALUE")
     for spec in generation.identities:
         if spec.name.lower() in given and not spec.allow_explicit_insert:
             raise explicit_identity_error(spec.name, table)
