@@ -44,3 +44,32 @@ def test_not_null_is_enforced_on_a_clustered_table(spark, lake):
             "append").saveAsTable("c")
     spark.sql("INSERT INTO c VALUES (1, 'a')")
     assert rows(spark.table("c")) == [(1, "a")]
+
+
+def test_create_or_replace_with_another_location_is_refused_before_writing(spark, lake, tmp_path):
+    spark.sql("CREATE TABLE m (id INT) USING DELTA")
+    spark.sql("INSERT INTO m VALUES (1)")
+    new = tmp_path / "new"
+    with pytest.raises(HeadwaterError, match="DELTA_TABLE_LOCATION_MISMATCH"):
+        spark.sql(f"CREATE OR REPLACE TABLE m (id INT) USING DELTA LOCATION '{new}'")
+    assert not new.exists() and rows(spark.table("m")) == [(1,)]
+
+    old = tmp_path / "old"
+    spark.sql(f"CREATE TABLE e (id INT) USING DELTA LOCATION '{old}'")
+    with pytest.raises(HeadwaterError, match="DELTA_TABLE_LOCATION_MISMATCH"):
+        spark.sql(f"CREATE OR REPLACE TABLE e (id INT) USING DELTA LOCATION '{new}'")
+    assert not new.exists() and lake.path("e") == str(old)
+
+    with pytest.raises(HeadwaterError, match="DELTA_TABLE_LOCATION_MISMATCH"):
+        DeltaTable.createOrReplace(spark).tableName("m").location(str(new)).addColumn(
+            "id", "INT").execute()
+    assert not new.exists() and rows(spark.table("m")) == [(1,)]
+
+    table = DeltaTable.createIfNotExists(spark).tableName("e").location(str(new)).addColumn(
+        "id", "INT").execute()
+    assert not new.exists() and lake.path("e") == str(old)
+    assert table.toDF().columns == ["id"]
+    # the same location is no mismatch
+    DeltaTable.createOrReplace(spark).tableName("e").location(str(old)).addColumn(
+        "id", "INT").addColumn("v", "STRING").execute()
+    assert spark.table("e").columns == ["id", "v"] and lake.path("e") == str(old)
