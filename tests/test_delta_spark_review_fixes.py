@@ -73,3 +73,22 @@ def test_create_or_replace_with_another_location_is_refused_before_writing(spark
     DeltaTable.createOrReplace(spark).tableName("e").location(str(old)).addColumn(
         "id", "INT").addColumn("v", "STRING").execute()
     assert spark.table("e").columns == ["id", "v"] and lake.path("e") == str(old)
+
+
+@pytest.mark.parametrize(("expression", "error_class"), [
+    ("rand() > 0.5", "DELTA_NON_DETERMINISTIC_EXPRESSION_IN_GENERATED_COLUMN"),
+    ("uuid()", "DELTA_NON_DETERMINISTIC_EXPRESSION_IN_GENERATED_COLUMN"),
+    ("cast(current_timestamp() as string)", "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN"),
+    ("cast(max(id) as string)", "DELTA_AGGREGATE_IN_GENERATED_COLUMN"),
+    ("hw_review_udf(id)", "DELTA_UDF_IN_GENERATED_COLUMN"),
+])
+def test_non_deterministic_generation_expressions_are_refused(spark, tmp_path, expression,
+                                                              error_class):
+    spark.udf.register("hw_review_udf", lambda x: str(x), "string")
+    path = tmp_path / "g"
+    builder = (DeltaTable.create(spark).location(str(path)).addColumn("id", "INT")
+               .addColumn("g", "BOOLEAN" if "rand" in expression else "STRING",
+                          generatedAlwaysAs=expression))
+    with pytest.raises(HeadwaterError, match=error_class):
+        builder.execute()
+    assert not (path / "_delta_log").exists()

@@ -297,7 +297,8 @@ def check_expressions(spark: SparkSession, schema: StructType, table: str) -> No
     for name, expression in generation.expressions.items():
         field = schema[name]
         try:
-            result = empty.select(F.expr(expression).alias(name)).schema[name].dataType
+            selected = empty.select(F.expr(expression).alias(name))
+            result = selected.schema[name].dataType
         except AnalysisException as exc:
             raise HeadwaterError(
                 "HW_GENERATED_COLUMN_INVALID",
@@ -306,6 +307,7 @@ def check_expressions(spark: SparkSession, schema: StructType, table: str) -> No
                 "A generated column cannot use a non-existent column or another generated "
                 "column.", "Write the expression over the table's other columns.",
                 error_class="DELTA_INVALID_GENERATED_COLUMN_REFERENCES") from exc
+        _check_deterministic(selected, name, expression, table)
         if result.simpleString() != field.dataType.simpleString():
             raise HeadwaterError(
                 "HW_GENERATED_COLUMN_INVALID",
@@ -316,6 +318,55 @@ def check_expressions(spark: SparkSession, schema: StructType, table: str) -> No
                 f"Cast in the expression, e.g. CAST({expression} AS "
                 f"{field.dataType.simpleString()}), or change the column's type.",
                 error_class="DELTA_GENERATED_COLUMNS_EXPR_TYPE_MISMATCH")
+
+
+def _check_deterministic(selected: DataFrame, name: str, expression: str, table: str) -> None:
+    """delta-spark's refusals of a generation expression Spark resolved: a UDF, a
+    non-deterministic expression (rand(), uuid()), a time of the query (current_timestamp())
+    or an aggregate; found on the expression tree of Spark's analyzed plan."""
+    plan = selected._jdf.queryExecution().analyzed()
+    if plan.getClass().getSimpleName() == "Aggregate":
+        raise _refused(name, expression, table, "DELTA_AGGREGATE_IN_GENERATED_COLUMN",
+                       f"Found {expression}. A generated column cannot use an aggregate "
+                       "expression.")
+    pending = [plan.expressions().apply(0)]
+    while pending:
+        node = pending.pop()
+        kind = node.getClass().getSimpleName()
+        if kind in _UDFS:
+            raise _refused(name, expression, table, "DELTA_UDF_IN_GENERATED_COLUMN",
+                           f"Found {node.sql()}. A generated column cannot use a "
+                           "user-defined function.")
+        if not node.deterministic():
+            raise _refused(name, expression, table,
+                           "DELTA_NON_DETERMINISTIC_EXPRESSION_IN_GENERATED_COLUMN",
+                           f"Found {node.sql()}. A generated column cannot use a non "
+                           "deterministic expression.")
+        if kind in _QUERY_TIME:
+            raise _refused(name, expression, table,
+                           "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN",
+                           f"{node.sql()} cannot be used in a generated column.")
+        children = node.children()
+        pending.extend(children.apply(i) for i in range(children.size()))
+
+
+# Spark's expression classes of user-defined functions, and of the query's time / context
+# (deterministic within one query, different in the next: delta-spark refuses them too).
+_UDFS = frozenset({"ScalaUDF", "PythonUDF", "ScalaUDAF", "ScalaAggregator", "HiveSimpleUDF",
+                   "HiveGenericUDF", "HiveUDAFFunction"})
+_QUERY_TIME = frozenset({"CurrentTimestamp", "Now", "CurrentDate", "LocalTimestamp",
+                         "CurrentTimeZone", "CurrentUser", "CurrentDatabase", "CurrentCatalog",
+                         "CurrentTime"})
+
+
+def _refused(name: str, expression: str, table: str, error_class: str,
+             what: str) -> HeadwaterError:
+    return HeadwaterError(
+        "HW_GENERATED_COLUMN_INVALID", f"{what} (generated column {name} of {table}: "
+        f"{expression!r})", "A generated column's value must follow from the row's other "
+        "columns alone, the same on every write and every check.",
+        "Use deterministic built-in functions of the table's other columns; compute other "
+        "values in the written data instead.", error_class=error_class)
 
 
 def _quoted(name: str) -> str:
