@@ -92,3 +92,25 @@ def test_non_deterministic_generation_expressions_are_refused(spark, tmp_path, e
     with pytest.raises(HeadwaterError, match=error_class):
         builder.execute()
     assert not (path / "_delta_log").exists()
+
+
+def test_merge_checks_the_generated_values_it_is_given(spark, tmp_path):
+    path = str(tmp_path / "gen")
+    table = (DeltaTable.create(spark).location(path).addColumn("id", "INT")
+             .addColumn("g", "INT", generatedAlwaysAs="id + 10").execute())
+    spark.createDataFrame([(1,)], "id int").write.format("delta").mode("append").save(path)
+    bad = spark.createDataFrame([(1, 99), (2, 12)], "id int, g int")
+    for run in (
+        lambda: table.alias("t").merge(bad.alias("s"), "t.id = s.id")
+        .whenMatchedUpdate(set={"g": "s.g"}).execute(),
+        lambda: table.alias("t").merge(bad.alias("s"), "t.id = s.id")
+        .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(),
+    ):
+        with pytest.raises(Exception, match="DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"):
+            run()
+    assert rows(table.toDF()) == [(1, 11)]
+    good = spark.createDataFrame([(1, 11, 5), (3, 13, 3)], "id int, g int, n int")
+    (table.alias("t").merge(good.alias("s"), "t.id = s.id")
+     .whenMatchedUpdate(set={"id": "s.n"})  # g follows id, not checked: not assigned
+     .whenNotMatchedInsert(values={"id": "s.id", "g": "s.g"}).execute())
+    assert rows(table.toDF()) == [(3, 13), (5, 15)]

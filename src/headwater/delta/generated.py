@@ -142,21 +142,24 @@ def prepare(df: DataFrame, generation: Generation, table: str) -> tuple[DataFram
             value = F.lit(None)
         columns.append(value.cast(field.dataType).alias(field.name))
     rows = df.select(*columns)
-    checked = {n for n in generation.expressions if n.lower() in given}
+    checked = dict.fromkeys(n for n in generation.expressions if n.lower() in given)
     return rows.select(*_finished(generation, table, checked)), [i.name for i in generated]
 
 
 def recompute(df: DataFrame, generation: Generation, table: str,
-              checked: Iterable[str] = ()) -> DataFrame:
+              checked: Iterable[str] | Mapping[str, Column] = ()) -> DataFrame:
     """``df`` (every table column) with its generated columns computed again from the other
     columns (UPDATE / MERGE: a changed ``col1`` changes ``col2 = col1 + 10``); the columns in
-    ``checked`` were assigned by the statement and are checked against their expression."""
-    return df.select(*_finished(generation, table, set(checked)))
+    ``checked`` were assigned by the statement and are checked against their expression (a
+    mapping: on the rows where its condition holds, e.g. a MERGE's clauses that assign it)."""
+    where = dict(checked) if isinstance(checked, Mapping) else dict.fromkeys(checked)
+    return df.select(*_finished(generation, table, where))
 
 
-def _finished(generation: Generation, table: str, checked: set[str]) -> list[Column]:
-    """Every column of the table: generated ones computed (or, in ``checked``, verified);
-    NOT NULL columns refuse NULL."""
+def _finished(generation: Generation, table: str,
+              checked: Mapping[str, Column | None]) -> list[Column]:
+    """Every column of the table: generated ones computed (or, in ``checked``, verified on
+    the rows its condition selects, all rows for None); NOT NULL columns refuse NULL."""
     out = []
     for field in generation.schema.fields:
         column = F.col(_quoted(field.name))
@@ -164,9 +167,12 @@ def _finished(generation: Generation, table: str, checked: set[str]) -> list[Col
         if expression is not None:
             computed = F.expr(expression).cast(field.dataType)
             if field.name in checked:
-                column = F.when(column.eqNullSafe(computed), column).otherwise(
+                verified = F.when(column.eqNullSafe(computed), column).otherwise(
                     F.raise_error(_mismatch_message(field.name, expression, table, column,
                                                     computed)))
+                condition = checked[field.name]
+                column = verified if condition is None else F.when(
+                    condition, verified).otherwise(computed)
             else:
                 column = computed
         if not field.nullable:
