@@ -7,6 +7,7 @@ before its fix."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,18 @@ def test_merge_checks_the_generated_values_it_is_given(spark, tmp_path):
      .whenMatchedUpdate(set={"id": "s.n"})  # g follows id, not checked: not assigned
      .whenNotMatchedInsert(values={"id": "s.id", "g": "s.g"}).execute())
     assert rows(table.toDF()) == [(3, 13), (5, 15)]
+
+
+GOLDEN_DV = Path("/work/shared/delta-golden/dv-partitioned-with-checkpoint")
+
+
+def test_clone_replace_onto_a_deletion_vector_table_is_refused_unchanged(spark, tmp_path):
+    target = tmp_path / "dv"
+    shutil.copytree(GOLDEN_DV, target)
+    before = len(commits(target))
+    source = str(tmp_path / "src")
+    spark.createDataFrame([(1, "a", 1)], "col1 int, col2 string, part int").write.format(
+        "delta").save(source)
+    with pytest.raises(HeadwaterError, match="deletion vectors"):
+        DeltaTable.forPath(spark, source).clone(str(target), isShallow=True, replace=True)
+    assert len(commits(target)) == before
