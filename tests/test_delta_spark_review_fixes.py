@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from headwater import DeltaTable, HeadwaterError, Lakehouse
+from headwater.delta.commit import delta_rs_conflict
+from headwater.delta.merge import merge_batch
 
 
 @pytest.fixture
@@ -130,3 +132,16 @@ def test_clone_replace_onto_a_deletion_vector_table_is_refused_unchanged(spark, 
     with pytest.raises(HeadwaterError, match="deletion vectors"):
         DeltaTable.forPath(spark, source).clone(str(target), isShallow=True, replace=True)
     assert len(commits(target)) == before
+
+
+def test_update_mode_merge_into_a_clustered_table_is_refused_not_retried(spark, tmp_path):
+    path = str(tmp_path / "c")
+    (DeltaTable.create(spark).location(path).addColumn("id", "INT").addColumn("v", "STRING")
+     .clusterBy("v").execute())
+    batch = spark.createDataFrame([(1, "a")], "id int, v string")
+    with pytest.raises(HeadwaterError) as err:
+        merge_batch(batch, path, ["id"], "app", 0)
+    assert err.value.code == "HW_DELTA_UNSUPPORTED_FEATURE" and "clustering" in str(err.value)
+    refused = delta_rs_conflict(Exception("Unsupported table features required: "
+                                          "[Clustering]"), "MERGE", path)
+    assert refused.code == "HW_DELTA_UNSUPPORTED_FEATURE"
