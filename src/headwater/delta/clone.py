@@ -90,6 +90,14 @@ def clone(source: str, target: str, version: int | None = None, shallow: bool = 
             "CLONE creates a new table unless it is told to replace one.",
             "Pass replace=True, or clone to another path.",
             error_class="DELTA_TABLE_ALREADY_EXISTS")
+    if existing is not None and deletion_vector_paths(existing):
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"CLONE ... REPLACE onto {dst_uri} is not supported: the table there has deletion "
+            "vectors.", "The replace must remove each file with its deletion vector, which "
+            "deltalake does not report.",
+            "Purge them first (REORG TABLE ... APPLY (PURGE) in delta-spark), or drop the "
+            "target table before cloning.")
     rows = add_actions(source_table).to_pylist()
     schema = spark_schema(source_table.schema().to_json())
     partition_columns = list(source_table.metadata().partition_columns)

@@ -199,11 +199,20 @@ _DELTA_RS_CONFLICTS: tuple[tuple[str, type[DeltaConcurrentModificationException]
 
 def delta_rs_conflict(exc: BaseException, operation: str, uri: str,
                       code: str = "HW_DML_CONCURRENT_CONFLICT"
-                      ) -> DeltaConcurrentModificationException:
+                      ) -> DeltaConcurrentModificationException | HeadwaterError:
     """delta-rs's ``CommitFailedError`` as delta-spark's exception class for the same
-    conflict (ConcurrentWriteException when delta-rs's words name none)."""
+    conflict (ConcurrentWriteException when delta-rs's words name none); a refusal of the
+    table's features is no conflict (running again fails again): HW_DELTA_UNSUPPORTED_FEATURE."""
     text = str(exc).strip()
     lowered = text.lower()
+    if "unsupported table feature" in lowered or "unsupported reader feature" in lowered \
+            or "unsupported writer feature" in lowered:
+        return HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"{operation} on {uri} was refused by deltalake: {text.splitlines()[0]}.",
+            "deltalake cannot commit to a table with these features.",
+            "Write this table through headwater's own paths (INSERT, df.write, DeltaTable "
+            "merge / update / delete), or drop the feature.")
     cls = next((c for words, c in _DELTA_RS_CONFLICTS if words in lowered),
                ConcurrentWriteException)
     first = text.splitlines()[0] if text else type(exc).__name__

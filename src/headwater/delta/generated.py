@@ -98,8 +98,9 @@ def declares_generation(schema_json: str) -> bool:
 
 def prepare(df: DataFrame, generation: Generation, table: str) -> tuple[DataFrame, list[str]]:
     """``df`` as the table's rows: every table column in table order, generated values added,
-    given ones checked. Returns it and the identity columns whose values this write generates
-    (their high-water marks move with the commit). Columns the table lacks are refused."""
+    given ones checked, NOT NULL columns checked (a missing one refused). Returns it and the
+    identity columns whose values this write generates (their high-water marks move with the
+    commit). Columns the table lacks are refused."""
     fields = generation.schema.fields
     given = {c.lower(): c for c in df.columns}
     known = {f.name.lower() for f in fields}
@@ -110,6 +111,16 @@ def prepare(df: DataFrame, generation: Generation, table: str) -> tuple[DataFram
             f"The data has columns the Delta table {table} does not: {', '.join(extra)}.",
             "A table with generated or identity columns keeps its schema on every write.",
             "Drop those columns, or add them to the table first (ALTER TABLE ADD COLUMNS).")
+    missing = [f.name for f in fields if not f.nullable and f.name.lower() not in given
+               and f.name not in generation.expressions and generation.identity(f.name) is None]
+    if missing:
+        raise HeadwaterError(
+            "HW_DML_NOT_NULL_VIOLATED",
+            f"Column {missing[0]}, which has a NOT NULL constraint, is missing from the data "
+            f"being written into the table {table}.",
+            "Delta enforces NOT NULL on every write; a missing column would be NULL.",
+            f"Give {', '.join(missing)} a value in every written row.",
+            error_class="DELTA_MISSING_NOT_NULL_COLUMN_VALUE")
     for spec in generation.identities:
         if spec.name.lower() in given and not spec.allow_explicit_insert:
             raise explicit_identity_error(spec.name, table)
@@ -131,21 +142,24 @@ def prepare(df: DataFrame, generation: Generation, table: str) -> tuple[DataFram
             value = F.lit(None)
         columns.append(value.cast(field.dataType).alias(field.name))
     rows = df.select(*columns)
-    checked = {n for n in generation.expressions if n.lower() in given}
+    checked = dict.fromkeys(n for n in generation.expressions if n.lower() in given)
     return rows.select(*_finished(generation, table, checked)), [i.name for i in generated]
 
 
 def recompute(df: DataFrame, generation: Generation, table: str,
-              checked: Iterable[str] = ()) -> DataFrame:
+              checked: Iterable[str] | Mapping[str, Column] = ()) -> DataFrame:
     """``df`` (every table column) with its generated columns computed again from the other
     columns (UPDATE / MERGE: a changed ``col1`` changes ``col2 = col1 + 10``); the columns in
-    ``checked`` were assigned by the statement and are checked against their expression."""
-    return df.select(*_finished(generation, table, set(checked)))
+    ``checked`` were assigned by the statement and are checked against their expression (a
+    mapping: on the rows where its condition holds, e.g. a MERGE's clauses that assign it)."""
+    where = dict(checked) if isinstance(checked, Mapping) else dict.fromkeys(checked)
+    return df.select(*_finished(generation, table, where))
 
 
-def _finished(generation: Generation, table: str, checked: set[str]) -> list[Column]:
-    """Every column of the table: generated ones computed (or, in ``checked``, verified);
-    NOT NULL columns refuse NULL."""
+def _finished(generation: Generation, table: str,
+              checked: Mapping[str, Column | None]) -> list[Column]:
+    """Every column of the table: generated ones computed (or, in ``checked``, verified on
+    the rows its condition selects, all rows for None); NOT NULL columns refuse NULL."""
     out = []
     for field in generation.schema.fields:
         column = F.col(_quoted(field.name))
@@ -153,9 +167,12 @@ def _finished(generation: Generation, table: str, checked: set[str]) -> list[Col
         if expression is not None:
             computed = F.expr(expression).cast(field.dataType)
             if field.name in checked:
-                column = F.when(column.eqNullSafe(computed), column).otherwise(
+                verified = F.when(column.eqNullSafe(computed), column).otherwise(
                     F.raise_error(_mismatch_message(field.name, expression, table, column,
                                                     computed)))
+                condition = checked[field.name]
+                column = verified if condition is None else F.when(
+                    condition, verified).otherwise(computed)
             else:
                 column = computed
         if not field.nullable:
@@ -286,7 +303,8 @@ def check_expressions(spark: SparkSession, schema: StructType, table: str) -> No
     for name, expression in generation.expressions.items():
         field = schema[name]
         try:
-            result = empty.select(F.expr(expression).alias(name)).schema[name].dataType
+            selected = empty.select(F.expr(expression).alias(name))
+            result = selected.schema[name].dataType
         except AnalysisException as exc:
             raise HeadwaterError(
                 "HW_GENERATED_COLUMN_INVALID",
@@ -295,6 +313,7 @@ def check_expressions(spark: SparkSession, schema: StructType, table: str) -> No
                 "A generated column cannot use a non-existent column or another generated "
                 "column.", "Write the expression over the table's other columns.",
                 error_class="DELTA_INVALID_GENERATED_COLUMN_REFERENCES") from exc
+        _check_deterministic(selected, name, expression, table)
         if result.simpleString() != field.dataType.simpleString():
             raise HeadwaterError(
                 "HW_GENERATED_COLUMN_INVALID",
@@ -305,6 +324,55 @@ def check_expressions(spark: SparkSession, schema: StructType, table: str) -> No
                 f"Cast in the expression, e.g. CAST({expression} AS "
                 f"{field.dataType.simpleString()}), or change the column's type.",
                 error_class="DELTA_GENERATED_COLUMNS_EXPR_TYPE_MISMATCH")
+
+
+def _check_deterministic(selected: DataFrame, name: str, expression: str, table: str) -> None:
+    """delta-spark's refusals of a generation expression Spark resolved: a UDF, a
+    non-deterministic expression (rand(), uuid()), a time of the query (current_timestamp())
+    or an aggregate; found on the expression tree of Spark's analyzed plan."""
+    plan = selected._jdf.queryExecution().analyzed()
+    if plan.getClass().getSimpleName() == "Aggregate":
+        raise _refused(name, expression, table, "DELTA_AGGREGATE_IN_GENERATED_COLUMN",
+                       f"Found {expression}. A generated column cannot use an aggregate "
+                       "expression.")
+    pending = [plan.expressions().apply(0)]
+    while pending:
+        node = pending.pop()
+        kind = node.getClass().getSimpleName()
+        if kind in _UDFS:
+            raise _refused(name, expression, table, "DELTA_UDF_IN_GENERATED_COLUMN",
+                           f"Found {node.sql()}. A generated column cannot use a "
+                           "user-defined function.")
+        if not node.deterministic():
+            raise _refused(name, expression, table,
+                           "DELTA_NON_DETERMINISTIC_EXPRESSION_IN_GENERATED_COLUMN",
+                           f"Found {node.sql()}. A generated column cannot use a non "
+                           "deterministic expression.")
+        if kind in _QUERY_TIME:
+            raise _refused(name, expression, table,
+                           "DELTA_UNSUPPORTED_EXPRESSION_GENERATED_COLUMN",
+                           f"{node.sql()} cannot be used in a generated column.")
+        children = node.children()
+        pending.extend(children.apply(i) for i in range(children.size()))
+
+
+# Spark's expression classes of user-defined functions, and of the query's time / context
+# (deterministic within one query, different in the next: delta-spark refuses them too).
+_UDFS = frozenset({"ScalaUDF", "PythonUDF", "ScalaUDAF", "ScalaAggregator", "HiveSimpleUDF",
+                   "HiveGenericUDF", "HiveUDAFFunction"})
+_QUERY_TIME = frozenset({"CurrentTimestamp", "Now", "CurrentDate", "LocalTimestamp",
+                         "CurrentTimeZone", "CurrentUser", "CurrentDatabase", "CurrentCatalog",
+                         "CurrentTime"})
+
+
+def _refused(name: str, expression: str, table: str, error_class: str,
+             what: str) -> HeadwaterError:
+    return HeadwaterError(
+        "HW_GENERATED_COLUMN_INVALID", f"{what} (generated column {name} of {table}: "
+        f"{expression!r})", "A generated column's value must follow from the row's other "
+        "columns alone, the same on every write and every check.",
+        "Use deterministic built-in functions of the table's other columns; compute other "
+        "values in the written data instead.", error_class=error_class)
 
 
 def _quoted(name: str) -> str:

@@ -19,6 +19,7 @@ from headwater.delta.commit import delta_rs_conflict
 from headwater.delta.log import normalize_uri, open_table
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
 from headwater.delta.sink import check_schema
+from headwater.delta.write_commit import deltalake_writes
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
@@ -85,6 +86,17 @@ def merge_batch(batch_df: DataFrame, path: str, keys: list[str], app_id: str,
             "Create the table first, e.g. spark.createDataFrame([], df.schema).write"
             ".format('delta').save(path).",
         ) from exc
+    if not deltalake_writes(table):  # deltalake's merge refuses it; never a "conflict"
+        protocol = table.protocol()
+        features = sorted(set(protocol.writer_features or []) & {
+            "identityColumns", "clustering", "domainMetadata"}) or ["identityColumns"]
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"Update mode cannot MERGE into the Delta table at {uri}: it uses the table "
+            f"feature(s) {', '.join(features)}, which deltalake's merge cannot commit to.",
+            "Update mode merges each micro-batch with deltalake's MERGE.",
+            "Write to this table in append or complete mode, or MERGE with "
+            "DeltaTable.merge in foreachBatch (headwater's own MERGE commits to it).")
     done = table.transaction_version(app_id)
     if done is not None and done >= version:
         return False

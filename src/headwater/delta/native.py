@@ -156,11 +156,9 @@ def _write_own(df: DataFrame, uri: str, table, generation: Generation, mode: str
     first) or one deltalake cannot commit to: staged by Spark's parquet writer, committed by
     headwater (the identity high-water marks raised in the same commit)."""
     schema = generation.schema
-    if generation:
-        df, generated = prepare(df, generation, uri)
-    else:
+    if not generation:  # no generated values, but NOT NULL and the columns still checked
         check_schema(uri, schema, df.schema, False)
-        generated = []
+    df, generated = prepare(df, generation, uri)
     partition_columns = list(table.metadata().partition_columns)
     staging, adds = _stage(df, uri, partition_columns)
     if not adds and mode == "append":

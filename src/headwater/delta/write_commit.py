@@ -19,8 +19,9 @@ from typing import Any
 from pyspark.sql.types import StructType
 
 from headwater.delta.commit import Transaction, commit, log_path
-from headwater.delta.log import add_actions
+from headwater.delta.log import add_actions, deletion_vector_paths
 from headwater.delta.schema import format_partition_value
+from headwater.errors import HeadwaterError
 
 # Writer features deltalake 1.6.6 refuses to commit to.
 _NOT_DELTALAKE = {"identityColumns", "clustering", "domainMetadata"}
@@ -62,6 +63,13 @@ def commit_write(uri: str, table: Any, adds: list[dict[str, Any]], mode: str,
             "configuration": dict(meta.configuration or {}), "createdTime": meta.created_time}})
     read: list[str] = []
     if mode == "overwrite":
+        if deletion_vector_paths(table):  # deltalake does not report the vectors to remove
+            raise HeadwaterError(
+                "HW_DELTA_UNSUPPORTED_FEATURE",
+                f"Overwriting the table at {uri} is not supported: it has deletion vectors.",
+                "An overwrite must remove each file with its deletion vector, which deltalake "
+                "does not report.", "Purge them first (REORG TABLE ... APPLY (PURGE) in "
+                "delta-spark), or delete the rows with DELETE and append.")
         partition_columns = list(meta.partition_columns)
         for row in add_actions(table).to_pylist():
             values = row.get("partition") or {}

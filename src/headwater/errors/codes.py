@@ -116,6 +116,8 @@ CODES: dict[str, str] = {
     "HW_TABLE_DEFINITION_INVALID": "A table definition (CREATE TABLE, the table builder) "
                                    "cannot make a Delta table: no columns, unknown partition / "
                                    "clustering columns, both partitioning and clustering.",
+    "HW_TABLE_LOCATION_MISMATCH": "CREATE OR REPLACE / the table builder gives a table name "
+                                  "a LOCATION other than the existing table's.",
     "HW_GENERATED_COLUMN_INVALID": "A generated column's expression reads unknown or generated "
                                    "columns, or gives another type than the column's.",
     "HW_GENERATED_COLUMN_MISMATCH": "Written data gives a generated column a value other than "

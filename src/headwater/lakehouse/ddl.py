@@ -35,6 +35,7 @@ from headwater.delta.schema import arrow_schema
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.hooks import refuse_dynamic_overwrite
+from headwater.lakehouse.locations import check_location
 from headwater.lakehouse.names import parse_name
 from headwater.lakehouse.statements import (
     Statement,
@@ -101,6 +102,8 @@ def create(lake: Lakehouse, st: Statement) -> DataFrame | None:
     properties = _map(spark, spec.properties())
     comment = properties.pop("comment", comment)
     named = name is not None and lake.exists(name)
+    if replace and name is not None and named and where is not None:
+        check_location(lake, name, path)  # before any write
     exists = named or DeltaLog(path).exists()
     if exists and not replace and not plan.ignoreIfExists():
         if named or where is None:

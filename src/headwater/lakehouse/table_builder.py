@@ -36,6 +36,7 @@ from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.catalog import lakehouse_of
+from headwater.lakehouse.locations import check_location
 from headwater.lakehouse.names import TableName, parse_name
 
 if TYPE_CHECKING:
@@ -155,6 +156,14 @@ class TableSpec:
             raise target.already_exists()
         if not exists and self.mode == "replace":
             raise target.missing()
+        named = target.name is not None and target.lake is not None and target.lake.exists(
+            target.name.qualified)
+        if named and self.mode == "createIfNotExists":  # Spark: nothing to do, nor to register
+            assert target.lake is not None and target.name is not None
+            return self.open_table(self.spark, target.lake.path(target.name.qualified))
+        if named and target.external:  # before any write: the name keeps its table
+            assert target.lake is not None and target.name is not None
+            check_location(target.lake, target.name.qualified, target.path)
         if exists and self.mode in ("replace", "createOrReplace"):
             definition.replace(self.spark, target.path, table_def, target.label,
                                or_create=self.mode == "createOrReplace")

@@ -192,9 +192,12 @@ def spark_merge(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Dml
             F.col(ACTION), *[F.col(f"_hw_post_{i}").alias(n) for i, n in enumerate(names)])
         for identity, labels in fresh_ids.items():
             data = identity_values(data, [identity], where=F.col(ACTION).isin(labels))
-        data = data.drop(ACTION)
-        if generation:  # generated columns follow the columns they read
-            data = recompute(data, generation, snapshot.uri)
+        if generation:  # generated columns follow the columns they read; given ones checked
+            assigning = _assigning(generation, labelled, spec, snapshot)
+            data = recompute(data, generation, snapshot.uri,
+                             {n: F.col(ACTION).isin(lbs) for n, lbs in assigning.items()})
+        else:
+            data = data.drop(ACTION)
         write_files(data, snapshot, written)
         if snapshot.cdf_enabled:
             pre = base.where(F.col(ACTION).isin(updates + deletes)).select(
@@ -264,6 +267,26 @@ def _generated_identities(generation: Generation, labelled, spec: MergeSpec,
                 raise explicit_identity_error(identity.name, snapshot.uri)
             if not given:
                 out.setdefault(identity, []).append(label)
+    return out
+
+
+def _assigning(generation: Generation, labelled, spec: MergeSpec,
+               snapshot: Snapshot) -> dict[str, list[str]]:
+    """The generated columns a clause gives a value (``*`` from a source column of that name,
+    or an assignment) -> the labels of those clauses: their values are checked, not
+    overwritten (delta-spark: DELTA_VIOLATE_CONSTRAINT_WITH_VALUES)."""
+    out: dict[str, list[str]] = {}
+    source = {c.lower() for c in spec.source.columns}
+    columns = snapshot.schema.fieldNames()
+    for name in generation.expressions:
+        for label, clause in labelled:
+            if clause.action == "delete":
+                continue
+            given = name.lower() in source if clause.star else any(
+                target_column_name(k, columns, spec.target_alias, snapshot.uri) == name
+                for k in clause.assignments or {})
+            if given:
+                out.setdefault(name, []).append(label)
     return out
 
 
