@@ -109,8 +109,16 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
 def written_on_driver(path: str) -> bool:
     """True when writes into the table at ``path`` must go through :func:`write_rows`: it
     has generated or identity columns (their values are computed on the DataFrame) or a
-    feature deltalake cannot commit to (identity columns, clustering)."""
-    log = DeltaLog(normalize_uri(path))
+    feature deltalake cannot commit to (identity columns, clustering).
+
+    Local tables only: the driver path commits with a local put-if-absent, and an object-store
+    table's credentials may reach this process only as the writer's options (which the data
+    source registers later): opening it here would go to the cloud's default endpoint.
+    Object-store tables go to the data source writer, which refuses tables it cannot fill."""
+    uri = normalize_uri(path)
+    if "://" in uri and not uri.startswith("file:"):
+        return False
+    log = DeltaLog(uri)
     if not log.exists():
         return False
     table = log.table()
