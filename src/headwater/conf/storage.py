@@ -224,7 +224,7 @@ def pyarrow_filesystem(uri: str) -> tuple[Any, str]:
         if key not in _s3_filesystems:  # one client per credentials, not one per file
             _s3_filesystems[key] = pafs.S3FileSystem(**_pyarrow_s3(options))
         return _s3_filesystems[key], path
-    from deltalake.fs import DeltaStorageHandler  # noqa: PLC0415 - worker: deltalake only where a table is opened
+    from deltalake.fs import DeltaStorageHandler  # noqa: PLC0415 - worker: deltalake only for non-S3 object stores
 
     root = f"{parsed.scheme}://{parsed.netloc}"
     return pafs.PyFileSystem(DeltaStorageHandler(root, options)), parsed.path.lstrip("/")
