@@ -10,6 +10,7 @@
 #   bash dev.sh bench-eventlog   the demo pipeline with and without the event log (outside CI)
 #   bash dev.sh bench-cdc        AUTO CDC vs a hand-written deltalake MERGE, SCD1 and 2 (outside CI)
 #   bash dev.sh bench-dml        MERGE / DELETE: Spark vs delta-rs vs hand-written deltalake (outside CI)
+#   bash dev.sh bench-builder    DeltaTable.create + first write vs a plain df.write.format("delta") (outside CI)
 #   bash dev.sh conformance      delta-spark's own Python tests and examples on headwater, pass counts
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -43,6 +44,7 @@ case "$cmd" in
   bench-eventlog) exec .venv/bin/python benchmarks/event_log_overhead.py "$@" ;;
   bench-cdc) exec .venv/bin/python benchmarks/cdc_apply.py "$@" ;;
   bench-dml) exec .venv/bin/python benchmarks/dml.py "$@" ;;
+  bench-builder) exec .venv/bin/python benchmarks/table_builder.py "$@" ;;
   conformance) exec .venv/bin/python tools/delta_conformance.py "$@" ;;
-  *) echo "usage: bash dev.sh demo|test|fast|lint|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-cdc|bench-dml|conformance" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh demo|test|fast|lint|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-cdc|bench-dml|bench-builder|conformance" >&2; exit 2 ;;
 esac

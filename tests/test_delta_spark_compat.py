@@ -192,3 +192,33 @@ def test_external_location_file_is_in_the_state_folder(lake, spark, tmp_path):
     spark.sql(f"CREATE TABLE ext (id INT) USING delta LOCATION '{tmp_path / 'ext'}'")
     pointer = Path(lake.state_dir) / "_external" / "ext.json"
     assert pointer.is_file() and str(tmp_path / "ext") in pointer.read_text()
+
+
+def test_a_table_deleted_and_written_again_at_the_same_path_reads_its_new_rows(spark, tmp_path):
+    """Delta's examples start with shutil.rmtree(path) and write again: the reused Python
+    workers' cached snapshot (version 0 both times) must not list the old table's files."""
+    path = str(tmp_path / "again")
+    spark.range(3).write.format("delta").save(path)
+    assert spark.read.format("delta").load(path).count() == 3
+    shutil.rmtree(path)
+    spark.range(10, 15).write.format("delta").save(path)
+    assert rows(spark.read.format("delta").load(path)) == [(i,) for i in range(10, 15)]
+    shutil.rmtree(path)  # more commits than before: replaying them onto the old one is wrong
+    spark.range(20, 22).write.format("delta").save(path)
+    spark.range(22, 23).write.format("delta").mode("append").save(path)
+    assert rows(spark.read.format("delta").load(path)) == [(20,), (21,), (22,)]
+
+
+def test_session_auto_merge_lets_an_append_add_columns(spark, tmp_path):
+    path = str(tmp_path / "evolve")
+    spark.range(2).write.format("delta").save(path)
+    wider = spark.range(2, 3).selectExpr("id", "'x' AS extra")
+    with pytest.raises(Exception, match="HW_SINK_SCHEMA_MISMATCH"):
+        wider.write.format("delta").mode("append").save(path)
+    spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
+    try:
+        wider.write.format("delta").mode("append").save(path)
+    finally:
+        spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
+    got = {tuple(r) for r in spark.read.format("delta").load(path).collect()}
+    assert got == {(0, None), (1, None), (2, "x")}

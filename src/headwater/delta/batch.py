@@ -9,6 +9,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import pyarrow.fs as pafs
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceReader,
@@ -45,23 +46,37 @@ from headwater.errors import HeadwaterError
 # --- reading -------------------------------------------------------------------------------
 
 _tables_lock = threading.Lock()
-_latest_tables: dict[str, Any] = {}  # uri -> DeltaTable kept fresh with update_incremental
+# uri -> (a DeltaTable kept fresh with update_incremental, the signature of its newest commit)
+_latest_tables: dict[str, tuple[Any, tuple[int, int] | None]] = {}
 
 
 def latest_table(log: DeltaLog):
-    """The table's newest snapshot; workers are reused, so later reads only replay new commits."""
+    """The table's newest snapshot; workers are reused, so later reads only replay new commits.
+
+    A table deleted and written again at the same path (``rm -r`` then a new first write)
+    starts over at version 0: its commit files have the old numbers, so replaying "new
+    commits" onto the old snapshot would list the old table's files. The newest commit file
+    the cached snapshot read is therefore checked first (modification time and size); if it
+    is not the same file any more, the table is loaded afresh."""
     with _tables_lock:
-        table = _latest_tables.get(log.uri)
-        if table is None:
-            table = log.table()
-            _latest_tables[log.uri] = table
-        else:
+        cached = _latest_tables.get(log.uri)
+        if cached is not None and _signature(log, cached[0].version()) == cached[1]:
+            table = cached[0]
             try:
                 table.update_incremental()
-            except Exception:  # noqa: BLE001 - e.g. table recreated: load afresh
+            except Exception:  # noqa: BLE001 - e.g. log cleaned up meanwhile: load afresh
                 table = log.table()
-                _latest_tables[log.uri] = table
+        else:
+            table = log.table()
+        _latest_tables[log.uri] = (table, _signature(log, table.version()))
         return table
+
+
+def _signature(log: DeltaLog, version: int) -> tuple[int, int] | None:
+    info = log.fs.get_file_info(log.commit_path(version))
+    if info.type == pafs.FileType.NotFound:
+        return None
+    return (info.mtime_ns or 0, info.size or 0)
 
 
 _OPS = {

@@ -191,7 +191,7 @@ class DeltaTable:
                 "parquet.`/path`; lakehouse tables are Delta tables already.",
                 "Pass \"parquet.`/path/to/folder`\".",
                 error_class="DELTA_CONVERT_NON_PARQUET_TABLE")
-        schema = StructType.fromDDL(partitionSchema) if isinstance(partitionSchema, str) \
+        schema = _struct(partitionSchema) if isinstance(partitionSchema, str) \
             else partitionSchema
         return cls(sparkSession, convert_parquet(parts[1], schema))
 
@@ -280,8 +280,9 @@ class DeltaTable:
 
     def _timestamp(self, text: str) -> dt.datetime:
         """``text`` read as Spark casts a string to a timestamp (session time zone), UTC."""
-        micros = self._spark.range(1).select(
-            F.unix_micros(F.lit(text).try_cast("timestamp"))).first()[0]
+        row = self._spark.range(1).select(
+            F.unix_micros(F.lit(text).try_cast("timestamp"))).first()
+        micros = None if row is None else row[0]
         if micros is None:
             raise DeltaAnalysisError(
                 "HW_DELTA_TIMESTAMP_INVALID",
@@ -441,7 +442,7 @@ OPTIMIZE_SCHEMA = (
 def optimize_frame(spark: SparkSession, path: str, metrics: dict[str, Any]) -> DataFrame:
     """OPTIMIZE's result as delta-spark returns it: the table's path and a metrics struct
     (fields the metrics lack are null)."""
-    struct = StructType.fromDDL(OPTIMIZE_SCHEMA)
+    struct = _struct(OPTIMIZE_SCHEMA)
     metric_fields = struct["metrics"].dataType
     assert isinstance(metric_fields, StructType)
     values = {f.name: metrics.get(f.name) for f in metric_fields.fields}
@@ -469,8 +470,15 @@ def _check_clone(target: Any, shallow: Any, replace: Any, properties: Any,
             _check_type(value, str, f"All property values including {value}", "a string")
 
 
+def _struct(ddl: str) -> StructType:
+    """A DDL column list as a StructType (``StructType.fromDDL`` is typed as any DataType)."""
+    struct = StructType.fromDDL(ddl)
+    assert isinstance(struct, StructType)
+    return struct
+
+
 def _frame(spark: SparkSession, rows: list[dict[str, Any]], schema: str) -> DataFrame:
-    struct = StructType.fromDDL(schema)
+    struct = _struct(schema)
     data = [tuple(_plain(row.get(f.name)) for f in struct.fields) for row in rows]
     return spark.createDataFrame(data, struct)
 

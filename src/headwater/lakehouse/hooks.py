@@ -31,6 +31,7 @@ from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 from pyspark.sql.sql_formatter import SQLStringFormatter
 from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
+from headwater.conf.layout import DELTA_AUTO_MERGE_CONF
 from headwater.conf.options import parse_bool
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.native import batch_writer, replace_native, write_rows, written_on_driver
@@ -230,6 +231,9 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
         if "partitionby" not in options:
             writer.option("partitionBy", ",".join(partition_by))
         _set_private_field(jwrite, "partitioningColumns", spark._jvm.scala.Option.empty())
+    if "mergeschema" not in options and parse_bool(
+            DELTA_AUTO_MERGE_CONF, spark.conf.get(DELTA_AUTO_MERGE_CONF, None), False):
+        writer.option("mergeSchema", "true")  # delta-spark's session-wide schema evolution
     overwrite_schema = parse_bool("overwriteSchema", options.get("overwriteschema"), False)
     if target is not None and mode in ("append", "overwrite") and not overwrite_schema \
             and written_on_driver(normalize_uri(target)):

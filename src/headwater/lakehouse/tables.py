@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
-from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, LAKEHOUSE_STATE_CONF, WAREHOUSE
+from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, LAKEHOUSE_STATE_CONF, SYSTEM_TABLES, WAREHOUSE
 from headwater.conf.location import AnyPath, location, remove_tree, state_folder
 from headwater.conf.options import parse_bool
 from headwater.conf.triggers import Trigger, trigger_kwargs
@@ -48,7 +48,7 @@ from headwater.lakehouse import catalog, external, hooks
 from headwater.lakehouse.catalog import columns_option as _columns
 from headwater.lakehouse.catalog import per_table_source
 from headwater.lakehouse.hooks import raw_sql
-from headwater.lakehouse.names import SYSTEM_TABLES, TableName, list_tables, parse_name
+from headwater.lakehouse.names import TableName, list_tables, parse_name
 from headwater.lakehouse.sources import start_session
 from headwater.lakehouse.sql import run_sql
 from headwater.spark.checkpoint_lock import CheckpointLock, guarded
@@ -261,7 +261,8 @@ class Lakehouse:
         with self._create_lock:
             return self._create_table(name, schema, partition_by, comment, properties)
 
-    def _create_table(self, name, schema, partition_by, comment, properties) -> str:
+    def _create_table(self, name: str, schema: StructType, partition_by: Iterable[str],
+                      comment: str | None, properties: dict[str, str] | None) -> str:
         tname = parse_name(name)
         path = self.path(name)
         partition_by = list(partition_by)
@@ -425,8 +426,10 @@ class Lakehouse:
                 merge_keys = list(keys) if keys else group_keys(df)
                 path = self.path(name)
                 app_id = f"headwater-merge-{tname.qualified}"
-                writer = writer.outputMode("update").foreachBatch(
-                    lambda batch, batch_id: merge_batch(batch, path, merge_keys, app_id, batch_id))
+                def merge(batch: DataFrame, batch_id: int) -> None:
+                    merge_batch(batch, path, merge_keys, app_id, batch_id)
+
+                writer = writer.outputMode("update").foreachBatch(merge)
                 query = writer.start()
             elif written_on_driver(self.path(name)):  # generated / identity columns
                 query = writer.outputMode(mode).foreachBatch(batch_writer(
@@ -437,9 +440,9 @@ class Lakehouse:
         except BaseException:
             lock.release()
             raise
-        query = guarded(query, lock)  # stopped, with HW_LEASE_LOST, if the lease is taken
-        self._locks[checkpoint] = (lock, query)
-        return query
+        guarded_query: StreamingQuery = guarded(query, lock)  # stopped if the lease is taken
+        self._locks[checkpoint] = (lock, guarded_query)
+        return guarded_query
 
     def _lock(self, checkpoint: str, owner: str) -> CheckpointLock:
         held = self._locks.pop(checkpoint, None)
