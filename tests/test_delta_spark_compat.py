@@ -137,6 +137,9 @@ def test_alter_column_order_and_nullability_rename_and_set_location(lake, spark,
     spark.sql(f"ALTER TABLE t2 SET LOCATION '{elsewhere}'")
     assert rows(spark.sql("SELECT * FROM t2")) == [("y", 2), ("z", 3)]
     assert lake.is_external("t2")
+    spark.sql("DROP TABLE t2")  # the managed folder it had must not come back under the name
+    assert not lake.exists("t2") and "t2" not in lake.tables()
+    assert rows(spark.read.format("delta").load(elsewhere)) == [("y", 2), ("z", 3)]
 
 
 def test_describe_shows_partitions_and_show_tblproperties_the_protocol(lake, spark):
@@ -222,3 +225,69 @@ def test_session_auto_merge_lets_an_append_add_columns(spark, tmp_path):
         spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
     got = {tuple(r) for r in spark.read.format("delta").load(path).collect()}
     assert got == {(0, None), (1, None), (2, "x")}
+
+
+@pytest.mark.parametrize("engine", ["spark", "delta-rs"])
+def test_dml_rewrites_in_partitions_with_special_characters_stay_readable(spark, tmp_path,
+                                                                           engine):
+    """Spark escapes ':' and '%' in partition folder names; the log must name those files
+    URI-encoded, or every reader (headwater's, delta-rs) looks for a file that is not there."""
+    from headwater.delta import dml
+
+    path = str(tmp_path / "special")
+    df = spark.createDataFrame([("10:00 50%", 1), ("10:00 50%", 2), ("plain", 3)], ["p", "v"])
+    df.write.partitionBy("p").format("delta").save(path)
+    dml.update(spark, path, {"v": "v * 10"}, "v = 2", engine=engine)
+    assert rows(spark.read.format("delta").load(path)) == [
+        ("10:00 50%", 1), ("10:00 50%", 20), ("plain", 3)]
+    assert sorted(DeltaTable(path).to_pyarrow_table().column("v").to_pylist()) == [1, 3, 20]
+
+
+def test_a_first_write_with_timestamp_ntz_columns_creates_a_readable_table(spark, tmp_path):
+    import datetime as dt
+
+    path = str(tmp_path / "ntz")
+    when = dt.datetime(2024, 1, 2, 3, 4, 5)
+    spark.createDataFrame([(1, when)], "id INT, ts TIMESTAMP_NTZ").write.format("delta") \
+        .save(path)
+    protocol = DeltaTable(path).protocol()  # deltalake refused to open it before
+    assert "timestampNtz" in (protocol.writer_features or [])
+    assert rows(spark.read.format("delta").load(path)) == [(1, when)]
+
+
+def test_save_as_table_into_a_generated_column_table_keeps_txn_and_refuses_replace_where(
+        lake, spark):
+    from headwater import DeltaTable as HwDeltaTable
+
+    HwDeltaTable.create(spark).tableName("gen").addColumn("a", "INT") \
+        .addColumn("b", "INT", generatedAlwaysAs="a + 1").execute()
+    df = spark.createDataFrame([(1,)], "a INT")
+    for _ in range(2):  # a retried batch: written once
+        df.write.format("delta").mode("append").option("txnAppId", "job") \
+            .option("txnVersion", 7).saveAsTable("gen")
+    assert rows(spark.table("gen")) == [(1, 2)]
+    with pytest.raises(HeadwaterError, match="HW_REPLACE_WHERE_UNSUPPORTED"):
+        df.write.format("delta").mode("overwrite").option("replaceWhere", "a = 1") \
+            .saveAsTable("gen")
+    assert rows(spark.table("gen")) == [(1, 2)]
+
+
+def test_dynamic_partition_overwrite_is_refused_not_a_whole_table_overwrite(lake, spark,
+                                                                            tmp_path):
+    spark.sql("CREATE TABLE dyn (d STRING, v INT) USING delta PARTITIONED BY (d)")
+    spark.sql("INSERT INTO dyn VALUES ('a', 1), ('b', 2)")
+    path = str(tmp_path / "dyn_path")
+    spark.table("dyn").write.partitionBy("d").format("delta").save(path)
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+    try:
+        with pytest.raises(HeadwaterError, match="Dynamic partition overwrite"):
+            spark.sql("INSERT OVERWRITE dyn VALUES ('a', 10)")
+        with pytest.raises(HeadwaterError, match="Dynamic partition overwrite"):
+            spark.sql(f"INSERT OVERWRITE delta.`{path}` VALUES ('a', 10)")
+    finally:
+        spark.conf.unset("spark.sql.sources.partitionOverwriteMode")
+    with pytest.raises(HeadwaterError, match="Dynamic partition overwrite"):
+        spark.createDataFrame([("a", 10)], "d STRING, v INT").write.format("delta") \
+            .mode("overwrite").option("partitionOverwriteMode", "dynamic").save(path)
+    assert rows(spark.table("dyn")) == [("a", 1), ("b", 2)]  # nothing was replaced
+    assert rows(spark.read.format("delta").load(path)) == [("a", 1), ("b", 2)]

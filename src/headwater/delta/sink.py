@@ -218,7 +218,19 @@ def commit_files(
         if create_with_write(path, schema.to_json(), adds, partition_by, txn,
                              SAVE_MODES.get((save_mode or mode).lower(), "Append")):
             return True
-        table = open_table(path)  # another writer created the table first: add to it
+        # another writer created the table first: add to it, unless the user's mode said
+        # "only a new table" (checked before the write, lost since)
+        if (save_mode or "").lower() in ("errorifexists", "error", "ignore"):
+            _delete_files(path, adds)
+            if (save_mode or "").lower() == "ignore":
+                return False
+            raise HeadwaterError(
+                "HW_DELTA_PATH_EXISTS", f"Cannot write to already existent path {path}: "
+                "another writer created a table there while this write ran.",
+                "A write without a mode (errorifexists) creates a new table only; nothing was "
+                "written.", "Use .mode('append') to add rows to the table.",
+                error_class="DELTA_PATH_EXISTS")
+        table = open_table(path)
     if txn is not None:
         done = table.transaction_version(txn[0])
         if done is not None and done >= txn[1]:
@@ -292,7 +304,7 @@ def create_with_write(path: str, schema_json: str, adds: list[dict[str, Any]],
             "operationMetrics": {"numFiles": str(len(adds)), "numOutputRows": str(rows),
                                  "numOutputBytes": str(sum(int(a["size"]) for a in adds))},
             "engineInfo": ENGINE_INFO, "txnId": str(uuid.uuid4())}},
-        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {"protocol": _first_protocol(schema_json)},
         {"metaData": {
             "id": str(uuid.uuid4()), "name": None, "description": None,
             "format": {"provider": "parquet", "options": {}}, "schemaString": schema_json,
@@ -305,6 +317,15 @@ def create_with_write(path: str, schema_json: str, adds: list[dict[str, Any]],
     os.makedirs(os.path.join(path, DELTA_LOG), exist_ok=True)
     payload = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
     return put_if_absent(path, 0, payload.encode("utf-8"))
+
+
+def _first_protocol(schema_json: str) -> dict[str, Any]:
+    """A new table's protocol: (1, 2), or with the timestampNtz feature when a column (nested
+    ones too) is TIMESTAMP_NTZ, which readers refuse to open without it."""
+    if '"timestamp_ntz"' in schema_json:
+        return {"minReaderVersion": 3, "minWriterVersion": 7,
+                "readerFeatures": ["timestampNtz"], "writerFeatures": ["timestampNtz"]}
+    return {"minReaderVersion": 1, "minWriterVersion": 2}
 
 
 def inject_fault(point: str) -> None:

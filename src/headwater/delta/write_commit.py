@@ -18,7 +18,7 @@ from typing import Any
 
 from pyspark.sql.types import StructType
 
-from headwater.delta.commit import Transaction, commit
+from headwater.delta.commit import Transaction, commit, log_path
 from headwater.delta.log import add_actions
 from headwater.delta.schema import format_partition_value
 
@@ -71,7 +71,7 @@ def commit_write(uri: str, table: Any, adds: list[dict[str, Any]], mode: str,
                 "partitionValues": {c: format_partition_value(values.get(c))
                                     for c in partition_columns}}})
             read.append(row["path"])
-    actions += [{"add": a} for a in adds]
+    actions += [{"add": {**a, "path": log_path(a["path"])}} for a in adds]  # URI-encoded
     if txn is not None:
         actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
     rows = sum(json.loads(a["stats"])["numRecords"] for a in adds if a.get("stats"))

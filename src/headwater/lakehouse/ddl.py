@@ -36,6 +36,7 @@ from headwater.delta.native import replace_native
 from headwater.delta.schema import arrow_schema
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
+from headwater.lakehouse.hooks import refuse_dynamic_overwrite
 from headwater.lakehouse.names import parse_name
 from headwater.lakehouse.statements import (
     Statement,
@@ -538,6 +539,8 @@ def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
     if relation.getClass().getSimpleName() != "UnresolvedRelation":
         return None
     parts = [str(p) for p in seq(relation.multipartIdentifier())]
+    if plan.overwrite() and (is_delta_path(parts) or lakehouse_table(lake, parts)):
+        refuse_dynamic_overwrite(spark, None, ".".join(parts))
     if not is_delta_path(parts):
         return None
     path = normalize_uri(parts[1])

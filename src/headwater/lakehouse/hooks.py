@@ -234,6 +234,8 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
     if "mergeschema" not in options and parse_bool(
             DELTA_AUTO_MERGE_CONF, spark.conf.get(DELTA_AUTO_MERGE_CONF, None), False):
         writer.option("mergeSchema", "true")  # delta-spark's session-wide schema evolution
+    if mode == "overwrite":
+        refuse_dynamic_overwrite(spark, options.get("partitionoverwritemode"), str(target))
     overwrite_schema = parse_bool("overwriteSchema", options.get("overwriteschema"), False)
     if target is not None and mode in ("append", "overwrite") and not overwrite_schema \
             and written_on_driver(normalize_uri(target)):
@@ -271,6 +273,20 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
         replace_native(writer._df, normalize_uri(target), partition_by or None)
         return None
     return original(writer, path)
+
+
+def refuse_dynamic_overwrite(spark: SparkSession, option: str | None, target: str) -> None:
+    """Dynamic partition overwrite (``partitionOverwriteMode=dynamic``, as option or Spark
+    conf) replaces only the partitions the data has; headwater's overwrite replaces the whole
+    table, so it refuses rather than delete partitions the user meant to keep."""
+    mode = option or spark.conf.get("spark.sql.sources.partitionOverwriteMode", "static")
+    if str(mode).lower() == "dynamic":
+        raise HeadwaterError(
+            "HW_SQL_UNSUPPORTED", f"Dynamic partition overwrite of {target} is not supported "
+            "yet.", "headwater's overwrite replaces every partition of the table; with "
+            "partitionOverwriteMode=dynamic you expect the others kept.",
+            "Use replaceWhere with the partitions to replace (.option('replaceWhere', "
+            "\"day = '2024-01-01'\")), or set partitionOverwriteMode to static.")
 
 
 def uninstall() -> None:

@@ -29,6 +29,7 @@ from headwater.errors import HeadwaterError
 from headwater.lakehouse import ddl
 from headwater.lakehouse.ddl import dataframe, done
 from headwater.lakehouse.delta_sql import table_path, unsupported
+from headwater.lakehouse.hooks import refuse_dynamic_overwrite
 from headwater.lakehouse.statements import Statement, seq
 
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
     path = table_path(lake, parts)
     if path is None or not DeltaLog(path).exists():
         return ddl.insert(lake, st)  # not a Delta table (yet): ddl's error, or Spark's
+    if plan.overwrite():
+        refuse_dynamic_overwrite(st.session, None, ".".join(parts))
     if not written_on_driver(path):
         return ddl.insert(lake, st)  # delta.`path` there; a plain lakehouse table is Spark's
     schema = spark_schema(DeltaLog(path).table().schema().to_json())

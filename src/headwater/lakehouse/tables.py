@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -146,10 +147,11 @@ class Lakehouse:
                 error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
         raw_sql(self.spark, f"DROP TABLE IF EXISTS {old.sql}")
         self._registered.discard(old.qualified)
+        external.forget(self.state_dir, new)  # a stale record (its data deleted) would shadow
         place = external.location_of(self.state_dir, old)
         if place is not None:
+            external.record(self.state_dir, new, place)  # the new name first: never lost
             external.forget(self.state_dir, old)
-            external.record(self.state_dir, new, place)
         else:
             target = self.root / new.relative_path
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -158,7 +160,9 @@ class Lakehouse:
 
     def set_location(self, name: str, path: str) -> None:
         """``ALTER TABLE name SET LOCATION path``: the name now refers to the Delta table at
-        ``path`` (it must exist); the old data is left where it is, as delta-spark does."""
+        ``path`` (it must exist). The old data is left on disk, as delta-spark does: a managed
+        table's folder is renamed to a hidden ``.<table>.before-set-location-<time>`` beside
+        it (so a later DROP cannot bring it back under the name)."""
         tname = parse_name(name)
         if not self.exists(name):
             raise self._not_found(tname)
@@ -168,7 +172,13 @@ class Lakehouse:
                 f"{path}: there is no Delta table there.",
                 "SET LOCATION points the name at an existing table.",
                 "Write the table at that path first.", error_class="DELTA_MISSING_DELTA_TABLE")
+        managed = self.root / tname.relative_path
         external.record(self.state_dir, tname, normalize_uri(path))
+        if (managed / DELTA_LOG).is_dir():
+            # The managed folder no longer belongs to the name; left in place it would come
+            # back as the table after a DROP. Kept aside (hidden), not deleted.
+            aside = managed.parent / f".{tname.table}.before-set-location-{int(time.time())}"
+            os.rename(str(managed), str(aside))
         self.register(tname.qualified)
 
     def checkpoint(self, name: str, flow: str | None = None) -> str:
@@ -362,7 +372,19 @@ class Lakehouse:
         partition_by = list(partition_by) or _columns(options.pop("partitionBy", None))
         self.create_table(name, df.schema, partition_by=partition_by)
         if written_on_driver(self.path(name)):  # generated / identity columns, clustering
-            write_rows(df, self.path(name), "overwrite" if mode == "overwrite" else "append")
+            lowered = {k.lower(): v for k, v in options.items() if v is not None}
+            if "replacewhere" in lowered:
+                raise HeadwaterError(
+                    "HW_REPLACE_WHERE_UNSUPPORTED", f"replaceWhere into {tname.qualified}: a "
+                    "table with generated or identity columns (or clustering) is overwritten "
+                    "whole.", "headwater writes such tables on the driver, without partition "
+                    "filters yet.",
+                    "Overwrite the table, or DELETE the rows and append the new ones.")
+            txn = None
+            if lowered.get("txnappid") is not None and lowered.get("txnversion") is not None:
+                txn = (str(lowered["txnappid"]), int(lowered["txnversion"]))  # exactly once
+            write_rows(df, self.path(name), "overwrite" if mode == "overwrite" else "append",
+                       txn=txn)
             return
         df.write.format(tname.source_name).mode(mode).options(**_strs(options)).save()
 

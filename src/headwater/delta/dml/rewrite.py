@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 from pyspark.sql import functions as F
 
-from headwater.delta.commit import Transaction, commit
+from headwater.delta.commit import Transaction, commit, log_path
 from headwater.delta.dml.target import Snapshot, TargetFile
 from headwater.delta.log import filesystem_for
 from headwater.delta.native import _adds, _remove_dir
@@ -90,8 +90,11 @@ def commit_rewrite(snapshot: Snapshot, operation: str, parameters: dict[str, Any
     if new_schema is not None:
         actions.append(snapshot.metadata_action(new_schema))
     actions += [remove_action(f, now) for f in removed]
-    actions += [{"add": a} for a in written.adds]
-    actions += written.cdcs
+    # new files' paths URI-encoded as the log stores them (a partition folder such as
+    # "ts=2024-01-01 10%3A00" is named "...10%253A00" in the log; readers decode it)
+    actions += [{"add": {**a, "path": log_path(a["path"])}} for a in written.adds]
+    actions += [{kind: {**entry, "path": log_path(entry["path"])}}
+                for cdc in written.cdcs for kind, entry in cdc.items()]
     metrics.update(numRemovedFiles=len(removed), numAddedFiles=len(written.adds),
                    numAddedChangeFiles=len(written.cdcs),
                    numRemovedBytes=sum(f.size for f in removed),
