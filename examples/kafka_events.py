@@ -14,6 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
+from confluent_kafka import Producer
 from pyspark.sql import functions as F
 
 import headwater
@@ -25,8 +26,6 @@ SAMPLE = [("a", 20.0, "2024-05-01T10:00:05Z"), ("b", 30.0, "2024-05-01T10:00:40Z
 
 
 def produce_sample(servers: str, topic: str) -> None:
-    from confluent_kafka import Producer
-
     # One record per batch: Tansu (the test broker) reports a wrong end offset after a
     # multi-record batch; real Kafka brokers need no such setting.
     producer = Producer({"bootstrap.servers": servers, "batch.num.messages": 1})

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
         cleanup,
         stop_all_streams,
     )
-    from headwater.ingest import read_files
+    from headwater.ingest.api import read_files
     from headwater.ingest.debezium import change_rows as debezium_changes
     from headwater.ingest.debezium import envelope_schema as debezium_schema
     from headwater.lakehouse import Lakehouse, active_lakehouse
@@ -54,7 +54,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "block_until_stream_is_ready": ("headwater.helpers", "block_until_stream_is_ready"),
     "cleanup": ("headwater.helpers", "cleanup"),
     "stop_all_streams": ("headwater.helpers", "stop_all_streams"),
-    "read_files": ("headwater.ingest", "read_files"),
+    "read_files": ("headwater.ingest.api", "read_files"),
     "debezium_changes": ("headwater.ingest.debezium", "change_rows"),
     "debezium_schema": ("headwater.ingest.debezium", "envelope_schema"),
     "Lakehouse": ("headwater.lakehouse", "Lakehouse"),

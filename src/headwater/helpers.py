@@ -7,10 +7,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from headwater.errors import HeadwaterError
+from pyspark.sql import SparkSession
+
+from headwater.conf.location import location, remove_tree
+from headwater.errors import HeadwaterError, unwrap
+from headwater.lakehouse import Lakehouse, active_lakehouse
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 
@@ -26,8 +29,6 @@ def block_until_stream_is_ready(query: StreamingQuery, min_batches: int = 2,
         if not query.isActive:
             error = query.exception()
             if error is not None:
-                from headwater.errors import unwrap
-
                 raise unwrap(error)
             return
         time.sleep(0.1)
@@ -61,9 +62,6 @@ def cleanup(root: str | Path, spark: SparkSession | None = None) -> None:
     """Stop all streams, forget the lakehouse's tables, and delete ``root`` (a folder or an
     object-store URI; a lakehouse's separate state folder is left alone)."""
     stop_all_streams(spark)
-    from headwater.conf.location import location, remove_tree
-    from headwater.lakehouse import Lakehouse, active_lakehouse
-
     lake = Lakehouse.of(spark) if spark is not None else active_lakehouse()
     if lake is not None and lake.root == location(root) and lake.root.is_dir():
         for name in lake.tables():
@@ -72,6 +70,4 @@ def cleanup(root: str | Path, spark: SparkSession | None = None) -> None:
 
 
 def _spark(spark: SparkSession | None) -> SparkSession:
-    from pyspark.sql import SparkSession
-
     return spark or SparkSession.active()

@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import click
 
+import headwater
 from headwater.cli.app import fail, main, names
+from headwater.conf.location import location
+from headwater.demo.run import run_demo
 from headwater.errors import HeadwaterError
+from headwater.factory import DataFactory
+from headwater.factory.debezium import CustomerDatabase
+from headwater.monitor.display import Display
+from headwater.monitor.text_table import text_table
+from headwater.pipeline.run import load_project, run_project
+from headwater.pipeline.scaffold import scaffold
+from headwater.pipeline.validate import validate_project
 
 
 @main.command()
@@ -23,8 +35,6 @@ from headwater.errors import HeadwaterError
                    "`from pyspark import pipelines as dp` + a SQL file.")
 def init(name: str, parent: str, format_: str) -> None:
     """Scaffold a working pipeline project NAME: JSON landing zone -> bronze -> silver -> gold."""
-    from headwater.pipeline.scaffold import scaffold
-
     try:
         path = scaffold(Path(parent) / name, name, format_)
     except HeadwaterError as exc:
@@ -37,9 +47,6 @@ def init(name: str, parent: str, format_: str) -> None:
               help="Project folder (headwater.toml or spark-pipeline.yml).")
 def validate(project_dir: str) -> None:
     """Check the graph and every streaming query before anything runs."""
-    from headwater.pipeline.run import load_project
-    from headwater.pipeline.validate import validate_project
-
     try:
         loaded = load_project(project_dir)
         report = validate_project(loaded.registry, loaded.lakehouse)
@@ -76,11 +83,6 @@ def validate(project_dir: str) -> None:
 def run(project_dir: str, trigger: str | None, full_refresh: str | None,
         full_refresh_all: bool, select: str | None, no_event_log: bool, plain: bool) -> None:
     """Run the pipeline: triggered (default) or continuous."""
-    import threading
-
-    from headwater.monitor.display import Display
-    from headwater.pipeline.run import run_project
-
     stop = threading.Event()
 
     def request_stop(signum: int, frame: Any) -> None:
@@ -124,10 +126,6 @@ def demo(root: str, once: bool, batches: int, interval: float, duration: float |
     """The whole system alive: the data factory lands orders and device readings, a
     medallion pipeline streams them bronze -> silver -> gold, and the results are checked
     against what was landed."""
-    import threading
-
-    from headwater.demo.run import run_demo
-
     stop = threading.Event()
 
     def request_stop(signum: int, frame: Any) -> None:
@@ -158,9 +156,6 @@ def demo(root: str, once: bool, batches: int, interval: float, duration: float |
 @click.option("--limit", default=50, show_default=True, help="Rows to print.")
 def sql(query: str, root: str, state_dir: str | None, limit: int) -> None:
     """Run a SQL QUERY over the lakehouse's tables, e.g. "SELECT * FROM gold LIMIT 10"."""
-    import headwater
-    from headwater.conf.location import location
-
     try:
         exists = location(root).is_dir()
     except OSError:  # an object store that cannot be reached
@@ -186,8 +181,6 @@ def sql(query: str, root: str, state_dir: str | None, limit: int) -> None:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         fail(HeadwaterError("HW_SQL_FAILED", first, "Spark could not run the query.",
                              f"Tables here: {', '.join(lake.tables()) or 'none'}."))
-    from headwater.monitor.text_table import text_table
-
     shown = [[_cell(r[c]) for c in df.columns] for r in rows[:limit]]
     for line in text_table(df.columns, shown):
         click.echo(line)
@@ -212,11 +205,6 @@ def _cell(value: Any) -> str:
 def factory(root: str, batches: int, interval: float, seed: int, cdc: bool) -> None:
     """Land the next batches of demo data: order JSON files, device readings and colour
     events, with late, duplicate, malformed and mistyped records mixed in."""
-    import time
-
-    from headwater.factory import DataFactory
-    from headwater.factory.debezium import CustomerDatabase
-
     data = DataFactory(root, seed=seed)
     database = CustomerDatabase(root, seed=seed) if cdc else None
     for i in range(batches):

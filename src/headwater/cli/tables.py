@@ -6,7 +6,12 @@ from __future__ import annotations
 import click
 
 from headwater.cli.app import fail, main, names, root_options
+from headwater.conf.layout import DELTA_LOG
+from headwater.delta import maintenance
 from headwater.errors import HeadwaterError
+from headwater.lakehouse import list_tables, parse_name
+from headwater.monitor.commands import history_lines, resolve_root
+from headwater.spark.session import build_session
 
 
 @main.command()
@@ -16,8 +21,6 @@ from headwater.errors import HeadwaterError
 def history(table: str, project_dir: str | None, root: str | None,
         state_dir: str | None, limit: int) -> None:
     """The Delta commit history of TABLE: versions, operations, rows added, writers."""
-    from headwater.monitor.commands import history_lines, resolve_root
-
     try:
         for line in history_lines(resolve_root(project_dir, root), table, limit):
             click.echo(line)
@@ -27,10 +30,6 @@ def history(table: str, project_dir: str | None, root: str | None,
 
 def _table_folder(project_dir: str | None, root: str | None, table: str) -> str:
     """The folder of lakehouse table ``table`` (HW_TABLE_NOT_FOUND when it has no Delta log)."""
-    from headwater.conf.layout import DELTA_LOG
-    from headwater.lakehouse import list_tables, parse_name
-    from headwater.monitor.commands import resolve_root
-
     lake = resolve_root(project_dir, root)
     path = lake / parse_name(table).relative_path
     if not (path / DELTA_LOG).is_dir():
@@ -51,13 +50,9 @@ def optimize(table: str, project_dir: str | None, root: str | None,
         state_dir: str | None, where: str | None,
              zorder_by: str | None) -> None:
     """Compact TABLE's small files (dataChange=false: streams reading it see nothing new)."""
-    from headwater.delta import maintenance
-
     try:
         path = _table_folder(project_dir, root, table)
         if where:  # the predicate is read by Spark's parser, as in SQL
-            from headwater.spark.session import build_session
-
             build_session("local[1]", app_name="headwater-optimize",
                           conf={"spark.ui.enabled": "false"})
         metrics = maintenance.optimize(path, where, names(zorder_by) or None)
@@ -77,8 +72,6 @@ def vacuum(table: str, project_dir: str | None, root: str | None,
         state_dir: str | None, retain_hours: float | None,
            dry_run: bool) -> None:
     """Delete TABLE's data files no version within the retention references."""
-    from headwater.delta import maintenance
-
     try:
         files = maintenance.vacuum(_table_folder(project_dir, root, table), retain_hours,
                                    dry_run=dry_run)
@@ -98,8 +91,6 @@ def restore(table: str, project_dir: str | None, root: str | None,
         state_dir: str | None, version: int | None,
             timestamp: str | None) -> None:
     """Restore TABLE to an older version, as a new commit (history is kept)."""
-    from headwater.delta import maintenance
-
     try:
         metrics = maintenance.restore(_table_folder(project_dir, root, table), version=version,
                                       timestamp=timestamp)

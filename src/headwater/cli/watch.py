@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import signal
+import threading
 
 import click
 
 from headwater.cli.app import fail, main, root_options
 from headwater.errors import HeadwaterError
+from headwater.monitor.commands import resolve_lake, status_lines, stop_runs
+from headwater.monitor.dashboard import DashboardServer
 
 
 @main.command()
 @root_options
 def status(project_dir: str | None, root: str | None, state_dir: str | None) -> None:
     """What is running now, each flow's batches and rows, and every flow's last result."""
-    from headwater.monitor.commands import resolve_lake, status_lines
-
     try:
         for line in status_lines(*resolve_lake(project_dir, root, state_dir)):
             click.echo(line)
@@ -31,8 +32,6 @@ def stop(project_dir: str | None, root: str | None,
         state_dir: str | None, timeout: float) -> None:
     """Stop the pipeline running on this lakehouse, cleanly, from another terminal: every
     flow stops after its current micro-batch (as Ctrl-C in its own terminal)."""
-    from headwater.monitor.commands import resolve_lake, stop_runs
-
     try:
         lake, state = resolve_lake(project_dir, root, state_dir)
         stop_runs(lake, click.echo, timeout, state_dir=state)
@@ -50,11 +49,6 @@ def dashboard(project_dir: str | None, root: str | None,
         state_dir: str | None, host: str, port: int) -> None:
     """A read-only web page over the lakehouse: the pipeline graph, tables, rates, batch
     durations, expectations, late rows and errors, updated every 2 s while pipelines run."""
-    import threading
-
-    from headwater.monitor.commands import resolve_lake
-    from headwater.monitor.dashboard import DashboardServer
-
     try:
         lake, state = resolve_lake(project_dir, root, state_dir)
         server = DashboardServer(lake, host, port, state_dir=state).start()

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Union
 
+import pyarrow.fs as pafs
+
 from headwater.conf import storage
 from headwater.errors import HeadwaterError
 
@@ -88,26 +90,18 @@ class ObjectPath:
         return fs, path, fs.get_file_info(path)
 
     def is_dir(self) -> bool:
-        import pyarrow.fs as pafs
-
         if self._listed_dir is not None:
             return self._listed_dir
         return bool(self._info()[2].type == pafs.FileType.Directory)
 
     def is_file(self) -> bool:
-        import pyarrow.fs as pafs
-
         return bool(self._info()[2].type == pafs.FileType.File)
 
     def exists(self) -> bool:
-        import pyarrow.fs as pafs
-
         return bool(self._info()[2].type != pafs.FileType.NotFound)
 
     def iterdir(self) -> Iterator[ObjectPath]:
         """The folders and objects directly under this folder (none when it is missing)."""
-        import pyarrow.fs as pafs
-
         fs, path = storage.pyarrow_filesystem(self.uri)
         infos = fs.get_file_info(pafs.FileSelector(path, recursive=False, allow_not_found=True))
         for info in sorted(infos, key=lambda i: i.base_name):

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from headwater.conf.database import check_database
 from headwater.conf.location import AnyPath, is_remote, location, state_folder
+from headwater.conf.sdp_spec import SPEC_FILES, find_spec, load_spec
 from headwater.errors import HeadwaterError
 
 CONFIG = "headwater.toml"
@@ -64,8 +65,6 @@ class Project:
         """Read the project in ``project_dir`` (a folder, or its headwater.toml /
         spark-pipeline.yml): a spark-pipeline spec wins, and a headwater.toml beside it then
         only adds headwater's keys."""
-        from headwater.conf.sdp_spec import SPEC_FILES, find_spec, load_spec
-
         path = Path(project_dir).resolve()
         spec = find_spec(path) if path.is_dir() else (path if path.name in SPEC_FILES else None)
         if spec is not None:

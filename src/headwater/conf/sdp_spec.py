@@ -29,9 +29,12 @@ name/storage, both .yml and .yaml, glob shapes, string-only configuration), each
 from __future__ import annotations
 
 import glob as globlib
+import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
+
+import yaml
 
 from headwater.conf.database import check_database
 from headwater.errors import HeadwaterError
@@ -92,12 +95,6 @@ def load_spec(spec: Path, project_cls: type[Project]) -> Project:
 
 
 def _read_yaml(spec: Path) -> dict[str, Any]:
-    try:
-        import yaml
-    except ImportError as exc:  # pragma: no cover - a pinned dependency
-        raise HeadwaterError(
-            "HW_PROJECT_INVALID", f"{spec}: PyYAML is not installed.",
-            "spark-pipeline.yml is YAML.", "pip install pyyaml") from exc
     try:
         data = yaml.safe_load(spec.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -197,8 +194,6 @@ def _headwater_keys(spec: Path, section: Any) -> dict[str, Any]:
 
 def _headwater_toml(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     """headwater's keys from a headwater.toml beside the spec (which names no definitions)."""
-    import tomllib
-
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:

@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
 
+import pyarrow.fs as pafs
+
 from headwater.errors import HeadwaterError
 
 #: option-name prefixes that are delta-rs / object_store storage keys
@@ -212,8 +214,6 @@ def pyarrow_filesystem(uri: str) -> tuple[Any, str]:
     S3 gets pyarrow's native S3 filesystem; other schemes with options go through delta-rs'
     object store (``DeltaStorageHandler``); without options pyarrow reads the environment.
     """
-    import pyarrow.fs as pafs
-
     options = options_for(uri)
     if not options:
         return pafs.FileSystem.from_uri(uri)
@@ -224,7 +224,7 @@ def pyarrow_filesystem(uri: str) -> tuple[Any, str]:
         if key not in _s3_filesystems:  # one client per credentials, not one per file
             _s3_filesystems[key] = pafs.S3FileSystem(**_pyarrow_s3(options))
         return _s3_filesystems[key], path
-    from deltalake.fs import DeltaStorageHandler
+    from deltalake.fs import DeltaStorageHandler  # noqa: PLC0415 - worker: deltalake only for non-S3 object stores
 
     root = f"{parsed.scheme}://{parsed.netloc}"
     return pafs.PyFileSystem(DeltaStorageHandler(root, options)), parsed.path.lstrip("/")
@@ -251,7 +251,7 @@ def _pyarrow_s3(options: Mapping[str, str]) -> dict[str, Any]:
 def boto3_client(uri: str) -> Any:
     """A boto3 S3 client with ``uri``'s credentials (the lease lock's conditional writes)."""
     try:
-        import boto3
+        import boto3  # noqa: PLC0415 - optional: boto3 is the [s3] extra
     except ImportError as exc:
         raise HeadwaterError(
             "HW_STORAGE_CLIENT_MISSING",

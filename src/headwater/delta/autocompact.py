@@ -24,6 +24,7 @@ from headwater.conf.layout import (
     AUTO_COMPACT_PROPERTY,
 )
 from headwater.conf.options import parse_int, parse_size
+from headwater.delta.log import add_actions
 from headwater.errors import HeadwaterError
 
 log = logging.getLogger("headwater.delta.autocompact")
@@ -52,8 +53,6 @@ def compact_if_due(table: Any, default: bool = False,
 
     settings_of: the table whose properties decide (default ``table``): an AUTO CDC state
     table follows its target's."""
-    from headwater.delta.log import add_actions
-
     config = (settings_of or table).metadata().configuration or {}
     if not enabled(config, default):
         return None

@@ -29,7 +29,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from headwater.conf.options import parse_int
-from headwater.delta.files import collect_adds, write_task
+from headwater.delta.files import collect_adds, read_entries, write_task
 from headwater.delta.log import DeltaLog, FileEntry, deletion_vectors
 from headwater.delta.schema import arrow_schema, parse_partition_value, spark_schema
 from headwater.delta.sink import (
@@ -157,8 +157,6 @@ class DeltaBatchReader(DataSourceReader):
         return [DeltaBatchPartition(i, count, None, None) for i in range(count)]
 
     def read(self, partition: DeltaBatchPartition) -> Iterator:
-        from headwater.delta.files import read_entries
-
         log = DeltaLog(self.path)
         entries = partition.entries
         table = None

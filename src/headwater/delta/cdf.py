@@ -27,7 +27,8 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from headwater.conf.options import parse_bool, parse_int
-from headwater.delta.log import DeltaLog, FileEntry, resolve_file
+from headwater.delta.files import read_entries
+from headwater.delta.log import DeltaLog, FileEntry, deletion_vectors, resolve_file
 from headwater.delta.schema import arrow_schema, parse_partition_value
 from headwater.delta.source import (
     MACHINE_PARALLELISM,
@@ -165,9 +166,6 @@ def not_recorded(uri: str, version: int) -> HeadwaterError:
 def read_changes(path: str, entries: Sequence[ChangeFile], table_schema: StructType,
                  schema: StructType, partition_columns: list[str]) -> Iterator[pa.RecordBatch]:
     """Arrow batches of ``schema`` (table columns + the three change columns)."""
-    from headwater.delta.files import read_entries
-    from headwater.delta.log import deletion_vectors
-
     target = arrow_schema(schema)
     width = len(table_schema.fields)
     file_schema = StructType(list(table_schema.fields) + [schema.fields[width]])

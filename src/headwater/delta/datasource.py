@@ -15,9 +15,17 @@ from pyspark.sql.types import StructType
 
 from headwater.conf import storage
 from headwater.conf.options import parse_int
+from headwater.delta.batch import DeltaBatchReader, DeltaBatchWriter
+from headwater.delta.cdf import (
+    ChangeFeedBatchReader,
+    ChangeFeedStreamReader,
+    change_feed_schema,
+    reads_change_feed,
+)
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.schema import spark_schema, strip_field_metadata
-from headwater.delta.source import MACHINE_PARALLELISM
+from headwater.delta.sink import DeltaStreamWriter
+from headwater.delta.source import MACHINE_PARALLELISM, DeltaStreamReader
 from headwater.errors import HeadwaterError
 
 
@@ -82,8 +90,6 @@ class DeltaDataSource(DataSource):
         return DeltaLog(_path(self.opts)).table(version)
 
     def schema(self) -> StructType:
-        from headwater.delta.cdf import change_feed_schema, reads_change_feed
-
         if reads_change_feed(self.opts):  # the table as it is now, plus the change columns
             return change_feed_schema(strip_field_metadata(spark_schema(
                 self._table().schema().to_json())))
@@ -91,9 +97,6 @@ class DeltaDataSource(DataSource):
         return strip_field_metadata(spark_schema(table.schema().to_json()))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from headwater.delta.batch import DeltaBatchReader
-        from headwater.delta.cdf import ChangeFeedBatchReader, reads_change_feed
-
         if reads_change_feed(self.opts):
             table = self._table()
             return self._carry(ChangeFeedBatchReader(
@@ -107,9 +110,6 @@ class DeltaDataSource(DataSource):
             list(table.metadata().partition_columns), version, self.parallelism))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from headwater.delta.cdf import ChangeFeedStreamReader, reads_change_feed
-        from headwater.delta.source import DeltaStreamReader
-
         table = self._table()
         reader = ChangeFeedStreamReader if reads_change_feed(self.opts) else DeltaStreamReader
         return self._carry(reader(
@@ -118,11 +118,7 @@ class DeltaDataSource(DataSource):
         ))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from headwater.delta.batch import DeltaBatchWriter
-
         return self._carry(DeltaBatchWriter(self.opts, schema, overwrite))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from headwater.delta.sink import DeltaStreamWriter
-
         return self._carry(DeltaStreamWriter(self.opts, schema, overwrite))

@@ -18,9 +18,11 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+from pyspark.sql.types import TimestampNTZType
 
 from headwater.conf import storage
 from headwater.conf.layout import DELTA_LOG
+from headwater.delta.schema import spark_schema
 from headwater.errors import HeadwaterError
 
 
@@ -57,7 +59,7 @@ def filesystem_for(uri: str) -> tuple[pafs.FileSystem, str]:
 
 def open_table(uri: str, version: int | None = None):
     """delta-rs' DeltaTable at ``uri`` with its registered storage credentials."""
-    from deltalake import DeltaTable
+    from deltalake import DeltaTable  # noqa: PLC0415 - worker: deltalake only in the workers that open a snapshot
 
     return DeltaTable(uri, version=version, storage_options=storage.options_for(uri))
 
@@ -154,8 +156,8 @@ class DeltaLog:
 
     # -- snapshots (delta-rs) ---------------------------------------------------------
     def table(self, version: int | str | dt.datetime | None = None):
-        from deltalake import DeltaTable
-        from deltalake.exceptions import TableNotFoundError
+        from deltalake import DeltaTable  # noqa: PLC0415 - worker: deltalake only in the workers that open a snapshot
+        from deltalake.exceptions import TableNotFoundError  # noqa: PLC0415 - worker: deltalake only in the workers that open a snapshot
 
         try:
             table = DeltaTable(self.uri, storage_options=self.storage_options)
@@ -191,8 +193,6 @@ class DeltaLog:
 
     def snapshot_files(self, table) -> list[FileEntry]:
         """Data files of a loaded snapshot, in delta-spark's stream order (mtime, path)."""
-        from headwater.delta.schema import spark_schema
-
         actions = add_actions(table)
         dv_paths = deletion_vector_paths(table)
         partition_cols = table.metadata().partition_columns
@@ -255,8 +255,6 @@ class DeltaLog:
 def _typed_partition(value: Any, spark_field) -> Any:
     """delta-rs gives typed partition values; timestamps come back tz-aware UTC."""
     if isinstance(value, dt.datetime) and spark_field is not None:
-        from pyspark.sql.types import TimestampNTZType
-
         if isinstance(spark_field.dataType, TimestampNTZType):
             return value.replace(tzinfo=None)
         if value.tzinfo is None:

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from deltalake import CommitProperties, Transaction
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
+
 from headwater.delta import autocompact
 from headwater.delta.commit import delta_rs_conflict
 from headwater.delta.log import normalize_uri, open_table
@@ -71,9 +74,6 @@ def merge_batch(batch_df: DataFrame, path: str, keys: list[str], app_id: str,
     compact small files afterwards unless the table's ``delta.autoOptimize.autoCompact``
     says otherwise (default False: only the property decides).
     """
-    from deltalake import CommitProperties, Transaction
-    from deltalake.exceptions import CommitFailedError, TableNotFoundError
-
     uri = normalize_uri(str(path))
     key_columns = _resolve_keys(list(keys), batch_df.columns, uri)
     try:

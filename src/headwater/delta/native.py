@@ -23,10 +23,14 @@ from urllib.parse import unquote
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from deltalake import Schema
+from deltalake.exceptions import TableNotFoundError
+from deltalake.transaction import AddAction, create_table_with_add_actions
+from pyspark.sql.types import StructType
 
 from headwater.conf import storage
 from headwater.conf.layout import FAULT_ENV, FAULT_TABLE_ENV  # test hooks (crash tests)
-from headwater.delta.files import file_stats
+from headwater.delta.files import FileWriter, file_stats
 from headwater.delta.generated import (
     Generation,
     declares_generation,
@@ -43,6 +47,8 @@ from headwater.delta.log import (
 )
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema, strip_field_metadata
 from headwater.delta.sink import (
+    DEFAULT_TARGET_FILE_BYTES,
+    _delete_files,
     check_partitioning,
     check_schema,
     checkpoint_query_id,
@@ -201,8 +207,6 @@ def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = No
     deltalake's replace does not do. Up to writer 4 (appendOnly, check constraints, change
     data feed) the replace commit's own definition sets the protocol again.
     """
-    from deltalake import Schema
-
     uri = normalize_uri(path)
     if declares_generation(df.schema.json()):
         raise HeadwaterError(
@@ -248,12 +252,6 @@ def _replace_through_driver(df: DataFrame, uri: str, data_schema, partition_colu
     replaces the table, as :func:`_replace_staged` does: new schema, partitioning,
     description and properties (delta-rs' overwrite keeps an existing table's description
     and properties); files of a failed commit are deleted."""
-    from deltalake import Schema
-    from deltalake.transaction import AddAction, create_table_with_add_actions
-
-    from headwater.delta.files import FileWriter
-    from headwater.delta.sink import DEFAULT_TARGET_FILE_BYTES, _delete_files
-
     table = df.toArrow().cast(arrow_schema(data_schema))
     writer = FileWriter(uri, partition_columns, DEFAULT_TARGET_FILE_BYTES)
     try:
@@ -277,8 +275,6 @@ def _unreferenced(uri: str, adds: list[dict]) -> list[dict]:
     """The ``adds`` the table at ``uri`` does not reference: safe to delete after a failed
     commit (one whose answer was lost may have landed). None when the table cannot be read:
     leftover files are harmless (VACUUM removes them), deleted referenced ones are not."""
-    from deltalake.exceptions import TableNotFoundError
-
     try:
         table = open_table(uri)
     except TableNotFoundError:
@@ -294,8 +290,6 @@ def _replace_staged(df: DataFrame, uri: str, schema, partition_columns: list[str
                     name: str | None, description: str | None, delta_keys: dict,
                     path: str) -> int:
     """Spark's parquet writer stages the files under the table, then one commit adds them."""
-    from deltalake.transaction import AddAction, create_table_with_add_actions
-
     staging, adds = _stage(df, uri, partition_columns)
     try:
         _fault("native_before_commit", uri)
@@ -351,8 +345,6 @@ def _stage(df: DataFrame, uri: str, partition_columns: list[str]) -> tuple[str, 
 def _adds(uri: str, staging: str, df: DataFrame, partition_columns: list[str]) -> list[dict]:
     fs, root = filesystem_for(uri)
     data_fields = [f for f in df.schema.fields if f.name not in partition_columns]
-    from pyspark.sql.types import StructType
-
     schema = arrow_schema(StructType(data_fields))
     adds = []
     infos = fs.get_file_info(pafs.FileSelector(f"{root}/{staging}", recursive=True))

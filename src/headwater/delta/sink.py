@@ -184,9 +184,9 @@ def commit_files(
     property decides; ``headwater run`` passes its pipeline setting). save_mode: the mode
     the user gave (errorifexists, ignore, ...) when it differs from ``mode``; a commit that
     creates a local table records it as delta-spark does (operation WRITE)."""
-    from deltalake import CommitProperties, Schema, Transaction
-    from deltalake.exceptions import CommitFailedError, TableNotFoundError
-    from deltalake.transaction import AddAction, create_table_with_add_actions
+    from deltalake import CommitProperties, Schema, Transaction  # noqa: PLC0415 - worker: deltalake only in the worker that commits
+    from deltalake.exceptions import CommitFailedError, TableNotFoundError  # noqa: PLC0415 - worker: deltalake only in the worker that commits
+    from deltalake.transaction import AddAction, create_table_with_add_actions  # noqa: PLC0415 - worker: deltalake only in the worker that commits
 
     props = CommitProperties(app_transactions=[Transaction(*txn)]) if txn else None
     actions = [
@@ -252,7 +252,7 @@ def commit_files(
     table_schema = spark_schema(table.schema().to_json())
     new_columns = check_schema(path, table_schema, data_schema, merge_schema)
     if new_columns:
-        from deltalake.schema import Field
+        from deltalake.schema import Field  # noqa: PLC0415 - worker: deltalake only in the worker that evolves the schema
 
         arrow = arrow_schema(data_schema)
         table.alter.add_columns([Field.from_arrow(arrow.field(c)) for c in new_columns])

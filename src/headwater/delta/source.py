@@ -32,7 +32,8 @@ from pyspark.sql.types import StructType
 
 from headwater.conf.options import parse_bool, parse_int, parse_size
 from headwater.conf.read_limits import default_read_limit, limits_of
-from headwater.delta.log import DeltaLog, FileEntry, resolve_file
+from headwater.delta.files import read_entries
+from headwater.delta.log import DeltaLog, FileEntry, deletion_vectors, resolve_file
 from headwater.delta.schema import (
     arrow_schema,
     parse_partition_value,
@@ -466,9 +467,6 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [DeltaInputPartition(group) for group in groups]
 
     def read(self, partition: InputPartition) -> Iterator:
-        from headwater.delta.files import read_entries
-        from headwater.delta.log import deletion_vectors
-
         entries = partition.entries
         dvs = None
         if any(e.has_dv for e in entries):  # only snapshot files carry them here

@@ -14,6 +14,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import headwater
+from headwater.factory import CdcRates, CustomerDatabase, DataFactory
+from headwater.factory.debezium import COLUMNS
+from headwater.monitor.dashboard import DashboardServer
+from headwater.monitor.display import Display
+from headwater.pipeline.run import load_project, run_project
+
 TOML = '''[pipeline]
 name = "headwater-demo"
 root = "."                       # tables, checkpoints and landed files live here
@@ -106,8 +113,6 @@ def verify(lake: Any, truth: Any, customers: Any) -> Check:
 
 
 def verify_customers(check: Check, lake: Any, customers: Any, orders: list[dict]) -> None:
-    from headwater.factory.debezium import COLUMNS
-
     def rows(name: str, columns: tuple[str, ...]) -> list[tuple]:
         got = [tuple(r[c] for c in columns) for r in lake.read(name).collect()]
         return sorted(got, key=lambda r: tuple((v is None, v) for v in r))
@@ -149,11 +154,6 @@ def run_demo(root: str | Path, once: bool, batches: int, interval: float,
              duration: float | None, seed: int, echo: Callable[[str], None],
              stop: threading.Event | None = None, live: bool | None = False,
              dashboard_port: int | None = None) -> int:
-    import headwater
-    from headwater.factory import CdcRates, CustomerDatabase, DataFactory
-    from headwater.monitor.display import Display
-    from headwater.pipeline.run import load_project, run_project
-
     root = Path(root).expanduser().resolve()
     setup_project(root)
     factory = DataFactory(root, seed=seed)
@@ -169,8 +169,6 @@ def run_demo(root: str | Path, once: bool, batches: int, interval: float,
     display = Display(echo, live=live)  # the runs' progress; the tables print plainly
     dashboard = None
     if dashboard_port is not None:
-        from headwater.monitor.dashboard import DashboardServer
-
         try:
             dashboard = DashboardServer(root, port=dashboard_port).start()
         except headwater.HeadwaterError:  # the port is taken (another demo?): any free one

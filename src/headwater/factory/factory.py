@@ -30,6 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+
 EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 BATCH_SPAN = dt.timedelta(minutes=10)  # event time advances this much per batch
 LATE_BY = dt.timedelta(hours=2)
@@ -226,10 +230,6 @@ class DataFactory:
 
     def _append_delta(self, feed: str, number: int, rows: list[dict[str, Any]],
                       types: dict[str, str]) -> Iterator[dict[str, Any]]:
-        import pyarrow as pa
-        from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-        from deltalake.exceptions import TableNotFoundError
-
         arrow = {"int32": pa.int32(), "float64": pa.float64(), "string": pa.string(),
                  "timestamp": pa.timestamp("us", tz="UTC")}
         table = pa.table({name: pa.array([r[name] for r in rows], arrow[kind])

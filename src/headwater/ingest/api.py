@@ -7,16 +7,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
 from headwater.conf import storage
+from headwater.conf.context import current_definition, lakehouse_state_dir
 from headwater.conf.layout import INGEST, RESCUED_DATA, ingest_metrics
 from headwater.errors import HeadwaterError, translated
 from headwater.ingest import landing
+from headwater.ingest.ddl import parse_ddl
 from headwater.ingest.registration import register_sources
 from headwater.ingest.source import source_id
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql import DataFrame
+
 
 def read_files(
     path: str | os.PathLike[str],
@@ -78,9 +84,6 @@ def read_files(
         leaves the file in both places, and the next clean finishes it without ingesting it
         again). ``schema_location`` stays a local path or mount.
     """
-    from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
-
     spark = spark or SparkSession.active()
     register_sources(spark)
     source = _folder(path)
@@ -135,13 +138,9 @@ def _folder(path: str | os.PathLike[str]) -> str:
 
 
 def _schema_json(schema: Any) -> str:
-    from pyspark.sql.types import StructType
-
     if isinstance(schema, StructType):
         return schema.json()
     if isinstance(schema, str):
-        from headwater.ingest.ddl import parse_ddl
-
         return parse_ddl(schema, "schema").json()
     raise HeadwaterError("HW_OPTION_INVALID",
                          f"schema must be a StructType or a DDL string, not {type(schema).__name__}.",
@@ -152,8 +151,6 @@ def _schema_json(schema: Any) -> str:
 def _default_location(sid: str, spark: SparkSession) -> str | None:
     """Inside the storage of the pipeline dataset being defined, else under the lakehouse
     attached to ``spark`` (its local state folder is in the session conf); None when neither."""
-    from headwater.conf.context import current_definition, lakehouse_state_dir
-
     definition = current_definition()
     if definition is not None:
         return str(Path(definition.ingest_root) / sid)

@@ -31,6 +31,8 @@ from typing import Any
 
 from headwater.ingest import landing
 from headwater.ingest.clean_remote import clean_remote
+from headwater.ingest.index import FileIndex
+from headwater.spark.listener import add_json_listener
 
 log = logging.getLogger("headwater.ingest")
 _lock = threading.Lock()
@@ -42,8 +44,6 @@ def clean_through(index_path: str, seq: int) -> int:
     The listener (driver) and the stream reader (its own Python worker) both clean: the whole
     pass holds the index's write lock, so each file is moved once and recorded once.
     """
-    from headwater.ingest.index import FileIndex
-
     if not os.path.exists(index_path):
         return 0
     with _lock:
@@ -142,8 +142,6 @@ def _parse(text: Any) -> tuple[str, int] | None:
 def install_listener(spark: Any) -> None:
     """Register the cleaning listener on this session; ``register_sources`` calls it once
     per session."""
-    from headwater.spark.listener import add_json_listener
-
     last_end: dict[str, list[tuple[str, int]]] = {}
 
     def on_progress(progress: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ deleted file that is not yet recorded is found gone next time and recorded delet
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from typing import TYPE_CHECKING
 
@@ -108,8 +109,6 @@ def _clean_one(mode: str, path: str, size: int, mtime: int, target: str | None,
 def _stat(path: str) -> tuple[int, int] | None:
     if landing.is_remote(path):
         return landing.stat(path)
-    import os
-
     try:
         st = os.stat(path)
     except FileNotFoundError:

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-    from pyspark.sql.types import StructType
 
 # The ``source`` block's fields that order and place an event; connectors add more (they are
 # kept in the rescued column when read with a fixed schema, never lost).
@@ -38,8 +40,6 @@ def envelope_schema(row_schema: StructType | str, *, wrapped: bool = False) -> S
         ``schemas.enable=false``, Debezium Server); True for ``{"schema", "payload"}`` events
         (``schemas.enable=true``): the Connect schema is kept as a JSON string column.
     """
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
-
     row = _row_schema(row_schema)
     envelope = StructType([
         StructField("before", row, True), StructField("after", row, True),
@@ -64,8 +64,6 @@ def change_rows(events: DataFrame, *, op_column: str = "op", sequence_column: st
         create_auto_cdc_flow(..., keys=[...], sequence_by="lsn",
                              apply_as_deletes="op = 'd'", except_column_list=["op", "ts_ms"])
     """
-    from pyspark.sql import functions as F
-
     if "payload" in events.columns and "after" not in events.columns:
         rescued = [c for c in events.columns if c == "_rescued_data"]
         events = events.select("payload.*", *rescued)
@@ -96,8 +94,6 @@ def change_rows(events: DataFrame, *, op_column: str = "op", sequence_column: st
 
 
 def _row_schema(row_schema: StructType | str) -> StructType:
-    from pyspark.sql.types import StructType
-
     if isinstance(row_schema, StructType):
         return row_schema
     try:

@@ -12,6 +12,8 @@ import fnmatch
 import os
 from dataclasses import dataclass
 
+import pyarrow.fs as pafs
+
 from headwater.conf import storage
 
 
@@ -63,8 +65,6 @@ def list_files(root: str, glob: str | None = None) -> list[Listed]:
     An object store has no folder change times, so each call lists the whole prefix: keep
     the landing prefix small with ``clean_source``.
     """
-    import pyarrow.fs as pafs
-
     fs, base = storage.pyarrow_filesystem(root)
     infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
     found = []
@@ -138,8 +138,6 @@ def read_bytes(uri: str) -> bytes | None:
 
 def stat(uri: str) -> tuple[int, int] | None:
     """(size, mtime in ns) of ``uri``, or None when it does not exist."""
-    import pyarrow.fs as pafs
-
     fs, path = storage.pyarrow_filesystem(uri)
     info = fs.get_file_info(path)
     if info.type != pafs.FileType.File:
@@ -163,8 +161,6 @@ def same_content_stamp(listed: tuple[int, int], now: tuple[int, int]) -> bool:
 def copy(src: str, dst: str) -> None:
     """Copy ``src`` to ``dst`` (overwriting): server-side within one filesystem, streamed
     otherwise (an S3 landing folder archived to a local folder, or the reverse)."""
-    import pyarrow.fs as pafs
-
     src_fs, src_path = _fs(src)
     dst_fs, dst_path = _fs(dst)
     if not is_remote(dst):
@@ -186,7 +182,7 @@ def delete(uri: str) -> None:
         except FileNotFoundError:
             pass
         return
-    from deltalake.fs import DeltaStorageHandler
+    from deltalake.fs import DeltaStorageHandler  # noqa: PLC0415 - worker: deltalake only where cleanSource deletes remote files
 
     bucket = storage.bucket_of(uri) or ""
     handler = DeltaStorageHandler(bucket, storage.options_for(uri))
@@ -196,6 +192,4 @@ def delete(uri: str) -> None:
 def _fs(uri: str):
     if is_remote(uri):
         return storage.pyarrow_filesystem(uri)
-    import pyarrow.fs as pafs
-
     return pafs.LocalFileSystem(), uri

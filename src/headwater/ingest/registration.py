@@ -20,6 +20,11 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from headwater.conf import storage
+from headwater.delta.datasource import DeltaDataSource
+from headwater.delta.filelist import DeltaFileListSource
+from headwater.ingest.clean import install_listener
+from headwater.ingest.source import FilesDataSource
+from headwater.spark.session import session_parallelism
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -32,12 +37,6 @@ def register_sources(spark: SparkSession) -> None:
     """Make ``format("delta")`` and ``format("cloudFiles")`` work on ``spark`` (once per
     session), with scans split for the session's parallelism, and clean ingested files
     (``clean_source``) when their batch commits."""
-    from headwater.delta.datasource import DeltaDataSource
-    from headwater.delta.filelist import DeltaFileListSource
-    from headwater.ingest.clean import install_listener
-    from headwater.ingest.source import FilesDataSource
-    from headwater.spark.session import session_parallelism
-
     defaults = storage.Defaults.current()
     with _lock:
         if _registered.get(spark) == defaults:

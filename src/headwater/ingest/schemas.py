@@ -16,6 +16,7 @@ from pathlib import Path
 from pyspark.sql.types import StructType
 
 from headwater.conf.layout import SCHEMAS
+from headwater.ingest.infer import add_new_fields
 
 
 class SchemaStore:
@@ -41,8 +42,6 @@ class SchemaStore:
         """Save the latest version plus the fields only ``observed`` has; returns the version
         holding them. Concurrent writers each merge into the newest version, so none of their
         columns is lost."""
-        from headwater.ingest.infer import add_new_fields
-
         while True:
             latest = self.latest()
             base = latest[1] if latest else fallback

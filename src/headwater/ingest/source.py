@@ -30,8 +30,10 @@ from headwater.conf.read_limits import default_read_limit, limits_of
 from headwater.delta.source import MACHINE_PARALLELISM
 from headwater.errors import HeadwaterError
 from headwater.ingest import landing
+from headwater.ingest.clean import clean_quietly
 from headwater.ingest.ddl import apply_hints, parse_ddl
 from headwater.ingest.formats.common import FileEntry, ParseSettings
+from headwater.ingest.index import FileIndex
 from headwater.ingest.infer import add_new_fields, infer_schema
 from headwater.ingest.parse import RecordParser
 from headwater.ingest.schemas import SchemaStore
@@ -262,8 +264,6 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def index(self):
         if self._index is None:
-            from headwater.ingest.index import FileIndex
-
             index = FileIndex(self.opts.index_path, self.opts.path, self.opts.glob)
             identity = f"{self.opts.path} {self.opts.fmt} {self.opts.glob or '*'}"
             owner = index.get("stream")
@@ -307,8 +307,6 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = int(start["seq"])
         if self.opts.clean_source != "off":
-            from headwater.ingest.clean import clean_quietly
-
             clean_quietly(self.opts.index_path, begin)  # ``start`` is committed by now
         max_files, max_bytes = limits_of(limit, self.opts.max_bytes)
         if self.cap is None:

@@ -14,12 +14,16 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import SparkSession
+
+from headwater.conf import storage
 from headwater.conf.layout import LAKEHOUSE_ROOT_CONF, LAKEHOUSE_STATE_CONF
+from headwater.conf.options import parse_columns
+from headwater.delta.datasource import DeltaDataSource
+from headwater.ingest.registration import with_parallelism
 from headwater.lakehouse.names import TableName
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from headwater.lakehouse.tables import Lakehouse
 
 ROOT_KEY = LAKEHOUSE_ROOT_CONF
@@ -31,10 +35,6 @@ def per_table_source(name: TableName, path: str, parallelism: int) -> type:
 
     A table on an object store carries its credentials (pickled with the class, registered
     in Spark's Python workers when unpickled; never in the session conf)."""
-    from headwater.conf import storage
-    from headwater.delta.datasource import DeltaDataSource
-    from headwater.ingest.registration import with_parallelism
-
     source_name = name.source_name
     base = with_parallelism(DeltaDataSource, parallelism)
     credentials = storage.Credentials.for_uri(path) if storage.bucket_of(path) else None
@@ -118,8 +118,6 @@ def active_lakehouse() -> Lakehouse | None:
     """The lakehouse attached to the active SparkSession (``Lakehouse.of(active session)``)."""
     if not _attached:
         return None
-    from pyspark.sql import SparkSession
-
     try:
         spark = SparkSession.active()
     except Exception:  # no session at all
@@ -136,6 +134,4 @@ def _conf_root(spark: SparkSession) -> str | None:
 
 def columns_option(value: Any) -> list[str]:
     """``"a, b"``, ``'["a", "b"]'`` or ``["a", "b"]`` (a writer's partitionBy) as names."""
-    from headwater.conf.options import parse_columns
-
     return parse_columns("partitionBy", value)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from deltalake.schema import Field
+from pyspark.errors.exceptions.captured import capture_sql_exception
+from pyspark.sql import DataFrame
 from pyspark.sql.functions import lit
 from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
 
@@ -45,7 +47,7 @@ from headwater.lakehouse.statements import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from headwater.lakehouse import Lakehouse
 
@@ -182,9 +184,6 @@ def _check_new_columns(label: str, schema: StructType, partition_by: list[str]) 
 
 def dataframe(spark: SparkSession, plan: Any) -> DataFrame:
     """A DataFrame of a parsed query plan (analysed now: a wrong query fails before any write)."""
-    from pyspark.errors.exceptions.captured import capture_sql_exception
-    from pyspark.sql import DataFrame
-
     datasets = spark._jvm.org.apache.spark.sql.classic.Dataset
     jdf = capture_sql_exception(datasets.ofRows)(spark._jsparkSession, plan)
     return DataFrame(jdf, spark)

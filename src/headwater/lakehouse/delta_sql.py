@@ -17,6 +17,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from headwater.conf.layout import DML_ENGINE_CONF
+from headwater.conf.options import parse_choice
+from headwater.delta import dml
+from headwater.delta.dml.engine import ENGINES
+from headwater.delta.dml.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
+from headwater.delta.log import normalize_uri
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.ddl import dataframe, is_delta_path, lakehouse_table
 from headwater.lakehouse.statements import (
@@ -56,8 +62,6 @@ def expression_text(st: Statement, expr: Any) -> str:
 def table_path(lake: Lakehouse, parts: list[str]) -> str | None:
     """The folder of a lakehouse table or a ``delta.`path```, None for anything else."""
     if is_delta_path(parts):
-        from headwater.delta.log import normalize_uri
-
         return normalize_uri(parts[1])
     name = lakehouse_table(lake, parts)
     return None if name is None else str(lake.path(name))
@@ -103,10 +107,6 @@ def _result(st: Statement, result: DmlResult) -> DataFrame:
 
 def _engine(st: Statement) -> str:
     """The session's choice of DML engine (``headwater.dml.engine``, default auto)."""
-    from headwater.conf.layout import DML_ENGINE_CONF
-    from headwater.conf.options import parse_choice
-    from headwater.delta.dml.engine import ENGINES
-
     value = st.session.conf.get(DML_ENGINE_CONF, "auto") or "auto"
     return str(parse_choice(DML_ENGINE_CONF, value, ENGINES, "auto"))
 
@@ -135,8 +135,6 @@ def _condition(st: Statement, value: Any) -> str | None:
 
 
 def delete(lake: Lakehouse, st: Statement) -> DataFrame | None:
-    from headwater.delta import dml
-
     found = relation_target(lake, st.plan.table())
     if found is None:
         return _not_delta(st, st.plan.table())
@@ -147,8 +145,6 @@ def delete(lake: Lakehouse, st: Statement) -> DataFrame | None:
 
 
 def update(lake: Lakehouse, st: Statement) -> DataFrame | None:
-    from headwater.delta import dml
-
     found = relation_target(lake, st.plan.table())
     if found is None:
         return _not_delta(st, st.plan.table())
@@ -166,9 +162,6 @@ _ACTIONS = {"UpdateAction": ("update", False), "UpdateStarAction": ("update", Tr
 
 
 def merge(lake: Lakehouse, st: Statement) -> DataFrame | None:
-    from headwater.delta import dml
-    from headwater.delta.dml.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
-
     plan = st.plan
     found = relation_target(lake, plan.targetTable())
     if found is None:

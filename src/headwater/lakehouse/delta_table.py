@@ -68,8 +68,6 @@ class DeltaTable:
         name = tableOrViewName.strip()
         if name.lower().startswith("delta.`") and name.endswith("`"):
             return cls.forPath(sparkSession, name[7:-1])
-        from headwater.lakehouse.catalog import lakehouse_of
-
         lakehouse = lakehouse_of(sparkSession)
         if lakehouse is None:
             raise HeadwaterError(

@@ -28,11 +28,19 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
+from pyspark.sql.sql_formatter import SQLStringFormatter
 from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
+from headwater.conf.layout import DELTA_AUTO_MERGE_CONF
+from headwater.conf.options import parse_bool
+from headwater.delta.log import DeltaLog, normalize_uri
+from headwater.delta.native import batch_writer, replace_native, write_rows, written_on_driver
+from headwater.delta.sink import SAVE_MODE_OPTION
 from headwater.errors import HeadwaterError
+from headwater.errors.delta import DeltaAnalysisError
 from headwater.ingest.registration import register_sources
 from headwater.lakehouse.catalog import lakehouse_of
+from headwater.lakehouse.names import parse_name
 from headwater.messages import register_message_sources
 from headwater.spark.session import activate, active_in_thread
 
@@ -154,10 +162,6 @@ def _driver_stream(writer: Any, path: str, settings: dict[str, str]) -> bool:
     """Make ``writer`` a foreachBatch writer of each micro-batch through
     :func:`headwater.delta.native.write_rows` when the table at ``path`` needs it (generated
     or identity columns); False (the writer untouched) otherwise."""
-    # Deferred, as in _save_delta: Spark's workers import this room and never write.
-    from headwater.delta.log import normalize_uri
-    from headwater.delta.native import batch_writer, written_on_driver
-
     uri = normalize_uri(path)
     if not written_on_driver(uri):
         return False
@@ -215,15 +219,6 @@ def _save(original: Callable) -> Callable:
 
 
 def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
-    # Deferred: Spark's workers import this room (the per-table sources) and never need the
-    # writers' modules (pyarrow.parquet, deltalake).
-    from headwater.conf.layout import DELTA_AUTO_MERGE_CONF
-    from headwater.conf.options import parse_bool
-    from headwater.delta.log import DeltaLog, normalize_uri
-    from headwater.delta.native import replace_native, write_rows, written_on_driver
-    from headwater.delta.sink import SAVE_MODE_OPTION
-    from headwater.errors.delta import DeltaAnalysisError
-
     spark = writer._spark
     jwrite = writer._jwrite
     options = {k.lower(): v for k, v in _java_map(spark, jwrite.extraOptions().originalMap())
@@ -317,8 +312,6 @@ def _sql(original: Callable) -> Callable:
             return _router(lake, sqlQuery, session=self, args=args)
         # ``spark.sql("... {df} ...", df=df)``: Spark's own formatter first (DataFrames become
         # temp views it drops afterwards), then the router sees plain text.
-        from pyspark.sql.sql_formatter import SQLStringFormatter
-
         formatter = SQLStringFormatter(self)
         try:
             return _router(lake, formatter.format(sqlQuery, **kwargs), session=self, args=args)
@@ -418,8 +411,6 @@ def _read_table(original: Callable) -> Callable:
             # a change feed read, or time travel (delta-spark: .option("versionAsOf", 0)
             # .table(t)): Spark refuses both on a catalog table of a Python data source
             if any(k.lower() in _SOURCE_ONLY_OPTIONS for k in options):
-                from headwater.lakehouse.names import parse_name
-
                 return self.format(parse_name(tableName).source_name).load()
         return original(self, tableName)
 
@@ -430,8 +421,6 @@ def _read_table(original: Callable) -> Callable:
 def _lakehouse_table(lake: Any, name: str) -> bool:
     """True when ``name`` is an existing lakehouse table (a name headwater refuses, such as a
     three-part one, is Spark's to resolve)."""
-    from headwater.errors import HeadwaterError
-
     try:
         return bool(lake.exists(name))
     except HeadwaterError:

@@ -31,27 +31,33 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import SparkSession
+
 from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, LAKEHOUSE_STATE_CONF, SYSTEM_TABLES, WAREHOUSE
 from headwater.conf.location import AnyPath, location, remove_tree, state_folder
 from headwater.conf.options import parse_bool
 from headwater.conf.triggers import Trigger, trigger_kwargs
 from headwater.delta import definition
 from headwater.delta.create import create_delta_table
-from headwater.delta.log import DeltaLog, normalize_uri
-from headwater.delta.native import batch_writer, write_rows, written_on_driver
+from headwater.delta.log import DeltaLog, normalize_uri, open_table
+from headwater.delta.merge import merge_batch
+from headwater.delta.native import batch_writer, replace_native, write_rows, written_on_driver
 from headwater.delta.schema import as_nullable
+from headwater.delta.sink import check_partitioning
 from headwater.errors import HeadwaterError
 from headwater.lakehouse import catalog, external, hooks
 from headwater.lakehouse.catalog import columns_option as _columns
 from headwater.lakehouse.catalog import per_table_source
 from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.names import TableName, list_tables, parse_name
+from headwater.lakehouse.sources import start_session
 from headwater.lakehouse.sql import run_sql
 from headwater.spark.checkpoint_lock import CheckpointLock, guarded
+from headwater.spark.plan import group_keys
 from headwater.spark.session import session_parallelism
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
     from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.types import StructType
 
@@ -79,12 +85,8 @@ class Lakehouse:
         self.root.mkdir(parents=True, exist_ok=True)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         if spark is None:
-            from pyspark.sql import SparkSession
-
             spark = SparkSession.getActiveSession()
         if spark is None:
-            from headwater.lakehouse.sources import start_session
-
             spark = start_session(warehouse=self.state_dir / WAREHOUSE)
         self.spark = spark
         self._locks: dict[str, tuple[CheckpointLock, Any]] = {}
@@ -271,9 +273,6 @@ class Lakehouse:
 
     def _create_table(self, name: str, schema: StructType, partition_by: Iterable[str],
                       comment: str | None, properties: dict[str, str] | None) -> str:
-        from headwater.delta.log import open_table
-        from headwater.delta.sink import check_partitioning
-
         tname = parse_name(name)
         path = self.path(name)
         partition_by = list(partition_by)
@@ -306,8 +305,6 @@ class Lakehouse:
         The table's history stays: ``versionAsOf`` an older version reads the old rows until
         VACUUM. If ``df`` fails, the table is exactly as it was (same version, same files).
         """
-        from headwater.delta.native import replace_native
-
         tname = parse_name(name)
         partition_by = list(partition_by)
         if definition.needs_definition(df.schema):  # generated / identity columns
@@ -448,9 +445,6 @@ class Lakehouse:
             writer = (df.writeStream.trigger(**kwargs).option("checkpointLocation", checkpoint)
                       .queryName(query_name or tname.qualified))
             if mode == "update":
-                from headwater.delta.merge import merge_batch
-                from headwater.spark.plan import group_keys
-
                 merge_keys = list(keys) if keys else group_keys(df)
                 path = self.path(name)
                 app_id = f"headwater-merge-{tname.qualified}"

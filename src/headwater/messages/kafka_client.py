@@ -10,6 +10,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
 from headwater.errors import HeadwaterError
 from headwater.messages.kafka_options import Subscription
 
@@ -58,8 +61,6 @@ def bad_config(exc: BaseException) -> HeadwaterError:
 
 def new_client(kind: Callable[[dict], T], config: dict[str, str]) -> T:
     """A Consumer/Producer/AdminClient, with librdkafka's config errors made readable."""
-    from confluent_kafka import KafkaException
-
     try:
         return kind(dict(config))
     except (KafkaException, ValueError, TypeError) as exc:
@@ -87,14 +88,10 @@ class KafkaBroker:
     @property
     def admin(self):
         if self._admin is None:
-            from confluent_kafka.admin import AdminClient
-
             self._admin = new_client(AdminClient, self.config)
         return self._admin
 
     def _retrying(self, call: Callable[[], T]) -> T:
-        from confluent_kafka import KafkaException
-
         for attempt in range(self.retries + 1):
             try:
                 return call()
@@ -121,9 +118,6 @@ class KafkaBroker:
     def offsets(self, tps: Iterable[TP], spec: str | dict[TP, int]) -> dict[TP, int]:
         """Offsets of ``tps``: ``"earliest"``, ``"latest"``, or a timestamp (ms) per partition
         (the first offset whose timestamp is at or after it; the latest offset if none)."""
-        from confluent_kafka import IsolationLevel, TopicPartition
-        from confluent_kafka.admin import OffsetSpec
-
         tps = list(tps)
         if not tps:
             return {}

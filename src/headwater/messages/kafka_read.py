@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 
 import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
@@ -83,8 +84,6 @@ def read_range(config: dict[str, str], r: OffsetRange, include_headers: bool,
                fail_on_data_loss: bool, poll_timeout_ms: int, group_prefix: str
                ) -> Iterator[pa.RecordBatch]:
     """Arrow batches of records [r.start, r.end) of one partition, in offset order."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
     schema = to_arrow_schema(kafka_schema(include_headers), timezone="UTC")
     consumer_config = dict(config)
     consumer_config.setdefault("group.id", f"{group_prefix}-{uuid.uuid4()}")
@@ -151,8 +150,6 @@ def _stalled(config: dict, r: OffsetRange, position: int, timeout_ms: int) -> He
 
 
 def _client_error(config: dict, err) -> BaseException:
-    from confluent_kafka import KafkaException
-
     exc = KafkaException(err)
     if error_name(exc).startswith("_") or err.retriable():
         return unavailable(config.get("bootstrap.servers", "?"), exc)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
+from confluent_kafka import KafkaException, Producer
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -41,8 +42,6 @@ _PRODUCERS: dict[tuple, object] = {}
 
 
 def _producer(config: dict[str, str]):
-    from confluent_kafka import Producer
-
     key = tuple(sorted(config.items()))
     if key not in _PRODUCERS:
         _PRODUCERS[key] = new_client(Producer, config)
@@ -110,8 +109,6 @@ def produce_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> 
 
 
 def _produce(producer, options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
-    from confluent_kafka import KafkaException
-
     failures: list[str] = []
 
     def delivered(err, msg) -> None:

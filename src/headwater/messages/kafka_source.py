@@ -44,6 +44,7 @@ from headwater.messages.kafka_options import (
     SourceOptions,
 )
 from headwater.messages.kafka_read import kafka_schema, read_range
+from headwater.messages.kafka_sink import KafkaBatchWriter, KafkaStreamWriter
 
 FORMAT_NAME = "headwater.kafka"
 
@@ -69,13 +70,9 @@ class KafkaDataSource(DataSource):
         return KafkaBatchReader(SourceOptions.parse(dict(self.options), streaming=False))
 
     def writer(self, schema: StructType, overwrite: bool):
-        from headwater.messages.kafka_sink import KafkaBatchWriter
-
         return KafkaBatchWriter(SinkOptions.parse(dict(self.options)), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
-        from headwater.messages.kafka_sink import KafkaStreamWriter
-
         return KafkaStreamWriter(SinkOptions.parse(dict(self.options)), schema)
 
 

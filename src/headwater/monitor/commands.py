@@ -17,7 +17,11 @@ from typing import Any
 
 from headwater.conf.layout import DELTA_LOG
 from headwater.conf.location import AnyPath, known_state_folder, location, state_folder
+from headwater.conf.project import CONFIG, Project
+from headwater.conf.sdp_spec import find_spec
+from headwater.delta.log import open_table
 from headwater.errors import HeadwaterError
+from headwater.lakehouse import list_tables, parse_name
 from headwater.monitor.events import read_events
 from headwater.monitor.run import _alive, live_runs
 from headwater.monitor.text_table import text_table
@@ -38,9 +42,6 @@ def resolve_lake(project_dir: str | None, root: str | None,
     if root:
         path = location(root)
     else:
-        from headwater.conf.project import CONFIG, Project
-        from headwater.conf.sdp_spec import find_spec
-
         folder = Path(project_dir or ".")
         if not (folder / CONFIG).is_file() and find_spec(folder.resolve()) is None:
             raise HeadwaterError(
@@ -135,9 +136,6 @@ def status_lines(root: AnyPath, state_dir: Path | None = None) -> list[str]:
 
 def table_history(root: AnyPath, name: str, limit: int = 20) -> list[dict[str, Any]]:
     """The table's Delta commits, newest first, with rows added from the add actions' stats."""
-    from headwater.delta.log import open_table
-    from headwater.lakehouse import list_tables, parse_name
-
     root = location(root)
     path = root / parse_name(name).relative_path
     if not (path / DELTA_LOG).is_dir():

@@ -13,10 +13,14 @@ beside a pipeline, in the same process (``headwater demo``) or another (``headwa
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from flask import Flask, Response, abort, jsonify, request
+from werkzeug.serving import make_server
 
 from headwater.errors import HeadwaterError
 from headwater.monitor.state import DashboardState
@@ -43,8 +47,6 @@ def create_app(root: Any, allowed_hosts: tuple[str, ...] = LOCAL_HOSTS,
                state_dir: str | Path | None = None) -> Any:
     """root: the lakehouse folder or object-store URI; state_dir: its run files' folder
     (default the root when local)."""
-    from flask import Flask, Response, abort, jsonify, request
-
     state = DashboardState(root, state_dir)
     app = Flask("headwater.dashboard", static_folder=None)
     page, script = _asset("dashboard.html"), _asset("dashboard.js")
@@ -76,8 +78,6 @@ def create_app(root: Any, allowed_hosts: tuple[str, ...] = LOCAL_HOSTS,
 
 
 def _in_use(host: str, port: int) -> bool:
-    import socket
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -93,8 +93,6 @@ class DashboardServer:
 
     def __init__(self, root: Any, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
                  state_dir: str | Path | None = None) -> None:
-        from werkzeug.serving import make_server
-
         allowed = LOCAL_HOSTS if host in LOCAL_HOSTS else ()  # bound wider: the user chose it
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log on the console
         busy = HeadwaterError(

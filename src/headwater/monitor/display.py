@@ -15,6 +15,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rich.console import Console
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+
 from headwater.monitor.lag import Lag, LagProbe
 from headwater.monitor.run import FlowStats, RunMonitor
 
@@ -24,8 +29,6 @@ LAG_SECONDS = 2.0  # lag reads a table version or the file index: not on every r
 class Display:
     def __init__(self, echo: Callable[[str], None] | None = None, live: bool | None = None,
                  triggered: bool = False, console: Any = None) -> None:
-        from rich.console import Console
-
         self.console = console or Console()
         self.live_mode = self.console.is_terminal if live is None else live
         self.triggered = triggered
@@ -51,8 +54,6 @@ class Display:
         self._probe = LagProbe(monitor.root)
         monitor.on_batch = self.on_batch
         if self.live_mode:
-            from rich.live import Live
-
             self._live = Live(get_renderable=self._render, console=self.console,
                               refresh_per_second=2, transient=False)
             self._live.start()
@@ -93,9 +94,6 @@ class Display:
         return lag
 
     def _render(self) -> Any:
-        from rich.progress_bar import ProgressBar
-        from rich.table import Table
-
         table = Table(title=f"pipeline {self._monitor.pipeline} ({self._monitor.mode})"
                       if self._monitor else None, expand=False, title_justify="left")
         for column in ("flow", "status", "batches", "rows", "rows/s", "last batch",

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from deltalake import write_deltalake
 
 from headwater.conf import storage
 from headwater.conf.layout import (  # noqa: F401 - EVENT_LOG re-exported
@@ -30,6 +31,7 @@ from headwater.conf.layout import (  # noqa: F401 - EVENT_LOG re-exported
     EXPECTATIONS_METRICS,
 )
 from headwater.conf.location import AnyPath, location
+from headwater.delta.log import arrow_dataset, open_table
 
 # Seconds between appends (3 by default): what a SIGKILL can lose (recovered from
 # checkpoints next run). EVENT_FLUSH_SECONDS_ENV is a test hook (tests shorten the interval).
@@ -212,8 +214,6 @@ class EventLog:
 
     def flush(self) -> int:
         """Append the buffered rows in one commit; a failure is kept and retried next time."""
-        from deltalake import write_deltalake
-
         with self._write_lock:
             with self._lock:
                 rows, self._rows = self._rows, []
@@ -238,8 +238,6 @@ class EventLog:
             return len(rows)
 
     def _compact(self) -> None:
-        from headwater.delta.log import open_table
-
         try:
             open_table(self.path).optimize.compact()
         except Exception as exc:  # noqa: BLE001 - a concurrent writer won: next time
@@ -260,8 +258,6 @@ class EventLog:
 def read_events(root: str | AnyPath, columns: list[str] | None = None,
                 where: Any = None) -> pa.Table:
     """The event log as Arrow (empty, with the schema, when nothing was logged yet)."""
-    from headwater.delta.log import arrow_dataset, open_table
-
     path = location(root) / EVENT_LOG
     if not (path / DELTA_LOG).is_dir():
         empty = SCHEMA.empty_table()

@@ -18,6 +18,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
 from headwater.monitor.events import EventLog, now, read_events
 
 
@@ -53,9 +56,6 @@ def _offsets(checkpoint: Path, batch_id: int) -> list[Any] | None:
 
 
 def logged_batches(root: str | Path, qid: str) -> set[int]:
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
-
     table = read_events(root, ["batch_id"],
                         (ds.field("query_id") == qid) & (ds.field("event") == "progress"))
     return {int(b) for b in pc.unique(table["batch_id"]).to_pylist() if b is not None}

@@ -16,6 +16,8 @@ from typing import Any
 
 from headwater.conf.layout import DELTA_LOG
 from headwater.conf.location import AnyPath, is_remote, location
+from headwater.delta.log import open_table
+from headwater.lakehouse import list_tables, parse_name
 
 
 @dataclass
@@ -96,9 +98,6 @@ def _files_after(db_path: str, seq: int) -> int:
 
 
 def _table_ids(root: AnyPath) -> dict[str, str]:
-    from headwater.delta.log import open_table
-    from headwater.lakehouse import list_tables, parse_name
-
     ids = {}
     for name in list_tables(root):
         path = str(root / parse_name(name).relative_path)

@@ -19,6 +19,8 @@ from typing import Any
 
 from headwater.conf.layout import LATE_SUFFIX, QUARANTINE_SUFFIX, SIDE_SUFFIXES
 from headwater.conf.location import AnyPath, known_state_folder, location
+from headwater.delta.log import arrow_dataset, open_table
+from headwater.lakehouse import list_tables, parse_name
 from headwater.monitor.events import EVENT_LOG, read_events
 from headwater.monitor.lag import local_version
 from headwater.monitor.run import live_runs
@@ -108,9 +110,6 @@ class DashboardState:
     # --- tables --------------------------------------------------------------------------
 
     def _table_part(self) -> list[dict[str, Any]]:
-        from headwater.delta.log import arrow_dataset, open_table
-        from headwater.lakehouse import list_tables, parse_name
-
         out = []
         for name in list_tables(self.root):
             if name == EVENT_LOG:

@@ -9,13 +9,17 @@ these return the function, so they stack with the ``expect*`` decorators in eith
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from headwater.errors import HeadwaterError
+from headwater.lakehouse import active_lakehouse
 from headwater.pipeline import model
+from headwater.pipeline.cdc import cdc_flow
 from headwater.pipeline.expectations import Expectation
 from headwater.pipeline.fields import sink_fields, stored_fields
+from headwater.pipeline.graph import current_graph
 from headwater.pipeline.model import Location
 from headwater.pipeline.registry import active_registry
 
@@ -211,8 +215,6 @@ def create_auto_cdc_flow(target: str, source: str, keys: Iterable[Any], sequence
     name: the flow's name (default: the target's).
     The target is created with ``delta.enableChangeDataFeed=true``.
     """
-    from headwater.pipeline.cdc import cdc_flow
-
     where = caller_location()  # the user's line, also through headwater.dlt
     extra: dict[str, Any] = {} if tombstone_gc_seconds is None else {
         "tombstone_gc_seconds": int(tombstone_gc_seconds)}
@@ -300,13 +302,9 @@ def read(name: str, **options: Any) -> DataFrame:
 
 
 def _read(name: str, streaming: bool, options: dict[str, Any]) -> DataFrame:
-    from headwater.pipeline.graph import current_graph
-
     graph = current_graph()
     if graph is not None:
         return graph.read(name, streaming, options, caller_location())
-    from headwater.lakehouse import active_lakehouse
-
     lake = active_lakehouse()
     if lake is None:
         raise HeadwaterError(
@@ -319,8 +317,6 @@ def _read(name: str, streaming: bool, options: dict[str, Any]) -> DataFrame:
 
 def caller_location() -> Location:
     """The user's file and line that called into headwater (skipping headwater's frames)."""
-    import os
-
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     frame = inspect.currentframe()
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):

@@ -8,6 +8,8 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import SparkSession
+
 from headwater.delta.cdc import CdcSpec
 from headwater.errors import HeadwaterError
 from headwater.pipeline import model
@@ -20,8 +22,6 @@ def _source_reader(source: str):
     """The flow's function: the source dataset (a streaming table or a view) as a stream.
     Read through the session's catalog, so the graph sees the edge in the analyzed plan."""
     def read() -> DataFrame:
-        from pyspark.sql import SparkSession
-
         spark = SparkSession.getActiveSession()
         assert spark is not None
         return spark.readStream.table(source)
@@ -80,8 +80,6 @@ def cdc_flow_from_sql(plan: Any, sql: str, name: str, target: str,
         raise HeadwaterError(exc.code, f"{location}: {exc.what}", exc.why, exc.fix) from None
 
     def read() -> DataFrame:
-        from pyspark.sql import SparkSession
-
         return SparkSession.active().sql(f"SELECT * FROM {source_sql}")
 
     read.__name__ = f"auto_cdc_{name}"

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql.types import StructType
+
 from headwater.conf.layout import DELTA_LOG
 from headwater.conf.location import location
 from headwater.errors import HeadwaterError
@@ -33,7 +35,6 @@ from headwater.spark.session import session_parallelism
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
     from headwater.lakehouse import Lakehouse
 
@@ -132,8 +133,6 @@ def pending_source(name: TableName, path: str, schema: StructType, parallelism: 
     def pending_schema(self: Any) -> StructType:
         if os.path.isdir(log):
             return base.schema(self)
-        from pyspark.sql.types import StructType
-
         return StructType.fromJson(json.loads(declared))
 
     return type(name.source_name, (base,), {"schema": pending_schema,

@@ -3,9 +3,13 @@ SDP registry, headwater's decorators and SQL files; and a sink's checked fields.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from pyspark.sql.types import StructType
+
 from headwater.errors import HeadwaterError
+from headwater.ingest.ddl import parse_ddl
 from headwater.pipeline.model import Location
 
 
@@ -32,14 +36,10 @@ def declared_schema(schema: Any, where: Location) -> Any:
     """A StructType from a StructType or a DDL string; None when not given."""
     if schema is None:
         return None
-    from pyspark.sql.types import StructType
-
     if isinstance(schema, StructType):
         return schema
     if isinstance(schema, str):
         try:
-            from headwater.ingest.ddl import parse_ddl
-
             return parse_ddl(schema, "schema")
         except HeadwaterError as exc:
             raise HeadwaterError(exc.code, f"{where}: {exc.what}", exc.why, exc.fix) from exc
@@ -58,8 +58,6 @@ def sink_fields(name: str, where: Location, format: str, options: Any,
     """A sink's fields, checked: a format, string options, and a ``path`` where the format
     writes files, made absolute now (against the working directory while definitions load:
     a spark-pipeline.yml project's folder, as under SDP), so runs do not depend on it."""
-    import os
-
     format = str(format or "").strip()
     opts = {str(k): str(v) for k, v in dict(options or {}).items()}
     if not format:

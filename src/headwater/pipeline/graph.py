@@ -31,10 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import DataFrame
+
 from headwater.conf.context import DefinitionContext, defining
 from headwater.conf.layout import INGEST
 from headwater.delta.cdc import CDC_TARGET_PROPERTIES
 from headwater.delta.cdc import target_schema as cdc_target_schema
+from headwater.delta.native import read_native
 from headwater.errors import HeadwaterError, find_code
 from headwater.lakehouse import Lakehouse, parse_name
 from headwater.lakehouse.database import using_database
@@ -61,9 +64,10 @@ from headwater.pipeline.model import (
 )
 from headwater.pipeline.registry import Registry
 from headwater.pipeline.shape import check_kind, conform
+from headwater.spark.plan import substitute_streams
+from headwater.spark.session import activate
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
 __all__ = ["Graph", "Read", "ResolvedFlow", "current_graph"]
@@ -140,8 +144,6 @@ class Graph(GraphQueries):
 
     @contextlib.contextmanager
     def _active(self) -> Iterator[None]:
-        from headwater.spark.session import activate
-
         activate(self.lakehouse.spark)  # definitions may ask SparkSession.active()
         token = _current.set(self)
         try:
@@ -232,8 +234,6 @@ class Graph(GraphQueries):
 
     def _kind_from_query(self, dataset: Any, flow: Flow, df: Any) -> Any:
         """A DLT-style table returning a batch DataFrame is a materialized view."""
-        from pyspark.sql import DataFrame
-
         if dataset.kind == TABLE and getattr(flow.func, KIND_FROM_QUERY, False) \
                 and isinstance(df, DataFrame) and not df.isStreaming:
             dataset = as_materialized_view(dataset)
@@ -336,8 +336,6 @@ class Graph(GraphQueries):
 
         substitutes: batch DataFrames that stand for the streams of these datasets (one
         micro-batch's rows, for flows run natively), however the definition reads them."""
-        from headwater.spark.plan import substitute_streams
-
         with self._lock, self._active():
             for name in [resolved.dataset.name] + [r.name for r in resolved.reads if r.internal]:
                 self.ensure_table(name)
@@ -393,8 +391,6 @@ class Graph(GraphQueries):
         if not options and not self.dry and reader is not None and \
                 self.registry.datasets[reader].kind == MATERIALIZED_VIEW:
             # A view recomputed now: the snapshot as of now, read by Spark's parquet reader.
-            from headwater.delta.native import read_native
-
             native = read_native(lake.spark, lake.path(name))
             if native is not None:
                 return native

@@ -52,6 +52,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from py4j.java_gateway import is_instance_of
+from pyspark import SparkContext
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampType
 
@@ -60,7 +62,7 @@ from headwater.errors import HeadwaterError
 from headwater.spark.plan import analyzed, node_name, nodes
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, SparkSession
 
 AGG = "_hw_agg"
 RAW = "_hw_raw"
@@ -215,8 +217,6 @@ def _streaming_aggregate(agg_df: DataFrame, table: str) -> tuple[Any, Any]:
 
 
 def _event_time_key(agg: Any, table: str) -> Any:
-    from pyspark import SparkContext
-
     gateway = SparkContext._gateway
     keys = agg.groupingExpressions()
     for i in range(keys.size()):
@@ -236,8 +236,6 @@ def _event_time_key(agg: Any, table: str) -> Any:
 
 
 def _dataframe(spark: SparkSession, plan: Any) -> DataFrame:
-    from pyspark.sql import DataFrame
-
     jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
     return DataFrame(jdf, spark)
 

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 
 from headwater.conf.project import Project
 from headwater.errors import HeadwaterError
+from headwater.lakehouse.database import using_database
 from headwater.pipeline.registry import Registry, collecting
+from headwater.spark.session import activate, thread_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,9 +32,6 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     Python files see it as a global ``spark``, as SDP's CLI injects one; a project read from
     a spark-pipeline.yml also loads with its folder as the working directory, as SDP does.
     The project's ``database`` is the session's current database while they run."""
-    from headwater.lakehouse.database import using_database
-    from headwater.spark.session import activate, thread_session
-
     registry = Registry(project.database)
     sys.path.insert(0, str(project.dir))
     spark = spark or thread_session()

@@ -17,15 +17,19 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pyspark.pipelines import output as sdp
 from pyspark.pipelines.graph_element_registry import (
     GraphElementRegistry,
     graph_element_registration_context,
 )
 
 from headwater.errors import HeadwaterError
+from headwater.lakehouse.names import in_schema, parse_name
 from headwater.pipeline import model
+from headwater.pipeline.cdc import cdc_flow
 from headwater.pipeline.fields import sink_fields, stored_fields
 from headwater.pipeline.model import Kind, Location
+from headwater.pipeline.sql_files import register_sql_text
 
 if TYPE_CHECKING:
     from pyspark.pipelines.flow import AutoCdcFlow
@@ -62,8 +66,6 @@ class Registry(GraphElementRegistry):
 
     def register_auto_cdc_flow(self, flow: AutoCdcFlow) -> None:
         """``dp.create_auto_cdc_flow``: headwater applies it with its own CDC engine."""
-        from headwater.pipeline.cdc import cdc_flow
-
         self.add_flow(cdc_flow(
             target=flow.target, source=flow.source, name=flow.name,
             location=location_of_sdp(flow.source_code_location),
@@ -76,8 +78,6 @@ class Registry(GraphElementRegistry):
 
     def register_sql(self, sql_text: str, file_path: Path) -> None:
         """The CREATE statements of one SQL file (see :mod:`headwater.pipeline.sql_files`)."""
-        from headwater.pipeline.sql_files import register_sql_text
-
         register_sql_text(self, sql_text, Path(file_path))
 
     # --- the one path both spellings take -------------------------------------------------
@@ -86,16 +86,12 @@ class Registry(GraphElementRegistry):
         """The dataset or table a name read or targeted in the pipeline means: a one-part name
         is a view or sink of the pipeline when one has it, else a table in the pipeline's
         database (as Spark resolves it in the current database)."""
-        from headwater.lakehouse.names import in_schema, parse_name
-
         own = self.datasets.get(parse_name(name).qualified)
         if own is not None and own.kind in (Kind.VIEW, Kind.SINK):
             return own.name
         return in_schema(name, self.database).qualified
 
     def add_dataset(self, dataset: model.Dataset) -> None:
-        from headwater.lakehouse.names import in_schema, parse_name
-
         # Views and sinks are no catalog tables: their names stay as written (as in SDP).
         name = parse_name(dataset.name).qualified if dataset.kind in (Kind.VIEW, Kind.SINK) \
             else in_schema(dataset.name, self.database).qualified
@@ -229,8 +225,6 @@ def location_of_sdp(location: SourceCodeLocation | None) -> Location:
 
 def from_sdp_output(output: Output) -> model.Dataset:
     """SDP's output dataclass as headwater's model element; unsupported fields are refused."""
-    from pyspark.pipelines import output as sdp
-
     where = location_of_sdp(output.source_code_location)
     if isinstance(output, sdp.TemporaryView):
         return model.View(name=output.name, location=where, comment=output.comment)

@@ -3,18 +3,16 @@ streaming table, a batch for a materialized view), shaped to the dataset's decla
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from headwater.errors import HeadwaterError
 from headwater.pipeline.model import MATERIALIZED_VIEW, SINK, TABLE, Flow
 
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
 
 def check_kind(dataset: Any, flow: Flow, df: Any) -> None:
-    from pyspark.sql import DataFrame
-
     if not isinstance(df, DataFrame):
         raise HeadwaterError(
             "HW_PIPELINE_NOT_A_DATAFRAME",
@@ -48,8 +46,6 @@ def conform(dataset: Any, flow: Flow, df: DataFrame) -> DataFrame:
     declared = dataset.schema
     if declared is None:
         return df
-    from pyspark.sql import functions as F
-
     have = {c.lower(): c for c in df.columns}
     missing = [f.name for f in declared.fields if f.name.lower() not in have]
     extra = sorted(set(have) - {f.name.lower() for f in declared.fields})

@@ -24,8 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import SparkSession
+from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
+
 from headwater.errors import HeadwaterError
 from headwater.pipeline import model
+from headwater.pipeline.cdc import cdc_flow_from_sql
 from headwater.pipeline.expectations import Expectation
 from headwater.pipeline.fields import stored_fields
 from headwater.pipeline.model import Location
@@ -215,8 +219,6 @@ def strip_constraints(text: str, first_line: int, file: Path) -> tuple[str, list
 
 
 def register_sql_text(registry: Registry, text: str, file: Path) -> None:
-    from pyspark.sql import SparkSession
-
     spark = SparkSession.active()
     for statement, line in statements(text):
         where = Location(str(file), line)
@@ -268,8 +270,6 @@ def _register(registry: Registry, plan: Any, sql: str, rules: list[Expectation],
         insert = plan.flowOperation()
         name = ".".join(plan.name().nameParts().mkString("\u0001").split("\u0001"))
         if insert.getClass().getSimpleName() == "AutoCdcInto":
-            from headwater.pipeline.cdc import cdc_flow_from_sql
-
             relation = insert.targetTable()
             table = (relation.multipartIdentifier() if relation.getClass().getSimpleName()
                      == "UnresolvedRelation" else relation.nameParts()).mkString("\u0001")
@@ -313,8 +313,6 @@ def _columns(plan: Any) -> Any:
     """The declared column list as a StructType (comments kept), or None."""
     if not hasattr(plan, "columns") or plan.columns().size() == 0:
         return None
-    from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
-
     fields = []
     columns = plan.columns()
     for i in range(columns.size()):
@@ -335,8 +333,6 @@ def _add_query(registry: Registry, name: str, target: str, query: str,
 
 def _sql_function(query: str) -> Callable[[], DataFrame]:
     def define() -> DataFrame:
-        from pyspark.sql import SparkSession
-
         return SparkSession.active().sql(query)
 
     return define

@@ -15,6 +15,7 @@ from headwater.errors import HeadwaterError
 from headwater.lakehouse import Lakehouse
 from headwater.pipeline.checks import check_stream
 from headwater.pipeline.graph import Graph
+from headwater.pipeline.late import LateRows
 from headwater.pipeline.model import TABLE
 from headwater.pipeline.registry import Registry
 
@@ -45,8 +46,6 @@ def validate_project(registry: Registry, lakehouse: Lakehouse) -> Report:
                 report.errors.extend(result.errors)
                 report.warnings.extend(result.warnings)
                 if dataset.keep_late_rows:
-                    from headwater.pipeline.late import LateRows
-
                     try:
                         LateRows.prepare(flow.df, name, dataset.output_mode)
                     except HeadwaterError as exc:

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pyspark.sql.streaming import StreamingQuery
+
 from headwater.conf.layout import LEASE_ALWAYS_ENV, LEASE_TTL_ENV
 from headwater.errors import HeadwaterError
 from headwater.spark.lease import DEFAULT_TTL, LeaseLock, needs_lease
@@ -144,8 +146,6 @@ def _read_holder(fd: int) -> str:
 def guarded(query: Any, lock: CheckpointLock) -> Any:
     """``query`` stopped if ``lock``'s lease is taken over, its ``awaitTermination`` then
     raising HW_LEASE_LOST (a plain stop would look like a clean end)."""
-    from pyspark.sql.streaming import StreamingQuery
-
     class LeaseGuardedQuery(StreamingQuery):
         def awaitTermination(self, timeout: int | None = None) -> bool | None:
             ended = super().awaitTermination(timeout)

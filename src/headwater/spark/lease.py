@@ -87,7 +87,7 @@ class _S3Store:
         return [o["Key"][len(self.prefix):] for page in pages for o in page.get("Contents", [])]
 
     def create(self, name: str, data: bytes) -> bool:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import ClientError  # noqa: PLC0415 - optional: boto3 is the [s3] extra
 
         try:
             self.client.put_object(Bucket=self.bucket, Key=self.prefix + name, Body=data,
@@ -100,7 +100,7 @@ class _S3Store:
         return True
 
     def read(self, name: str) -> bytes | None:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import ClientError  # noqa: PLC0415 - optional: boto3 is the [s3] extra
 
         try:
             return self.client.get_object(Bucket=self.bucket, Key=self.prefix + name)[

@@ -17,6 +17,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from pyspark.java_gateway import ensure_callback_server_started
+from pyspark.sql.streaming import StreamingQueryListener
+
 log = logging.getLogger(__name__)
 
 EventCallback = Callable[[dict[str, Any]], None]
@@ -61,8 +64,6 @@ def add_json_listener(spark: Any, on_progress: EventCallback,
     ``remove_json_listener`` takes."""
     if getattr(spark, "_jsparkSession", None) is None:  # not a classic session
         return _add_pyspark_listener(spark, on_progress, on_terminated)
-    from pyspark.java_gateway import ensure_callback_server_started
-
     context = spark.sparkContext
     ensure_callback_server_started(context._gateway)
     handle = context._jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(
@@ -80,8 +81,6 @@ def remove_json_listener(spark: Any, handle: Any) -> None:
 
 def _add_pyspark_listener(spark: Any, on_progress: EventCallback,
                           on_terminated: EventCallback | None) -> Any:
-    from pyspark.sql.streaming import StreamingQueryListener
-
     class Listener(StreamingQueryListener):
         def onQueryStarted(self, event: Any) -> None:  # noqa: N802
             pass

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame
+
+from headwater.errors import HeadwaterError
 
 
 def analyzed(df: DataFrame) -> Any:
@@ -30,8 +31,6 @@ def node_name(node: Any) -> str:
 
 def group_keys(df: DataFrame) -> list[str]:
     """The output column names of the top aggregate's grouping keys (update-mode MERGE keys)."""
-    from headwater.errors import HeadwaterError
-
     for node in nodes(analyzed(df)):
         if node_name(node) == "Aggregate":
             grouping = node.groupingExpressions()
@@ -120,8 +119,6 @@ def substitute_streams(df: DataFrame, matches: Callable[[Relation], bool],
     ``batch``'s plan (same column names and order): one micro-batch's rows run through the
     query the user wrote, whichever way it read its input. The stream's attribute ids are kept
     (an alias per column), so the operators above resolve unchanged."""
-    from pyspark.sql import DataFrame
-
     spark = df.sparkSession
     jvm = spark._jvm
     replacement = analyzed(batch)

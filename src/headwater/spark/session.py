@@ -15,6 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
+
 from headwater.conf.layout import LOG_LEVEL_CONF
 from headwater.errors import HeadwaterError
 
@@ -116,8 +119,6 @@ def build_session(
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
-    from pyspark.sql import SparkSession
-
     settings = dict(_DEFAULT_CONF)
     settings["spark.pyspark.python"] = sys.executable
     settings["spark.executorEnv.PYSPARK_PYTHON"] = sys.executable
@@ -146,9 +147,6 @@ def thread_session() -> Any:
     ``SparkSession.getActiveSession()`` can return another thread's foreachBatch clone (see
     :func:`activate`); the JVM keeps the active session per thread, so ask it.
     """
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
-
     sc = SparkContext._active_spark_context
     if sc is None or sc._jvm is None:
         return None
@@ -172,8 +170,6 @@ def activate(spark: Any) -> None:
     lacks data sources registered after it was cloned. These are the two assignments
     pyspark's own ``createDataFrame`` makes.
     """
-    from pyspark.sql import SparkSession
-
     SparkSession._activeSession = spark
     spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
 
@@ -202,10 +198,6 @@ def active_in_thread(spark: Any) -> Iterator[None]:
 
 def stop_spark() -> None:
     """Stop active streams and the SparkSession, if any. Safe to call more than once."""
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:  # pragma: no cover
-        return
     spark = SparkSession.getActiveSession()
     if spark is None:
         return

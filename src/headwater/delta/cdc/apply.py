@@ -38,6 +38,11 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, StringType, StructField, StructType, TimestampType
+
 from headwater.conf.layout import CDC_STATE
 from headwater.delta.cdc import driver, history, state, tables
 from headwater.delta.cdc import timeline as tl
@@ -51,11 +56,10 @@ from headwater.delta.cdc.spec import (
     events_of,
 )
 from headwater.delta.log import normalize_uri
-from headwater.delta.native import _fault
+from headwater.delta.native import _fault, read_native
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
 CDC_TARGET_PROPERTIES = {"delta.enableChangeDataFeed": "true"}
 
@@ -146,9 +150,6 @@ class _Job:
 
 def _on_driver(job: _Job, events: DataFrame, data: Any) -> CdcResult:
     """On the driver (see :mod:`.driver`, :mod:`.history`): the events are in ``data``."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     key, seq_type = job.keys[0], data.schema.field(SEQ).type
     scd2 = job.spec.stored_as_scd_type == 2
     target_schema = _target_schema(events, job.output, scd2)
@@ -210,8 +211,6 @@ def _on_driver(job: _Job, events: DataFrame, data: Any) -> CdcResult:
 def _in_spark(job: _Job, spark: SparkSession, events: DataFrame) -> CdcResult:
     """The arithmetic in Spark (:mod:`.timeline`): SCD2, and batches the driver does not
     take."""
-    from pyspark.sql import functions as F
-
     events = events.persist()
     try:
         spec, keys, output = job.spec, job.keys, job.output
@@ -258,8 +257,6 @@ def _commit(job: _Job, table: Any, target_schema: StructType, rows: Any, truncat
     """The target's merge, then the state's commit, each unless its txn is there already.
     guard: the sequence column the MERGE compares (``rows`` may hold upserts older than
     their stored row; the MERGE's own counts say what was written)."""
-    import pyarrow.compute as pc
-
     scd2 = job.spec.stored_as_scd_type == 2
     result = CdcResult(engine=engine)
     if job.target_due():
@@ -301,8 +298,6 @@ def _txn_version(table: Any, app_id: str) -> int | None:
 
 def target_schema(spec: CdcSpec, source: DataFrame, where: str) -> StructType:
     """The target's schema for change events shaped like ``source`` (no Spark job)."""
-    from pyspark.sql import functions as F
-
     output = spec.output_columns(source.columns, where)
     shaped = source.select(*[tl.q(c) for c in output], spec.sequence_column().alias(SEQ),
                            F.lit(None).cast("string").alias("__hw_op"))
@@ -310,8 +305,6 @@ def target_schema(spec: CdcSpec, source: DataFrame, where: str) -> StructType:
 
 
 def _target_schema(events: DataFrame, output: list[str], scd2: bool) -> StructType:
-    from pyspark.sql.types import StructField, StructType
-
     fields = [events.schema[c] for c in output]
     if scd2:
         seq_type = events.schema[SEQ].dataType
@@ -320,8 +313,6 @@ def _target_schema(events: DataFrame, output: list[str], scd2: bool) -> StructTy
 
 
 def _state_schema(events: DataFrame, keys: list[str]) -> StructType:
-    from pyspark.sql.types import BooleanType, StringType, StructField, StructType, TimestampType
-
     return StructType([*[events.schema[k] for k in keys], events.schema[SEQ],
                        StructField(tl.DELETED, BooleanType(), True),
                        StructField(tl.DELETED_AT, TimestampType(), True),
@@ -329,8 +320,6 @@ def _state_schema(events: DataFrame, keys: list[str]) -> StructType:
 
 
 def _read(spark: SparkSession, uri: str, schema: StructType) -> DataFrame:
-    from headwater.delta.native import read_native
-
     df = read_native(spark, uri)
     if df is None:
         df = spark.read.format("delta").load(uri)
@@ -340,8 +329,6 @@ def _read(spark: SparkSession, uri: str, schema: StructType) -> DataFrame:
 def _truncate(events: DataFrame, state_all: DataFrame) -> tuple[dict[str, Any] | None, bool]:
     """The truncate sequence in force ({'seq': ...} or None) and whether this batch brings a
     newer one (the target is emptied up to it)."""
-    from pyspark.sql import functions as F
-
     new = events.where(F.col("__hw_op") == TRUNCATE).agg(F.max(SEQ).alias("new"))
     old = state_all.where(F.col(tl.KIND) == tl.TRUNCATE_ROW).agg(F.max(SEQ).alias("old"))
     row = new.crossJoin(old).select(

@@ -16,6 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.types as pt
+from pyspark.sql import types as T
+
 from headwater.delta.cdc import timeline as tl
 from headwater.delta.cdc.spec import DELETE, OP, SEQ, TRUNCATE, UPSERT, CdcSpec, raise_bad_events
 from headwater.delta.log import add_actions, arrow_dataset
@@ -23,7 +29,6 @@ from headwater.delta.log import add_actions, arrow_dataset
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    import pyarrow as pa
     from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType
 
@@ -53,15 +58,11 @@ def collect(batch: DataFrame, events: DataFrame) -> pa.Table | None:
 
 def _orderable(t: DataType) -> bool:
     """Types Arrow orders and compares exactly as Spark does."""
-    from pyspark.sql import types as T
-
     return isinstance(t, (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.StringType,
                           T.DateType, T.TimestampType, T.TimestampNTZType))
 
 
 def _flat(t: DataType) -> bool:
-    from pyspark.sql import types as T
-
     return _orderable(t) or isinstance(t, (T.BooleanType, T.FloatType, T.DoubleType,
                                            T.DecimalType, T.BinaryType))
 
@@ -84,8 +85,6 @@ def eligible(spec: CdcSpec, events: DataFrame, output: list[str], seq_column: st
 
 def _exact(t: pa.DataType) -> bool:
     """Types whose Arrow equality (grouping) is Spark's: not floats (NaN, -0.0), not nested."""
-    import pyarrow.types as pt
-
     return not (pt.is_floating(t) or pt.is_nested(t) or pt.is_dictionary(t))
 
 
@@ -98,9 +97,6 @@ def prepare(events: pa.Table, spec: CdcSpec, keys: list[str], where: str,
     (the batch's events deduplicated by Spark; None: ``events`` are already distinct) gives
     the events. None when an event (not a truncate) has a NULL key: that batch stays in
     Spark (Arrow's joins never match NULL keys)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     rows = events.filter(pc.not_equal(events.column(OP), TRUNCATE))
     counts = rows.group_by([*keys, SEQ]).aggregate([([], "count_all")])
     null_seq = pc.is_null(counts.column(SEQ))
@@ -128,9 +124,6 @@ def prepare(events: pa.Table, spec: CdcSpec, keys: list[str], where: str,
 
 
 def _positions(n: int) -> Any:
-    import numpy as np
-    import pyarrow as pa
-
     return pa.array(np.arange(n, dtype=np.int64))
 
 
@@ -146,9 +139,6 @@ def read_state(state_table: Any, key: str, key_values: pa.Array, since: Any = No
     (an event survives a tombstone by being newer; SCD2: an older tombstone either closed a
     stored row, which shows it, or followed another delete), so only rows at or after it
     are read, and files whose statistics end before it are skipped (events in order)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     ds, names = _dataset(state_table)
     values = key_values.cast(ds.schema.field(names[key.lower()]).type)
     of_keys = pc.field(names[key.lower()]).isin(values)
@@ -169,9 +159,6 @@ def read_stored(table: Any, output: list[str], key_values: pa.Array, seq_column:
     version closed before every event of the batch is neither changed by it nor needed to
     place it (the version before the batch's events ends at or after the oldest of them, or
     ended with a delete, which starts a key's timeline afresh)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     ds, names = _dataset(table)
     if survivors_after is not None:
         assert seq_column is not None
@@ -190,8 +177,6 @@ def read_stored(table: Any, output: list[str], key_values: pa.Array, seq_column:
 
 def _lookup(keys: Any, table: pa.Table, key: str, column: str) -> Any:
     """``table[column]`` of each of ``keys`` (NULL where the key is absent)."""
-    import pyarrow.compute as pc
-
     return table.column(column).take(pc.index_in(keys, value_set=table.column(key)
                                                  .combine_chunks()))
 
@@ -203,9 +188,6 @@ def last_of_batch(events: pa.Table, tombstones: pa.Table, truncate_seq: Any,
     are not read: the MERGE compares sequences itself (``t.seq < s.seq``, see
     :func:`headwater.delta.cdc.tables.merge`), and :func:`without_stale_deletes`
     drops the deletes it would not apply. tombstones: (key, SEQ), one row per key."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     key = output[0]
     new = events.filter(pc.not_equal(events.column(OP), TRUNCATE))
     if tombstones.num_rows:
@@ -234,8 +216,6 @@ def without_stale_deletes(last: pa.Table, table: Any, output: list[str], seq_col
     the key and sequence of the deleted keys' rows are read, and nothing when the files'
     statistics show every stored sequence below the oldest delete (events arriving in
     order)."""
-    import pyarrow.compute as pc
-
     key = output[0]
     is_delete = pc.equal(last.column(tl.ACTION), DELETE)
     deletes = last.filter(is_delete)
@@ -258,9 +238,6 @@ def without_stale_deletes(last: pa.Table, table: Any, output: list[str], seq_col
 def _all_below(table: Any, column: str, value: Any) -> bool:
     """Whether the log's file statistics prove every stored ``column`` value below ``value``
     (NULLs count as below: a stored row of unknown sequence loses to any event)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     files = add_actions(table, flatten=True)
     names = {n.lower(): n for n in files.column_names}
     top, nulls = names.get(f"max.{column}".lower()), names.get(f"null_count.{column}".lower())
@@ -295,10 +272,6 @@ def last_events(events: pa.Table, stored: pa.Table, applied: pa.Table, truncate_
 
     applied: one row per key (key, SEQ): the highest sequence applied. truncate_seq: events
     (and stored rows) at or before it are void."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     key, values = output[0], output[1:]
     new = events.filter(pc.not_equal(events.column(OP), TRUNCATE))
     if applied.num_rows:
@@ -331,8 +304,6 @@ def last_events(events: pa.Table, stored: pa.Table, applied: pa.Table, truncate_
 def _fill_nulls(timeline: pa.Table, last: pa.Table, key: str, values: list[str]) -> pa.Table:
     """ignore_null_updates: each value takes its key's last non-NULL value among the upserts
     after the key's last delete (timeline: sorted by key and sequence)."""
-    import pyarrow.compute as pc
-
     is_delete = pc.equal(timeline.column(OP), DELETE)
     keep = pc.invert(is_delete)
     deletes = timeline.filter(is_delete)

@@ -8,21 +8,20 @@ by sequence) yields its versions, and the versions are diffed against the stored
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import datetime as dt
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from headwater.delta.cdc import timeline as tl
 from headwater.delta.cdc.spec import DELETE, END_AT, OP, SEQ, START_AT, UPSERT
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 _I, _J = "__hw_i", "__hw_j"
 
 
 def _positions(n: int) -> Any:
-    import numpy as np
-    import pyarrow as pa
-
     return pa.array(np.arange(n, dtype=np.int64))
 
 
@@ -34,9 +33,6 @@ def _rows_of(table: pa.Table, index: pa.Table, on: list[str], how: str) -> Any:
 
 def _shift(column: Any, first: Any, fill: Any) -> Any:
     """``column`` one row down within each key (``first`` marks a key's first row)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     shifted = pa.concat_arrays([pa.array([fill], col.type), col.slice(0, len(col) - 1)]) \
         if len(col) else col
@@ -44,8 +40,6 @@ def _shift(column: Any, first: Any, fill: Any) -> Any:
 
 
 def _eq_null_safe(a: Any, b: Any) -> Any:
-    import pyarrow.compute as pc
-
     both_null = pc.and_(pc.is_null(a), pc.is_null(b))
     return pc.or_(pc.fill_null(pc.equal(a, b), False), both_null)
 
@@ -53,10 +47,6 @@ def _eq_null_safe(a: Any, b: Any) -> Any:
 def _fill_nulls(timeline: pa.Table, first: Any, is_delete: Any, values: list[str]) -> pa.Table:
     """ignore_null_updates: every row's value is the last non-NULL one of the non-delete rows
     since the key's last delete (a delete or a new key starts a segment)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     n = timeline.num_rows
     at = np.arange(n, dtype=np.int64)
     starts = np.asarray(pc.or_(first, is_delete).to_numpy(zero_copy_only=False), dtype=bool)
@@ -79,9 +69,6 @@ def scd2(events: pa.Table, history: pa.Table, state: pa.Table, output: list[str]
 
     events: the batch's (output columns, SEQ, OP). history: the stored rows of the batch's
     keys (output columns, START_AT, END_AT). state: their state rows (key, SEQ, DELETED)."""
-
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     key, values = output[0], output[1:]
     fields = [f.with_nullable(True) for f in events.select([*output, SEQ]).schema]
@@ -144,11 +131,6 @@ def _tombstones(events: pa.Table, tombs: pa.Table, key: str, seq_type: Any) -> p
     """State rows: every delete of the batch not yet a tombstone. Each is kept (until its
     expiry) even when the key comes back: a late upsert older than the delete must still
     end at it, and a later late delete can leave it closing no row."""
-    import datetime as dt
-
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     deletes = events.filter(pc.equal(events.column(OP), DELETE)).select([key, SEQ])
     deletes = deletes.cast(pa.schema([deletes.schema.field(key),
                                       pa.field(SEQ, seq_type)]))
@@ -166,9 +148,6 @@ def _tombstones(events: pa.Table, tombs: pa.Table, key: str, seq_type: Any) -> p
 
 def _firsts(keys: Any) -> Any:
     """Whether each row of a key-sorted column starts its key."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     n = len(keys)
     if n == 0:
         return pa.array([], pa.bool_())
@@ -178,25 +157,18 @@ def _firsts(keys: Any) -> Any:
 
 def _lead(column: Any) -> Any:
     """``column`` one row up (the last row NULL)."""
-    import pyarrow as pa
-
     col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     return pa.concat_arrays([col.slice(1), pa.nulls(1, col.type)]) if len(col) else col
 
 
 def _next_first(first: Any) -> Any:
     """Whether the next row starts another key (True for the last row)."""
-    import pyarrow.compute as pc
-
     return pc.fill_null(_lead(first), True)
 
 
 def _diff(new: pa.Table, old: pa.Table, on: list[str], columns: list[str]) -> pa.Table:
     """Rows of ``new`` that differ from ``old`` (ACTION upsert) and rows of ``old`` that
     ``new`` no longer has (ACTION delete), matched on ``on``."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     n = new.select(on).append_column(_I, _positions(new.num_rows))
     o = old.select(on).append_column(_J, _positions(old.num_rows))
     pairs = n.join(o, keys=on, join_type="full outer")

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
+from pyspark.sql import functions as F
+
 from headwater.delta.dml.common import ColumnOrSql, sql_text, to_column
 from headwater.errors import HeadwaterError
 
@@ -126,8 +128,6 @@ class CdcSpec:
     # --- columns -------------------------------------------------------------------------
 
     def sequence_column(self) -> Column:
-        from pyspark.sql import functions as F
-
         if isinstance(self.sequence_by, tuple):
             return F.struct(*[F.col(f"`{c}`") for c in self.sequence_by])
         column = to_column(self.sequence_by, "sequence_by")
@@ -201,8 +201,6 @@ def events_of(batch: DataFrame, spec: CdcSpec, where: str, check: bool = True,
     (check=True, one Spark job) checked; and the output columns. check=False leaves the check
     to the caller (:func:`raise_bad_events` on rows it found itself); distinct=False leaves
     identical copies in (the driver merges them itself, without Spark's shuffle)."""
-    from pyspark.sql import functions as F
-
     output = spec.output_columns(batch.columns, where)
     op = F.lit(UPSERT)
     if spec.apply_as_deletes is not None:
@@ -227,8 +225,6 @@ def _describe_sequence(spec: CdcSpec) -> str:
 
 
 def check_events(events: DataFrame, spec: CdcSpec, output: list[str], where: str) -> None:
-    from pyspark.sql import functions as F
-
     keys = output[:len(spec.keys)]
     # One job for both checks: (key, sequence) groups that are NULL or hold two events.
     bad = (events.where(F.col(OP) != TRUNCATE).groupBy(*keys, SEQ).count()

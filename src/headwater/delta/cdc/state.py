@@ -23,21 +23,22 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import CommitProperties, Transaction, write_deltalake
+
 from headwater.delta.cdc import timeline as tl
 from headwater.delta.cdc.spec import SEQ, CdcSpec
+from headwater.delta.log import add_actions
+from headwater.delta.merge import as_table_arrow
+from headwater.delta.schema import arrow_schema, as_nullable
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql.types import StructType
 
 
 def with_truncate_row(rows: pa.Table, truncate_seq: Any, schema: StructType) -> pa.Table:
     """``rows`` plus the row recording the truncate in force."""
-    import pyarrow as pa
-
-    from headwater.delta.merge import as_table_arrow
-    from headwater.delta.schema import arrow_schema, as_nullable
-
     target = arrow_schema(as_nullable(schema))
     values: dict[str, list[Any]] = {f.name: [None] for f in schema.fields}
     values[SEQ] = [truncate_seq]
@@ -60,10 +61,6 @@ def merge_per_key(table: Any, rows: pa.Table, keys: list[str], schema: StructTyp
                   spec: CdcSpec, app_id: str, batch_id: int) -> None:
     """Per-key layout, one commit: the batch's keys upserted, the truncate row replaced,
     expired tombstones deleted; txn(app_id, batch_id)."""
-    from deltalake import CommitProperties, Transaction
-
-    from headwater.delta.merge import as_table_arrow
-
     source = as_table_arrow(rows, schema)
     # `=` lets delta-rs hash-join (`<=>` on several columns is a nested loop: minutes on a
     # large state); only the truncate row has NULL keys, and NULL never equals a source key.
@@ -85,12 +82,6 @@ def append_tombstones(table: Any, rows: pa.Table, schema: StructType, spec: CdcS
     """Tombstones-only layout: expired tombstones deleted (their own commit, when the file
     statistics show one), then the batch's tombstones (and truncate row) appended with
     txn(app_id, batch_id) -- an empty append when there are none, so the txn is recorded."""
-    import pyarrow.compute as pc
-    from deltalake import CommitProperties, Transaction, write_deltalake
-
-    from headwater.delta.log import add_actions
-    from headwater.delta.merge import as_table_arrow
-
     expiry_us = _expiry_us(spec)
     actions = add_actions(table, flatten=True)
     stat = f"min.{tl.DELETED_AT}"

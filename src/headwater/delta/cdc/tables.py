@@ -5,9 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake.exceptions import TableNotFoundError
+
 from headwater.conf.storage import options_for
 from headwater.delta.cdc import timeline as tl
 from headwater.delta.log import open_table
+from headwater.delta.merge import as_table_arrow
+from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
+from headwater.delta.sink import check_schema
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
@@ -16,8 +22,6 @@ if TYPE_CHECKING:
 
 def open_or_none(uri: str) -> Any:
     """delta-rs' table at ``uri``, or None when there is none yet."""
-    from deltalake.exceptions import TableNotFoundError
-
     try:
         return open_table(uri)
     except TableNotFoundError:
@@ -28,11 +32,6 @@ def ensure_table(uri: str, schema: StructType, configuration: dict[str, str], wh
                   table: Any = None):
     """The Delta table at ``uri`` (``table``: already opened), created empty with ``schema``
     when missing; an existing table must have the columns the flow writes."""
-    from deltalake import DeltaTable
-
-    from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
-    from headwater.delta.sink import check_schema
-
     table = table if table is not None else open_or_none(uri)
     if table is None:
         return DeltaTable.create(uri, arrow_schema(as_nullable(schema)), mode="ignore",
@@ -56,10 +55,6 @@ def merge(table, data, on: list[str], schema: StructType, truncating: bool,
     """One MERGE of ``data``'s rows by their ACTION, txn(app_id, batch_id): the new version
     and the MERGE's metrics. guard: a matched row changes only when its ``guard`` column
     (the sequence) is NULL or below the source row's."""
-    from deltalake import CommitProperties, Transaction
-
-    from headwater.delta.merge import as_table_arrow
-
     if data.num_rows == 0 and not truncating:
         return None, {}
     action = data.column(tl.ACTION)

@@ -17,13 +17,18 @@ action (``upsert`` / ``delete``) for the merge.
 
 from __future__ import annotations
 
+import datetime as dt
 from functools import reduce
 from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Window
+from pyspark.sql import functions as F
 
 from headwater.delta.cdc.spec import DELETE, END_AT, OP, SEQ, START_AT, TRUNCATE, UPSERT, CdcSpec
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import Column, DataFrame
 
 ACTION = "__hw_action"
@@ -47,16 +52,11 @@ def of_keys(df: DataFrame, keys_df: DataFrame, keys: list[str], how: str = "left
 
 
 def _window(keys: list[str], *extra: str):
-    from pyspark.sql import Window
-
     return Window.partitionBy(*[q(k) for k in keys], *extra).orderBy(SEQ)
 
 
 def fill_nulls(timeline: DataFrame, keys: list[str], columns: list[str]) -> DataFrame:
     """ignore_null_updates: each column takes its last non-NULL value since the last delete."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
     running = _window(keys).rowsBetween(Window.unboundedPreceding, Window.currentRow)
     df = timeline.withColumn(_SEG, F.sum(F.when(F.col(OP) == DELETE, 1).otherwise(0))
                              .over(running))
@@ -78,8 +78,6 @@ def scd1(spec: CdcSpec, events: DataFrame, stored: DataFrame, state: DataFrame,
     seq_column: the target column holding the sequence (the state then holds tombstones
     only): a key's applied sequence is the highest of its stored row's and its tombstones'.
     """
-    from pyspark.sql import functions as F
-
     keys = output[:len(spec.keys)]
     applied = state.select(*[q(k) for k in keys], SEQ)
     if seq_column is not None:
@@ -115,11 +113,6 @@ def split_scd1(data: pa.Table, output: list[str], keys: list[str], truncating: b
                ) -> tuple[pa.Table, pa.Table]:
     """:func:`scd1`'s collected rows -> (changed rows with ACTION, new state rows).
     Truncating, every surviving row is re-stated (rows missing from the merge are deleted)."""
-    import datetime as dt
-
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     fresh = data.filter(pc.invert(data.column(_OLD)))
     rows = (data if truncating else fresh).select([*output, ACTION])
     deleted = pc.equal(fresh.column(ACTION), DELETE)
@@ -135,8 +128,6 @@ def scd2(spec: CdcSpec, events: DataFrame, history: DataFrame, state: DataFrame,
          output: list[str], tracked: list[str]) -> tuple[DataFrame, DataFrame]:
     """(changed history rows with ACTION, new tombstones). history: the stored rows of the
     batch's keys; state: their state rows (the tombstones of their deletes)."""
-    from pyspark.sql import functions as F
-
     keys = output[:len(spec.keys)]
     values = output[len(keys):]
     h = history.alias("h")
@@ -168,8 +159,6 @@ def scd2(spec: CdcSpec, events: DataFrame, history: DataFrame, state: DataFrame,
                                      | (F.lag(OP).over(w) == DELETE))
     for c in tracked:
         opens = opens | ((F.col(OP) == UPSERT) & ~F.col(q(c)).eqNullSafe(F.lag(q(c)).over(w)))
-    from pyspark.sql import Window
-
     running = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     marked = (timeline.withColumn(_NEXT, F.lead(SEQ).over(w))
               .withColumn(_VERSION, F.sum(F.when(opens, 1).otherwise(0)).over(running))
@@ -195,8 +184,6 @@ def scd2(spec: CdcSpec, events: DataFrame, history: DataFrame, state: DataFrame,
 def _diff(new: DataFrame, old: DataFrame, on: list[str], columns: list[str]) -> DataFrame:
     """Rows of ``new`` that differ from ``old`` (ACTION upsert) and rows of ``old`` that
     ``new`` no longer has (ACTION delete), matched on ``on``."""
-    from pyspark.sql import functions as F
-
     n, o = new.alias("n"), old.select(*[q(c) for c in columns]).alias("o")
     match = reduce(lambda a, b: a & b, [F.col(f"n.{q(c)}").eqNullSafe(F.col(f"o.{q(c)}"))
                                         for c in on])

@@ -16,6 +16,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from pyspark.sql import functions as F
+
 from headwater.delta.dml.common import (
     ColumnOrSql,
     DmlResult,
@@ -36,8 +38,6 @@ if TYPE_CHECKING:
 
 def not_null(value: Column, field: StructField, uri: str) -> Column:
     """``value`` cast to the column's type; NULL into a NOT NULL column fails the job."""
-    from pyspark.sql import functions as F
-
     value = value.cast(field.dataType)
     if field.nullable:
         return value
@@ -70,8 +70,6 @@ def spark_update(spark: SparkSession, snapshot: Snapshot, assignments: Mapping[s
 def _rewrite(spark: SparkSession, snapshot: Snapshot, operation: str,
              cond: Column | None, raw_condition,
              assignments: dict[str, Column] | None, alias: str | None = None) -> DmlResult:
-    from pyspark.sql import functions as F
-
     started = time.time()
     test = file_test(snapshot, cond, alias)
     candidates = [f for f in snapshot.files if test is None or test(f)]
@@ -146,8 +144,6 @@ def _rewrite(spark: SparkSession, snapshot: Snapshot, operation: str,
 
 def _assigned(field: StructField, assignments: dict[str, Column], hit: Column,
               uri: str) -> Column:
-    from pyspark.sql import functions as F
-
     current = F.col(f"`{field.name}`")
     if field.name not in assignments:
         return current

@@ -8,11 +8,15 @@ Then the driver commits removes of the rewritten files + adds (+ cdc) as one tra
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import pyarrow.fs as pafs
+from pyspark.sql import functions as F
 
 from headwater.delta.commit import Transaction, commit, log_path
 from headwater.delta.dml.target import Snapshot, TargetFile
@@ -42,8 +46,6 @@ class Written:
 
     @property
     def rows_added(self) -> int:
-        import json
-
         return sum(json.loads(a["stats"])["numRecords"] for a in self.adds)
 
 
@@ -110,14 +112,10 @@ def commit_rewrite(snapshot: Snapshot, operation: str, parameters: dict[str, Any
 
 def data_only(df: DataFrame, snapshot: Snapshot, schema: StructType | None = None):
     """``df`` reduced to the table's columns, in the table's order."""
-    from pyspark.sql import functions as F
-
     names = (schema or snapshot.schema).fieldNames()
     return df.select(*[F.col(f"`{c}`") for c in names])
 
 
 def folder_exists(uri: str, folder: str) -> bool:
-    import pyarrow.fs as pafs
-
     fs, root = filesystem_for(uri)
     return fs.get_file_info(f"{root}/{folder}").type != pafs.FileType.NotFound

@@ -12,6 +12,8 @@ import datetime as dt
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import SparkSession
+
 from headwater.delta.dml.target import Snapshot, TargetFile, added_file
 
 if TYPE_CHECKING:
@@ -70,8 +72,6 @@ def read_filter(test: FileTest | None, snapshot: Snapshot
 
 
 def _expression(column: Column):
-    from pyspark.sql import SparkSession
-
     spark = SparkSession.getActiveSession()
     return spark._jsparkSession.expression(column._jc)  # type: ignore[union-attr]
 

@@ -14,6 +14,9 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
 from headwater.delta.log import (
     DeltaLog,
     add_actions,
@@ -31,7 +34,6 @@ from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
 FILE_COL, ROW_COL = "_hw_file", "_hw_row"
 # Table features whose rules this writer follows (or that do not concern a writer of files).
@@ -215,9 +217,6 @@ def refuse_deletion_vectors(snapshot: Snapshot, files: list[TargetFile], operati
 
 def scan(spark: SparkSession, snapshot: Snapshot, files: list[TargetFile]) -> DataFrame:
     """Rows of ``files`` with every table column, ``_hw_file`` and ``_hw_row``."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
-
     data_schema = StructType([f for f in snapshot.schema.fields
                               if f.name not in snapshot.partition_columns])
     meta_fields = [StructField(FILE_COL, StringType()), StructField(ROW_COL, LongType())]

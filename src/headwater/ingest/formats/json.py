@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
+import pyarrow.json as pj
 
 from headwater.ingest.formats.common import Malformed, Record
 
@@ -113,8 +114,6 @@ def read_fast(contents: Sequence[bytes], parse_schema: pa.Schema,
     bytes silently) and reads dates and wall-clock timestamps as text (it would take a number
     as a date).
     """
-    import pyarrow.json as pj
-
     parts, count = [], 0
     for data in contents:
         try:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import io
 
 import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from headwater.ingest.formats.common import Malformed
 
 
 def read_table(data: bytes) -> pa.Table | Malformed:
-    import pyarrow.parquet as pq
-
     try:
         return pq.read_table(io.BytesIO(data))
     except (pa.ArrowException, OSError) as exc:
@@ -54,9 +54,6 @@ def _lossless(source: pa.DataType, target: pa.DataType) -> bool:
 def file_struct(data: bytes) -> StructType | None:
     """Spark types of a parquet file's columns (None if unreadable); types Spark cannot hold
     are read as text."""
-    import pyarrow.parquet as pq
-    from pyspark.sql.pandas.types import from_arrow_type
-
     try:
         schema = pq.read_schema(io.BytesIO(data))
     except (pa.ArrowException, OSError):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import FLOW_STATE
 from headwater.errors import HeadwaterError
+from headwater.spark.plan import analyzed, node_name, nodes
 
 if TYPE_CHECKING:
     from headwater.pipeline.graph import ResolvedFlow
@@ -51,8 +52,6 @@ def save_state(rf: ResolvedFlow, checkpoint: str) -> None:
 
 
 def flow_state(rf: ResolvedFlow) -> dict[str, Any]:
-    from headwater.spark.plan import analyzed, node_name, nodes
-
     stateful = any(node_name(n) in _STATE_NODES and n.isStreaming()
                    for n in nodes(analyzed(rf.df)))
     return {"output_mode": rf.dataset.output_mode, "stateful": stateful,

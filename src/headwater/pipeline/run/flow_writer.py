@@ -9,11 +9,20 @@ drops go to ``<table>__quarantine`` and rows behind the watermark to ``<table>__
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import LATE_SUFFIX, QUARANTINE_SUFFIX
+from headwater.delta import autocompact
+from headwater.delta.cdc import apply_changes_batch
+from headwater.delta.cdc.apply import state_path
+from headwater.delta.log import DeltaLog, open_table
+from headwater.delta.merge import merge_batch
+from headwater.delta.native import _fault, write_native
 from headwater.pipeline import expectations as expect_mod
+from headwater.pipeline.late import LateRows
+from headwater.spark.plan import group_keys
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -21,7 +30,6 @@ if TYPE_CHECKING:
 
     from headwater.lakehouse import Lakehouse
     from headwater.pipeline.graph import Graph, ResolvedFlow
-    from headwater.pipeline.late import LateRows
     from headwater.pipeline.run.progress import FlowResult
 
 
@@ -38,8 +46,6 @@ def start_stream(graph: Graph, rf: ResolvedFlow, checkpoint: str, trigger: dict[
         df = expect_mod.observe(df, rules, dataset.name)
     late = None
     if dataset.keep_late_rows:
-        from headwater.pipeline.late import LateRows
-
         late = LateRows.prepare(df, dataset.name, dataset.output_mode)
         df = late.stream_df
     writer = (df.writeStream.queryName(rf.key).trigger(**trigger)
@@ -80,17 +86,12 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
                     result.quarantined += append_side(
                         lake, bad, name + QUARANTINE_SUFFIX, app_id, batch_id, auto_compact)
             if rf.flow.cdc is not None:
-                from headwater.delta.cdc import apply_changes_batch
-
                 done = apply_changes_batch(rows, batch_id, lake.path(name), rf.flow.cdc, app_id)
                 result.rows_written += done.deleted + max(done.upserted, done.history_rows)
                 if done.applied:
                     result.add_cdc(batch_id, done.counts())
                     compact_cdc_tables(lake.path(name), auto_compact)
             elif dataset.output_mode == "update":
-                from headwater.delta.merge import merge_batch
-                from headwater.spark.plan import group_keys
-
                 merge_keys = list(keys or group_keys(rf.df))
                 merge_batch(rows, lake.path(name), merge_keys, app_id, batch_id,
                             auto_compact=auto_compact)
@@ -131,8 +132,6 @@ def write_table(df: DataFrame, path: str, mode: str, txn: tuple[str, int] | None
     By path: foreachBatch runs in a clone of the session taken at query start, which does not
     see the per-table data sources registered later.
     """
-    from headwater.delta.native import _fault, write_native
-
     written = write_native(df, path, mode, txn, merge_schema=merge_schema,
                            auto_compact=auto_compact)
     if written is None:
@@ -149,8 +148,6 @@ def write_table(df: DataFrame, path: str, mode: str, txn: tuple[str, int] | None
 
 def _version(path: str) -> int:
     """The newest version of the table at ``path``; -1 when there is none yet."""
-    from headwater.delta.log import DeltaLog
-
     log = DeltaLog(path)
     return log.latest_version() if log.exists() else -1
 
@@ -161,10 +158,6 @@ def _rows_committed(path: str, txn: tuple[str, int] | None, before: int) -> int:
     ``txn`` the first one after ``before`` that adds data, not a schema change or an
     OPTIMIZE); 0 when there is none (the batch was committed before: a replay writes
     nothing)."""
-    import json
-
-    from headwater.delta.log import DeltaLog
-
     log = DeltaLog(path)
     for version in range(before + 1, _version(path) + 1):
         actions = log.read_commit(version) or []
@@ -182,10 +175,6 @@ def _rows_committed(path: str, txn: tuple[str, int] | None, before: int) -> int:
 def compact_cdc_tables(target: str, auto_compact: bool) -> None:
     """An AUTO CDC target commits a MERGE per micro-batch, and so does its state table: both
     are compacted like any pipeline table (OPTIMIZE, dataChange=false: no change data)."""
-    from headwater.delta import autocompact
-    from headwater.delta.cdc.apply import state_path
-    from headwater.delta.log import open_table
-
     table = open_table(target)
     autocompact.compact_if_due(table, auto_compact)
     autocompact.compact_if_due(open_table(state_path(target)), auto_compact, settings_of=table)

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from headwater.delta.log import DeltaLog
+from headwater.delta.native import natively_readable
 from headwater.errors import HeadwaterError
 from headwater.pipeline.run.flow_writer import write_table
+from headwater.spark.plan import analyzed, node_name, nodes
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -32,10 +35,6 @@ STATEFUL_NODES = {
 
 def native_input(graph: Graph, rf: ResolvedFlow) -> Read | None:
     """The one Delta stream a stateless flow reads, when the flow can run natively."""
-    from headwater.delta.log import DeltaLog
-    from headwater.delta.native import natively_readable
-    from headwater.spark.plan import analyzed, node_name, nodes
-
     dataset = rf.dataset
     if dataset.expectations or dataset.keep_late_rows or dataset.output_mode != "append" \
             or rf.flow.cdc is not None:  # AUTO CDC applies its batches through foreachBatch

@@ -19,8 +19,11 @@ from headwater.conf.location import AnyPath
 from headwater.conf.project import Project
 from headwater.conf.triggers import is_triggered, trigger_kwargs
 from headwater.errors import HeadwaterError
+from headwater.lakehouse import Lakehouse
+from headwater.lakehouse.session import spark_session
 from headwater.monitor.observer import FlowStatus
 from headwater.pipeline.graph import Graph
+from headwater.pipeline.loader import load_definitions
 from headwater.pipeline.run.full_refresh import full_refresh as refresh_tables
 from headwater.pipeline.run.progress import FlowResult
 from headwater.pipeline.run.scheduler import Runner
@@ -28,7 +31,6 @@ from headwater.pipeline.run.scheduler import Runner
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from headwater.lakehouse import Lakehouse
     from headwater.monitor.display import Display
     from headwater.pipeline.registry import Registry
 
@@ -78,9 +80,6 @@ def load_project(project: Project | str | os.PathLike[str] = ".",
     project: a Project or its folder (default: here).
     app_name: the Spark application name; default ``headwater:<pipeline name>``.
     """
-    from headwater.lakehouse.session import spark_session
-    from headwater.pipeline.loader import load_definitions
-
     if not isinstance(project, Project):
         project = Project.load(Path(project))
     # before any table is opened (readers carry them to the workers); a project without
@@ -96,8 +95,6 @@ def load_project(project: Project | str | os.PathLike[str] = ".",
 
 def _attached_lakehouse(spark: SparkSession) -> Lakehouse:
     """The lakehouse spark_session attached to ``spark``."""
-    from headwater.lakehouse import Lakehouse
-
     lakehouse = Lakehouse.of(spark)
     assert lakehouse is not None, "spark_session(lakehouse=...) attaches one"
     return lakehouse

@@ -20,9 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from headwater.delta.log import open_table
 from headwater.errors import HeadwaterError, find_code, unwrap
 from headwater.errors.spark import is_worker_start_timeout, translate_flow_failure
+from headwater.ingest.clean import clean_quietly, committed_offsets
 from headwater.monitor.observer import FlowStatus, RunDescription, RunObserver
+from headwater.monitor.run import RunMonitor
 from headwater.pipeline.graph import Graph, ResolvedFlow
 from headwater.pipeline.model import MATERIALIZED_VIEW, SINK, TABLE, Sink, describe
 from headwater.pipeline.run import compat
@@ -81,8 +84,6 @@ class Runner:
         self.pipeline = pipeline
         self.auto_compact = auto_compact
         if observer is None:
-            from headwater.monitor.run import RunMonitor
-
             observer = RunMonitor(self.lakehouse.root, event_log=event_log, display=display,
                                   state_dir=self.lakehouse.state_dir)
         self.observer: RunObserver = observer
@@ -346,8 +347,6 @@ class Runner:
     # --- bookkeeping ---------------------------------------------------------------------
 
     def _version(self, name: str) -> int:
-        from headwater.delta.log import open_table
-
         try:
             return int(open_table(self.lakehouse.path(name)).version())
         except Exception:  # noqa: BLE001 - not created yet
@@ -381,8 +380,6 @@ class Runner:
 
 def _clean_committed(query: StreamingQuery) -> None:
     """cleanSource for the files of a cleanly ended query's last batch."""
-    from headwater.ingest.clean import clean_quietly, committed_offsets
-
     progress = query.lastProgress
     if not progress:
         return

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import functions as F
+
 from headwater.conf.layout import SINK_METRICS
 from headwater.errors.spark import translate_sink_start
 from headwater.pipeline.model import Sink
@@ -27,8 +29,6 @@ def start_sink(graph: Graph, rf: ResolvedFlow, checkpoint: str,
                trigger: dict[str, Any]) -> StreamingQuery:
     """Start ``rf``'s query into its sink (append mode, the run's trigger); a format Spark
     cannot write as a stream is HW_PIPELINE_SINK_FORMAT, naming what to use instead."""
-    from pyspark.sql import functions as F
-
     sink = rf.dataset
     assert isinstance(sink, Sink)  # the scheduler sends only sinks' flows here
     # Spark's file sink reports no output count: the flow counts its rows itself.

@@ -1,0 +1,101 @@
+"""House rules checked on the source: imports at the top of headwater's modules (issue 24).
+
+An import stays inside a function only with ``# noqa: PLC0415 - <why>: <reason>`` on its line,
+``why`` one of ``worker`` (a heavy module kept out of the Spark Python workers that never use
+it), ``optional`` (a dependency that may be missing) or ``cycle`` (an import cycle no move of
+code breaks). These tests hold each reason to what it claims.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import json
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import headwater
+
+SRC = Path(headwater.__file__).resolve().parent
+ROOT = SRC.parents[1]
+REASON = re.compile(r"#\s*noqa:\s*PLC0415\s+-\s+(worker|optional|cycle):\s*\S")
+# The modules of the data sources Spark pickles to its Python workers: each worker imports
+# one of them (and what it imports) before it plans, reads or writes anything.
+WORKER_ENTRIES = ("headwater.delta.datasource", "headwater.delta.filelist",
+                  "headwater.ingest.source", "headwater.messages.kafka_source")
+
+
+def _deferred_imports() -> list[tuple[str, int, str, str]]:
+    """(module, line, imported module, the line's text) of each import inside a function."""
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC.parent).with_suffix("")
+        module = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        text = path.read_text()
+        lines = text.splitlines()
+
+        def visit(node: ast.AST, in_function: bool, module: str = module,
+                  lines: list[str] = lines) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                    visit(child, True)
+                elif isinstance(child, (ast.Import, ast.ImportFrom)) and in_function:
+                    name = (child.names[0].name if isinstance(child, ast.Import)
+                            else child.module or "")
+                    found.append((module, child.lineno, name, lines[child.lineno - 1]))
+                else:
+                    visit(child, in_function)
+
+        visit(ast.parse(text), False)
+    return found
+
+
+def test_ruff_finds_no_import_inside_a_function_without_its_noqa():
+    """pyproject.toml selects PLC0415 for the package, and ruff finds nothing unmarked."""
+    lint = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]
+    assert "PLC0415" in lint["select"]
+    ignored_for_src = [pattern for pattern, codes in lint.get("per-file-ignores", {}).items()
+                       if pattern.startswith(("src", "*")) and "PLC0415" in codes]
+    assert ignored_for_src == []
+    ruff = Path(sys.executable).with_name("ruff")
+    proc = subprocess.run([str(ruff), "check", "--select", "PLC0415", "--output-format",
+                           "json", str(SRC)], capture_output=True, text=True, cwd=ROOT)
+    found = [f"{d['filename']}:{d['location']['row']}" for d in json.loads(proc.stdout or "[]")]
+    assert proc.returncode == 0 and found == [], "\n".join(found) or proc.stderr
+
+
+def _worker_modules() -> set[str]:
+    """Every module a fresh process has imported once it imported the data sources' modules."""
+    script = ("import json, sys\n"
+              + "".join(f"import {entry}\n" for entry in WORKER_ENTRIES)
+              + "print(json.dumps(sorted(sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return set(json.loads(proc.stdout))
+
+
+def test_every_import_left_inside_a_function_says_a_true_reason_on_its_line():
+    """``worker``: the module is on a Spark worker's import path and the deferred package is
+    not imported there; ``optional``: the package is no required dependency of headwater."""
+    worker_modules = _worker_modules()
+    required = {re.split(r"[\s<>=!~\[;]", dep, maxsplit=1)[0].lower()
+                for dep in tomllib.loads((ROOT / "pyproject.toml").read_text())
+                ["project"]["dependencies"]}
+    distributions = importlib.metadata.packages_distributions()
+    wrong = []
+    for module, line, name, text in _deferred_imports():
+        where, top = f"{module}:{line}: {name}", name.split(".")[0]
+        reason = REASON.search(text)
+        if reason is None:
+            wrong.append(f"{where}: no `# noqa: PLC0415 - worker|optional|cycle: <reason>` "
+                         "(or move it to the top)")
+        elif reason.group(1) == "worker" and (module not in worker_modules
+                                              or top in worker_modules):
+            wrong.append(f"{where}: not kept out of Spark's workers by this import")
+        elif reason.group(1) == "optional" and required & {
+                d.lower() for d in distributions.get(top, [top])}:
+            wrong.append(f"{where}: a required dependency, not an optional one")
+    assert wrong == [], "\n".join(wrong)
