@@ -131,20 +131,28 @@ def install_path_writer() -> None:
         SparkSession.newSession = _new_session(new_session)  # type: ignore[method-assign]
 
 
+def _onto_stream_writer(writer: DataStreamWriter, options: dict[str, Any],
+                        output_mode: str | None, partition_by: Any, fmt: str | None,
+                        query_name: str | None) -> None:
+    """What Spark's ``start`` / ``toTable`` do with their arguments before anything else:
+    put them on the writer, the one place headwater then reads settings from."""
+    writer.options(**options)
+    if output_mode is not None:
+        writer.outputMode(output_mode)
+    if partition_by is not None:
+        writer.partitionBy(partition_by)
+    if fmt is not None:
+        writer.format(fmt)
+    if query_name is not None:
+        writer.queryName(query_name)
+
+
 def _start(original: Callable) -> Callable:
     def start(self, path: str | None = None, format: str | None = None,  # noqa: A002
               outputMode: str | None = None, partitionBy: Any = None,  # noqa: N803
               queryName: str | None = None, **options: Any):  # noqa: N803
         # What Spark's start does first: every argument goes onto the writer.
-        self.options(**options)
-        if outputMode is not None:
-            self.outputMode(outputMode)
-        if partitionBy is not None:
-            self.partitionBy(partitionBy)
-        if format is not None:
-            self.format(format)
-        if queryName is not None:
-            self.queryName(queryName)
+        _onto_stream_writer(self, options, outputMode, partitionBy, format, queryName)
         jwrite = getattr(self, "_jwrite", None)
         if jwrite is not None and str(_private_field(jwrite, "source")).lower() == "delta":
             settings = _java_map(self._spark, _private_field(jwrite, "extraOptions")
@@ -367,15 +375,8 @@ def _to_table(original: Callable) -> Callable:
         if lake is None:
             return original(self, tableName, format=format, outputMode=outputMode,
                             partitionBy=partitionBy, queryName=queryName, **options)
-        self.options(**options)  # as Spark's toTable: arguments onto the writer first
-        if outputMode is not None:
-            self.outputMode(outputMode)
-        if partitionBy is not None:
-            self.partitionBy(partitionBy)
-        if format is not None:
-            self.format(format)
-        if queryName is not None:
-            self.queryName(queryName)
+        # as Spark's toTable: arguments onto the writer first
+        _onto_stream_writer(self, options, outputMode, partitionBy, format, queryName)
         if not _delta_or_unset(self, lake, tableName):
             return original(self, tableName)
         parts = _private_field(self._jwrite, "partitioningColumns")
