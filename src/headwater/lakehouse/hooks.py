@@ -455,9 +455,10 @@ def _java_map(spark: SparkSession, scala_map: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in dict(converted).items()}
 
 
-def _private_field(obj: Any, name: str) -> Any:
-    # DataStreamWriter keeps its settings in private fields (DataFrameWriter has accessors);
-    # the readers' extraOptions live in a superclass.
+def _declared_field(obj: Any, name: str) -> Any:
+    """The JVM field ``name`` of ``obj``, made accessible: DataStreamWriter keeps its settings
+    in private fields (DataFrameWriter has accessors), and the field may live in a superclass
+    (the readers' extraOptions, Spark 4's classic writers)."""
     cls = obj.getClass()
     while True:
         try:
@@ -468,18 +469,12 @@ def _private_field(obj: Any, name: str) -> Any:
             if cls is None:
                 raise
     field.setAccessible(True)
-    return field.get(obj)
+    return field
+
+
+def _private_field(obj: Any, name: str) -> Any:
+    return _declared_field(obj, name).get(obj)
 
 
 def _set_private_field(obj: Any, name: str, value: Any) -> None:
-    cls = obj.getClass()
-    while True:  # the field may live in a superclass (Spark 4's classic writers)
-        try:
-            field = cls.getDeclaredField(name)
-            break
-        except Exception:  # noqa: BLE001 - py4j's wrapped NoSuchFieldException
-            cls = cls.getSuperclass()
-            if cls is None:
-                raise
-    field.setAccessible(True)
-    field.set(obj, value)
+    _declared_field(obj, name).set(obj, value)
