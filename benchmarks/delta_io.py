@@ -1,7 +1,10 @@
 """Ratio benchmark: headwater's Delta sink and source against Spark's native parquet and the
-limits of any Python data source (a discarding Python sink, a Python source serving the files).
+limits of any Python data source (a discarding Python sink, a Python source serving the files),
+and batch reads: a full aggregate over ``spark.read.format("delta")`` against
+``spark.read.parquet`` of the same files (and against headwater's Python reader).
 
-    .venv/bin/python benchmarks/delta_io.py [--rows N] [--runs K] [--smoke] [--json PATH]
+    .venv/bin/python benchmarks/delta_io.py [--rows N] [--read-rows N] [--runs K] [--smoke]
+                                            [--reads-only] [--json PATH]
 
 Rules (docs: DESIGN.md "Conventions"): same data, codec (snappy), file count and task count on
 both sides; one discarded warm-up per variant, then interleaved runs; medians of wall time,
@@ -222,6 +225,64 @@ def measure(start: Callable, rows: int, scratch: Path) -> tuple[float, float]:
     return wall, cpu
 
 
+# --- batch reads: a full aggregate -------------------------------------------------------
+
+READ_SCHEMA = "id BIGINT, n INT, x DOUBLE, s STRING"  # 4 columns, every one aggregated
+
+
+def make_read_input(spark, rows: int, root: Path) -> tuple[str, str]:
+    """The same rows as FILES parquet files and as a Delta table of FILES files."""
+    from pyspark.sql import functions as F
+
+    df = spark.range(0, rows, 1, FILES).select(
+        F.col("id"), (F.col("id") % 1000).cast("int").alias("n"),
+        (F.col("id") * 0.25).alias("x"), F.sha1(F.col("id").cast("string")).alias("s"))
+    parquet_dir, delta_dir = str(root / "read_parquet"), str(root / "read_delta")
+    df.write.option("compression", "snappy").parquet(parquet_dir)
+    df.write.format("delta").mode("overwrite").option("targetFileSize", "4g").save(delta_dir)
+    from deltalake import DeltaTable
+
+    files = DeltaTable(delta_dir).file_uris()
+    if len(files) != FILES or len(list(Path(parquet_dir).glob("*.parquet"))) != FILES:
+        sys.exit(f"read input: expected {FILES} files on both sides")
+    return parquet_dir, delta_dir
+
+
+def read_variants(spark, parquet_dir: str, delta_dir: str) -> dict[str, Callable]:
+    """name -> a full aggregate (every column) over one way of reading the rows."""
+    from pyspark.sql import DataFrameReader
+    from pyspark.sql import functions as F
+
+    from headwater.lakehouse import hooks
+
+    python_load = hooks._path_writer_originals[(DataFrameReader, "load")]
+
+    def aggregate(read: Callable) -> Callable:
+        def run() -> int:
+            row = read().agg(F.count("*").alias("rows"), F.sum("id"), F.sum("n"), F.sum("x"),
+                             F.max("s")).collect()[0]
+            return int(row["rows"])
+        return run
+
+    return {
+        "Delta batch read": aggregate(lambda: spark.read.format("delta").load(delta_dir)),
+        "parquet batch read": aggregate(lambda: spark.read.schema(READ_SCHEMA)
+                                        .parquet(parquet_dir)),
+        "Delta batch read, Python reader": aggregate(
+            lambda: python_load(spark.read.format("delta"), delta_dir)),
+    }
+
+
+def measure_read(run: Callable, rows: int) -> tuple[float, float]:
+    """(wall s, CPU s) of one aggregate, the read's planning included."""
+    cpu0, t0 = tree_cpu_seconds(), time.perf_counter()
+    seen = run()
+    wall, cpu = time.perf_counter() - t0, tree_cpu_seconds() - cpu0
+    if seen != rows:
+        sys.exit(f"aggregate counted {seen} rows, expected {rows}")
+    return wall, cpu
+
+
 # --- reporting ---------------------------------------------------------------------------
 
 RATIOS = [  # (label, headwater variant, reference variant): reference time / headwater time
@@ -230,16 +291,21 @@ RATIOS = [  # (label, headwater variant, reference variant): reference time / he
     ("Delta source ÷ native parquet source", "Delta source", "native parquet source"),
     ("Delta source ÷ in-memory Python source", "Delta source", "in-memory Python source"),
 ]
+READ_RATIOS = [
+    ("Delta batch read ÷ parquet batch read", "Delta batch read", "parquet batch read"),
+    ("Delta batch read ÷ Python reader", "Delta batch read",
+     "Delta batch read, Python reader"),
+]
 
 
 def report(results: dict, machine: dict, json_path: str | None) -> None:
-    rows = machine["rows"]
     summary = {name: {"median_wall_s": statistics.median(r["wall_s"]),
-                      "rows_per_s": rows / statistics.median(r["wall_s"]),
+                      "rows_per_s": r["rows"] / statistics.median(r["wall_s"]),
                       "median_cpu_s": statistics.median(r["cpu_s"]), **r}
                for name, r in results.items()}
     ratios = {label: summary[ref]["median_wall_s"] / summary[hw]["median_wall_s"]
-              for label, hw, ref in RATIOS}
+              for label, hw, ref in RATIOS + READ_RATIOS
+              if hw in summary and ref in summary}
     header = ("variant", "median wall s", "rows/s", "CPU s")
     lines = [(name, f"{s['median_wall_s']:.2f}", f"{s['rows_per_s']:,.0f}",
               f"{s['median_cpu_s']:.2f}") for name, s in summary.items()]
@@ -271,11 +337,16 @@ def report(results: dict, machine: dict, json_path: str | None) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=5_000_000)
+    parser.add_argument("--read-rows", type=int, default=3_000_000,
+                        help="rows of the batch-read aggregate (4 columns)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--smoke", action="store_true", help="200k rows, 1 run (a quick check)")
+    parser.add_argument("--reads-only", action="store_true",
+                        help="only the batch reads (no sink / source streams)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     args = parser.parse_args()
     rows, runs = (200_000, 1) if args.smoke else (args.rows, args.runs)
+    read_rows = 200_000 if args.smoke else args.read_rows
     load_before = os.getloadavg()[0]  # other work on the machine skews wall times: show it
 
     spark = headwater.spark_session(
@@ -286,20 +357,33 @@ def main() -> None:
     spark.dataSource.register(BenchLimits)
     root = Path(tempfile.mkdtemp(prefix="hw-bench-delta-io-"))
     try:
-        parquet_dir, delta_dir = make_input(spark, rows, root)
-        todo = variants(spark, parquet_dir, delta_dir)
-        for start in todo.values():  # warm-up: JIT, Python worker daemon, page cache
-            measure(start, rows, root)
-        results = {name: {"wall_s": [], "cpu_s": []} for name in todo}
-        for _ in range(runs):  # interleaved, so drift in machine load hits every variant
-            for name, start in todo.items():
-                wall, cpu = measure(start, rows, root)
+        results: dict[str, dict] = {}
+        if not args.reads_only:
+            parquet_dir, delta_dir = make_input(spark, rows, root)
+            todo = variants(spark, parquet_dir, delta_dir)
+            for start in todo.values():  # warm-up: JIT, Python worker daemon, page cache
+                measure(start, rows, root)
+            results.update({name: {"wall_s": [], "cpu_s": [], "rows": rows} for name in todo})
+            for _ in range(runs):  # interleaved, so drift in machine load hits every variant
+                for name, start in todo.items():
+                    wall, cpu = measure(start, rows, root)
+                    results[name]["wall_s"].append(wall)
+                    results[name]["cpu_s"].append(cpu)
+        read_parquet, read_delta = make_read_input(spark, read_rows, root)
+        reads = read_variants(spark, read_parquet, read_delta)
+        for run in reads.values():  # warm-up
+            measure_read(run, read_rows)
+        results.update({name: {"wall_s": [], "cpu_s": [], "rows": read_rows} for name in reads})
+        for _ in range(runs):  # interleaved
+            for name, run in reads.items():
+                wall, cpu = measure_read(run, read_rows)
                 results[name]["wall_s"].append(wall)
                 results[name]["cpu_s"].append(cpu)
         import deltalake
         import pyspark
 
-        machine = {"cores": os.cpu_count(), "rows": rows, "runs": runs, "files": FILES,
+        machine = {"cores": os.cpu_count(), "rows": rows, "read_rows": read_rows,
+                   "runs": runs, "files": FILES,
                    "task_slots": TASKS, "loadavg_1m_before": round(load_before, 2),
                    "python": platform.python_version(), "pyspark": pyspark.__version__,
                    "pyarrow": pa.__version__, "deltalake": deltalake.__version__}

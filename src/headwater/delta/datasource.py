@@ -42,7 +42,7 @@ def _path(options: dict[str, str]) -> str:
     return normalize_uri(path)
 
 
-def _version_spec(options: dict[str, str]) -> int | str | None:
+def version_spec(options: dict[str, str]) -> int | str | None:
     version = options.get("versionasof")
     timestamp = options.get("timestampasof")
     if version is not None and timestamp is not None:
@@ -93,7 +93,7 @@ class DeltaDataSource(DataSource):
         if reads_change_feed(self.opts):  # the table as it is now, plus the change columns
             return change_feed_schema(strip_field_metadata(spark_schema(
                 self._table().schema().to_json())))
-        table = self._table(_version_spec(self.opts))
+        table = self._table(version_spec(self.opts))
         return strip_field_metadata(spark_schema(table.schema().to_json()))
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -103,7 +103,7 @@ class DeltaDataSource(DataSource):
                 _path(self.opts), self.opts, schema, spark_schema(table.schema().to_json()),
                 list(table.metadata().partition_columns), table.metadata().id,
                 self.parallelism))
-        version = _version_spec(self.opts)
+        version = version_spec(self.opts)
         table = self._table(version)
         return self._carry(DeltaBatchReader(
             _path(self.opts), schema, spark_schema(table.schema().to_json()),

@@ -4,8 +4,9 @@ The Python data source path moves every row through Arrow between the JVM and Py
 ``foreachBatch`` or a batch job, headwater can instead let Spark's own parquet writer write the
 files (into a fresh folder under the table) and then commit them to the Delta log from the
 driver, with stats read from the parquet footers and the same ``txn`` exactly-once check as the
-streaming sink. Reads of a plain table (no column mapping, partitions or deletion vectors) can
-likewise hand the snapshot's file list to Spark's parquet reader.
+streaming sink. Batch reads of a table without column mapping or deletion vectors hand the
+snapshot's files and partition values to Spark's parquet reader
+(:mod:`headwater.delta.file_index`).
 
 Both return None when the table needs what only the Python path handles; callers fall back.
 """
@@ -13,6 +14,7 @@ Both return None when the table needs what only the Python path handles; callers
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import time
@@ -30,6 +32,7 @@ from pyspark.sql.types import StructType
 
 from headwater.conf import storage
 from headwater.conf.layout import FAULT_ENV, FAULT_TABLE_ENV  # test hooks (crash tests)
+from headwater.delta.file_index import DeltaFileIndex, native_frame
 from headwater.delta.files import FileWriter, file_stats
 from headwater.delta.generated import (
     Generation,
@@ -40,7 +43,6 @@ from headwater.delta.generated import (
 from headwater.delta.log import (
     DeltaLog,
     add_actions,
-    deletion_vector_paths,
     filesystem_for,
     normalize_uri,
     open_table,
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+log = logging.getLogger("headwater.delta.native")
 
 
 def _column_mapped(table) -> bool:
@@ -382,28 +385,46 @@ def _remove_dir(uri: str, staging: str) -> None:
         pass
 
 
-def read_native(spark: SparkSession, path: str) -> DataFrame | None:
-    """The table's latest snapshot through Spark's parquet reader, or None when it has column
-    mapping, partition columns or deletion vectors (the Python reader handles those)."""
-    table = DeltaLog(normalize_uri(path)).table()
-    if not natively_readable(table) or deletion_vector_paths(table):
+def read_native(spark: SparkSession, path: str, version: int | str | None = None,
+                pinned: bool = False, name: tuple[str, str] | None = None
+                ) -> DataFrame | None:
+    """The table through Spark's parquet reader (a file index over the Delta log, see
+    :mod:`headwater.delta.file_index`), or None when :func:`natively_readable` says the Python
+    reader must read it (the caller falls back).
+
+    version: a version number or timestamp (time travel): that version, always. Otherwise each
+    query of the DataFrame reads the table's newest version, as delta-spark's reads do (and
+    the static side of a stream-static join sees new versions at every micro-batch);
+    ``pinned=True`` keeps the version current now instead. A pinned version whose files are
+    gone (VACUUM) is a HW_DELTA_FILE_NOT_FOUND now; files that vanish later fail the query
+    with the same code. name: (data source name, qualified name) of a lakehouse table read
+    by name, for plan inspection (:func:`headwater.spark.plan.relations`)."""
+    uri = normalize_uri(path)
+    table = DeltaLog(uri).table(version)
+    if not natively_readable(table):
+        log.debug("read of %s: headwater's Python reader (the table needs it)", uri)
         return None
     schema = strip_field_metadata(spark_schema(table.schema().to_json()))
-    files = table.file_uris()
-    if not files:
-        return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*files)
+    at = table.version() if version is not None or pinned else None
+    index = DeltaFileIndex(spark, uri, schema, list(table.metadata().partition_columns), at,
+                           natively_readable, name=name)
+    if at is not None:
+        index.prepare()  # its files listed now: vacuumed ones are an error here
+    log.debug("read of %s: Spark's parquet reader (%s)", uri,
+              f"version {at}" if at is not None else "the latest version at each query")
+    return native_frame(spark, index)
 
 
 def natively_readable(table) -> bool:
-    """Spark's parquet reader returns the same rows: no column mapping, no partition columns
-    (their values live in the log), no reader features such as deletion vectors or type
-    widening (files may hold narrower types than the schema). Only local tables: Spark's
-    reader opens paths through Hadoop, which has no s3 / az / gs filesystem here."""
+    """Spark's parquet reader, given the snapshot's files and their partition values from
+    the log, returns the same rows: no column mapping (files name columns by physical name),
+    no reader features such as deletion vectors (rows the files still hold) or type widening
+    (files may hold narrower types than the schema). Only local tables: Spark's reader opens
+    paths through Hadoop, which has no s3 / az / gs filesystem here."""
     if "://" in table.table_uri and not table.table_uri.startswith("file:"):
         return False
     features = set(table.protocol().reader_features or [])
-    return not (_column_mapped(table) or table.metadata().partition_columns
+    return not (_column_mapped(table)
                 or features - {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
 
 

@@ -102,6 +102,8 @@ CODES: dict[str, str] = {
                                 "with a watermark.",
     "HW_LATE_ROWS_CHECKPOINT": "The offset log lacks the batch whose watermark judges late rows.",
     "HW_NATIVE_READ_DV": "A table read by Spark's parquet reader gained deletion vectors.",
+    "HW_NATIVE_READ_CHANGED": "A table read by Spark's parquet reader changed its schema, "
+                              "partitioning or reader features after the DataFrame was made.",
     "HW_CHECKPOINT_INCOMPATIBLE": "A flow changed in a way its checkpoint cannot survive.",
     "HW_FLOW_FAILED": "Spark stopped a flow's query with an error.",
     # --- tables: properties, DDL, writers --------------------------------------------------

@@ -41,6 +41,8 @@ from headwater.errors.delta import DeltaAnalysisError
 from headwater.ingest.registration import register_sources
 from headwater.lakehouse.catalog import lakehouse_of
 from headwater.lakehouse.names import parse_name
+from headwater.lakehouse.native_reads import load as native_load
+from headwater.lakehouse.native_reads import read_table as native_table
 from headwater.messages import register_message_sources
 from headwater.spark.session import activate, active_in_thread
 
@@ -85,6 +87,7 @@ def install(router: Router) -> None:
             (DataStreamWriter, "toTable", _to_table),
             (DataFrameReader, "table", _read_table),
             (DataStreamReader, "table", _read_table),
+            (SparkSession, "table", _session_table),
         ]
         for cls, attr, wrap in wrappers:
             _originals[(cls, attr)] = cls.__dict__[attr]
@@ -116,7 +119,10 @@ def install_path_writer() -> None:
       the values are computed on the DataFrame and the driver commits
       (:func:`headwater.delta.native.write_rows`); ``writeStream.format("delta").start(path)``
       into such a table writes each micro-batch that way (foreachBatch).
-    Other formats go to Spark's save / start unchanged."""
+    Other formats go to Spark's save / start unchanged.
+
+    And ``DataFrameReader.load`` for ``format("delta")``: a batch read through Spark's parquet
+    reader where the table allows it (:mod:`headwater.lakehouse.native_reads`)."""
     with _guard:
         if _path_writer_originals:
             return
@@ -126,6 +132,9 @@ def install_path_writer() -> None:
         start = DataStreamWriter.__dict__["start"]
         _path_writer_originals[(DataStreamWriter, "start")] = start
         DataStreamWriter.start = _start(start)  # type: ignore[method-assign]
+        load = DataFrameReader.__dict__["load"]
+        _path_writer_originals[(DataFrameReader, "load")] = load
+        DataFrameReader.load = _load(load)  # type: ignore[method-assign]
         new_session = SparkSession.__dict__["newSession"]
         _path_writer_originals[(SparkSession, "newSession")] = new_session
         SparkSession.newSession = _new_session(new_session)  # type: ignore[method-assign]
@@ -204,6 +213,33 @@ def _new_session(original: Callable) -> Callable:
 
     newSession.__doc__ = original.__doc__
     return newSession
+
+
+def _load(original: Callable) -> Callable:
+    def load(self, path: Any = None, format: str | None = None,  # noqa: A002
+             schema: Any = None, **options: Any) -> DataFrame:
+        # What Spark's load does first: every argument goes onto the reader.
+        if format is not None:
+            self.format(format)
+        if schema is not None:
+            self.schema(schema)
+        self.options(**options)
+        jreader = getattr(self, "_jreader", None)
+        if jreader is not None and str(_private_field(jreader, "source")).lower() == "delta" \
+                and not _private_field(jreader, "userSpecifiedSchema").isDefined():
+            settings = _java_map(self._spark, _private_field(jreader, "extraOptions")
+                                 .originalMap())
+            target = path if isinstance(path, str) else None
+            if path is None:
+                target = next((v for k, v in settings.items() if k.lower() == "path"), None)
+            if target is not None:
+                native = native_load(self._spark, target, settings)
+                if native is not None:
+                    return native
+        return original(self, path)
+
+    load.__doc__ = original.__doc__
+    return load
 
 
 def _save(original: Callable) -> Callable:
@@ -401,18 +437,38 @@ _SOURCE_ONLY_OPTIONS = ("readchangefeed", "readchangedata", "versionasof", "time
 
 
 def _read_table(original: Callable) -> Callable:
-    """``spark.read[Stream].option('readChangeFeed', 'true').table(t)`` and
-    ``.option('versionAsOf', 3).table(t)``: a catalog table's schema is fixed and Spark refuses
-    time travel on it, so such reads of a lakehouse table go to its source directly."""
+    """``spark.read.table(t)`` of a lakehouse table: Spark's parquet reader where the table
+    allows it. ``spark.read[Stream].option('readChangeFeed', 'true').table(t)`` and
+    ``.option('versionAsOf', 3).table(t)`` otherwise: a catalog table's schema is fixed and
+    Spark refuses time travel on it, so such reads go to its source directly."""
     def table(self, tableName: str):  # noqa: N803 (Spark's name)
         lake = lakehouse_of(self._spark)
         if lake is not None and _lakehouse_table(lake, tableName):
             options = _java_map(self._spark, _private_field(self._jreader, "extraOptions")
                                 .originalMap())
+            if isinstance(self, DataFrameReader) \
+                    and not _private_field(self._jreader, "userSpecifiedSchema").isDefined():
+                native = native_table(lake, self._spark, tableName, options)
+                if native is not None:
+                    return native
             # a change feed read, or time travel (delta-spark: .option("versionAsOf", 0)
             # .table(t)): Spark refuses both on a catalog table of a Python data source
             if any(k.lower() in _SOURCE_ONLY_OPTIONS for k in options):
                 return self.format(parse_name(tableName).source_name).load()
+        return original(self, tableName)
+
+    table.__doc__ = original.__doc__
+    return table
+
+
+def _session_table(original: Callable) -> Callable:
+    """``spark.table(t)`` of a lakehouse table: Spark's parquet reader where it can."""
+    def table(self, tableName: str):  # noqa: N803 (Spark's name)
+        lake = lakehouse_of(self)
+        if lake is not None and isinstance(tableName, str) and _lakehouse_table(lake, tableName):
+            native = native_table(lake, self, tableName, {})
+            if native is not None:
+                return native
         return original(self, tableName)
 
     table.__doc__ = original.__doc__

@@ -33,6 +33,7 @@ from headwater.errors import HeadwaterError
 from headwater.lakehouse import ddl, delta_admin_sql, delta_sql, insert_sql
 from headwater.lakehouse.delta_sql import expression_text, table_path
 from headwater.lakehouse.hooks import raw_sql
+from headwater.lakehouse.native_reads import with_native_reads
 from headwater.lakehouse.statements import (
     DELTA_GRAMMAR,
     Handler,
@@ -112,7 +113,8 @@ def run_sql(lake: Lakehouse, query: str, session: SparkSession | None = None,
             return result
     if statement.kind in DELTA_GRAMMAR.values():
         raise not_supported_yet(statement.kind, statement.text)
-    return raw_sql(spark, statement.text, args)
+    # a query's reads of lakehouse tables through Spark's parquet reader where they can be
+    return with_native_reads(lake, raw_sql(spark, statement.text, args))
 
 
 def parse(lake: Lakehouse, spark: SparkSession, query: str) -> Statement:

@@ -45,7 +45,7 @@ from headwater.delta.native import batch_writer, replace_native, write_rows, wri
 from headwater.delta.schema import as_nullable
 from headwater.delta.sink import check_partitioning
 from headwater.errors import HeadwaterError
-from headwater.lakehouse import catalog, external, hooks
+from headwater.lakehouse import catalog, external, hooks, native_reads
 from headwater.lakehouse.catalog import columns_option as _columns
 from headwater.lakehouse.catalog import per_table_source
 from headwater.lakehouse.hooks import raw_sql
@@ -350,8 +350,13 @@ class Lakehouse:
     # --- reading and writing -------------------------------------------------------------
 
     def read(self, name: str, **options: Any) -> DataFrame:
-        """A batch DataFrame of the table's latest version (or versionAsOf/timestampAsOf)."""
+        """A batch DataFrame of the table's latest version (or versionAsOf/timestampAsOf):
+        Spark's parquet reader where the table allows it (each query of the DataFrame then
+        reads the newest version, unless a version is given), headwater's reader otherwise."""
         tname = self._existing(name)
+        native = native_reads.read_table(self, self.spark, tname.qualified, _strs(options))
+        if native is not None:
+            return native
         return self.spark.read.format(tname.source_name).options(**_strs(options)).load()
 
     def read_stream(self, name: str, **options: Any) -> DataFrame:

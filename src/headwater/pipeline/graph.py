@@ -391,7 +391,7 @@ class Graph(GraphQueries):
         if not options and not self.dry and reader is not None and \
                 self.registry.datasets[reader].kind == MATERIALIZED_VIEW:
             # A view recomputed now: the snapshot as of now, read by Spark's parquet reader.
-            native = read_native(lake.spark, lake.path(name))
+            native = read_native(lake.spark, lake.path(name), pinned=True)
             if native is not None:
                 return native
         return lake.read(name, **options)

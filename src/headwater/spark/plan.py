@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -69,6 +70,18 @@ class Relation:
 
 _V2_RELATIONS = {"DataSourceV2Relation": False, "StreamingRelationV2": True}
 
+# Python objects serving as a relation's JVM file index (headwater.delta.file_index), by the
+# hash code they give the JVM: a plan's LogicalRelation names only the JVM proxy.
+_file_indexes: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+FILE_INDEX_PREFIX = "DeltaFileIndex["
+
+
+def register_file_index(index: Any) -> None:
+    """Let :func:`relations` report reads through ``index`` (its ``hashCode()`` is its key,
+    ``toString()`` starts with :data:`FILE_INDEX_PREFIX`, ``relation_facts()`` gives
+    (source, identifier, path, options) as a data source relation has them)."""
+    _file_indexes[index.hashCode()] = index
+
 
 def relations(df: DataFrame) -> list[Relation]:
     """Every data-source relation and temporary view the analyzed plan reads (subqueries in
@@ -81,6 +94,8 @@ def relations(df: DataFrame) -> list[Relation]:
         relation = None
         if name in _V2_RELATIONS:
             relation = _v2_relation(node, _V2_RELATIONS[name])
+        elif name == "LogicalRelation":
+            relation = _file_relation(node)
         elif name == "View" and node.isTempView():
             relation = Relation("", bool(node.isStreaming()),
                                 view=node.desc().identifier().table().lower())
@@ -91,6 +106,21 @@ def relations(df: DataFrame) -> list[Relation]:
         subqueries = node.subqueries()
         stack.extend(subqueries.apply(i) for i in range(subqueries.size()))
     return found
+
+
+def _file_relation(node: Any) -> Relation | None:
+    """A Delta read through Spark's parquet reader (a registered file index), else None."""
+    relation = node.relation()
+    if node_name(relation) != "HadoopFsRelation":
+        return None
+    location = relation.location()
+    if not str(location.toString()).startswith(FILE_INDEX_PREFIX):
+        return None
+    index = _file_indexes.get(location.hashCode())
+    if index is None:
+        return None
+    source, identifier, path, options = index.relation_facts()
+    return Relation(source, False, identifier, path, options)
 
 
 def _v2_relation(node: Any, streaming: bool) -> Relation:

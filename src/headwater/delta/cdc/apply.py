@@ -320,7 +320,7 @@ def _state_schema(events: DataFrame, keys: list[str]) -> StructType:
 
 
 def _read(spark: SparkSession, uri: str, schema: StructType) -> DataFrame:
-    df = read_native(spark, uri)
+    df = read_native(spark, uri, pinned=True)
     if df is None:
         df = spark.read.format("delta").load(uri)
     return df.select(*[tl.q(f.name) for f in schema.fields])

@@ -61,7 +61,9 @@ def native_input(graph: Graph, rf: ResolvedFlow) -> Read | None:
         return None  # another stream (files, rate, ...) feeds this flow too
     store = graph.store_for(streams[0].name)
     table = DeltaLog(store.path(streams[0].name)).table()
-    return streams[0] if natively_readable(table) else None
+    # the stream names files only: their partition values (in the log) would be missing
+    plain = not table.metadata().partition_columns
+    return streams[0] if plain and natively_readable(table) else None
 
 
 def start_native(graph: Graph, rf: ResolvedFlow, checkpoint: str, read: Read,

@@ -1,0 +1,408 @@
+"""A Delta snapshot as Spark's own ``FileIndex``: batch reads at Spark's native parquet speed.
+
+delta-spark reads a table through Spark's file source: a ``HadoopFsRelation`` whose file index
+(``TahoeLogFileIndex``) asks the Delta log, each time a query is planned, which files make the
+snapshot and what their partition values are. headwater has no jar for such a class, so
+:class:`DeltaFileIndex` is a Python object that implements the JVM interface
+``org.apache.spark.sql.execution.datasources.FileIndex`` through py4j's callback server (the
+one ``foreachBatch`` uses). Spark's parquet reader then reads the files (vectorized, column
+pruning, filter pushdown, the hidden ``_metadata`` columns) and rows never pass through Python.
+
+What the index answers, per query (Spark calls ``listFiles`` while planning, on the driver):
+
+- the files of the table's latest snapshot (refreshed incrementally from the log, as the
+  Python reader does), or of the pinned version for time travel. So a DataFrame read once
+  and queried again sees new commits, and the static side of a stream-static join sees the
+  newest version at every micro-batch, both as in delta-spark;
+- each file's partition values from the log (Delta does not require hive-style folders),
+  as Spark's partition columns: the relation's data schema is the whole table schema
+  (partition columns included, in the table's order; Spark takes their values from the
+  index, not the files), the way delta-spark builds its relation;
+- only the partitions Spark's partition filters keep: Spark does not evaluate those filters
+  on the rows again, so they are evaluated here (in the JVM, with Catalyst's interpreted
+  predicate over each partition's values).
+
+A snapshot Spark's reader cannot read as it is (deletion vectors, column mapping, a changed
+schema, missing files) is a HeadwaterError at planning, never wrong rows; whether a table is
+read this way at all is :func:`headwater.delta.native.natively_readable`'s decision.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from pyspark.java_gateway import ensure_callback_server_started
+from pyspark.sql import DataFrame
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from headwater.delta.batch import latest_table
+from headwater.delta.log import DeltaLog, FileEntry
+from headwater.delta.schema import spark_schema, strip_field_metadata
+from headwater.errors import HeadwaterError
+from headwater.spark.plan import FILE_INDEX_PREFIX, register_file_index
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("headwater.delta.native")
+
+FILE_INDEX = "org.apache.spark.sql.execution.datasources.FileIndex"
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_URI_PATH_SAFE = "/;:@&=+$,-_.!~*'()"  # as java.net.URI leaves a path (Spark's inputFiles)
+_EPOCH_NTZ = dt.datetime(1970, 1, 1)
+
+
+@dataclass
+class _Listing:
+    """One snapshot's files as Spark's PartitionDirectory objects (JVM), built once per
+    version; ``rows`` are their partition values (Catalyst rows), in the same order."""
+
+    version: int
+    directories: list[Any]
+    rows: list[Any]
+    size: int
+    paths: list[str]
+
+
+class DeltaFileIndex:
+    """``FileIndex`` over one Delta table (see the module docstring). ``version``: a pinned
+    version (time travel, or a read that must not move); None follows the latest snapshot.
+    ``name``: (its data source's name, the qualified table name) for a lakehouse table read
+    by name (plan inspection reports the read as one of that source)."""
+
+    def __init__(self, spark: SparkSession, uri: str, schema: StructType,
+                 partition_columns: list[str], version: int | None,
+                 readable: Callable[[Any], bool],
+                 name: tuple[str, str] | None = None) -> None:
+        self.uri = uri
+        self.schema = schema
+        self.partition_columns = list(partition_columns)
+        self.version = version
+        self.name = name
+        self._readable = readable
+        self._jvm = spark._jvm
+        self._gateway = spark.sparkContext._gateway
+        fields = {f.name: f for f in schema.fields}
+        self.partition_schema = StructType([fields[c] for c in self.partition_columns])
+        self._jpartition_schema = spark._jsparkSession.parseDataType(
+            self.partition_schema.json())
+        self._lock = threading.Lock()
+        self._listing: _Listing | None = None
+        self._strings: dict[str, Any] = {}  # UTF8String per partition value, reused
+
+    # --- what plan inspection reads (headwater.spark.plan.relations) ---------------------
+    def relation_facts(self) -> tuple[str, tuple[str, ...] | None, str, tuple]:
+        """(source, identifier, path, options) as the Python data source's relation had."""
+        options = (("versionasof", str(self.version)),) if self.version is not None else ()
+        if self.name is None:
+            return "delta", None, self.uri, options
+        return self.name[0], tuple(self.name[1].split(".")), self.uri, options
+
+    # --- org.apache.spark.sql.execution.datasources.FileIndex -----------------------------
+    def rootPaths(self) -> Any:  # noqa: N802 (Spark's names, through py4j)
+        return self._seq([self._jvm.org.apache.hadoop.fs.Path(self.uri)])
+
+    def listFiles(self, partitionFilters: Any, dataFilters: Any) -> Any:  # noqa: N802, N803
+        try:
+            listing = self._current()
+            keep = self._predicate(partitionFilters)
+            directories = [d for d, row in zip(listing.directories, listing.rows)
+                           if keep is None or keep.eval(row)]
+            return self._seq(directories)
+        except HeadwaterError:
+            raise
+        except Exception as exc:
+            log.exception("listing the files of %s failed", self.uri)
+            raise HeadwaterError(
+                "HW_DELTA_UNREADABLE", f"Listing the files of {self.uri} for Spark's parquet "
+                f"reader failed: {type(exc).__name__}: {exc}.",
+                "headwater hands the snapshot's files to Spark when a query is planned.",
+                "Read the table again; if it persists, report it with this message.") from exc
+
+    def inputFiles(self) -> Any:  # noqa: N802
+        return self._strings_array(self._current().paths)
+
+    def refresh(self) -> None:
+        """Nothing to do: every ``listFiles`` asks the log for its newest version."""
+
+    def sizeInBytes(self) -> int:  # noqa: N802
+        with self._lock:
+            if self._listing is not None:
+                return self._listing.size
+        return self._current().size
+
+    def partitionSchema(self) -> Any:  # noqa: N802
+        return self._jpartition_schema
+
+    def isTimeTravel(self) -> bool:  # noqa: N802
+        return self.version is not None
+
+    def metadataOpsTimeNs(self) -> Any:  # noqa: N802
+        return self._jvm.scala.Option.empty()
+
+    def toString(self) -> str:  # noqa: N802
+        at = f"@v{self.version}" if self.version is not None else ""
+        return f"{FILE_INDEX_PREFIX}{self.uri}{at}]"
+
+    def hashCode(self) -> int:  # noqa: N802
+        return hash(id(self)) & 0x7FFFFFFF
+
+    def equals(self, other: Any) -> bool:
+        return other is self
+
+    class Java:
+        implements = [FILE_INDEX]
+
+    # --- the snapshot ----------------------------------------------------------------------
+    def prepare(self) -> None:
+        """List the snapshot now (a pinned version's missing files fail here, not later)."""
+        self._current()
+
+    def _current(self) -> _Listing:
+        """The listing of the snapshot a query reads now: the pinned version's, or the
+        latest's (rebuilt only when the log has a new version)."""
+        log_ = DeltaLog(self.uri)
+        with self._lock:
+            if self.version is not None:
+                if self._listing is None:
+                    self._listing = self._build(log_, log_.table(self.version))
+                return self._listing
+            table = latest_table(log_)
+            if self._listing is None or self._listing.version != table.version():
+                self._listing = self._build(log_, table)
+            return self._listing
+
+    def _build(self, log_: DeltaLog, table: Any) -> _Listing:
+        self._check(table)
+        entries = log_.snapshot_files(table)
+        missing = [e.path for e in entries if not os.path.exists(e.path)]
+        if missing:
+            raise missing_files(self.uri, table.version(), missing)
+        groups: dict[tuple, list[FileEntry]] = {}
+        for entry in entries:
+            key = tuple(entry.partition_values.get(c) for c in self.partition_columns)
+            groups.setdefault(key, []).append(entry)
+        ordered = [e for group in groups.values() for e in group]
+        statuses = self._statuses([e.path for e in ordered])
+        directories, rows = [], []
+        jvm = self._jvm
+        start = 0
+        for key, group in groups.items():
+            files = statuses
+            if len(groups) > 1:  # this partition's part of the array
+                files = self._gateway.new_array(jvm.org.apache.hadoop.fs.FileStatus, len(group))
+                jvm.java.lang.System.arraycopy(statuses, start, files, 0, len(group))
+            start += len(group)
+            row = self._row(key)
+            directories.append(
+                jvm.org.apache.spark.sql.execution.datasources.PartitionDirectory.apply(
+                    row, files))
+            rows.append(row)
+        log.debug("native read of %s: version %s, %d files in %d partitions", self.uri,
+                  table.version(), len(entries), len(groups))
+        return _Listing(table.version(), directories, rows, sum(e.size for e in entries),
+                        ["file:" + quote(e.path, safe=_URI_PATH_SAFE) for e in ordered])
+
+    def _check(self, table: Any) -> None:
+        """The snapshot is still one Spark's reader returns the right rows of, with the
+        schema and partitioning this DataFrame was analyzed with."""
+        if not self._readable(table):
+            raise HeadwaterError(
+                "HW_NATIVE_READ_CHANGED",
+                f"The table at {self.uri} (version {table.version()}) now needs headwater's "
+                "own reader (deletion vectors, column mapping or another reader feature).",
+                "This DataFrame was planned for Spark's parquet reader, which would return "
+                "deleted rows or wrong columns of such a snapshot.",
+                "Read the table again (spark.read.format('delta').load(...) or "
+                "spark.table(...)): the new read uses headwater's reader.")
+        schema = strip_field_metadata(spark_schema(table.schema().to_json()))
+        now = {f.name.lower(): f.dataType for f in schema.fields}
+        changed = [f.name for f in self.schema.fields
+                   if f.name.lower() in now and now[f.name.lower()] != f.dataType]
+        partitions = list(table.metadata().partition_columns)
+        if changed or partitions != self.partition_columns:
+            raise HeadwaterError(
+                "HW_NATIVE_READ_CHANGED",
+                f"The table at {self.uri} changed its "
+                + (f"column types ({', '.join(changed)})" if changed else
+                   f"partitioning ({self.partition_columns} -> {partitions})")
+                + f" in version {table.version()}, after this DataFrame was read.",
+                "A DataFrame keeps the schema it was analyzed with; the new files do not fit "
+                "it.", "Read the table again.", error_class="DELTA_SCHEMA_CHANGED")
+
+    # --- JVM values ------------------------------------------------------------------------
+    def _statuses(self, paths: list[str]) -> Any:
+        """Hadoop FileStatus[] of ``paths`` in their order, in three JVM calls (one per file
+        would cost a py4j round trip each)."""
+        jvm = self._jvm
+        names = self._strings_array(paths)
+        hadoop_paths = jvm.org.apache.hadoop.util.StringUtils.stringToPath(names)
+        conf = self._jvm.org.apache.hadoop.conf.Configuration()
+        fs = jvm.org.apache.hadoop.fs.FileSystem.getLocal(conf)
+        try:
+            return fs.listStatus(hadoop_paths)
+        except Exception as exc:  # noqa: BLE001 - a file deleted between the check and here
+            gone = [p for p in paths if not os.path.exists(p)]
+            if gone:
+                raise missing_files(self.uri, None, gone) from exc
+            raise
+
+    def _strings_array(self, items: list[str]) -> Any:
+        """A Java String[] of ``items`` in one call (none may contain a newline)."""
+        if not items:
+            return self._gateway.new_array(self._jvm.java.lang.String, 0)
+        if any("\n" in i for i in items):
+            array = self._gateway.new_array(self._jvm.java.lang.String, len(items))
+            for i, item in enumerate(items):
+                array[i] = item
+            return array
+        return self._jvm.java.util.regex.Pattern.compile("\n").split("\n".join(items), -1)
+
+    def _seq(self, items: list[Any]) -> Any:
+        values = self._jvm.java.util.ArrayList()
+        for item in items:
+            values.add(item)
+        return self._jvm.scala.jdk.javaapi.CollectionConverters.asScala(values).toList()
+
+    def _row(self, values: tuple) -> Any:
+        """Catalyst's InternalRow of one partition's values (Catalyst's own representation:
+        UTF8String, days, microseconds, Decimal)."""
+        jvm = self._jvm
+        row = jvm.org.apache.spark.sql.catalyst.expressions.GenericInternalRow(len(values))
+        for i, (value, field) in enumerate(zip(values, self.partition_schema.fields)):
+            _set(self, row, i, value, field.dataType)
+        return row
+
+    def _utf8(self, text: str) -> Any:
+        cached = self._strings.get(text)
+        if cached is None:
+            cached = self._jvm.org.apache.spark.unsafe.types.UTF8String.fromString(text)
+            self._strings[text] = cached
+        return cached
+
+    def _predicate(self, filters: Any) -> Any:
+        """Catalyst's interpreted predicate of the partition filters (their columns bound to
+        the positions of the partition values), or None when there are none."""
+        if filters.isEmpty():
+            return None
+        jvm = self._jvm
+        expressions = jvm.org.apache.spark.sql.catalyst.expressions
+        predicate = filters.apply(0)
+        for i in range(1, filters.size()):
+            predicate = expressions.And(predicate, filters.apply(i))
+        lowered = [c.lower() for c in self.partition_columns]
+        bindings = []
+        references = predicate.references().toSeq()
+        for i in range(references.size()):
+            attribute = references.apply(i)
+            position = lowered.index(str(attribute.name()).lower())
+            bindings.append((attribute, expressions.BoundReference(
+                position, attribute.dataType(), True)))
+        # a Scala Map is a PartialFunction: transform replaces exactly its keys
+        return expressions.InterpretedPredicate(predicate.transform(scala_map(jvm, bindings)))
+
+
+def _set(index: DeltaFileIndex, row: Any, i: int, value: Any, dtype: DataType) -> None:
+    """Put one partition value into ``row`` as Catalyst stores values of ``dtype``."""
+    if value is None:
+        row.setNullAt(i)
+    elif isinstance(dtype, StringType):
+        row.update(i, index._utf8(str(value)))
+    elif isinstance(dtype, LongType):
+        row.setLong(i, int(value))
+    elif isinstance(dtype, IntegerType):
+        row.setInt(i, int(value))
+    elif isinstance(dtype, ShortType):
+        row.setShort(i, int(value))
+    elif isinstance(dtype, ByteType):
+        row.setByte(i, int(value))
+    elif isinstance(dtype, BooleanType):
+        row.setBoolean(i, bool(value))
+    elif isinstance(dtype, DoubleType):
+        row.setDouble(i, float(value))
+    elif isinstance(dtype, FloatType):
+        row.setFloat(i, float(value))
+    elif isinstance(dtype, DateType):
+        row.setInt(i, (value - dt.date(1970, 1, 1)).days)
+    elif isinstance(dtype, TimestampType):
+        stamp = value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+        row.setLong(i, _micros(stamp - _EPOCH))
+    elif isinstance(dtype, TimestampNTZType):
+        row.setLong(i, _micros(value.replace(tzinfo=None) - _EPOCH_NTZ))
+    elif isinstance(dtype, DecimalType):
+        number = value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
+        jdecimal = index._jvm.org.apache.spark.sql.types.Decimal.apply(number)
+        jdecimal.changePrecision(dtype.precision, dtype.scale)
+        row.update(i, jdecimal)
+    elif isinstance(dtype, BinaryType):
+        row.update(i, bytes(value) if not isinstance(value, str) else value.encode("utf-8"))
+    else:
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_TYPE",
+            f"Partition column type {dtype.simpleString()} is not supported.",
+            "Delta partition values are primitive types.", "Partition by another column.")
+
+
+def scala_map(jvm: Any, pairs: list[tuple[Any, Any]]) -> Any:
+    """An immutable Scala Map of JVM objects (also a PartialFunction, for ``transform``)."""
+    result = getattr(getattr(jvm.scala.collection.immutable, "Map$"), "MODULE$").empty()
+    for key, value in pairs:
+        result = result.updated(key, value)
+    return result
+
+
+def _micros(delta: dt.timedelta) -> int:
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def missing_files(uri: str, version: int | None, paths: list[str]) -> HeadwaterError:
+    at = f"Version {version} of" if version is not None else "A snapshot of"
+    return HeadwaterError(
+        "HW_DELTA_FILE_NOT_FOUND",
+        f"{at} the table at {uri} lists {len(paths)} data file(s) missing on storage, "
+        f"e.g. {paths[0]}.",
+        "VACUUM deletes the files of versions older than its retention (time travel to them "
+        "then fails), or the files were deleted outside Delta.",
+        "Read a version whose files are still present (DESCRIBE HISTORY), or restore the "
+        "files.", error_class="DELTA_FILE_NOT_FOUND_DETAILED")
+
+
+def native_frame(spark: SparkSession, index: DeltaFileIndex) -> DataFrame:
+    """A DataFrame over ``index``: Spark's parquet file source, the table's column order."""
+    gateway = spark.sparkContext._gateway
+    ensure_callback_server_started(gateway)
+    register_file_index(index)
+    jvm = spark._jvm
+    sources = jvm.org.apache.spark.sql.execution.datasources
+    jspark = spark._jsparkSession
+    relation = sources.HadoopFsRelation(
+        index, index._jpartition_schema, jspark.parseDataType(index.schema.json()),
+        jvm.scala.Option.empty(), sources.parquet.ParquetFileFormat(), scala_map(jvm, []),
+        jspark)
+    logical = getattr(getattr(sources, "LogicalRelation$"), "MODULE$").apply(relation, False)
+    return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(jspark, logical), spark)
+

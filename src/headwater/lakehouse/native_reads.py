@@ -1,0 +1,135 @@
+"""Batch reads of Delta tables through Spark's parquet reader, wherever a read starts.
+
+A Delta read through headwater's Python data source moves every row through Arrow into
+Python; :func:`headwater.delta.native.read_native` gives the same rows through Spark's own
+parquet reader (a file index over the Delta log). This module sends the ways users read a
+table there:
+
+- ``spark.read.format("delta").load(path)`` (time travel options included): :func:`load`,
+  called by the reader's ``load`` hook for every headwater session;
+- ``spark.table(name)``, ``spark.read.table(name)`` and ``Lakehouse.read`` of a lakehouse
+  table: :func:`read_table`;
+- SQL queries naming lakehouse tables (``SELECT ... FROM t``, views over them, subqueries):
+  :func:`with_native_reads` swaps each batch read of a table in the analyzed plan for the
+  native relation, keeping its attribute ids so the rest of the plan is unchanged.
+  ``delta.`path``` and ``VERSION AS OF`` reads are already reads of :func:`load`.
+
+Each read falls back to the Python data source when the table needs it (deletion vectors,
+column mapping, an object store; ``natively_readable`` decides), when a change feed or an
+explicit schema is asked for, or when the table does not exist (the Python source then
+raises exactly what it raised before). A debug line on ``headwater.delta.native`` says which
+reader each read got.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame
+
+from headwater.delta.datasource import version_spec
+from headwater.delta.file_index import scala_map
+from headwater.delta.log import DeltaLog, normalize_uri
+from headwater.delta.native import read_native
+from headwater.lakehouse.names import parse_name
+from headwater.spark.plan import analyzed, node_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from headwater.lakehouse.tables import Lakehouse
+
+log = logging.getLogger("headwater.delta.native")
+
+# options that make a read something other than rows of one snapshot
+_CHANGE_FEED = ("readchangefeed", "readchangedata")
+
+
+def load(spark: SparkSession, path: str, options: dict[str, str]) -> DataFrame | None:
+    """``spark.read.format("delta").options(...).load(path)`` natively, or None (the Python
+    data source reads it)."""
+    opts = {k.lower(): v for k, v in options.items()}
+    if any(str(opts.get(k, "false")).lower() == "true" for k in _CHANGE_FEED):
+        return None
+    uri = normalize_uri(path)
+    if "://" in uri and not uri.startswith("file:"):
+        log.debug("read of %s: headwater's Python reader (an object store)", uri)
+        return None
+    if not DeltaLog(uri).exists():
+        return None  # the data source says so, as before
+    return read_native(spark, uri, version_spec(opts))
+
+
+def read_table(lake: Lakehouse, spark: SparkSession, name: str,
+               options: dict[str, str]) -> DataFrame | None:
+    """A lakehouse table by name (``spark.table``, ``spark.read.table``, ``Lakehouse.read``)
+    natively, or None."""
+    opts = {k.lower(): v for k, v in options.items()}
+    if any(str(opts.get(k, "false")).lower() == "true" for k in _CHANGE_FEED):
+        return None
+    tname = parse_name(name)
+    qualified = tname.qualified
+    uri = normalize_uri(str(lake.path(qualified)))
+    if "://" in uri and not uri.startswith("file:"):
+        return None
+    if not DeltaLog(uri).exists():
+        return None
+    return read_native(spark, uri, version_spec(opts), name=(tname.source_name, qualified))
+
+
+def with_native_reads(lake: Lakehouse, df: DataFrame) -> DataFrame:
+    """``df`` (a query's DataFrame) with every batch read of a lakehouse table by name in its
+    analyzed plan (subqueries and views included) read natively instead; ``df`` itself when
+    there is none (commands, streams, other sources)."""
+    spark = df.sparkSession
+    plan = analyzed(df)
+    swaps: list[tuple[Any, Any]] = []
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if node_name(node) == "DataSourceV2Relation":
+            swap = _native_leaf(lake, spark, node)
+            if swap is not None:
+                swaps.append((node, swap))
+            continue
+        children = node.children()
+        stack.extend(children.apply(i) for i in range(children.size()))
+        subqueries = node.subqueries()
+        stack.extend(subqueries.apply(i) for i in range(subqueries.size()))
+    if not swaps:
+        return df
+    jvm = spark._jvm
+    # a Scala Map is a PartialFunction: exactly the swapped leaves are replaced
+    rewritten = plan.transformUpWithSubqueries(scala_map(jvm, swaps))
+    jdf = jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, rewritten)
+    return DataFrame(jdf, spark)
+
+
+def _native_leaf(lake: Lakehouse, spark: SparkSession, node: Any) -> Any:
+    """The native relation replacing ``node`` (a lakehouse table's Python data source
+    relation), with ``node``'s own output attributes; None to keep ``node``."""
+    table = node.table()
+    identifier = node.identifier()
+    if node_name(table) != "PythonTable" or not str(table.name()).startswith("hw_") \
+            or not identifier.isDefined():
+        return None
+    ident = identifier.get()
+    name = ".".join([*[str(p) for p in ident.namespace()], str(ident.name())])
+    try:
+        tname = parse_name(name)
+        if tname.source_name != str(table.name()) or not lake.exists(tname.qualified):
+            return None
+        native = read_table(lake, spark, tname.qualified, {})
+    except Exception:  # noqa: BLE001 - any doubt: the query keeps the Python reader
+        log.debug("read of %s: headwater's Python reader (kept in the query)", name,
+                  exc_info=True)
+        return None
+    if native is None:
+        return None
+    leaf = analyzed(native)
+    if leaf.schema().json() != node.schema().json():
+        return None  # the table changed since the query was analyzed: keep its reader
+    sources = spark._jvm.org.apache.spark.sql.execution.datasources
+    empty = spark._jvm.scala.Option.empty()
+    return sources.LogicalRelation(leaf.relation(), node.output(), empty, False, empty)
