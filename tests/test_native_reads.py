@@ -194,6 +194,17 @@ def test_lakehouse_tables_by_name_and_sql_read_natively(spark, tmp, keep_lakehou
     assert native(by_path) and by_path.collect()[0].n == 2
     spark.sql("INSERT INTO orders VALUES (4, 'd', DATE'2026-01-04', 'us', 4.0)")
     assert view.collect()[0].n == 2 and spark.table("orders").count() == 4
+    # Spark's name resolution first: a temporary view of the same name wins, as in Spark
+    spark.range(1).createOrReplaceTempView("orders")
+    assert spark.table("orders").columns == ["id"] and not native(spark.table("orders"))
+    spark.catalog.dropTempView("orders")
+    spark.sql("CACHE TABLE orders")  # Spark caches its plan: queries keep reading the cache
+    try:
+        cached = spark.sql("SELECT count(*) FROM orders")
+        assert not native(cached) and "InMemoryRelation" in \
+            cached._jdf.queryExecution().withCachedData().toString()
+    finally:
+        spark.sql("UNCACHE TABLE orders")
     lake.detach()
 
 

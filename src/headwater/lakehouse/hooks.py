@@ -43,6 +43,7 @@ from headwater.lakehouse.catalog import lakehouse_of
 from headwater.lakehouse.names import parse_name
 from headwater.lakehouse.native_reads import load as native_load
 from headwater.lakehouse.native_reads import read_table as native_table
+from headwater.lakehouse.native_reads import with_native_reads
 from headwater.messages import register_message_sources
 from headwater.spark.session import activate, active_in_thread
 
@@ -437,39 +438,46 @@ _SOURCE_ONLY_OPTIONS = ("readchangefeed", "readchangedata", "versionasof", "time
 
 
 def _read_table(original: Callable) -> Callable:
-    """``spark.read.table(t)`` of a lakehouse table: Spark's parquet reader where the table
-    allows it. ``spark.read[Stream].option('readChangeFeed', 'true').table(t)`` and
-    ``.option('versionAsOf', 3).table(t)`` otherwise: a catalog table's schema is fixed and
-    Spark refuses time travel on it, so such reads go to its source directly."""
+    """``spark.read.table(t)``: the table Spark resolves, read by Spark's parquet reader where
+    it allows it (:func:`~headwater.lakehouse.native_reads.with_native_reads`).
+    ``spark.read[Stream].option('readChangeFeed', 'true').table(t)`` and
+    ``.option('versionAsOf', 3).table(t)`` of a lakehouse table: a catalog table's schema is
+    fixed and Spark refuses time travel on it, so such reads go to the table directly
+    (natively for a version, through its source for the change feed)."""
     def table(self, tableName: str):  # noqa: N803 (Spark's name)
         lake = lakehouse_of(self._spark)
-        if lake is not None and _lakehouse_table(lake, tableName):
+        if lake is None:
+            return original(self, tableName)
+        if _lakehouse_table(lake, tableName):
             options = _java_map(self._spark, _private_field(self._jreader, "extraOptions")
                                 .originalMap())
-            if isinstance(self, DataFrameReader) \
-                    and not _private_field(self._jreader, "userSpecifiedSchema").isDefined():
-                native = native_table(lake, self._spark, tableName, options)
-                if native is not None:
-                    return native
             # a change feed read, or time travel (delta-spark: .option("versionAsOf", 0)
             # .table(t)): Spark refuses both on a catalog table of a Python data source
             if any(k.lower() in _SOURCE_ONLY_OPTIONS for k in options):
+                if isinstance(self, DataFrameReader):
+                    native = native_table(lake, self._spark, tableName, options)
+                    if native is not None:
+                        return native
                 return self.format(parse_name(tableName).source_name).load()
-        return original(self, tableName)
+        df = original(self, tableName)
+        if isinstance(self, DataFrameReader) \
+                and not _private_field(self._jreader, "userSpecifiedSchema").isDefined():
+            # Spark resolved the name (current database, temp views): its table, natively
+            return with_native_reads(lake, df)
+        return df
 
     table.__doc__ = original.__doc__
     return table
 
 
 def _session_table(original: Callable) -> Callable:
-    """``spark.table(t)`` of a lakehouse table: Spark's parquet reader where it can."""
+    """``spark.table(t)``: the table Spark resolves (current database, temporary views), a
+    lakehouse table read by Spark's parquet reader where it allows it."""
     def table(self, tableName: str):  # noqa: N803 (Spark's name)
         lake = lakehouse_of(self)
-        if lake is not None and isinstance(tableName, str) and _lakehouse_table(lake, tableName):
-            native = native_table(lake, self, tableName, {})
-            if native is not None:
-                return native
-        return original(self, tableName)
+        df = original(self, tableName)
+        # Spark resolved the name (current database, temp views): its table, natively
+        return df if lake is None else with_native_reads(lake, df)
 
     table.__doc__ = original.__doc__
     return table

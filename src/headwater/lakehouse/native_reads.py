@@ -7,12 +7,14 @@ table there:
 
 - ``spark.read.format("delta").load(path)`` (time travel options included): :func:`load`,
   called by the reader's ``load`` hook for every headwater session;
-- ``spark.table(name)``, ``spark.read.table(name)`` and ``Lakehouse.read`` of a lakehouse
-  table: :func:`read_table`;
-- SQL queries naming lakehouse tables (``SELECT ... FROM t``, views over them, subqueries):
-  :func:`with_native_reads` swaps each batch read of a table in the analyzed plan for the
-  native relation, keeping its attribute ids so the rest of the plan is unchanged.
-  ``delta.`path``` and ``VERSION AS OF`` reads are already reads of :func:`load`.
+- ``Lakehouse.read`` and time travel by name (``spark.read.option("versionAsOf", 1)
+  .table(t)``): :func:`read_table`;
+- ``spark.table(name)``, ``spark.read.table(name)`` and SQL queries naming lakehouse tables
+  (``SELECT ... FROM t``, views over them, subqueries): Spark resolves the names (current
+  database, temporary views first), then :func:`with_native_reads` swaps each batch read of
+  a lakehouse table in the analyzed plan for the native relation, keeping its attribute ids
+  so the rest of the plan is unchanged. ``delta.`path``` and ``VERSION AS OF`` in SQL are
+  already reads of :func:`load` (temporary views headwater makes).
 
 Each read falls back to the Python data source when the table needs it (deletion vectors,
 column mapping, an object store; ``natively_readable`` decides), when a change feed or an
@@ -81,14 +83,20 @@ def read_table(lake: Lakehouse, spark: SparkSession, name: str,
 def with_native_reads(lake: Lakehouse, df: DataFrame) -> DataFrame:
     """``df`` (a query's DataFrame) with every batch read of a lakehouse table by name in its
     analyzed plan (subqueries and views included) read natively instead; ``df`` itself when
-    there is none (commands, streams, other sources)."""
+    there is none (commands, streams, other sources). A read whose rows Spark has cached
+    (``CACHE TABLE t``, ``spark.table(t).cache()`` of the Python reader's plan) is kept, so
+    the query keeps using the cache."""
     spark = df.sparkSession
     plan = analyzed(df)
+    cache = spark._jsparkSession.sharedState().cacheManager()
+    cached = not cache.isEmpty()
     swaps: list[tuple[Any, Any]] = []
     stack = [plan]
     while stack:
         node = stack.pop()
         if node_name(node) == "DataSourceV2Relation":
+            if cached and cache.lookupCachedData(spark._jsparkSession, node).isDefined():
+                continue  # CACHE TABLE t: the query reads the cached rows, as before
             swap = _native_leaf(lake, spark, node)
             if swap is not None:
                 swaps.append((node, swap))
