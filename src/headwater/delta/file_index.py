@@ -34,6 +34,7 @@ import decimal
 import logging
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -85,7 +86,64 @@ class _Listing:
     directories: list[Any]
     rows: list[Any]
     size: int
-    paths: list[str]
+    paths: list[str]  # as Spark's inputFiles gives them (URIs)
+    local_paths: list[str]
+    all_directories: Any = None  # the Scala Seq of every directory, made when first asked
+
+
+# (gateway, table, version, schema, partitioning) -> its listing, the most recent last
+_listings: OrderedDict[tuple, _Listing] = OrderedDict()
+_listings_lock = threading.Lock()
+_SHARED_LISTINGS = 32
+
+
+class _Jvm:
+    """The JVM classes and constants the index uses, looked up once per gateway: py4j
+    resolves ``jvm.a.b.C`` with a round trip each time, and Spark calls the index while it
+    plans every query."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        jvm = spark._jvm
+        self.gateway = spark.sparkContext._gateway
+        self.jvm = jvm
+        sources = jvm.org.apache.spark.sql.execution.datasources
+        self.path = jvm.org.apache.hadoop.fs.Path
+        self.file_status = jvm.org.apache.hadoop.fs.FileStatus
+        self.string = jvm.java.lang.String
+        self.system = jvm.java.lang.System
+        self.array_list = jvm.java.util.ArrayList
+        self.converters = jvm.scala.jdk.javaapi.CollectionConverters
+        self.lines = jvm.java.util.regex.Pattern.compile("\n")
+        self.to_paths = jvm.org.apache.hadoop.util.StringUtils
+        self.local_fs = jvm.org.apache.hadoop.fs.FileSystem.getLocal(
+            jvm.org.apache.hadoop.conf.Configuration())
+        self.directory = sources.PartitionDirectory
+        expressions = jvm.org.apache.spark.sql.catalyst.expressions
+        self.row = expressions.GenericInternalRow
+        self.and_ = expressions.And
+        self.bound = expressions.BoundReference
+        self.predicate = expressions.InterpretedPredicate
+        self.utf8 = jvm.org.apache.spark.unsafe.types.UTF8String
+        self.none = jvm.scala.Option.empty()
+        self.empty_map = getattr(getattr(jvm.scala.collection.immutable, "Map$"),
+                                 "MODULE$").empty()
+        self.relation = sources.HadoopFsRelation
+        self.parquet = sources.parquet.ParquetFileFormat()
+        self.logical = getattr(getattr(sources, "LogicalRelation$"), "MODULE$")
+        self.dataset = jvm.org.apache.spark.sql.classic.Dataset
+
+
+_jvms: dict[int, _Jvm] = {}
+_jvms_lock = threading.Lock()
+
+
+def _jvm_of(spark: SparkSession) -> _Jvm:
+    key = id(spark.sparkContext._gateway)
+    with _jvms_lock:
+        refs = _jvms.get(key)
+        if refs is None:
+            refs = _jvms[key] = _Jvm(spark)
+        return refs
 
 
 class DeltaFileIndex:
@@ -104,12 +162,17 @@ class DeltaFileIndex:
         self.version = version
         self.name = name
         self._readable = readable
+        self._j = _jvm_of(spark)
         self._jvm = spark._jvm
-        self._gateway = spark.sparkContext._gateway
+        self._gateway = self._j.gateway
         fields = {f.name: f for f in schema.fields}
         self.partition_schema = StructType([fields[c] for c in self.partition_columns])
+        # JVM values Spark asks for many times per query: made once (each callback that
+        # builds one costs several py4j round trips)
         self._jpartition_schema = spark._jsparkSession.parseDataType(
             self.partition_schema.json())
+        self._jroot_paths = self._seq([self._j.path(uri)])
+        self._jnone = self._j.none
         self._lock = threading.Lock()
         self._listing: _Listing | None = None
         self._strings: dict[str, Any] = {}  # UTF8String per partition value, reused
@@ -124,15 +187,18 @@ class DeltaFileIndex:
 
     # --- org.apache.spark.sql.execution.datasources.FileIndex -----------------------------
     def rootPaths(self) -> Any:  # noqa: N802 (Spark's names, through py4j)
-        return self._seq([self._jvm.org.apache.hadoop.fs.Path(self.uri)])
+        return self._jroot_paths
 
     def listFiles(self, partitionFilters: Any, dataFilters: Any) -> Any:  # noqa: N802, N803
         try:
             listing = self._current()
             keep = self._predicate(partitionFilters)
-            directories = [d for d, row in zip(listing.directories, listing.rows)
-                           if keep is None or keep.eval(row)]
-            return self._seq(directories)
+            if keep is None:
+                if listing.all_directories is None:
+                    listing.all_directories = self._seq(listing.directories)
+                return listing.all_directories
+            return self._seq([d for d, row in zip(listing.directories, listing.rows)
+                              if keep.eval(row)])
         except HeadwaterError:
             raise
         except Exception as exc:
@@ -162,7 +228,7 @@ class DeltaFileIndex:
         return self.version is not None
 
     def metadataOpsTimeNs(self) -> Any:  # noqa: N802
-        return self._jvm.scala.Option.empty()
+        return self._jnone
 
     def toString(self) -> str:  # noqa: N802
         at = f"@v{self.version}" if self.version is not None else ""
@@ -185,16 +251,41 @@ class DeltaFileIndex:
     def _current(self) -> _Listing:
         """The listing of the snapshot a query reads now: the pinned version's, or the
         latest's (rebuilt only when the log has a new version)."""
-        log_ = DeltaLog(self.uri)
         with self._lock:
             if self.version is not None:
                 if self._listing is None:
-                    self._listing = self._build(log_, log_.table(self.version))
+                    self._listing = self._shared(self.version, None)
+                else:  # VACUUM may have deleted an old version's files since
+                    missing = [p for p in self._listing.local_paths if not os.path.exists(p)]
+                    if missing:
+                        raise missing_files(self.uri, self.version, missing)
                 return self._listing
-            table = latest_table(log_)
+            table = latest_table(DeltaLog(self.uri))
             if self._listing is None or self._listing.version != table.version():
-                self._listing = self._build(log_, table)
+                self._listing = self._shared(table.version(), table)
             return self._listing
+
+    def _shared(self, version: int, table: Any) -> _Listing:
+        """The listing of ``version``, shared by the indexes of the same table, version and
+        schema (a table read again and again lists each version once)."""
+        key = (id(self._gateway), self.uri, version, self.schema.json(),
+               tuple(self.partition_columns))
+        with _listings_lock:
+            listing = _listings.get(key)
+            if listing is not None:
+                _listings.move_to_end(key)
+        if listing is not None:
+            missing = [p for p in listing.local_paths if not os.path.exists(p)]
+            if missing:
+                raise missing_files(self.uri, version, missing)
+            return listing
+        log_ = DeltaLog(self.uri)
+        listing = self._build(log_, table if table is not None else log_.table(version))
+        with _listings_lock:
+            _listings[key] = listing
+            while len(_listings) > _SHARED_LISTINGS:
+                _listings.popitem(last=False)
+        return listing
 
     def _build(self, log_: DeltaLog, table: Any) -> _Listing:
         self._check(table)
@@ -209,23 +300,22 @@ class DeltaFileIndex:
         ordered = [e for group in groups.values() for e in group]
         statuses = self._statuses([e.path for e in ordered])
         directories, rows = [], []
-        jvm = self._jvm
+        j = self._j
         start = 0
         for key, group in groups.items():
             files = statuses
             if len(groups) > 1:  # this partition's part of the array
-                files = self._gateway.new_array(jvm.org.apache.hadoop.fs.FileStatus, len(group))
-                jvm.java.lang.System.arraycopy(statuses, start, files, 0, len(group))
+                files = self._gateway.new_array(j.file_status, len(group))
+                j.system.arraycopy(statuses, start, files, 0, len(group))
             start += len(group)
             row = self._row(key)
-            directories.append(
-                jvm.org.apache.spark.sql.execution.datasources.PartitionDirectory.apply(
-                    row, files))
+            directories.append(j.directory.apply(row, files))
             rows.append(row)
         log.debug("native read of %s: version %s, %d files in %d partitions", self.uri,
                   table.version(), len(entries), len(groups))
         return _Listing(table.version(), directories, rows, sum(e.size for e in entries),
-                        ["file:" + quote(e.path, safe=_URI_PATH_SAFE) for e in ordered])
+                        ["file:" + quote(e.path, safe=_URI_PATH_SAFE) for e in ordered],
+                        [e.path for e in ordered])
 
     def _check(self, table: Any) -> None:
         """The snapshot is still one Spark's reader returns the right rows of, with the
@@ -258,13 +348,9 @@ class DeltaFileIndex:
     def _statuses(self, paths: list[str]) -> Any:
         """Hadoop FileStatus[] of ``paths`` in their order, in three JVM calls (one per file
         would cost a py4j round trip each)."""
-        jvm = self._jvm
-        names = self._strings_array(paths)
-        hadoop_paths = jvm.org.apache.hadoop.util.StringUtils.stringToPath(names)
-        conf = self._jvm.org.apache.hadoop.conf.Configuration()
-        fs = jvm.org.apache.hadoop.fs.FileSystem.getLocal(conf)
+        hadoop_paths = self._j.to_paths.stringToPath(self._strings_array(paths))
         try:
-            return fs.listStatus(hadoop_paths)
+            return self._j.local_fs.listStatus(hadoop_paths)
         except Exception as exc:  # noqa: BLE001 - a file deleted between the check and here
             gone = [p for p in paths if not os.path.exists(p)]
             if gone:
@@ -274,25 +360,24 @@ class DeltaFileIndex:
     def _strings_array(self, items: list[str]) -> Any:
         """A Java String[] of ``items`` in one call (none may contain a newline)."""
         if not items:
-            return self._gateway.new_array(self._jvm.java.lang.String, 0)
+            return self._gateway.new_array(self._j.string, 0)
         if any("\n" in i for i in items):
-            array = self._gateway.new_array(self._jvm.java.lang.String, len(items))
+            array = self._gateway.new_array(self._j.string, len(items))
             for i, item in enumerate(items):
                 array[i] = item
             return array
-        return self._jvm.java.util.regex.Pattern.compile("\n").split("\n".join(items), -1)
+        return self._j.lines.split("\n".join(items), -1)
 
     def _seq(self, items: list[Any]) -> Any:
-        values = self._jvm.java.util.ArrayList()
+        values = self._j.array_list()
         for item in items:
             values.add(item)
-        return self._jvm.scala.jdk.javaapi.CollectionConverters.asScala(values).toList()
+        return self._j.converters.asScala(values).toList()
 
     def _row(self, values: tuple) -> Any:
         """Catalyst's InternalRow of one partition's values (Catalyst's own representation:
         UTF8String, days, microseconds, Decimal)."""
-        jvm = self._jvm
-        row = jvm.org.apache.spark.sql.catalyst.expressions.GenericInternalRow(len(values))
+        row = self._j.row(len(values))
         for i, (value, field) in enumerate(zip(values, self.partition_schema.fields)):
             _set(self, row, i, value, field.dataType)
         return row
@@ -300,7 +385,7 @@ class DeltaFileIndex:
     def _utf8(self, text: str) -> Any:
         cached = self._strings.get(text)
         if cached is None:
-            cached = self._jvm.org.apache.spark.unsafe.types.UTF8String.fromString(text)
+            cached = self._j.utf8.fromString(text)
             self._strings[text] = cached
         return cached
 
@@ -309,21 +394,19 @@ class DeltaFileIndex:
         the positions of the partition values), or None when there are none."""
         if filters.isEmpty():
             return None
-        jvm = self._jvm
-        expressions = jvm.org.apache.spark.sql.catalyst.expressions
+        j = self._j
         predicate = filters.apply(0)
         for i in range(1, filters.size()):
-            predicate = expressions.And(predicate, filters.apply(i))
+            predicate = j.and_(predicate, filters.apply(i))
         lowered = [c.lower() for c in self.partition_columns]
         bindings = []
         references = predicate.references().toSeq()
         for i in range(references.size()):
             attribute = references.apply(i)
             position = lowered.index(str(attribute.name()).lower())
-            bindings.append((attribute, expressions.BoundReference(
-                position, attribute.dataType(), True)))
+            bindings.append((attribute, j.bound(position, attribute.dataType(), True)))
         # a Scala Map is a PartialFunction: transform replaces exactly its keys
-        return expressions.InterpretedPredicate(predicate.transform(scala_map(jvm, bindings)))
+        return j.predicate(predicate.transform(_scala_map(j, bindings)))
 
 
 def _set(index: DeltaFileIndex, row: Any, i: int, value: Any, dtype: DataType) -> None:
@@ -367,12 +450,16 @@ def _set(index: DeltaFileIndex, row: Any, i: int, value: Any, dtype: DataType) -
             "Delta partition values are primitive types.", "Partition by another column.")
 
 
-def scala_map(jvm: Any, pairs: list[tuple[Any, Any]]) -> Any:
-    """An immutable Scala Map of JVM objects (also a PartialFunction, for ``transform``)."""
-    result = getattr(getattr(jvm.scala.collection.immutable, "Map$"), "MODULE$").empty()
+def _scala_map(j: _Jvm, pairs: list[tuple[Any, Any]]) -> Any:
+    result = j.empty_map
     for key, value in pairs:
         result = result.updated(key, value)
     return result
+
+
+def scala_map(spark: SparkSession, pairs: list[tuple[Any, Any]]) -> Any:
+    """An immutable Scala Map of JVM objects (also a PartialFunction, for ``transform``)."""
+    return _scala_map(_jvm_of(spark), pairs)
 
 
 def _micros(delta: dt.timedelta) -> int:
@@ -393,16 +480,12 @@ def missing_files(uri: str, version: int | None, paths: list[str]) -> HeadwaterE
 
 def native_frame(spark: SparkSession, index: DeltaFileIndex) -> DataFrame:
     """A DataFrame over ``index``: Spark's parquet file source, the table's column order."""
-    gateway = spark.sparkContext._gateway
-    ensure_callback_server_started(gateway)
+    j = _jvm_of(spark)
+    ensure_callback_server_started(j.gateway)
     register_file_index(index)
-    jvm = spark._jvm
-    sources = jvm.org.apache.spark.sql.execution.datasources
     jspark = spark._jsparkSession
-    relation = sources.HadoopFsRelation(
-        index, index._jpartition_schema, jspark.parseDataType(index.schema.json()),
-        jvm.scala.Option.empty(), sources.parquet.ParquetFileFormat(), scala_map(jvm, []),
-        jspark)
-    logical = getattr(getattr(sources, "LogicalRelation$"), "MODULE$").apply(relation, False)
-    return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(jspark, logical), spark)
+    relation = j.relation(index, index._jpartition_schema,
+                          jspark.parseDataType(index.schema.json()), j.none, j.parquet,
+                          j.empty_map, jspark)
+    return DataFrame(j.dataset.ofRows(jspark, j.logical.apply(relation, False)), spark)
 

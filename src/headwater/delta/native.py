@@ -32,6 +32,7 @@ from pyspark.sql.types import StructType
 
 from headwater.conf import storage
 from headwater.conf.layout import FAULT_ENV, FAULT_TABLE_ENV  # test hooks (crash tests)
+from headwater.delta.batch import latest_table
 from headwater.delta.file_index import DeltaFileIndex, native_frame
 from headwater.delta.files import FileWriter, file_stats
 from headwater.delta.generated import (
@@ -400,7 +401,9 @@ def read_native(spark: SparkSession, path: str, version: int | str | None = None
     with the same code. name: (data source name, qualified name) of a lakehouse table read
     by name, for plan inspection (:func:`headwater.spark.plan.relations`)."""
     uri = normalize_uri(path)
-    table = DeltaLog(uri).table(version)
+    log_ = DeltaLog(uri)
+    # the latest snapshot: the process' cached one, brought up to date incrementally
+    table = log_.table(version) if version is not None else latest_table(log_)
     if not natively_readable(table):
         log.debug("read of %s: headwater's Python reader (the table needs it)", uri)
         return None

@@ -225,11 +225,12 @@ def _load(original: Callable) -> Callable:
         if schema is not None:
             self.schema(schema)
         self.options(**options)
+        # the reader's settings through its accessors: one py4j call each (reflection on
+        # its private fields costs a dozen, a failed lookup in a subclass many more)
         jreader = getattr(self, "_jreader", None)
-        if jreader is not None and str(_private_field(jreader, "source")).lower() == "delta" \
-                and not _private_field(jreader, "userSpecifiedSchema").isDefined():
-            settings = _java_map(self._spark, _private_field(jreader, "extraOptions")
-                                 .originalMap())
+        if jreader is not None and str(jreader.source()).lower() == "delta" \
+                and not jreader.userSpecifiedSchema().isDefined():
+            settings = _java_map(self._spark, jreader.extraOptions().originalMap())
             target = path if isinstance(path, str) else None
             if path is None:
                 target = next((v for k, v in settings.items() if k.lower() == "path"), None)
@@ -461,7 +462,7 @@ def _read_table(original: Callable) -> Callable:
                 return self.format(parse_name(tableName).source_name).load()
         df = original(self, tableName)
         if isinstance(self, DataFrameReader) \
-                and not _private_field(self._jreader, "userSpecifiedSchema").isDefined():
+                and not self._jreader.userSpecifiedSchema().isDefined():
             # Spark resolved the name (current database, temp views): its table, natively
             return with_native_reads(lake, df)
         return df
@@ -514,7 +515,18 @@ def _strings(spark: SparkSession, seq: Any) -> list[str]:
     return [str(s) for s in spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq)]
 
 
+_SEP = "\u0001"  # between the keys (and the values) of a map read in one call
+
+
 def _java_map(spark: SparkSession, scala_map: Any) -> dict[str, str]:
+    """A Scala Map[String, String] as a dict, in three py4j calls (iterating it through py4j
+    costs two calls per entry and an exception at its end, ~0.1 s on a loaded machine)."""
+    if scala_map.isEmpty():
+        return {}
+    keys = str(scala_map.keys().mkString(_SEP)).split(_SEP)
+    values = str(scala_map.values().mkString(_SEP)).split(_SEP)
+    if len(keys) == len(values) == scala_map.size():
+        return dict(zip(keys, values))
     converted = spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(scala_map)
     return {str(k): str(v) for k, v in dict(converted).items()}
 

@@ -107,10 +107,10 @@ def with_native_reads(lake: Lakehouse, df: DataFrame) -> DataFrame:
         stack.extend(subqueries.apply(i) for i in range(subqueries.size()))
     if not swaps:
         return df
-    jvm = spark._jvm
     # a Scala Map is a PartialFunction: exactly the swapped leaves are replaced
-    rewritten = plan.transformUpWithSubqueries(scala_map(jvm, swaps))
-    jdf = jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, rewritten)
+    rewritten = plan.transformUpWithSubqueries(scala_map(spark, swaps))
+    jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession,
+                                                                 rewritten)
     return DataFrame(jdf, spark)
 
 
