@@ -111,6 +111,10 @@ class DeltaTable:
 
     # -- reading ------------------------------------------------------------------------
     def toDF(self) -> DataFrame:
+        """The table as a DataFrame, made anew at each call (as delta-spark's): read by
+        Spark's parquet reader where the table allows it, and each query of it reads the
+        table's latest version (a DataFrame already executed keeps its files, as Spark
+        caches its plan: call ``toDF()`` again after DML to plan afresh)."""
         df = self._spark.read.format("delta").load(self._path)
         return df.alias(self._alias) if self._alias else df
 
