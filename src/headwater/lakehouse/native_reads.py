@@ -34,6 +34,7 @@ from headwater.delta.datasource import version_spec
 from headwater.delta.file_index import scala_map
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.native import read_native
+from headwater.errors import HeadwaterError
 from headwater.lakehouse.names import parse_name
 from headwater.spark.plan import analyzed, node_name
 
@@ -60,7 +61,7 @@ def load(spark: SparkSession, path: str, options: dict[str, str]) -> DataFrame |
         return None
     if not DeltaLog(uri).exists():
         return None  # the data source says so, as before
-    return read_native(spark, uri, version_spec(opts))
+    return _native_or_none(spark, uri, opts, None)
 
 
 def read_table(lake: Lakehouse, spark: SparkSession, name: str,
@@ -77,7 +78,21 @@ def read_table(lake: Lakehouse, spark: SparkSession, name: str,
         return None
     if not DeltaLog(uri).exists():
         return None
-    return read_native(spark, uri, version_spec(opts), name=(tname.source_name, qualified))
+    return _native_or_none(spark, uri, opts, (tname.source_name, qualified))
+
+
+def _native_or_none(spark: SparkSession, uri: str, opts: dict[str, str],
+                    name: tuple[str, str] | None) -> DataFrame | None:
+    """:func:`read_native`; a log or version it cannot open is left to the Python data
+    source, which raises what it always raised (Spark's AnalysisException around the code).
+    Missing data files are this read's own clear error (HW_DELTA_FILE_NOT_FOUND)."""
+    try:
+        return read_native(spark, uri, version_spec(opts), name=name)
+    except HeadwaterError as exc:
+        if exc.code == "HW_DELTA_FILE_NOT_FOUND":
+            raise
+        log.debug("read of %s: headwater's Python reader (%s)", uri, exc.code)
+        return None
 
 
 def with_native_reads(lake: Lakehouse, df: DataFrame) -> DataFrame:
