@@ -11,9 +11,12 @@ pruning, filter pushdown, the hidden ``_metadata`` columns) and rows never pass 
 What the index answers, per query (Spark calls ``listFiles`` while planning, on the driver):
 
 - the files of the table's latest snapshot (refreshed incrementally from the log, as the
-  Python reader does), or of the pinned version for time travel. So a DataFrame read once
-  and queried again sees new commits, and the static side of a stream-static join sees the
-  newest version at every micro-batch, both as in delta-spark;
+  Python reader does), or of the pinned version for time travel. So each new query of a
+  DataFrame read once sees new commits, and the static side of a stream-static join sees the
+  newest version at every micro-batch, both as in delta-spark. Also as in delta-spark (and
+  unlike headwater's Python reader, which resolves the snapshot in every task): a DataFrame
+  already executed keeps the files it listed when executed again, since Spark caches a
+  DataFrame's physical plan;
 - each file's partition values from the log (Delta does not require hive-style folders),
   as Spark's partition columns: the relation's data schema is the whole table schema
   (partition columns included, in the table's order; Spark takes their values from the
