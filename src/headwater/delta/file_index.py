@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+import pyarrow.fs as pafs
 from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import DataFrame
 from pyspark.sql.types import (
@@ -86,6 +87,7 @@ class _Listing:
     version; ``rows`` are their partition values (Catalyst rows), in the same order."""
 
     version: int
+    commit: tuple  # the version's commit file: (table, version, (mtime, size) or None)
     directories: list[Any]
     rows: list[Any]
     size: int
@@ -254,25 +256,29 @@ class DeltaFileIndex:
     def _current(self) -> _Listing:
         """The listing of the snapshot a query reads now: the pinned version's, or the
         latest's (rebuilt only when the log has a new version)."""
+        log_ = DeltaLog(self.uri)
         with self._lock:
             if self.version is not None:
                 if self._listing is None:
-                    self._listing = self._shared(self.version, None)
+                    self._listing = self._shared(log_, self.version, None)
                 else:  # VACUUM may have deleted an old version's files since
                     missing = [p for p in self._listing.local_paths if not os.path.exists(p)]
                     if missing:
                         raise missing_files(self.uri, self.version, missing)
                 return self._listing
-            table = latest_table(DeltaLog(self.uri))
-            if self._listing is None or self._listing.version != table.version():
-                self._listing = self._shared(table.version(), table)
+            table = latest_table(log_)
+            commit = _commit_signature(log_, table.version())
+            if self._listing is None or self._listing.commit != commit:
+                self._listing = self._shared(log_, table.version(), table)
             return self._listing
 
-    def _shared(self, version: int, table: Any) -> _Listing:
+    def _shared(self, log_: DeltaLog, version: int, table: Any) -> _Listing:
         """The listing of ``version``, shared by the indexes of the same table, version and
-        schema (a table read again and again lists each version once)."""
-        key = (id(self._gateway), self.uri, version, self.schema.json(),
-               tuple(self.partition_columns))
+        schema (a table read again and again lists each version once). The version's commit
+        file (its name, time and size) identifies it: a table deleted and written again at
+        the same path starts over at version 0 with other files."""
+        commit = _commit_signature(log_, version)
+        key = (id(self._gateway), commit, self.schema.json(), tuple(self.partition_columns))
         with _listings_lock:
             listing = _listings.get(key)
             if listing is not None:
@@ -282,15 +288,16 @@ class DeltaFileIndex:
             if missing:
                 raise missing_files(self.uri, version, missing)
             return listing
-        log_ = DeltaLog(self.uri)
-        listing = self._build(log_, table if table is not None else log_.table(version))
-        with _listings_lock:
-            _listings[key] = listing
-            while len(_listings) > _SHARED_LISTINGS:
-                _listings.popitem(last=False)
+        listing = self._build(log_, table if table is not None else log_.table(version),
+                              commit)
+        if commit[2] is not None:  # a commit file cleaned up from the log: not shared
+            with _listings_lock:
+                _listings[key] = listing
+                while len(_listings) > _SHARED_LISTINGS:
+                    _listings.popitem(last=False)
         return listing
 
-    def _build(self, log_: DeltaLog, table: Any) -> _Listing:
+    def _build(self, log_: DeltaLog, table: Any, commit: tuple) -> _Listing:
         self._check(table)
         entries = log_.snapshot_files(table)
         missing = [e.path for e in entries if not os.path.exists(e.path)]
@@ -316,7 +323,7 @@ class DeltaFileIndex:
             rows.append(row)
         log.debug("native read of %s: version %s, %d files in %d partitions", self.uri,
                   table.version(), len(entries), len(groups))
-        return _Listing(table.version(), directories, rows, sum(e.size for e in entries),
+        return _Listing(table.version(), commit, directories, rows, sum(e.size for e in entries),
                         ["file:" + quote(e.path, safe=_URI_PATH_SAFE) for e in ordered],
                         [e.path for e in ordered])
 
@@ -463,6 +470,14 @@ def _scala_map(j: _Jvm, pairs: list[tuple[Any, Any]]) -> Any:
 def scala_map(spark: SparkSession, pairs: list[tuple[Any, Any]]) -> Any:
     """An immutable Scala Map of JVM objects (also a PartialFunction, for ``transform``)."""
     return _scala_map(_jvm_of(spark), pairs)
+
+
+def _commit_signature(log_: DeltaLog, version: int) -> tuple:
+    """(table, version, (mtime, size) of its commit file): what tells a version's listing
+    from that of another table written at the same path later."""
+    info = log_.fs.get_file_info(log_.commit_path(version))
+    stat = None if info.type == pafs.FileType.NotFound else (info.mtime_ns, info.size)
+    return (log_.uri, version, stat)
 
 
 def _micros(delta: dt.timedelta) -> int:
