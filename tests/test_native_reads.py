@@ -88,6 +88,7 @@ def test_metadata_file_path_names_the_logs_files(spark, sales):
     adds = pa.table(RsTable(sales).get_add_actions(flatten=True)).column("path").to_pylist()
     assert len(got) == len(adds) == 6
     assert {os.path.basename(p) for p in got} == {os.path.basename(p) for p in adds}
+    assert set(df.inputFiles()) == got  # the same URIs, special characters escaped alike
     per_file = df.groupBy("_metadata.file_name").count().collect()
     assert sum(r["count"] for r in per_file) == 6
 
