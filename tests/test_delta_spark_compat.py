@@ -13,6 +13,7 @@ from deltalake import DeltaTable
 from pyspark.errors import AnalysisException
 from tests.support import collected
 
+from headwater import DeltaTable as HwDeltaTable
 from headwater import HeadwaterError, Lakehouse
 from headwater.lakehouse.delta_spark_session import session_settings
 
@@ -280,3 +281,27 @@ def test_dynamic_partition_overwrite_is_refused_not_a_whole_table_overwrite(lake
             .mode("overwrite").option("partitionOverwriteMode", "dynamic").save(path)
     assert collected(spark.table("dyn")) == [("a", 1), ("b", 2)]  # nothing was replaced
     assert collected(spark.read.format("delta").load(path)) == [("a", 1), ("b", 2)]
+
+
+def test_session_property_defaults_apply_to_new_tables_only(spark, lake):
+    """spark.databricks.delta.properties.defaults.<key> gives each new table delta.<key>; a
+    property the statement sets wins; existing tables keep theirs."""
+    spark.sql("CREATE TABLE old (id INT)")
+    keys = ["enableChangeDataFeed", "appendOnly"]
+    for key in keys:
+        spark.conf.set(f"spark.databricks.delta.properties.defaults.{key}", "true")
+    try:
+        spark.sql("CREATE TABLE a (id INT) TBLPROPERTIES ('delta.appendOnly' = 'false')")
+        HwDeltaTable.create(spark).tableName("b").addColumn("id", "INT").execute()
+        spark.sql("CREATE TABLE c AS SELECT 1 AS id")
+        spark.range(3).write.format("delta").saveAsTable("d")
+    finally:
+        for key in keys:
+            spark.conf.unset(f"spark.databricks.delta.properties.defaults.{key}")
+    props = {t: spark.sql(f"DESCRIBE DETAIL {t}").first().properties
+             for t in ["old", "a", "b", "c", "d"]}
+    both = {"delta.enableChangeDataFeed": "true", "delta.appendOnly": "true"}
+    assert props == {"old": {}, "a": {**both, "delta.appendOnly": "false"}, "b": both,
+                     "c": both, "d": both}
+    with pytest.raises(Exception, match="DELTA_UNSUPPORTED_APPEND_ONLY|appendOnly|append-only"):
+        spark.sql("DELETE FROM d WHERE id = 1")

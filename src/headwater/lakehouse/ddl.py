@@ -25,6 +25,7 @@ from pyspark.sql.types import StructField, StructType, _parse_datatype_json_stri
 
 from headwater.delta import metadata
 from headwater.delta.create import create_delta_table
+from headwater.delta.defaults import with_defaults
 from headwater.delta.generated import (
     GENERATION_EXPRESSION,
     IDENTITY_ALLOW_EXPLICIT_INSERT,
@@ -127,6 +128,8 @@ def create(lake: Lakehouse, st: Statement) -> DataFrame | None:
         elif name is not None:
             lake.register(name)
         return done(spark)
+    if not exists:  # a new table: the session's properties.defaults.* apply
+        properties = with_defaults(properties, spark)
     if replace and not exists and not plan.orCreate():
         raise DeltaAnalysisError(
             "HW_TABLE_NOT_FOUND", f"REPLACE TABLE {label}: the table did not exist.",
