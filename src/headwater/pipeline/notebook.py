@@ -27,8 +27,8 @@ _LANGUAGES = {"python": "python", "py": "python", "sql": "sql", "md": "md",
 @dataclass(frozen=True)
 class Cell:
     """One cell: language ("python", "sql", "md", "pip", "run", or the magic word of a kind
-    headwater does not run, e.g. "sh"), its first line in the file, and its code padded with
-    empty lines so that line n of ``code`` is line n of the file."""
+    headwater does not run, e.g. "sh"), the file line of its first code (or magic) line, and
+    its code padded with empty lines so that line n of ``code`` is line n of the file."""
 
     language: str
     line: int
@@ -85,4 +85,5 @@ def _cell(lines: list[str], start: int, end: int, language: str, mark: str,
             # the magic word goes; what follows it on its line (%pip's arguments) stays
             own[first] = own[first].replace(magic, " " * len(magic), 1)
     padding = "\n" * start
-    return Cell(kind, start + 1, padding + "\n".join(own), magic)
+    first_code = start + 1 + (code_lines[0] if code_lines else 0)
+    return Cell(kind, first_code, padding + "\n".join(own), magic)
