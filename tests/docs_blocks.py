@@ -9,8 +9,10 @@ Sybil (pinned in the test extra) lexes the Markdown; this module says what each 
   cannot run here and the block must say so (below).
 - ``sql``: each statement runs with ``spark.sql``; the last result is shown for an output block.
 - ``toml`` / ``yaml`` / ``json``: parsed (a syntax error fails).
-- a block with ``title="path/to/file"`` (Material's file-name bar) is written to that path in
-  the page's working folder instead: project files that a later block runs.
+- a block with ``title="path/to/file"`` (Material's file-name bar) is written to that path
+  under the page's folder instead: project files that a later block runs.
+- ``/tmp/headwater`` in a block stands for the page's folder (so the examples' absolute paths
+  are copy-paste runnable, and each page's test writes into a fresh folder of its own).
 - ``title="Output"``: compared with what the block before it printed (doctest's rules:
   whitespace normalized, ``...`` matches anything).
 - ``<!-- not-run: reason -->`` on the line before a block: not run, reported as a skip with
@@ -50,7 +52,10 @@ NOT_RUN = re.compile(r"^[ \t]*<!--\s*not-run:\s*(?P<reason>.+?)\s*-->[ \t]*\n", 
 HIDDEN = re.compile(r"^[ \t]*<!--\s*invisible-code-block:\s*python[ \t]*\n(?P<source>.*?)^[ \t]*-->",
                     re.M | re.S)
 TITLE = re.compile(r'title="([^"]*)"')
-FILE_LANGUAGES = {"python", "py", "sql", "toml", "yaml", "yml", "json", "text", "bash"}
+# Absolute paths in the examples start here; each page's blocks run with it mapped to the
+# page's own folder (Spark's JVM and Python workers keep the test process's working directory,
+# so relative paths would not land in the page's folder).
+DOCS_ROOT = "/tmp/headwater"
 SHELL = {"bash", "console", "shell", "sh"}
 CHECKER = doctest.OutputChecker()
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
@@ -63,6 +68,13 @@ class Block:
     source: str
     not_run: str | None = None   # the reason
     hidden: bool = False
+
+    def placed(self, folder: Path) -> Block:
+        """The block with DOCS_ROOT standing for ``folder`` (outputs keep DOCS_ROOT)."""
+        if self.is_output:
+            return self
+        return Block(self.language, self.title, self.source.replace(DOCS_ROOT, str(folder)),
+                     self.not_run, self.hidden)
 
     @property
     def is_output(self) -> bool:
@@ -174,16 +186,18 @@ class Page:
 
 
 def evaluate(example: Example) -> str | None:
-    block: Block = example.parsed
     page: Page = example.namespace["__page__"]
+    block = example.parsed.placed(page.folder)
     if block.not_run:
         page.previous_not_run, page.output = True, None
         pytest.skip(f"not run: {block.not_run}")
     if block.is_output:
         if page.previous_not_run:
             pytest.skip("the output of a block that is not run")
-        return check_output(block.source, page.output)
+        return check_output(block.source, page.output)  # (page folder already mapped back)
     page.previous_not_run = False
+    launched = Path.cwd()  # the JVM's and the Python workers' working directory
+    before = set(os.listdir(launched))
     with page.inside():
         if block.is_file:
             write_file(page, block)
@@ -193,7 +207,12 @@ def evaluate(example: Example) -> str | None:
         if runner is None:
             return (f"a {block.language or 'plain'} block cannot run: give it a runnable "
                     "language, title=\"Output\", or mark it <!-- not-run: reason -->")
-        page.output = runner(example, page, block)
+        printed = runner(example, page, block)
+        page.output = printed.replace(str(page.folder), DOCS_ROOT)
+    strays = [n for n in set(os.listdir(launched)) - before if n in block.source]
+    if strays:
+        return (f"the block wrote {strays} into {launched}: a relative path reached Spark, "
+                f"which resolves it from where the tests started; write {DOCS_ROOT}/...")
     return None
 
 
@@ -208,7 +227,7 @@ def check_output(expected: str, got: str | None) -> str | None:
 
 def write_file(page: Page, block: Block) -> None:
     assert block.title is not None
-    target = (page.cwd / block.title).resolve()
+    target = (page.folder / block.title).resolve()  # titles are paths under DOCS_ROOT
     if page.folder not in target.parents:
         raise AssertionError(f"title {block.title!r} points outside the page's folder")
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -105,3 +105,29 @@ def test_every_benchmark_result_has_a_chart_with_its_command() -> None:
         assert f"`{result['command']}`" in page, name
         assert f"benchmarks/charts/{name}-0.svg" in page or not any(
             "chart" in t for t in result["tables"])
+
+
+# --- the README: one screen that points into the docs ---------------------------------------
+
+README = ROOT / "README.md"
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_the_readme_fits_one_screen() -> None:
+    lines = README.read_text().splitlines()
+    assert len(lines) < 150, f"README.md has {len(lines)} lines: move the new part into docs/"
+    # .ci/run runs the README's test command; the demo command is the first thing to try
+    assert "bash dev.sh test     # the test suite (what CI runs)" in lines
+    assert "bash dev.sh demo     # the main job: data lands, bronze -> silver -> gold streams, " \
+           "results checked" in lines
+    assert lines.index("bash dev.sh test     # the test suite (what CI runs)") < 40
+
+
+def test_readme_and_docs_links_lead_to_files() -> None:
+    """Relative links of the README and the pages lead to files (mkdocs --strict checks the
+    pages' links too; this catches the README's, which mkdocs does not build)."""
+    for page in [README, *(ROOT / "docs").rglob("*.md")]:
+        for target in LINK.findall(page.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            assert (page.parent / target).exists(), f"{page}: {target}"
