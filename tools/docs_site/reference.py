@@ -14,6 +14,7 @@ the hand-written pages; generated text has nothing to run).
 from __future__ import annotations
 
 import ast
+import html
 import inspect
 import io
 import re
@@ -289,9 +290,16 @@ def names() -> str:
 # --- SQL --------------------------------------------------------------------------------------
 
 
+_RST_LITERAL = re.compile(r"``(.+?)``(?!`)")
+
+
 def _doc_line(function: Callable[..., object]) -> str:
+    """The first paragraph of a docstring, for a table cell (RST ``literals`` as code)."""
     doc = inspect.getdoc(function) or ""
-    return cell(doc.split("\n\n")[0])
+    text = re.sub(r":\w+:`", "`", " ".join(doc.split("\n\n")[0].split()))  # :func:`x`
+    parts = _RST_LITERAL.split(text)  # even: prose, odd: a literal
+    return "".join(f"<code>{html.escape(p).replace('|', '&#124;')}</code>" if i % 2 else cell(p)
+                   for i, p in enumerate(parts))
 
 
 def sql_statements() -> str:
@@ -304,11 +312,15 @@ def sql_statements() -> str:
            "by headwater on the Delta table. Every other statement goes to Spark unchanged, "
            "after a guard that refuses what Spark would apply to its catalog copy alone.", "",
            "| statement kind | keywords | what headwater does | handler |", "|---|---|---|---|"]
+    by_handler: dict[Callable[..., object], list[str]] = {}
     for kind, handler in router.HANDLERS.items():
-        keywords = delta_kinds.get(kind, "")
-        out.append(f"| {code(kind)} | {code(keywords) if keywords else 'Spark grammar'} | "
+        by_handler.setdefault(handler, []).append(kind)
+    for handler, kinds in by_handler.items():
+        keywords = sorted({delta_kinds[k] for k in kinds if k in delta_kinds})
+        out.append(f"| {', '.join(code(k) for k in kinds)} | "
+                   f"{', '.join(code(k) for k in keywords) or 'Spark grammar'} | "
                    f"{_doc_line(handler) or '—'} | "
-                   f"{code(handler.__module__ + '.' + handler.__name__)} |")
+                   f"{code(handler.__module__.rsplit('.', 1)[-1] + '.' + handler.__name__)} |")
     unhandled = sorted(k for k in set(delta_kinds.values()) if k not in router.HANDLERS)
     if unhandled:
         out += ["", "Recognised but not run yet (`HW_SQL_NOT_SUPPORTED_YET`): "

@@ -204,7 +204,8 @@ KAFKA_SOURCE = OptionGroup(
                "A regular expression matched against the whole topic name."),
         Option("assign", "(one of three required)", "JSON", 'Partitions: `{"t":[0,1]}`.'),
         Option("startingOffsets", "latest (stream), earliest (batch)", "keyword or JSON",
-               '`earliest`, `latest` or `{"t":{"0":23,"1":-2}}` (-2 earliest, -1 latest).'),
+               '`earliest`, `latest` or `{"t":{"0":23,"1":-2}}` (-2 earliest, -1 latest; '
+               'partitions left out start at earliest).'),
         Option("startingTimestamp", "none", "ms since epoch",
                "Start every partition at this time; wins over startingOffsets."),
         Option("startingOffsetsByTimestamp", "none", "JSON",
