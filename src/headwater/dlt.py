@@ -60,7 +60,7 @@ def _refuse(what: str, **given: Any) -> None:
             "headwater stores every dataset as a Delta table in the pipeline's lakehouse; "
             "external paths, liquid clustering, row filters and per-dataset Spark settings "
             "have no equivalent there.",
-            f"Remove {', '.join(used)} (see 'Coming from SDP or DLT' in the README).")
+            f"Remove {', '.join(used)} (see docs/migrate/from-dlt.md).")
 
 
 def table(query_function: Callable[..., Any] | None = None, *, name: str | None = None,
