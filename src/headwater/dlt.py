@@ -9,9 +9,17 @@ both spellings share one registry and one code path. What DLT means differently:
 - ``dlt.read("LIVE.x")`` / ``dlt.read_stream("LIVE.x")``: the ``LIVE.`` prefix is dropped.
 - ``dlt.apply_changes`` / ``dlt.create_auto_cdc_flow`` go to headwater's AUTO CDC flow.
 
+- ``@dlt.view`` takes expectations (``@dlt.expect*`` below or above it): they are checked
+  where the view is read, in each flow reading it (see
+  :func:`headwater.pipeline.expectations.guard`).
+- ``@dlt.table(temporary=True)``: DLT materializes a temporary table but keeps it out of the
+  catalog; headwater stores it in the lakehouse like any table (expectations included).
+- ``dlt.apply_changes_from_snapshot`` / ``dlt.create_auto_cdc_from_snapshot_flow`` go to
+  headwater's AUTO CDC FROM SNAPSHOT flow (:mod:`headwater.pipeline.snapshot`).
+
 Refused with ``HW_PIPELINE_UNSUPPORTED`` (headwater has no equivalent): ``path=`` (tables live
-in the lakehouse), ``cluster_by``, ``row_filter``, ``temporary=True``, ``spark_conf`` on
-datasets, expectations passed to ``create_streaming_table``, snapshot CDC.
+in the lakehouse), ``cluster_by``, ``row_filter``, ``spark_conf`` on datasets, expectations
+passed to ``create_streaming_table``.
 """
 
 from __future__ import annotations
@@ -52,7 +60,7 @@ def _refuse(what: str, **given: Any) -> None:
             "HW_PIPELINE_UNSUPPORTED", f"{where}: dlt.{what}({', '.join(f'{k}=...' for k in used)}"
             ") is not supported by headwater.",
             "headwater stores every dataset as a Delta table in the pipeline's lakehouse; "
-            "external paths, liquid clustering, row filters, temporary tables and per-dataset "
+            "external paths, liquid clustering, row filters and per-dataset "
             "Spark settings have no equivalent there.",
             f"Remove {', '.join(used)} (see 'Coming from SDP or DLT' in the README).")
 
@@ -65,9 +73,10 @@ def table(query_function: Callable[..., Any] | None = None, *, name: str | None 
           temporary: bool = False) -> Any:
     """DLT's ``@dlt.table``: a streaming table, or a materialized view when the function returns
     a batch DataFrame. name (default the function's), comment (default the docstring),
-    table_properties, partition_cols, schema: as in DLT."""
+    table_properties, partition_cols, schema: as in DLT. temporary: accepted; the table is
+    stored in the lakehouse like any other (DLT only keeps it out of the catalog)."""
     _refuse("table", spark_conf=spark_conf, cluster_by=cluster_by, path=path,
-            row_filter=row_filter, temporary=temporary)
+            row_filter=row_filter)
 
     def register(f: Callable[..., Any]) -> Callable[..., Any]:
         setattr(f, KIND_FROM_QUERY, True)
@@ -95,7 +104,8 @@ def materialized_view(query_function: Callable[..., Any] | None = None, *,
 
 def view(query_function: Callable[..., Any] | None = None, *, name: str | None = None,
          comment: str | None = None, spark_conf: Mapping[str, str] | None = None) -> Any:
-    """DLT's ``@dlt.view``: a named query other datasets read; not stored."""
+    """DLT's ``@dlt.view``: a named query other datasets read; not stored. Its expectations
+    are checked in each flow that reads it."""
     _refuse("view", spark_conf=spark_conf)
     decorator = api.view(name=name, comment=comment)
     return decorator(query_function) if query_function is not None else decorator

@@ -112,6 +112,8 @@ class Graph(GraphQueries):
         self.dry = dry
         self.flows: dict[str, ResolvedFlow] = {}
         self.view_dfs: dict[str, DataFrame] = {}
+        # views with expectations: their rows before the check (batch readers count on them)
+        self.view_inputs: dict[str, DataFrame] = {}
         self.names = TableNames(self.registry.datasets, lakehouse)
         self._schemas: dict[str, StructType] = {}  # stored datasets: the schema to create
         self._pending: set[str] = set()
@@ -194,6 +196,9 @@ class Graph(GraphQueries):
         if dataset.kind == SINK:
             pass  # an external destination: nothing to create, register or conform
         elif dataset.kind == VIEW:
+            if dataset.expectations:  # checked by each flow that reads the view
+                self.view_inputs[dataset.name] = df
+                df = expect_mod.guard(df, dataset.expectations, dataset.name)
             self.view_dfs[dataset.name] = df
             if "." not in dataset.name:  # Spark's temporary views have one-part names
                 df.createOrReplaceTempView(dataset.name)

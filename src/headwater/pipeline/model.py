@@ -140,11 +140,16 @@ class MaterializedView(_Stored):
 
 @dataclass(frozen=True)
 class View:
-    """A named DataFrame other definitions read (a temporary view); never stored."""
+    """A named DataFrame other definitions read (a temporary view); never stored.
+
+    expectations: checked where the view is read, in each flow that reads it (see
+        :func:`headwater.pipeline.expectations.guard`).
+    """
 
     name: str
     location: Location
     comment: str | None = None
+    expectations: tuple[Expectation, ...] = ()
 
     @property
     def kind(self) -> Kind:
@@ -153,10 +158,6 @@ class View:
     @property
     def stored(self) -> bool:
         return False
-
-    @property
-    def expectations(self) -> tuple[Expectation, ...]:
-        return ()
 
     @property
     def partition_by(self) -> tuple[str, ...]:
@@ -188,7 +189,8 @@ class Sink(View):
     """An external destination (SDP's ``create_sink``): append flows write to it as a streaming
     write in ``format`` with ``options`` (e.g. ``{"path": ...}``). Not a lakehouse table: it is
     never created, conformed or read by other definitions; the pipeline keeps only its flows'
-    checkpoints. Shares View's fixed answers (not stored, append, no expectations)."""
+    checkpoints. Shares View's fixed answers (not stored, append); expectations are refused
+    (the registry says so)."""
 
     format: str = ""
     options: Mapping[str, str] = field(default_factory=dict)

@@ -153,15 +153,14 @@ class Registry(GraphElementRegistry):
                     f"{name!r} has more than its own query.",
                     "Only streaming tables take append flows.", "Remove the extra flow.")
             rules = _expectations_of(dataset, flows)
-            if rules and not dataset.stored:
-                what = model.describe(dataset)
+            if rules and dataset.kind == Kind.SINK:
                 raise HeadwaterError(
-                    "HW_EXPECTATION_INVALID", f"{dataset.location}: {what} {name!r} has "
+                    "HW_EXPECTATION_INVALID", f"{dataset.location}: sink {name!r} has "
                     f"expectations ({', '.join(r.name for r in rules)}).",
-                    f"A {what} is not a lakehouse table, so there is no table to count, drop "
-                    "or quarantine its rows in.",
-                    "Put the expectations on a streaming table the flow reads, or filter the "
-                    "rows in the flow's query.")
+                    "A sink is an external destination written as it is; its flows' rows are "
+                    "checked where they are read, not where they are delivered.",
+                    "Put the expectations on the streaming table or view the flow reads, or "
+                    "filter the rows in the flow's query.")
             if rules != tuple(dataset.expectations):
                 self.datasets[name] = dataclasses.replace(dataset, expectations=rules)
         self._finished = True

@@ -7,7 +7,8 @@ not have are handled first, at the token level (quotes and comments respected, l
 kept):
 
 - ``CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL UPDATE]`` elements of the
-  column list become expectations and are removed; a CONSTRAINT element of any other shape is
+  column list (of a table, materialized view or temporary view) become expectations and are
+  removed; a CONSTRAINT element of any other shape is
   an error (a typo never disappears silently).
 - ``CREATE OR REFRESH`` (Databricks' spelling) means CREATE here: each run refreshes anyway.
 - ``APPLY CHANGES INTO target ...`` (DLT's older spelling of AUTO CDC) and the AUTO CDC
@@ -255,17 +256,19 @@ def _register(registry: Registry, plan: Any, sql: str, rules: list[Expectation],
         if kind != "CreateStreamingTable":
             _add_query(registry, name, name, str(plan.originalText()), where)
         return
-    if rules:
-        raise _invalid(where, "constraints belong on a streaming table or materialized view",
-                       "Put the CONSTRAINT ... EXPECT clauses on the table that reads the view.")
     if kind in ("CreateViewCommand", "CreateView"):
         name = plan.name().table() if kind == "CreateViewCommand" else \
             ".".join(plan.child().nameParts().mkString("\u0001").split("\u0001"))
         comment = plan.comment()
         registry.add_dataset(model.View(name=name, location=where,
-                                        comment=comment.get() if comment.isDefined() else None))
+                                        comment=comment.get() if comment.isDefined() else None,
+                                        expectations=tuple(rules)))
         _add_query(registry, name, name, plan.originalText().get(), where)
         return
+    if rules:
+        raise _invalid(where, "constraints belong on a streaming table, materialized view or "
+                       "temporary view", "Put the CONSTRAINT ... EXPECT clauses on the dataset "
+                       "the flow writes or reads.")
     if kind == "CreateFlowCommand":
         insert = plan.flowOperation()
         name = ".".join(plan.name().nameParts().mkString("\u0001").split("\u0001"))

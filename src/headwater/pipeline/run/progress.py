@@ -76,9 +76,17 @@ def count_batches(result: FlowResult, query: StreamingQuery) -> None:
             if metrics_name.startswith(SINK_METRICS):
                 result.rows_written += int(row["rows"] or 0)
             if metrics_name.startswith(EXPECTATION_METRICS):
-                for metric, value in row.asDict().items():
-                    result.expectations[metric] = result.expectations.get(metric, 0) + \
-                        int(value or 0)
+                add_expectation_counts(result, metrics_name[len(EXPECTATION_METRICS):],
+                                       row.asDict())
+
+
+def add_expectation_counts(result: FlowResult, dataset: str, counts: dict[str, Any]) -> None:
+    """One batch's counts of ``dataset``'s rules: keyed by metric for the flow's own table
+    (``positive_failed``), by ``<dataset>.<metric>`` for a view the flow reads."""
+    prefix = "" if dataset == result.key.split("/")[0] else f"{dataset}."
+    for metric, value in counts.items():
+        key = prefix + metric
+        result.expectations[key] = result.expectations.get(key, 0) + int(value or 0)
 
 
 def summary(result: FlowResult) -> str:
@@ -97,10 +105,10 @@ def summary(result: FlowResult) -> str:
         parts.append(f"{result.quarantined} quarantined")
     if result.late_rows:
         parts.append(f"{result.late_rows} late rows kept")
-    return ", ".join(parts) + _expectation_text(result)
+    return ", ".join(parts) + expectation_text(result)
 
 
-def _expectation_text(result: FlowResult) -> str:
+def expectation_text(result: FlowResult) -> str:
     failed = {k[:-len("_failed")]: v for k, v in result.expectations.items()
               if k.endswith("_failed") and v}
     if not failed:

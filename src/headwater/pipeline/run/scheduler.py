@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from headwater.conf.layout import EXPECTATIONS_METRICS
 from headwater.delta.log import open_table
 from headwater.errors import HeadwaterError, find_code, unwrap
 from headwater.errors.spark import is_worker_start_timeout, translate_flow_failure
@@ -31,7 +32,13 @@ from headwater.pipeline.model import MATERIALIZED_VIEW, SINK, TABLE, Sink, descr
 from headwater.pipeline.run import compat
 from headwater.pipeline.run.flow_writer import start_stream
 from headwater.pipeline.run.native import native_input, start_native
-from headwater.pipeline.run.progress import FlowResult, count_batches, summary
+from headwater.pipeline.run.progress import (
+    FlowResult,
+    add_expectation_counts,
+    count_batches,
+    expectation_text,
+    summary,
+)
 from headwater.pipeline.run.refresh import recompute
 from headwater.pipeline.run.sink_writer import start_sink
 from headwater.spark.checkpoint_lock import CheckpointLock
@@ -332,15 +339,19 @@ class Runner:
         result = self.results.setdefault(rf.key, FlowResult(rf.key, "materialized view"))
         try:
             started = time.monotonic()
-            result.rows_written = recompute(self.graph, rf)
+            result.rows_written, counts = recompute(self.graph, rf)
+            for metrics_name, values in counts.items():
+                add_expectation_counts(result, metrics_name[len(EXPECTATIONS_METRICS):], values)
             result.status = FlowStatus.COMPLETED
             result.batches += 1
-            self._status(rf.key, FlowStatus.COMPLETED, f"{result.rows_written} rows",
+            extra = {"expectations": counts} if counts else {}
+            self._status(rf.key, FlowStatus.COMPLETED,
+                         f"{result.rows_written} rows{expectation_text(result)}",
                          rows_written=result.rows_written,
-                         seconds=round(time.monotonic() - started, 3))
+                         seconds=round(time.monotonic() - started, 3), **extra)
             if not quiet:
                 self.echo(f"refreshed {rf.key}: {result.rows_written} rows in "
-                          f"{time.monotonic() - started:.1f}s")
+                          f"{time.monotonic() - started:.1f}s{expectation_text(result)}")
         except Exception as exc:  # noqa: BLE001
             self._fail(result, exc)
 
