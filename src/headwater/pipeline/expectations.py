@@ -1,4 +1,5 @@
-"""Data-quality expectations on a pipeline table: warn, drop (to quarantine) or fail.
+"""Data-quality expectations on a pipeline table: warn, drop (to quarantine) or fail; on a
+temporary view, checked inside each flow reading it (:func:`guard`).
 
 Why this shape: counts must reach the streaming query's progress without an extra pass over
 the data, so :func:`observe` attaches them to the streaming DataFrame with ``df.observe``;
