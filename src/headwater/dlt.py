@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = [
-    "append_flow", "apply_changes", "create_auto_cdc_flow", "create_sink", "create_streaming_table",
+    "append_flow", "apply_changes", "apply_changes_from_snapshot", "create_auto_cdc_flow",
+    "create_auto_cdc_from_snapshot_flow", "create_sink", "create_streaming_table",
     "expect",
     "expect_all", "expect_all_or_drop", "expect_all_or_fail", "expect_or_drop", "expect_or_fail",
     "materialized_view", "read", "read_stream", "table", "view",
@@ -175,3 +176,30 @@ def create_auto_cdc_flow(target: str, source: str, keys: Any, sequence_by: Any,
 
 
 apply_changes = create_auto_cdc_flow
+
+
+def create_auto_cdc_from_snapshot_flow(target: str, source: Any = None, keys: Any = None,
+                                       stored_as_scd_type: int | str = 1,
+                                       track_history_column_list: Any = None,
+                                       track_history_except_column_list: Any = None,
+                                       snapshot_and_version: Any = None,
+                                       name: str | None = None, once: bool = False) -> None:
+    """DLT's ``dlt.create_auto_cdc_from_snapshot_flow`` / ``dlt.apply_changes_from_snapshot``:
+    each new snapshot of ``source`` (a table or view name, or a function
+    ``next_snapshot_and_version(latest_version)`` returning ``(DataFrame, version)`` or None)
+    diffed against ``target`` by ``keys`` and applied as SCD type 1 or 2. snapshot_and_version:
+    the older name of ``source`` (a function, or one (DataFrame, version) pair)."""
+    _refuse("create_auto_cdc_from_snapshot_flow", once=once)
+    if source is not None and snapshot_and_version is not None:
+        raise HeadwaterError(
+            "HW_CDC_INVALID", f"{api.caller_location()}: both source and snapshot_and_version "
+            "were given.", "snapshot_and_version is the older name of source.",
+            "Pass one of them.")
+    api.create_auto_cdc_from_snapshot_flow(
+        target=target, source=source if source is not None else snapshot_and_version,
+        keys=keys, stored_as_scd_type=stored_as_scd_type,
+        track_history_column_list=track_history_column_list,
+        track_history_except_column_list=track_history_except_column_list, name=name)
+
+
+apply_changes_from_snapshot = create_auto_cdc_from_snapshot_flow

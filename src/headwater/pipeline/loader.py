@@ -11,12 +11,16 @@ import os
 import runpy
 import sys
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from pyspark import pipelines as sdp_api
 
 from headwater.conf.project import Project
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.database import using_database
+from headwater.pipeline import api
 from headwater.pipeline.registry import Registry, collecting
 from headwater.spark.session import activate, thread_session
 
@@ -41,8 +45,8 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     try:
         if project.spec is not None:
             os.chdir(project.dir)
-        with collecting(registry), using_database(spark, project.database) \
-                if spark is not None else contextlib.nullcontext():
+        with collecting(registry), _sdp_snapshot_flow(), using_database(
+                spark, project.database) if spark is not None else contextlib.nullcontext():
             for file in project.files():
                 if file.suffix == ".sql":
                     registry.register_sql(file.read_text(), file)
@@ -57,6 +61,22 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
         os.chdir(cwd)
         sys.path.remove(str(project.dir))
     return registry.finish()
+
+
+@contextlib.contextmanager
+def _sdp_snapshot_flow() -> Iterator[None]:
+    """``dp.create_auto_cdc_from_snapshot_flow`` while definitions load: Databricks' SDP has
+    it, pyspark 4.3's ``pyspark.pipelines`` does not; headwater's own is lent to the module
+    (and taken back after) unless pyspark has one."""
+    name = "create_auto_cdc_from_snapshot_flow"
+    if hasattr(sdp_api, name):
+        yield
+        return
+    setattr(sdp_api, name, api.create_auto_cdc_from_snapshot_flow)
+    try:
+        yield
+    finally:
+        delattr(sdp_api, name)
 
 
 def _run_python_file(file: Path, init_globals: dict[str, object]) -> None:

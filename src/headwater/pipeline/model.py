@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from headwater.delta.cdc.spec import CdcSpec
+    from headwater.pipeline.snapshot import SnapshotFlow
 
 OutputMode = Literal["append", "complete", "update"]
 
@@ -65,6 +66,9 @@ class Flow:
     spark_conf: Spark settings the flow asks for while it runs (SDP's ``spark_conf``).
     cdc: an AUTO CDC flow's semantics (a ``headwater.delta.cdc.CdcSpec``): its function
         returns the change events, which are applied to the target instead of appended.
+    snapshot: an AUTO CDC FROM SNAPSHOT flow's source and semantics
+        (:class:`headwater.pipeline.snapshot.SnapshotFlow`): no stream; the runner applies
+        each new snapshot of the source.
     """
 
     name: str
@@ -75,6 +79,7 @@ class Flow:
     once: bool = False
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     cdc: CdcSpec | None = None
+    snapshot: SnapshotFlow | None = None
 
     @property
     def is_default(self) -> bool:

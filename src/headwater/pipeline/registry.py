@@ -152,6 +152,17 @@ class Registry(GraphElementRegistry):
                     "HW_PIPELINE_DUPLICATE", f"{flows[-1].location}: {model.describe(dataset)} "
                     f"{name!r} has more than its own query.",
                     "Only streaming tables take append flows.", "Remove the extra flow.")
+            snapshot = next((f for f in flows if f.snapshot is not None), None)
+            if snapshot is not None and (len(flows) > 1 or dataset.kind != Kind.TABLE):
+                raise HeadwaterError(
+                    "HW_CDC_INVALID", f"{snapshot.location}: AUTO CDC FROM SNAPSHOT flow "
+                    f"{snapshot.name!r} targets {model.describe(dataset)} {name!r}"
+                    + (f", which has other flows ({', '.join(f.name for f in flows if f is not snapshot)})"
+                       if len(flows) > 1 else "") + ".",
+                    "Each snapshot is the whole of the target's rows: rows another flow "
+                    "writes would be deleted by the next snapshot (Databricks refuses it too).",
+                    f"Give the snapshot flow a streaming table of its own "
+                    f"(create_streaming_table({name!r}) with no other flow).")
             rules = _expectations_of(dataset, flows)
             if rules and dataset.kind == Kind.SINK:
                 raise HeadwaterError(

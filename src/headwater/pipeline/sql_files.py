@@ -12,7 +12,8 @@ kept):
   an error (a typo never disappears silently).
 - ``CREATE OR REFRESH`` (Databricks' spelling) means CREATE here: each run refreshes anyway.
 - ``APPLY CHANGES INTO target ...`` (DLT's older spelling of AUTO CDC) and the AUTO CDC
-  clauses Spark's grammar lacks (IGNORE NULL UPDATES, APPLY AS TRUNCATE WHEN): see sql_cdc.py.
+  clauses Spark's grammar lacks (IGNORE NULL UPDATES, APPLY AS TRUNCATE WHEN): see sql_cdc.py;
+  ``AUTO CDC INTO ... FROM SNAPSHOT``: see sql_snapshot.py.
 
 Whatever Spark's parser rejects is an error with the file and line.
 """
@@ -35,6 +36,7 @@ from headwater.pipeline.expectations import Expectation
 from headwater.pipeline.fields import stored_fields
 from headwater.pipeline.model import Location
 from headwater.pipeline.sql_cdc import apply_changes_as_flow, strip_cdc_clauses
+from headwater.pipeline.sql_snapshot import cut_snapshot_source, snapshot_flow_from_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -224,7 +226,10 @@ def register_sql_text(registry: Registry, text: str, file: Path) -> None:
     for statement, line in statements(text):
         where = Location(str(file), line)
         statement = apply_changes_as_flow(statement, tokens(statement, line), file)
+        statement, snapshot = cut_snapshot_source(statement, tokens(statement, line), file)
         statement, cdc_clauses = strip_cdc_clauses(statement, tokens(statement, line))
+        if snapshot is not None:
+            cdc_clauses["snapshot"] = snapshot
         sql, rules = strip_constraints(statement, line, file)
         plan = _parse(spark, sql, where)
         _register(registry, plan, sql, rules, where, cdc_clauses)
@@ -274,10 +279,14 @@ def _register(registry: Registry, plan: Any, sql: str, rules: list[Expectation],
         name = ".".join(plan.name().nameParts().mkString("\u0001").split("\u0001"))
         if insert.getClass().getSimpleName() == "AutoCdcInto":
             relation = insert.targetTable()
-            table = (relation.multipartIdentifier() if relation.getClass().getSimpleName()
-                     == "UnresolvedRelation" else relation.nameParts()).mkString("\u0001")
-            registry.add_flow(cdc_flow_from_sql(insert, sql, name, ".".join(
-                table.split("\u0001")), where, **cdc_clauses))
+            table = ".".join((relation.multipartIdentifier() if relation.getClass().getSimpleName()
+                              == "UnresolvedRelation" else relation.nameParts()
+                              ).mkString("\u0001").split("\u0001"))
+            snapshot = cdc_clauses.pop("snapshot", None)
+            if snapshot is not None:  # FROM SNAPSHOT (see sql_snapshot.py)
+                registry.add_flow(snapshot_flow_from_sql(insert, name, table, where, snapshot))
+                return
+            registry.add_flow(cdc_flow_from_sql(insert, sql, name, table, where, **cdc_clauses))
             return
         target = ".".join(insert.table().multipartIdentifier().mkString("\u0001").split("\u0001"))
         origin = insert.query().origin()
