@@ -182,6 +182,8 @@ CODES: dict[str, str] = {
     "HW_CDC_SEQUENCE_NULL": "A change event has a NULL sequence_by value.",
     "HW_CDC_DUPLICATE_SEQUENCE": "Two different change events share a key and a sequence value.",
     "HW_CDC_TARGET_MISMATCH": "An AUTO CDC target table lacks columns the flow writes.",
+    "HW_EVENT_LOG_UNKNOWN": "event_log(...) names no pipeline (or table) of the lakehouse's "
+                            "event log.",
     "HW_CDC_SNAPSHOT_DUPLICATE_KEY": "A snapshot for AUTO CDC FROM SNAPSHOT holds a key twice.",
     "HW_CDC_SNAPSHOT_INVALID": "A snapshot source gave no (DataFrame, version) pair, or a "
                                "version of an unsupported type or NULL.",
