@@ -12,6 +12,7 @@
 #   bash dev.sh bench-dml        MERGE / DELETE: Spark vs delta-rs vs hand-written deltalake (outside CI)
 #   bash dev.sh bench-builder    DeltaTable.create + first write vs a plain df.write.format("delta") (outside CI)
 #   bash dev.sh conformance      delta-spark's own Python tests and examples on headwater, pass counts
+#   bash dev.sh corpus PATH      Databricks' DLT notebooks (a snapshot of delta-live-tables-notebooks) on headwater
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
@@ -46,5 +47,6 @@ case "$cmd" in
   bench-dml) exec .venv/bin/python benchmarks/dml.py "$@" ;;
   bench-builder) exec .venv/bin/python benchmarks/table_builder.py "$@" ;;
   conformance) exec .venv/bin/python tools/delta_conformance.py "$@" ;;
-  *) echo "usage: bash dev.sh demo|test|fast|lint|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-cdc|bench-dml|bench-builder|conformance" >&2; exit 2 ;;
+  corpus) exec .venv/bin/python tools/dlt_corpus.py "$@" ;;
+  *) echo "usage: bash dev.sh demo|test|fast|lint|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-cdc|bench-dml|bench-builder|conformance|corpus" >&2; exit 2 ;;
 esac
