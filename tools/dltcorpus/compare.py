@@ -12,12 +12,13 @@ import json
 import math
 from collections import Counter
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from deltalake import DeltaTable
+
 from dltcorpus.cases.base import Row, TableCheck
 
 
@@ -46,7 +47,7 @@ def normal(value: Any) -> Any:
         return ("n", f"{number:.6g}")
     if isinstance(value, datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(UTC).replace(tzinfo=None)
         return ("t", value.isoformat(sep=" "))
     if isinstance(value, date):
         return ("d", value.isoformat())

@@ -26,8 +26,8 @@ from pathlib import Path
 IMPORT = re.compile(r"^(?P<indent>[ \t]*)import dlt[ \t]*$", re.M)
 PREFIXES = ("/databricks-datasets/", "/Volumes/", "dbfs:/", "/dbfs/", "/tmp/", "/FileStore/",
             "/home/", "s3a://", "s3://")
-PATH_LITERAL = re.compile(r"(?P<quote>[\"'`])(?P<path>(?:%s)[^\"'`\n]*)" % "|".join(
-    re.escape(p) for p in PREFIXES))
+PATH_LITERAL = re.compile(r"(?P<quote>[\"'`])(?P<path>(?:"
+                          + "|".join(re.escape(p) for p in PREFIXES) + r")[^\"'`\n]*)")
 KAFKA_SECURITY = re.compile(
     r"^[ \t]*\.option\(\s*[\"']kafka\.(?:security\.[\w.]+|sasl\.[\w.]+|ssl\.[\w.]+)[\"'].*\)"
     r"[ \t\\]*$\n?", re.M)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from dltcorpus.cases.base import Case, Env
 from dltcorpus.edits import edit_notebook
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dltcorpus.cases import (audit_logs, cdc, covid, fitness, ingestion, loans, retail,
-                             snapshots, wikipedia)
+from dltcorpus.cases import audit_logs, cdc, covid, fitness, ingestion, loans, retail, snapshots, wikipedia
 from dltcorpus.cases.base import Case
 
 

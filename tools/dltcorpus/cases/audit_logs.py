@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from dltcorpus.cases.base import Case, Env, Row, TableCheck, write_json_lines
 
@@ -46,10 +46,10 @@ class AuditLogs(Case):
     def write(self, env: Env, round_: int) -> None:
         rng = self.rng
         if round_ == 1:
-            days = [datetime(2021, 1, 30, tzinfo=timezone.utc)] + [
-                datetime(2021, 2, d, tzinfo=timezone.utc) for d in range(1, 10)]
+            days = [datetime(2021, 1, 30, tzinfo=UTC)] + [
+                datetime(2021, 2, d, tzinfo=UTC) for d in range(1, 10)]
         else:
-            days = [datetime(2021, 2, d, tzinfo=timezone.utc) for d in (10, 11)]
+            days = [datetime(2021, 2, d, tzinfo=UTC) for d in (10, 11)]
         newest = sorted(self.records, key=lambda r: r["timestamp"])[-5:]
         for day in days:
             batch = [self._record(day + timedelta(seconds=rng.randint(0, 86399)), len(
@@ -71,7 +71,7 @@ class AuditLogs(Case):
         bronze = [r for r in self.records if r["actionName"] is not None]
         silver: dict[str, Row] = {}
         for r in bronze:
-            when = datetime.fromtimestamp(r["timestamp"] // 1000, timezone.utc)
+            when = datetime.fromtimestamp(r["timestamp"] // 1000, UTC)
             row = {"serviceName": r["serviceName"], "actionName": r["actionName"],
                    "requestId": r["requestId"], "timestamp": r["timestamp"],
                    "email": r["userIdentity"]["email"], "requestParams": r["requestParams"],

@@ -15,6 +15,7 @@ copy of its folder) and its ``target`` as the pipeline's schema."""
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -57,9 +58,8 @@ class Cdc(Case):
         rng = self.rng
         new: list[Row] = []
         for _ in range(50 if round_ == 1 else 15):
-            cid = "%08x-%04x-4%03x-a%03x-%012x" % (rng.getrandbits(32), rng.getrandbits(16),
-                                                     rng.getrandbits(12), rng.getrandbits(12),
-                                                     rng.getrandbits(48))
+            bits = rng.getrandbits(128)
+            cid = str(uuid.UUID(int=bits, version=4))     # uuid4's shape, seeded
             row = {"id": cid, "firstname": rng.choice(["Ann", "Bob", "Chen", "Dina", "Eve"]),
                    "lastname": rng.choice(["Moss", "Lee", "Okafor", "Silva"]),
                    "email": f"{cid[:6]}@example.com",

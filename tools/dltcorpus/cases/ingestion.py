@@ -8,7 +8,7 @@ columns and the date (Auto Loader without inferColumnTypes reads every column as
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from dltcorpus.cases.base import Case, Env, Row, TableCheck, write_json_lines
 
@@ -24,7 +24,7 @@ class Ingestion(Case):
     def write(self, env: Env, round_: int) -> None:
         rng = self.rng
         new = []
-        start = datetime(2023, 1, 1, tzinfo=timezone.utc)
+        start = datetime(2023, 1, 1, tzinfo=UTC)
         for _ in range(200 if round_ == 1 else 80):
             when = start + timedelta(seconds=rng.randint(0, 365 * 86400 - 1))
             row = {"id": len(self.rows) + len(new), "customer_id": rng.randint(0, 50),

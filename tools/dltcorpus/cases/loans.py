@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 from dltcorpus.cases.base import Case, Env, Row, TableCheck, f32, spark_round
 
 FOLDER = "databricks-datasets/samples/lending_club/parquet"

@@ -8,8 +8,9 @@ the customers file stays as it is (it already lists every customer)."""
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from dltcorpus.cases.base import Case, Env, Row, TableCheck, write_json_lines
 
@@ -90,15 +91,15 @@ class Retail(Case):
             if order["order_number"] is None:
                 continue
             c = by_key.get((order["customer_id"], order["customer_name"]), {})
-            when = datetime.fromtimestamp(int(order["order_datetime"]), timezone.utc)
+            when = datetime.fromtimestamp(int(order["order_datetime"]), UTC)
             out.append({
                 "customer_id": order["customer_id"], "customer_name": order["customer_name"],
                 "number_of_line_items": order["number_of_line_items"],
                 "order_datetime": when, "order_date": when.date(),
                 "order_number": order["order_number"],
                 "ordered_products": order["ordered_products"],
-                **{k: _blank(c.get(k)) for k in ("state", "city", "lon", "lat",
-                                                 "units_purchased", "loyalty_segment")}})
+                **{k: self._csv(c.get(k)) for k in ("state", "city", "lon", "lat",
+                                                    "units_purchased", "loyalty_segment")}})
         return out
 
     def _in(self, cleaned: list[Row], city: str) -> list[Row]:
@@ -135,14 +136,21 @@ class Retail(Case):
         ]
         if self.sql:
             checks.insert(0, TableCheck(self.table("customers"),
-                                        [{k: _blank(v) for k, v in c.items()}
+                                        [{k: self._csv(v) for k, v in c.items()}
                                          for c in self.customers]))
         return checks
 
-
-def _blank(value: object) -> object:
-    """A CSV field as Spark reads it: an empty field is NULL."""
-    return None if value == "" else value
+    def _csv(self, value: object) -> object:
+        """A CSV field as the notebook reads it: an empty field is NULL; ``spark.read.csv``
+        (Python) keeps text, ``read_files`` (SQL) infers column types by default (numbers
+        here: every value of those columns is one)."""
+        if value is None or value == "":
+            return None
+        if self.sql and isinstance(value, str) and re.fullmatch(r"-?\d+", value):
+            return int(value)
+        if self.sql and isinstance(value, str) and re.fullmatch(r"-?\d+\.\d+", value):
+            return float(value)
+        return value
 
 
 def cases() -> list[Case]:

@@ -24,6 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import write_deltalake
+
 from dltcorpus.cases.base import Case, Env, Row, TableCheck
 from dltcorpus.edits import local_path
 
