@@ -76,7 +76,8 @@ def run(folder: Path, round_: int, timeout: float) -> RunResult:
         ok = False
     log.write_text(output)
     seconds = time.monotonic() - started
-    return RunResult(round_, ok, seconds, "" if ok else first_error(output))
+    error = "" if ok else first_error(output).replace(f"{folder}/", "")
+    return RunResult(round_, ok, seconds, error)
 
 
 def _text(data: bytes | str | None) -> str:
@@ -86,13 +87,15 @@ def _text(data: bytes | str | None) -> str:
 
 
 def first_error(output: str) -> str:
-    """The first line that says what went wrong, without its Why:/Fix: advice."""
+    """The first line that says what went wrong (an ``error:`` line, a flow reported FAILED,
+    an HW_ error, else the last exception line), without its Why:/Fix: advice."""
     lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
-    for line in lines:
-        if line.startswith("error: ") or "[HW_" in line or re.search(r"\bfailed\b", line):
-            if line.startswith("WARNING") or "Using incubator" in line:
-                continue
-            return _short(line)
+    for test in (lambda ln: ln.startswith("error: "),
+                 lambda ln: re.match(r"^\[\s*[\d.]+s\] FAILED\s", ln) is not None,
+                 lambda ln: "[HW_" in ln):
+        for line in lines:
+            if test(line):
+                return _short(line)
     for line in reversed(lines):
         if re.match(r"^[\w.]+(Error|Exception)\b", line) or "timed out after" in line:
             return _short(line)
@@ -100,6 +103,6 @@ def first_error(output: str) -> str:
 
 
 def _short(line: str) -> str:
-    line = re.sub(r"^error: ", "", line)
+    line = re.sub(r"^error: |^\[\s*[\d.]+s\] FAILED\s+", "", line)
     line = line.split(" Why: ")[0]
     return line if len(line) <= 400 else line[:397] + "..."
