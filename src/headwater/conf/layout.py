@@ -17,6 +17,8 @@ A lakehouse root looks like this::
     <root>/_warehouse/                 Spark's managed-table folder, always empty (WAREHOUSE)
     <root>/_external/<name>.json       an external table's location (CREATE TABLE ... LOCATION,
                                        DeltaTable.create().location(...)) (EXTERNAL)
+    <root>/_temporary/<table>/         a pipeline's TEMPORARY table: stored, known by name only
+                                       inside the pipeline, not in the catalog (TEMPORARY)
 
 A root on an object store (``s3://bucket/lake``) holds the tables and ``_event_log`` only;
 ``_checkpoints``, ``_ingest``, ``_runs``, ``_warehouse`` and ``_external`` go to its local state folder
@@ -33,6 +35,7 @@ INGEST = "_ingest"
 RUNS = "_runs"
 EVENT_LOG = "_event_log"
 WAREHOUSE = "_warehouse"
+TEMPORARY = "_temporary"  # a pipeline's TEMPORARY (private) tables, out of the catalog
 EXTERNAL = "_external"  # in the state folder: <qualified name>.json -> an external table's location
 RESERVED_PREFIXES = ("_", ".")
 # One part of a table name (a schema or a table): a folder name, lower case.

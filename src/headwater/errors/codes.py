@@ -81,6 +81,8 @@ CODES: dict[str, str] = {
                                 "stops to restart with them.",
     # --- pipelines --------------------------------------------------------------------------
     "HW_PIPELINE_DEFINITION_FAILED": "Running a definition file or function raised an error.",
+    "HW_PIPELINE_CONF_MISSING": "Pipeline SQL names a ${key} that the pipeline's "
+                                "configuration does not set.",
     "HW_PIPELINE_SQL_INVALID": "A SQL pipeline file has a statement that is not a pipeline "
                                "statement or does not parse.",
     "HW_PIPELINE_NOT_LOADING": "A pipeline decorator was used outside a pipeline run.",

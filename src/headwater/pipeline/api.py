@@ -66,12 +66,13 @@ def table(func: F) -> F: ...
 def table(*, name: str | None = None, output_mode: Literal["append", "complete", "update"] = ...,
           keys: Iterable[str] | None = None, partition_by: Iterable[str] | None = None,
           comment: str | None = None, table_properties: Mapping[str, str] | None = None,
-          keep_late_rows: bool = False, schema: StructType | str | None = None
-          ) -> AnyDecorator: ...
+          keep_late_rows: bool = False, schema: StructType | str | None = None,
+          temporary: bool = False) -> AnyDecorator: ...
 def table(func: Callable[..., Any] | None = None, *, name: str | None = None, output_mode: str = "append",
           keys: Iterable[str] | None = None, partition_by: Iterable[str] | None = None,
           comment: str | None = None, table_properties: Mapping[str, str] | None = None,
-          keep_late_rows: bool = False, schema: StructType | str | None = None) -> Any:
+          keep_late_rows: bool = False, schema: StructType | str | None = None,
+          temporary: bool = False) -> Any:
     """A streaming table: the function returns a streaming DataFrame.
 
     name: default the function's name (``schema.table`` allowed).
@@ -81,6 +82,8 @@ def table(func: Callable[..., Any] | None = None, *, name: str | None = None, ou
     keep_late_rows: on a windowed aggregate with a watermark, rows Spark drops as late go to
         ``<table>__late`` instead of vanishing.
     schema: the table's columns (StructType or DDL); default the query's own schema.
+    temporary: stored, but not published to the lakehouse's catalog (DLT's TEMPORARY / private
+        table): only this pipeline reads it, by name; default False.
     """
     def build(f: Callable[..., Any], where: Location) -> model.Dataset:
         table_name = name or f.__name__
@@ -93,7 +96,8 @@ def table(func: Callable[..., Any] | None = None, *, name: str | None = None, ou
             **stored_fields(table_name, where, comment or inspect.getdoc(f) or None,
                             table_properties, partition_by, None, schema, None),
             output_mode=output_mode,  # type: ignore[arg-type]
-            keys=tuple(keys) if keys else None, keep_late_rows=bool(keep_late_rows))
+            keys=tuple(keys) if keys else None, keep_late_rows=bool(keep_late_rows),
+            temporary=bool(temporary))
 
     return _register(build, "table", func)
 
@@ -104,18 +108,19 @@ def materialized_view(func: F) -> F: ...
 def materialized_view(*, name: str | None = None, partition_by: Iterable[str] | None = None,
                       comment: str | None = None,
                       table_properties: Mapping[str, str] | None = None,
-                      schema: StructType | str | None = None) -> AnyDecorator: ...
+                      schema: StructType | str | None = None,
+                      temporary: bool = False) -> AnyDecorator: ...
 def materialized_view(func: Callable[..., Any] | None = None, *, name: str | None = None,
                       partition_by: Iterable[str] | None = None, comment: str | None = None,
                       table_properties: Mapping[str, str] | None = None,
-                      schema: StructType | str | None = None) -> Any:
+                      schema: StructType | str | None = None, temporary: bool = False) -> Any:
     """A table recomputed from batch reads each run, committed as one overwrite.
 
-    name, partition_by, comment (default the docstring), table_properties, schema: as for
-    :func:`table`."""
+    name, partition_by, comment (default the docstring), table_properties, schema, temporary:
+    as for :func:`table`."""
     return _register(lambda f, where: model.MaterializedView(**stored_fields(
         name or f.__name__, where, comment or inspect.getdoc(f) or None, table_properties,
-        partition_by, None, schema, None)), "materialized_view", func)
+        partition_by, None, schema, None), temporary=bool(temporary)), "materialized_view", func)
 
 
 @overload
@@ -156,8 +161,9 @@ def create_streaming_table(name: str, *, comment: str | None = None,
                            partition_by: Iterable[str] | None = None,
                            schema: StructType | str | None = None,
                            output_mode: Literal["append", "complete", "update"] = "append",
-                           keys: Iterable[str] | None = None) -> None:
-    """A streaming table without a query of its own: append flows fill it."""
+                           keys: Iterable[str] | None = None, temporary: bool = False) -> None:
+    """A streaming table without a query of its own: append flows fill it (temporary: as
+    for :func:`table`)."""
     where = caller_location()
     if output_mode not in OUTPUT_MODES:
         raise HeadwaterError(
@@ -166,7 +172,8 @@ def create_streaming_table(name: str, *, comment: str | None = None,
             "Use 'append' (default), 'complete' or 'update'.")
     active_registry("create_streaming_table", where).add_dataset(model.StreamingTable(
         **stored_fields(name, where, comment, table_properties, partition_by, None, schema,
-                        None), output_mode=output_mode, keys=tuple(keys) if keys else None))
+                        None), output_mode=output_mode, keys=tuple(keys) if keys else None,
+        temporary=bool(temporary)))
 
 
 def create_sink(name: str, format: str, options: Mapping[str, str] | None = None, *,

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import DataFrame
 
 from headwater.conf.context import DefinitionContext, defining
-from headwater.conf.layout import INGEST
+from headwater.conf.layout import INGEST, late_table, quarantine_table
 from headwater.delta.cdc import CDC_TARGET_PROPERTIES
 from headwater.delta.cdc import target_schema as cdc_target_schema
 from headwater.delta.native import read_native
@@ -50,6 +50,7 @@ from headwater.pipeline.edges import (
     unregister,
 )
 from headwater.pipeline.graph_queries import GraphQueries
+from headwater.pipeline.live_schema import live_schema
 from headwater.pipeline.model import (
     KIND_FROM_QUERY,
     MATERIALIZED_VIEW,
@@ -122,6 +123,18 @@ class Graph(GraphQueries):
         self._lock = threading.RLock()  # foreachBatch calls of concurrent flows rebuild too
         # The pipeline's database is the session's current one from build() to close().
         self._database: contextlib.ExitStack | None = None
+        self._keep_temporary_private()
+
+    def _keep_temporary_private(self) -> None:
+        """TEMPORARY tables (and their side tables) live in the lakehouse's ``_temporary/``
+        folder, out of its catalog; this pipeline's session knows them by name."""
+        for name, dataset in self.registry.datasets.items():
+            if not getattr(dataset, "temporary", False):
+                continue
+            for table in (name, quarantine_table(name), late_table(name)):
+                self.lakehouse.keep_private(table)
+                if self.lakehouse.exists(table):
+                    self.lakehouse.register(table)
 
     # --- building ----------------------------------------------------------------------
 
@@ -147,7 +160,8 @@ class Graph(GraphQueries):
         activate(self.lakehouse.spark)  # definitions may ask SparkSession.active()
         token = _current.set(self)
         try:
-            yield
+            with live_schema():  # spark.table("LIVE.x") is the pipeline's x, as in DLT
+                yield
         finally:
             _current.reset(token)
 

@@ -92,6 +92,9 @@ class _Stored:
     partition_by: tuple[str, ...] = ()
     schema: StructType | None = None  # declared columns; None: the query's own schema
     expectations: tuple[Expectation, ...] = ()
+    # DLT's TEMPORARY (PRIVATE) table: stored in the lakehouse's own folder for the pipeline
+    # (``_temporary/``), not published to its catalog: only the pipeline reads it by name.
+    temporary: bool = False
 
     @property
     def stored(self) -> bool:
@@ -209,7 +212,8 @@ def as_materialized_view(table: StreamingTable) -> MaterializedView:
     """The same stored fields, recomputed from batch reads instead."""
     return MaterializedView(name=table.name, location=table.location, comment=table.comment,
                             properties=table.properties, partition_by=table.partition_by,
-                            schema=table.schema, expectations=table.expectations)
+                            schema=table.schema, expectations=table.expectations,
+                            temporary=table.temporary)
 
 
 def describe(dataset: Dataset) -> str:

@@ -47,6 +47,8 @@ class Registry(GraphElementRegistry):
         self.database = database
         self.datasets: dict[str, model.Dataset] = {}
         self.flows: list[model.Flow] = []
+        # what loading skipped and the user should know (a notebook's %sh cell, ...)
+        self.warnings: list[str] = []
         self._finished = False
 
     # --- SDP's interface -----------------------------------------------------------------

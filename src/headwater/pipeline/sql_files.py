@@ -12,6 +12,8 @@ kept):
 - ``CREATE OR REFRESH`` (Databricks' spelling) means CREATE here: each run refreshes anyway.
 - ``APPLY CHANGES INTO target ...`` (DLT's older spelling of AUTO CDC) and the AUTO CDC
   clauses Spark's grammar lacks (IGNORE NULL UPDATES, APPLY AS TRUNCATE WHEN): see sql_cdc.py.
+- DLT's spellings (``${key}``, ``SET``, ``LIVE.x``, ``CREATE LIVE TABLE`` and its kin,
+  ``TEMPORARY`` tables, ``cloud_files(...)`` / ``STREAM read_files(...)``): see sql_dlt.py.
 
 Whatever Spark's parser rejects is an error with the file and line.
 """
@@ -34,6 +36,14 @@ from headwater.pipeline.expectations import Expectation
 from headwater.pipeline.fields import stored_fields
 from headwater.pipeline.model import Location
 from headwater.pipeline.sql_cdc import apply_changes_as_flow, strip_cdc_clauses
+from headwater.pipeline.sql_dlt import (
+    FileRead,
+    apply_set,
+    drop_live,
+    file_reads,
+    legacy_create,
+    substitute,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -222,11 +232,18 @@ def register_sql_text(registry: Registry, text: str, file: Path) -> None:
     spark = SparkSession.active()
     for statement, line in statements(text):
         where = Location(str(file), line)
+        statement = substitute(statement, line, file, spark)
+        if [t.upper for t in tokens(statement, line)[:1]] == ["SET"]:
+            apply_set(spark, _parse(spark, statement, where), where)
+            continue
+        statement = drop_live(statement, tokens(statement, line))
+        statement, temporary = legacy_create(statement, tokens(statement, line))
+        statement, reads = file_reads(statement, tokens(statement, line), file, spark)
         statement = apply_changes_as_flow(statement, tokens(statement, line), file)
         statement, cdc_clauses = strip_cdc_clauses(statement, tokens(statement, line))
         sql, rules = strip_constraints(statement, line, file)
         plan = _parse(spark, sql, where)
-        _register(registry, plan, sql, rules, where, cdc_clauses)
+        _register(registry, plan, sql, rules, where, cdc_clauses, temporary, tuple(reads))
 
 
 def _parse(spark: Any, sql: str, where: Location) -> Any:
@@ -242,7 +259,8 @@ def _parse(spark: Any, sql: str, where: Location) -> Any:
 
 
 def _register(registry: Registry, plan: Any, sql: str, rules: list[Expectation],
-              where: Location, cdc_clauses: dict[str, Any]) -> None:
+              where: Location, cdc_clauses: dict[str, Any], temporary: bool = False,
+              reads: tuple[FileRead, ...] = ()) -> None:
     kind = plan.getClass().getSimpleName()
     if kind in ("CreateStreamingTableAsSelect", "CreateStreamingTable",
                 "CreateMaterializedViewAsSelect"):
@@ -250,10 +268,11 @@ def _register(registry: Registry, plan: Any, sql: str, rules: list[Expectation],
         fields = _stored(plan, name, where)
         element: model.Dataset = (model.MaterializedView if "Materialized" in kind
                                   else model.StreamingTable)(**fields,
-                                                             expectations=tuple(rules))
+                                                             expectations=tuple(rules),
+                                                             temporary=temporary)
         registry.add_dataset(element)
         if kind != "CreateStreamingTable":
-            _add_query(registry, name, name, str(plan.originalText()), where)
+            _add_query(registry, name, name, str(plan.originalText()), where, reads)
         return
     if rules:
         raise _invalid(where, "constraints belong on a streaming table or materialized view",
@@ -264,12 +283,16 @@ def _register(registry: Registry, plan: Any, sql: str, rules: list[Expectation],
         comment = plan.comment()
         registry.add_dataset(model.View(name=name, location=where,
                                         comment=comment.get() if comment.isDefined() else None))
-        _add_query(registry, name, name, plan.originalText().get(), where)
+        _add_query(registry, name, name, plan.originalText().get(), where, reads)
         return
     if kind == "CreateFlowCommand":
         insert = plan.flowOperation()
         name = ".".join(plan.name().nameParts().mkString("\u0001").split("\u0001"))
         if insert.getClass().getSimpleName() == "AutoCdcInto":
+            if reads:
+                raise _invalid(where, "AUTO CDC reads a dataset of the pipeline, not "
+                               "cloud_files / read_files", "Read the files in a streaming "
+                               "table or view, and apply the changes FROM STREAM(that_name).")
             relation = insert.targetTable()
             table = (relation.multipartIdentifier() if relation.getClass().getSimpleName()
                      == "UnresolvedRelation" else relation.nameParts()).mkString("\u0001")
@@ -279,7 +302,7 @@ def _register(registry: Registry, plan: Any, sql: str, rules: list[Expectation],
         target = ".".join(insert.table().multipartIdentifier().mkString("\u0001").split("\u0001"))
         origin = insert.query().origin()
         query = sql[origin.startIndex().get():origin.stopIndex().get() + 1]
-        _add_query(registry, name, target, query, where)
+        _add_query(registry, name, target, query, where, reads)
         return
     raise _invalid(where, f"not a pipeline statement ({kind})")
 
@@ -326,14 +349,17 @@ def _columns(plan: Any) -> Any:
 
 
 def _add_query(registry: Registry, name: str, target: str, query: str,
-               where: Location) -> None:
-    registry.add_flow(model.Flow(name=name, target=target, func=_sql_function(query),
+               where: Location, reads: tuple[FileRead, ...] = ()) -> None:
+    registry.add_flow(model.Flow(name=name, target=target, func=_sql_function(query, reads),
                                  location=where, sql=query))
 
 
-def _sql_function(query: str) -> Callable[[], DataFrame]:
+def _sql_function(query: str, reads: tuple[FileRead, ...] = ()) -> Callable[[], DataFrame]:
     def define() -> DataFrame:
-        return SparkSession.active().sql(query)
+        spark = SparkSession.active()
+        for read in reads:  # cloud_files(...) / STREAM read_files(...): named Auto Loader reads
+            read.register(spark)
+        return spark.sql(query)
 
     return define
 
