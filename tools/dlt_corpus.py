@@ -61,7 +61,7 @@ def run_case(case: Case, repo: Path, work: Path, broker: Any, timeout: float) ->
     folder.mkdir(parents=True)
     result["edits"] = project.build(case, repo, folder, env)
     result["configuration"] = {k: v.replace(str(env.data), "<data>")
-                               for k, v in case.configuration(env).items()}
+                               for k, v in case.settings(env).items()}
     result["database"] = case.database
     for round_ in (1, 2):
         try:
@@ -146,11 +146,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="classify only, run nothing")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per run")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="add to every pipeline's configuration (e.g. "
+                             "spark.sql.ansi.enabled=false, to see past ANSI failures)")
     args = parser.parse_args(argv)
     repo = args.path.resolve()
     if not (repo / "python").is_dir() or not (repo / "sql").is_dir():
         raise SystemExit(f"{repo} does not look like delta-live-tables-notebooks")
     cases = all_cases(repo)
+    extra = dict(item.split("=", 1) for item in args.conf)
+    for case in cases:
+        case.extra_configuration = extra
     wanted = set(args.only.split(",")) if args.only else {c.name for c in cases}
     unknown = wanted - {c.name for c in cases}
     if unknown:
@@ -174,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     rows = file_rows(repo, cases, results)
     report(rows, results)
-    data = {"files": rows, "cases": list(results.values())}
+    data = {"files": rows, "cases": list(results.values()), "extra_configuration": extra}
     if args.json:
         args.json.write_text(json.dumps(data, indent=1, default=str) + "\n")
     if args.docs:

@@ -47,6 +47,9 @@ def render(data: dict[str, Any]) -> str:
         f"pipelines).** The snapshot has {len(notebooks)} notebooks and "
         f"{len(rows) - len(notebooks)} other files.",
         "",
+        *(["This run added to every pipeline's configuration: " + ", ".join(
+            f"`{k}` = `{v}`" for k, v in data["extra_configuration"].items()) + ".", ""]
+          if data.get("extra_configuration") else []),
         "## Every notebook",
         "",
         "| notebook | result |",

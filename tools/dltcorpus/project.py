@@ -51,7 +51,7 @@ def build(case: Case, repo: Path, folder: Path, env: Env) -> dict[str, list[str]
         edits[rel] = [str(e) for e in made]
         libraries.append({"glob": {"include": f"notebooks/{name}"}})
     spec: dict[str, Any] = {"name": case.name, "storage": "storage", "libraries": libraries}
-    configuration = case.configuration(env)
+    configuration = case.settings(env)
     if configuration:
         spec["configuration"] = configuration
     if case.database:

@@ -62,6 +62,7 @@ class Case:
     needs_kafka: bool = False
     notes: tuple[str, ...] = ()      # what a reader of the results should know
     seed: int = 25
+    extra_configuration: dict[str, str] = field(default_factory=dict)  # --conf
     rng: random.Random = field(init=False)
 
     def __post_init__(self) -> None:
@@ -70,6 +71,10 @@ class Case:
     def configuration(self, env: Env) -> dict[str, str]:
         """The pipeline settings' configuration (strings)."""
         return {}
+
+    def settings(self, env: Env) -> dict[str, str]:
+        """The configuration plus what the command line added."""
+        return {**self.configuration(env), **self.extra_configuration}
 
     def write(self, env: Env, round_: int) -> None:
         """Write the input data of round 1 (first run) or 2 (added before the second run)."""
