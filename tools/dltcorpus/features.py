@@ -33,6 +33,10 @@ FEATURES: list[tuple[str, str]] = [
      "ANSI SQL mode (on in Spark 4; off in the Databricks runtime the notebooks were written "
      "for)"),
     (r"_rescued_data", "Auto Loader's _rescued_data column"),
+    (r"_metadata", "the _metadata column of read_files / Auto Loader (_metadata.file_name)"),
+    (r"HW_PIPELINE_BATCH_READ_OF_STREAM",
+     "a stream-static join with a streaming table of the same pipeline (DLT reads its "
+     "current rows)"),
     (r"event_log", "the event_log table function"),
     (r"^after run \d: ", "rows differ from the answers"),
 ]
