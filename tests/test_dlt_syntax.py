@@ -352,3 +352,31 @@ def test_headwater_run_passes_non_spark_configuration_quietly(tmp_path):
     assert done.returncode == 0, show(done)
     assert rows(store / "revenue", "customer_id", "revenue") == [("a", 15.0), ("b", 20.0)]
     assert rows(store / "customers", "id", "name") == [(1, "Anne")]
+
+
+# --- Auto Loader's schema location outside a pipeline ---------------------------------------------
+
+
+def test_format_cloudfiles_without_a_schema_location_uses_the_lakehouses(spark, tmp_path):
+    from headwater.conf.layout import LAKEHOUSE_STATE_CONF
+    from headwater.spark.plan import relations
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.json").write_text('{"id": 1}\n')
+    previous = spark.conf.get(LAKEHOUSE_STATE_CONF, None)
+    spark.conf.set(LAKEHOUSE_STATE_CONF, str(tmp_path / "state"))
+    try:
+        df = (spark.readStream.format("cloudFiles").option("cloudFiles.format", "json")
+              .load(str(tmp_path / "in")))
+        options = dict(next(r for r in relations(df) if r.source == "cloudFiles").options)
+        assert options["cloudfiles.schemalocation"].startswith(str(tmp_path / "state" / "_ingest"))
+        given = (spark.readStream.format("cloudFiles").option("cloudFiles.format", "json")
+                 .option("cloudFiles.schemaLocation", str(tmp_path / "mine"))
+                 .load(str(tmp_path / "in")))
+        options = dict(next(r for r in relations(given) if r.source == "cloudFiles").options)
+        assert options["cloudfiles.schemalocation"] == str(tmp_path / "mine")
+    finally:
+        if previous is None:
+            spark.conf.unset(LAKEHOUSE_STATE_CONF)
+        else:
+            spark.conf.set(LAKEHOUSE_STATE_CONF, previous)

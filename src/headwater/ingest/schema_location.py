@@ -33,6 +33,7 @@ from headwater.ingest import landing
 from headwater.ingest.source import source_id
 
 SOURCE = "cloudfiles"
+_FORMAT = "\0format"  # the reader's format() among its options (no option has this name)
 _LOCATION_KEYS = ("cloudfiles.schemalocation", "schemalocation")
 
 _settings: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
@@ -82,7 +83,7 @@ def _remember(reader: Any, **values: Any) -> None:
 
 def _format(original: Callable[..., Any]) -> Callable[..., Any]:
     def format(self: Any, source: str) -> Any:  # noqa: A001 (Spark's name)
-        _remember(self, **{" format": source})
+        _remember(self, **{_FORMAT: source})
         return original(self, source)
 
     format.__doc__ = original.__doc__
@@ -111,11 +112,11 @@ def _load(original: Callable[..., Any]) -> Callable[..., Any]:
     def load(self: Any, path: str | None = None, format: str | None = None,  # noqa: A002
              schema: Any = None, **options: Any) -> Any:
         if format is not None:
-            _remember(self, **{" format": format})
+            _remember(self, **{_FORMAT: format})
         _remember(self, **options)
         settings = _settings.get(self, {})
         path_given = path if path is not None else settings.get("path")
-        if settings.get(" format", "").lower() == SOURCE and path_given \
+        if settings.get(_FORMAT, "").lower() == SOURCE and path_given \
                 and not any(k in settings for k in _LOCATION_KEYS):
             source = folder(path_given)
             fmt = settings.get("cloudfiles.format", settings.get("format", "json"))

@@ -23,7 +23,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql.functions import lit
 from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
 
+from headwater.delta import metadata
 from headwater.delta.create import create_delta_table
+from headwater.delta.defaults import with_defaults
 from headwater.delta.generated import (
     GENERATION_EXPRESSION,
     IDENTITY_ALLOW_EXPLICIT_INSERT,
@@ -33,7 +35,9 @@ from headwater.delta.generated import (
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.delta.metadata import change_metadata, unset_table_properties
 from headwater.delta.native import replace_native
+from headwater.delta.protocol import Protocol
 from headwater.delta.schema import arrow_schema
+from headwater.delta.write_commit import deltalake_writes
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.hooks import refuse_dynamic_overwrite
@@ -124,6 +128,8 @@ def create(lake: Lakehouse, st: Statement) -> DataFrame | None:
         elif name is not None:
             lake.register(name)
         return done(spark)
+    if not exists:  # a new table: the session's properties.defaults.* apply
+        properties = with_defaults(properties, spark)
     if replace and not exists and not plan.orCreate():
         raise DeltaAnalysisError(
             "HW_TABLE_NOT_FOUND", f"REPLACE TABLE {label}: the table did not exist.",
@@ -312,6 +318,9 @@ def add_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
                 "(old rows read them as NULL).",
                 "Add a plain nullable top-level column with a new name.")
         fields.append(StructField(parts[0], _parse_datatype_json_string(col.dataType().json())))
+    if not deltalake_writes(table):  # identity columns / clustering: headwater commits
+        metadata.add_columns(altered.path, [f.jsonValue() for f in fields])
+        return altered.done(lake, st)
     arrow = arrow_schema(StructType(fields))
     table.alter.add_columns([Field.from_arrow(arrow.field(f.name)) for f in fields])
     return altered.done(lake, st)
@@ -465,9 +474,16 @@ def set_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
         return None
     properties = _map(st.session, st.plan.properties())
     table = open_table(altered.path)
+    own = not deltalake_writes(table)  # identity columns / clustering: headwater commits
     if "comment" in properties:  # Spark's table comment is Delta's description
-        table.alter.set_table_description(properties.pop("comment"))
-    if properties:
+        if own:
+            metadata.set_description(altered.path, properties.pop("comment"))
+        else:
+            table.alter.set_table_description(properties.pop("comment"))
+    if properties and own:
+        metadata.set_properties(altered.path, properties,
+                                Protocol.of_table(open_table(altered.path)).names())
+    elif properties:
         table.alter.set_table_properties(properties, raise_if_not_exists=False)
     return altered.done(lake, st)
 
@@ -494,7 +510,12 @@ def comment_on(lake: Lakehouse, st: Statement) -> DataFrame | None:
     altered = _altered(lake, st)
     if altered is None:
         return None
-    open_table(altered.path).alter.set_table_description(str(st.plan.comment()))
+    table = open_table(altered.path)
+    comment = st.plan.comment()
+    if not deltalake_writes(table):  # identity columns / clustering: headwater commits
+        metadata.set_description(altered.path, None if comment is None else str(comment))
+    else:
+        table.alter.set_table_description(str(comment))
     return altered.done(lake, st)
 
 
