@@ -87,7 +87,7 @@ def rows(root: Path, table: str, columns: tuple[str, ...]) -> list[tuple]:
 
 def run_ok(root: Path) -> None:
     outcome = run_project(root, echo=lambda _: None)
-    assert outcome.ok, [(r.name, r.status, r.error) for r in outcome.failed]
+    assert outcome.ok, [(r.key, r.status, r.error) for r in outcome.failed]
 
 
 def orders_round(landing: Path, n: int) -> None:
