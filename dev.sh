@@ -13,6 +13,7 @@
 #   bash dev.sh bench-builder    DeltaTable.create + first write vs a plain df.write.format("delta") (outside CI)
 #   bash dev.sh conformance      delta-spark's own Python tests and examples on headwater, pass counts
 #   bash dev.sh docs             the docs site, built in strict mode into site/ (`docs serve`: preview)
+#   bash dev.sh corpus PATH      Databricks' DLT notebooks (a snapshot of delta-live-tables-notebooks) on headwater
 set -euo pipefail
 cd "$(dirname "$0")"
 PY=${PYTHON:-python3}
@@ -51,5 +52,6 @@ case "$cmd" in
   docs)  export NO_MKDOCS_2_WARNING=1  # mkdocs-material's banner about a successor
          if [ "${1:-}" = serve ]; then shift; exec .venv/bin/mkdocs serve "$@"; fi
          exec .venv/bin/mkdocs build --strict "$@" ;;
-  *) echo "usage: bash dev.sh demo|test|fast|lint|docs|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-cdc|bench-dml|bench-builder|conformance" >&2; exit 2 ;;
+  corpus) exec .venv/bin/python tools/dlt_corpus.py "$@" ;;
+  *) echo "usage: bash dev.sh demo|test|fast|lint|docs|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-cdc|bench-dml|bench-builder|conformance|corpus" >&2; exit 2 ;;
 esac
