@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from headwater.conf.layout import LAKEHOUSE_ROOT_CONF, LOG_LEVEL_CONF
+
 
 @dataclass(frozen=True)
 class Option:
@@ -271,11 +273,11 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("headwater.lakehouse.root", "session", "set when a lakehouse is attached",
+    Setting(LAKEHOUSE_ROOT_CONF, "session", "set when a lakehouse is attached",
             "The root of the lakehouse attached to the session (read it, do not set it)."),
     Setting("headwater.lakehouse.stateDir", "session", "the root",
             "The attached lakehouse's local state folder (checkpoints, _ingest, _runs)."),
-    Setting("headwater.logLevel", "session", "WARN", "Log level set on the SparkContext."),
+    Setting(LOG_LEVEL_CONF, "session", "WARN", "Log level set on the SparkContext."),
     Setting("headwater.dml.engine", "session", "auto",
             "Engine of SQL DELETE / UPDATE / MERGE: `auto`, `spark` (copy-on-write on the "
             "executors) or `delta-rs` (on the driver)."),

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.compute as pc
 
-from headwater.conf.layout import DELTA_LOG, EVENT_LOG
+from headwater.conf.layout import DELTA_LOG, EVENT_LOG, EXPECTATIONS_METRICS
 from headwater.conf.location import location
 from headwater.delta.log import arrow_dataset, open_table
 from headwater.errors import HeadwaterError
@@ -64,7 +64,7 @@ EVENT_TYPE = (
     "batch_id: BIGINT, request_id: STRING>, timestamp: TIMESTAMP, message: STRING, "
     f"level: STRING, maturity_level: STRING, error: {ERROR_TYPE}, details: STRING, "
     "event_type: STRING>")
-_EXPECTATIONS = "expectations:"
+_EXPECTATIONS = EXPECTATIONS_METRICS
 
 
 def _event(kind: str, index: str, level: str, maturity: str, message: str, details: str,
