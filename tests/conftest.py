@@ -135,3 +135,13 @@ def no_env_credentials(monkeypatch):
 
         register_sources(active)
 
+
+@pytest.fixture
+def lake(spark, tmp_path, keep_lakehouse):
+    """An empty lakehouse attached to the shared session (spark.sql runs its statements).
+    Test files that need tables in it define their own ``lake``."""
+    from headwater import Lakehouse
+
+    lake = Lakehouse(tmp_path / "lake", spark)
+    yield lake
+    lake.detach()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -120,3 +121,14 @@ def random_batches(seed, n=4, size=60, keys=15):
 def state_rows(path):
     rows = DeltaTable(str(path / CDC_STATE)).to_pyarrow_table().to_pylist()
     return sorted((r["id"], r["__hw_seq"], r["__hw_deleted"], r["__hw_kind"]) for r in rows)
+
+
+def collected(df) -> list[tuple]:
+    """A DataFrame's rows as sorted tuples: order-free comparisons."""
+    return sorted(tuple(r) for r in df.collect())
+
+
+def commits(path) -> list[list[dict]]:
+    """Every commit of the Delta table's log at ``path``, as its actions."""
+    log = sorted(Path(path, "_delta_log").glob("*.json"))
+    return [[json.loads(line) for line in f.read_text().splitlines()] for f in log]

@@ -6,7 +6,6 @@ builder was a placeholder, and generated / identity columns were refused)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable as RsTable
@@ -15,26 +14,10 @@ from pyspark.errors.exceptions.base import UnsupportedOperationException
 from pyspark.sql import functions as F
 from pyspark.sql.classic.column import _to_seq
 from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+from tests.support import collected, commits
 
-from headwater import DeltaTable, HeadwaterError, Lakehouse
+from headwater import DeltaTable, HeadwaterError
 from headwater.lakehouse.delta_table import IdentityGenerator
-
-
-@pytest.fixture
-def lake(spark, tmp_path, keep_lakehouse):
-    lake = Lakehouse(tmp_path / "lake", spark)
-    yield lake
-    lake.detach()
-
-
-def rows(df) -> list[tuple]:
-    return sorted(tuple(r) for r in df.collect())
-
-
-def commits(path: str | Path) -> list[list[dict]]:
-    """Every commit of the table's log, as its actions."""
-    log = sorted(Path(path, "_delta_log").glob("*.json"))
-    return [[json.loads(line) for line in f.read_text().splitlines()] for f in log]
 
 
 def generated_table(builder):
@@ -64,7 +47,7 @@ def test_builder_creates_a_lakehouse_table_with_a_generated_column(spark, lake):
     table.update(F.expr("col2 = 11"), {"col1": F.expr("2")})  # col2 follows col1
     spark.createDataFrame([(20,)], "col1 int").write.format("delta").mode("append") \
         .saveAsTable("gen")
-    assert rows(table.toDF()) == [(2, 12), (5, 15), (20, 30)]
+    assert collected(table.toDF()) == [(2, 12), (5, 15), (20, 30)]
 
 
 def test_identity_columns_generate_values_and_raise_the_high_water_mark(spark, lake):
@@ -76,7 +59,7 @@ def test_identity_columns_generate_values_and_raise_the_high_water_mark(spark, l
     for i in range(2):
         spark.sql(f"INSERT INTO ids (val) VALUES ({i})")
     spark.sql("INSERT INTO ids (id3, val) VALUES (8, 2)")  # BY DEFAULT takes a given value
-    assert rows(table.toDF()) == [(1, 2, 2, 0), (2, 3, 4, 1), (3, 4, 8, 2)]
+    assert collected(table.toDF()) == [(1, 2, 2, 0), (2, 3, 4, 1), (3, 4, 8, 2)]
     with pytest.raises(HeadwaterError) as err:  # GENERATED ALWAYS refuses one
         spark.sql("INSERT INTO ids (id1, val) VALUES (9, 3)")
     assert err.value.error_class == "DELTA_IDENTITY_COLUMNS_EXPLICIT_INSERT_NOT_SUPPORTED"
@@ -104,7 +87,7 @@ def test_merge_recomputes_generated_columns_and_numbers_inserted_rows(spark, lak
     source = spark.createDataFrame([(1, 5), (2, 7)], "k int, v int").alias("s")
     (table.alias("t").merge(source, "t.k = s.k").whenMatchedUpdate(set={"v": "s.v"})
      .whenNotMatchedInsert(values={"k": "s.k", "v": "s.v"}).execute())
-    (old, *_), (new, *rest) = rows(table.toDF())
+    (old, *_), (new, *rest) = collected(table.toDF())
     assert (old, *_) == (10, 1, 5, 10) and rest == [2, 7, 14]  # v2 follows v
     assert new > 10 and (new - 10) % 5 == 0  # a fresh value of the generator
     field = next(f for f in RsTable(path).schema().fields if f.name == "id")
@@ -123,7 +106,7 @@ def test_streams_and_path_writes_fill_generated_columns(spark, lake, tmp_path):
              .start(path))
     query.awaitTermination()
     spark.sql(f"INSERT INTO delta.`{path}` (col1) VALUES (3)")
-    got = rows(table.toDF())  # by id: the insert's row after the stream's two
+    got = collected(table.toDF())  # by id: the insert's row after the stream's two
     assert sorted(r[1:] for r in got) == [(1, 2), (2, 4), (3, 6)]
     assert got[0][0] == 1 and got[2] == (got[1][0] + 1, 3, 6)
     stream_commit = commits(path)[1]  # exactly once: the batch's txn in its commit
@@ -151,7 +134,7 @@ def test_clustering_create_and_replace_keep_history(spark, lake):
     assert (detail.clusteringColumns, detail.minWriterVersion) == (["value"], 7)
     assert set(detail.tableFeatures) >= {"clustering", "domainMetadata"}
     assert table.toDF().count() == 0 and table.toDF().columns == ["key", "value"]
-    assert rows(spark.read.format("delta").option("versionAsOf", 1).load(lake.path("c"))) == \
+    assert collected(spark.read.format("delta").option("versionAsOf", 1).load(lake.path("c"))) == \
         [("x", 1, 2)]  # the replace is a new version
     domains = [a["domainMetadata"] for a in commits(lake.path("c"))[-1] if "domainMetadata" in a]
     assert domains == [{"domain": "delta.clustering", "removed": False,
@@ -215,7 +198,7 @@ def test_sql_create_table_with_generated_and_identity_columns(spark, lake):
               "id BIGINT GENERATED ALWAYS AS IDENTITY (START WITH 5 INCREMENT BY 5)) USING DELTA")
     spark.sql("INSERT INTO s (a) VALUES (1)")
     spark.sql("INSERT INTO s VALUES (2)")  # by position: the columns that are not generated
-    assert rows(spark.table("s")) == [(1, 2, 5), (2, 3, 10)]
+    assert collected(spark.table("s")) == [(1, 2, 5), (2, 3, 10)]
     assert not spark.table("s").schema["a"].nullable
     assert commits(lake.path("s"))[0][1]["protocol"]["minWriterVersion"] == 6
     with pytest.raises(HeadwaterError) as err:
@@ -228,4 +211,4 @@ def test_sql_create_table_with_generated_and_identity_columns(spark, lake):
     with pytest.raises(HeadwaterError, match="generated or identity"):
         spark.sql(f"CREATE OR REPLACE TABLE delta.`{path}` (a INT, b INT GENERATED ALWAYS AS "
                   "(a + 2)) USING DELTA")
-    assert rows(spark.table("s")) == [(1, 2, 5), (2, 3, 10)]
+    assert collected(spark.table("s")) == [(1, 2, 5), (2, 3, 10)]

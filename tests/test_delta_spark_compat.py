@@ -11,28 +11,18 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 from pyspark.errors import AnalysisException
+from tests.support import collected
 
+from headwater import DeltaTable as HwDeltaTable
 from headwater import HeadwaterError, Lakehouse
 from headwater.lakehouse.delta_spark_session import session_settings
-
-
-@pytest.fixture
-def lake(spark, tmp_path, keep_lakehouse):
-    lake = Lakehouse(tmp_path / "lake", spark)
-    yield lake
-    lake.detach()
-
-
-def rows(df) -> list[tuple]:
-    return sorted(tuple(r) for r in df.collect())
-
 
 # --- df.write.format("delta").save(path): every save mode --------------------------------------
 
 def test_save_without_mode_creates_then_refuses_an_existing_table_as_delta_spark(spark, tmp_path):
     path = str(tmp_path / "t")
     spark.range(3).write.format("delta").save(path)  # Spark's default mode: errorifexists
-    assert rows(spark.read.format("delta").load(path)) == [(0,), (1,), (2,)]
+    assert collected(spark.read.format("delta").load(path)) == [(0,), (1,), (2,)]
     with pytest.raises(AnalysisException) as err:  # what delta-spark users catch
         spark.range(5).write.format("delta").save(path)
     assert isinstance(err.value, HeadwaterError) and err.value.code == "HW_DELTA_PATH_EXISTS"
@@ -42,7 +32,7 @@ def test_save_without_mode_creates_then_refuses_an_existing_table_as_delta_spark
     spark.range(5).write.format("delta").mode("ignore").save(path)  # exists: nothing written
     assert DeltaTable(path).version() == 0
     spark.range(2).write.format("delta").save(str(tmp_path / "new"), mode="ignore")
-    assert rows(spark.read.format("delta").load(str(tmp_path / "new"))) == [(0,), (1,)]
+    assert collected(spark.read.format("delta").load(str(tmp_path / "new"))) == [(0,), (1,)]
 
 
 def test_partition_by_and_overwrite_schema_on_a_path(spark, tmp_path):
@@ -57,10 +47,10 @@ def test_partition_by_and_overwrite_schema_on_a_path(spark, tmp_path):
     table = DeltaTable(path)
     assert [f.name for f in table.schema().fields] == ["n", "s"]
     assert table.metadata().partition_columns == []
-    assert rows(spark.read.format("delta").load(path)) == [(3, "x")]
+    assert collected(spark.read.format("delta").load(path)) == [(3, "x")]
     # the old version stays readable (one replace commit)
     old = spark.read.format("delta").option("versionAsOf", 0).load(path)
-    assert rows(old) == [("a", 1), ("b", 2)]
+    assert collected(old) == [("a", 1), ("b", 2)]
 
 
 # --- external tables and tables by path -----------------------------------------------------
@@ -74,13 +64,13 @@ def test_create_table_location_is_an_external_table_whose_data_outlives_drop(lak
     assert (where / "_delta_log").is_dir() and not (lake.root / "student").exists()
     assert DeltaTable(str(where)).metadata().partition_columns == ["age"]
     spark.sql("INSERT INTO student VALUES (1, 'a', 18), (2, 'b', 19)")
-    assert rows(spark.table("student")) == [(1, "a", 18), (2, "b", 19)]
-    assert rows(spark.read.format("delta").load(str(where))) == [(1, "a", 18), (2, "b", 19)]
+    assert collected(spark.table("student")) == [(1, "a", 18), (2, "b", 19)]
+    assert collected(spark.read.format("delta").load(str(where))) == [(1, "a", 18), (2, "b", 19)]
     # a second lakehouse object on the same root (a new session) knows the name too
     assert "student" in Lakehouse(lake.root, spark).tables()
     # a name for an existing table at a location takes that table
     spark.sql(f"CREATE TABLE student2 USING DELTA LOCATION '{where}'")
-    assert rows(spark.table("student2")) == [(1, "a", 18), (2, "b", 19)]
+    assert collected(spark.table("student2")) == [(1, "a", 18), (2, "b", 19)]
     with pytest.raises(AnalysisException, match="DELTA_CREATE_TABLE_SCHEMA_MISMATCH"):
         spark.sql(f"CREATE TABLE student3 (x INT) USING DELTA LOCATION '{where}'")
     spark.sql("DROP TABLE student")
@@ -105,7 +95,7 @@ def test_sql_on_paths_creates_inserts_alters_and_reads(lake, spark, tmp_path):
     got = {tuple(r) for r in spark.sql(f"SELECT * FROM delta.`{path}`").collect()}
     assert got == {(0, "a"), (1, "b"), (None, "c")}  # unlisted columns are NULL
     spark.sql(f"INSERT OVERWRITE delta.`{path}` SELECT * FROM (VALUES (5, 'x')) v (id, s)")
-    assert rows(spark.read.format("delta").load(str(path))) == [(5, "x")]
+    assert collected(spark.read.format("delta").load(str(path))) == [(5, "x")]
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableChangeDataFeed = "
               "true)")
     assert DeltaTable(str(path)).metadata().configuration["delta.enableChangeDataFeed"] == "true"
@@ -122,7 +112,7 @@ def test_alter_column_order_and_nullability_rename_and_set_location(lake, spark,
     spark.sql("INSERT INTO t VALUES (1, 'x')")
     spark.sql("ALTER TABLE t CHANGE COLUMN a a LONG AFTER b")
     assert spark.table("t").columns == ["b", "a"]
-    assert rows(spark.table("t")) == [("x", 1)]  # files are read by name: no rewrite
+    assert collected(spark.table("t")) == [("x", 1)]  # files are read by name: no rewrite
     spark.sql("ALTER TABLE t ALTER COLUMN b DROP NOT NULL")
     assert [f.nullable for f in spark.table("t").schema.fields] == [True, True]
     spark.sql("ALTER TABLE t ALTER COLUMN a COMMENT 'the a'")
@@ -131,15 +121,15 @@ def test_alter_column_order_and_nullability_rename_and_set_location(lake, spark,
     with pytest.raises(HeadwaterError, match="type"):
         spark.sql("ALTER TABLE t ALTER COLUMN a TYPE STRING")
     spark.sql("ALTER TABLE t RENAME TO t2")
-    assert not lake.exists("t") and rows(spark.sql("SELECT * FROM t2")) == [("x", 1)]
+    assert not lake.exists("t") and collected(spark.sql("SELECT * FROM t2")) == [("x", 1)]
     elsewhere = str(tmp_path / "elsewhere")
     spark.createDataFrame([("y", 2), ("z", 3)], ["b", "a"]).write.format("delta").save(elsewhere)
     spark.sql(f"ALTER TABLE t2 SET LOCATION '{elsewhere}'")
-    assert rows(spark.sql("SELECT * FROM t2")) == [("y", 2), ("z", 3)]
+    assert collected(spark.sql("SELECT * FROM t2")) == [("y", 2), ("z", 3)]
     assert lake.is_external("t2")
     spark.sql("DROP TABLE t2")  # the managed folder it had must not come back under the name
     assert not lake.exists("t2") and "t2" not in lake.tables()
-    assert rows(spark.read.format("delta").load(elsewhere)) == [("y", 2), ("z", 3)]
+    assert collected(spark.read.format("delta").load(elsewhere)) == [("y", 2), ("z", 3)]
 
 
 def test_describe_shows_partitions_and_show_tblproperties_the_protocol(lake, spark):
@@ -150,7 +140,7 @@ def test_describe_shows_partitions_and_show_tblproperties_the_protocol(lake, spa
     extended = {r.col_name: r.data_type for r in spark.sql("DESC EXTENDED part").collect()}
     assert extended["Provider"] == "delta" and extended["Location"] == lake.path("part")
     spark.sql("ALTER TABLE part SET TBLPROPERTIES ('k' = 'v')")
-    props = dict(rows(spark.sql("SHOW TBLPROPERTIES part")))
+    props = dict(collected(spark.sql("SHOW TBLPROPERTIES part")))
     assert props["k"] == "v" and "delta.minReaderVersion" in props
 
 
@@ -161,8 +151,8 @@ def test_time_travel_through_table_by_name(lake, spark):
     spark.sql("INSERT INTO tt VALUES 0, 1")
     spark.sql("INSERT OVERWRITE tt SELECT 7")
     old = spark.read.format("delta").option("versionAsOf", 1).table("tt")
-    assert rows(old) == [(0,), (1,)]
-    assert rows(spark.read.table("tt")) == [(7,)]
+    assert collected(old) == [(0,), (1,)]
+    assert collected(spark.read.table("tt")) == [(7,)]
 
 
 def test_a_new_session_reads_delta_paths_and_lakehouse_tables(lake, spark, tmp_path):
@@ -171,8 +161,8 @@ def test_a_new_session_reads_delta_paths_and_lakehouse_tables(lake, spark, tmp_p
     spark.sql("CREATE TABLE shared (id LONG) USING delta")
     spark.sql("INSERT INTO shared VALUES 4")
     other = spark.newSession()
-    assert rows(other.read.format("delta").load(path)) == [(0,), (1,)]
-    assert rows(other.table("shared")) == [(4,)]
+    assert collected(other.read.format("delta").load(path)) == [(0,), (1,)]
+    assert collected(other.table("shared")) == [(4,)]
     assert Lakehouse.of(other) is lake
 
 
@@ -205,11 +195,11 @@ def test_a_table_deleted_and_written_again_at_the_same_path_reads_its_new_rows(s
     assert spark.read.format("delta").load(path).count() == 3
     shutil.rmtree(path)
     spark.range(10, 15).write.format("delta").save(path)
-    assert rows(spark.read.format("delta").load(path)) == [(i,) for i in range(10, 15)]
+    assert collected(spark.read.format("delta").load(path)) == [(i,) for i in range(10, 15)]
     shutil.rmtree(path)  # more commits than before: replaying them onto the old one is wrong
     spark.range(20, 22).write.format("delta").save(path)
     spark.range(22, 23).write.format("delta").mode("append").save(path)
-    assert rows(spark.read.format("delta").load(path)) == [(20,), (21,), (22,)]
+    assert collected(spark.read.format("delta").load(path)) == [(20,), (21,), (22,)]
 
 
 def test_session_auto_merge_lets_an_append_add_columns(spark, tmp_path):
@@ -238,7 +228,7 @@ def test_dml_rewrites_in_partitions_with_special_characters_stay_readable(spark,
     df = spark.createDataFrame([("10:00 50%", 1), ("10:00 50%", 2), ("plain", 3)], ["p", "v"])
     df.write.partitionBy("p").format("delta").save(path)
     dml.update(spark, path, {"v": "v * 10"}, "v = 2", engine=engine)
-    assert rows(spark.read.format("delta").load(path)) == [
+    assert collected(spark.read.format("delta").load(path)) == [
         ("10:00 50%", 1), ("10:00 50%", 20), ("plain", 3)]
     assert sorted(DeltaTable(path).to_pyarrow_table().column("v").to_pylist()) == [1, 3, 20]
 
@@ -252,7 +242,7 @@ def test_a_first_write_with_timestamp_ntz_columns_creates_a_readable_table(spark
         .save(path)
     protocol = DeltaTable(path).protocol()  # deltalake refused to open it before
     assert "timestampNtz" in (protocol.writer_features or [])
-    assert rows(spark.read.format("delta").load(path)) == [(1, when)]
+    assert collected(spark.read.format("delta").load(path)) == [(1, when)]
 
 
 def test_save_as_table_into_a_generated_column_table_keeps_txn_and_refuses_replace_where(
@@ -265,11 +255,11 @@ def test_save_as_table_into_a_generated_column_table_keeps_txn_and_refuses_repla
     for _ in range(2):  # a retried batch: written once
         df.write.format("delta").mode("append").option("txnAppId", "job") \
             .option("txnVersion", 7).saveAsTable("gen")
-    assert rows(spark.table("gen")) == [(1, 2)]
+    assert collected(spark.table("gen")) == [(1, 2)]
     with pytest.raises(HeadwaterError, match="HW_REPLACE_WHERE_UNSUPPORTED"):
         df.write.format("delta").mode("overwrite").option("replaceWhere", "a = 1") \
             .saveAsTable("gen")
-    assert rows(spark.table("gen")) == [(1, 2)]
+    assert collected(spark.table("gen")) == [(1, 2)]
 
 
 def test_dynamic_partition_overwrite_is_refused_not_a_whole_table_overwrite(lake, spark,
@@ -289,5 +279,29 @@ def test_dynamic_partition_overwrite_is_refused_not_a_whole_table_overwrite(lake
     with pytest.raises(HeadwaterError, match="Dynamic partition overwrite"):
         spark.createDataFrame([("a", 10)], "d STRING, v INT").write.format("delta") \
             .mode("overwrite").option("partitionOverwriteMode", "dynamic").save(path)
-    assert rows(spark.table("dyn")) == [("a", 1), ("b", 2)]  # nothing was replaced
-    assert rows(spark.read.format("delta").load(path)) == [("a", 1), ("b", 2)]
+    assert collected(spark.table("dyn")) == [("a", 1), ("b", 2)]  # nothing was replaced
+    assert collected(spark.read.format("delta").load(path)) == [("a", 1), ("b", 2)]
+
+
+def test_session_property_defaults_apply_to_new_tables_only(spark, lake):
+    """spark.databricks.delta.properties.defaults.<key> gives each new table delta.<key>; a
+    property the statement sets wins; existing tables keep theirs."""
+    spark.sql("CREATE TABLE old (id INT)")
+    keys = ["enableChangeDataFeed", "appendOnly"]
+    for key in keys:
+        spark.conf.set(f"spark.databricks.delta.properties.defaults.{key}", "true")
+    try:
+        spark.sql("CREATE TABLE a (id INT) TBLPROPERTIES ('delta.appendOnly' = 'false')")
+        HwDeltaTable.create(spark).tableName("b").addColumn("id", "INT").execute()
+        spark.sql("CREATE TABLE c AS SELECT 1 AS id")
+        spark.range(3).write.format("delta").saveAsTable("d")
+    finally:
+        for key in keys:
+            spark.conf.unset(f"spark.databricks.delta.properties.defaults.{key}")
+    props = {t: spark.sql(f"DESCRIBE DETAIL {t}").first().properties
+             for t in ["old", "a", "b", "c", "d"]}
+    both = {"delta.enableChangeDataFeed": "true", "delta.appendOnly": "true"}
+    assert props == {"old": {}, "a": {**both, "delta.appendOnly": "false"}, "b": both,
+                     "c": both, "d": both}
+    with pytest.raises(Exception, match="DELTA_UNSUPPORTED_APPEND_ONLY|appendOnly|append-only"):
+        spark.sql("DELETE FROM d WHERE id = 1")

@@ -12,18 +12,10 @@ from deltalake import DeltaTable as RsTable
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StructType
 
-from headwater import DeltaTable, Lakehouse
+from headwater import DeltaTable
 from headwater.errors import HeadwaterError
 
 CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
-
-
-@pytest.fixture
-def lake(spark, tmp_path, keep_lakehouse):
-    """A lakehouse attached: spark.sql runs Delta's own statements (GENERATE, VACUUM, ...)."""
-    lake = Lakehouse(tmp_path / "lake", spark)
-    yield lake
-    lake.detach()
 
 
 def save(spark, path, rows, mode=None, partition_by=None, columns=("key", "value")):

@@ -6,31 +6,16 @@ before its fix."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
+from tests.support import collected, commits
 
-from headwater import DeltaTable, HeadwaterError, Lakehouse
+from headwater import DeltaTable, HeadwaterError
 from headwater.delta.commit import delta_rs_conflict
 from headwater.delta.merge import merge_batch
-
-
-@pytest.fixture
-def lake(spark, tmp_path, keep_lakehouse):
-    lake = Lakehouse(tmp_path / "lake", spark)
-    yield lake
-    lake.detach()
-
-
-def rows(df) -> list[tuple]:
-    return sorted(tuple(r) for r in df.collect())
-
-
-def commits(path: str | Path) -> list[list[dict]]:
-    log = sorted(Path(path, "_delta_log").glob("*.json"))
-    return [[json.loads(line) for line in f.read_text().splitlines()] for f in log]
+from headwater.lakehouse.delta_table import IdentityGenerator
 
 
 def clustered(spark, name: str):
@@ -46,7 +31,7 @@ def test_not_null_is_enforced_on_a_clustered_table(spark, lake):
         spark.createDataFrame([("b",)], "v string").write.format("delta").mode(
             "append").saveAsTable("c")
     spark.sql("INSERT INTO c VALUES (1, 'a')")
-    assert rows(spark.table("c")) == [(1, "a")]
+    assert collected(spark.table("c")) == [(1, "a")]
 
 
 def test_create_or_replace_with_another_location_is_refused_before_writing(spark, lake, tmp_path):
@@ -55,7 +40,7 @@ def test_create_or_replace_with_another_location_is_refused_before_writing(spark
     new = tmp_path / "new"
     with pytest.raises(HeadwaterError, match="DELTA_TABLE_LOCATION_MISMATCH"):
         spark.sql(f"CREATE OR REPLACE TABLE m (id INT) USING DELTA LOCATION '{new}'")
-    assert not new.exists() and rows(spark.table("m")) == [(1,)]
+    assert not new.exists() and collected(spark.table("m")) == [(1,)]
 
     old = tmp_path / "old"
     spark.sql(f"CREATE TABLE e (id INT) USING DELTA LOCATION '{old}'")
@@ -66,7 +51,7 @@ def test_create_or_replace_with_another_location_is_refused_before_writing(spark
     with pytest.raises(HeadwaterError, match="DELTA_TABLE_LOCATION_MISMATCH"):
         DeltaTable.createOrReplace(spark).tableName("m").location(str(new)).addColumn(
             "id", "INT").execute()
-    assert not new.exists() and rows(spark.table("m")) == [(1,)]
+    assert not new.exists() and collected(spark.table("m")) == [(1,)]
 
     table = DeltaTable.createIfNotExists(spark).tableName("e").location(str(new)).addColumn(
         "id", "INT").execute()
@@ -111,12 +96,12 @@ def test_merge_checks_the_generated_values_it_is_given(spark, tmp_path):
     ):
         with pytest.raises(Exception, match="DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"):
             run()
-    assert rows(table.toDF()) == [(1, 11)]
+    assert collected(table.toDF()) == [(1, 11)]
     good = spark.createDataFrame([(1, 11, 5), (3, 13, 3)], "id int, g int, n int")
     (table.alias("t").merge(good.alias("s"), "t.id = s.id")
      .whenMatchedUpdate(set={"id": "s.n"})  # g follows id, not checked: not assigned
      .whenNotMatchedInsert(values={"id": "s.id", "g": "s.g"}).execute())
-    assert rows(table.toDF()) == [(3, 13), (5, 15)]
+    assert collected(table.toDF()) == [(3, 13), (5, 15)]
 
 
 GOLDEN_DV = Path("/work/shared/delta-golden/dv-partitioned-with-checkpoint")
@@ -145,3 +130,37 @@ def test_update_mode_merge_into_a_clustered_table_is_refused_not_retried(spark, 
     refused = delta_rs_conflict(Exception("Unsupported table features required: "
                                           "[Clustering]"), "MERGE", path)
     assert refused.code == "HW_DELTA_UNSUPPORTED_FEATURE"
+
+
+@pytest.mark.parametrize("kind", ["identity", "clustered"])
+def test_alter_table_on_tables_deltalake_refuses_to_commit_to(spark, lake, kind):
+    """deltalake refuses any commit to a table with identity columns or clustering; ALTER
+    TABLE's metadata changes are committed by headwater instead, as delta-spark writes them,
+    and the identity high-water mark survives them."""
+    builder = DeltaTable.create(spark).tableName("t").addColumn("s", "STRING")
+    if kind == "identity":
+        builder = builder.addColumn("id", "BIGINT", generatedAlwaysAs=IdentityGenerator())
+    else:
+        builder = builder.addColumn("id", "BIGINT").clusterBy("s")
+    builder.execute()
+    spark.sql("INSERT INTO t (s, id) VALUES ('a', 1)" if kind == "clustered"
+              else "INSERT INTO t (s) VALUES ('a')")
+    spark.sql("ALTER TABLE t ADD COLUMNS (x INT)")
+    spark.sql("ALTER TABLE t SET TBLPROPERTIES ('team' = 'core', 'comment' = 'hello')")
+    spark.sql("COMMENT ON TABLE t IS 'facts'")
+    spark.sql("ALTER TABLE t UNSET TBLPROPERTIES ('team')")
+    spark.sql("INSERT INTO t (s, id, x) VALUES ('b', 2, 7)" if kind == "clustered"
+              else "INSERT INTO t (s, x) VALUES ('b', 7)")
+    assert collected(spark.table("t").select("s", "id", "x")) == [("a", 1, None), ("b", 2, 7)]
+    ops = [r.operation for r in spark.sql("DESCRIBE HISTORY t").collect()][::-1]
+    assert ops[2:] == ["ADD COLUMNS", "SET TBLPROPERTIES", "SET TBLPROPERTIES",
+                       "SET TBLPROPERTIES", "UNSET TBLPROPERTIES", "WRITE"]
+    detail = spark.sql("DESCRIBE DETAIL t").first()
+    assert detail.description == "facts" and "team" not in detail.properties
+    with pytest.raises(HeadwaterError, match="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE") as err:
+        spark.sql("ALTER TABLE t SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    assert "addFeatureSupport('deletionVectors')" in str(err.value)
+    with pytest.raises(HeadwaterError, match="HW_DELTA_UNSUPPORTED_FEATURE") as err:
+        spark.sql("RESTORE TABLE t TO VERSION AS OF 1")
+    assert "versionAsOf" in str(err.value)
+    assert len(spark.sql("DESCRIBE HISTORY t").collect()) == len(ops)  # nothing committed

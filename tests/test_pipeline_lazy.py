@@ -68,10 +68,10 @@ def test_read_files_default_location_comes_from_the_definition_or_the_session_co
         current_definition,
         defining,
     )
-    from headwater.ingest import api
+    from headwater.ingest import schema_location as locations
     from headwater.spark.plan import relations
 
-    source = textwrap.dedent(inspect.getsource(api._default_location))
+    source = textwrap.dedent(inspect.getsource(locations.default_location))
     imported = {node.module for node in ast.walk(ast.parse(source))
                 if isinstance(node, ast.ImportFrom)}
     assert not {m for m in imported if m and m.startswith(("headwater.pipeline",

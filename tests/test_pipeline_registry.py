@@ -156,8 +156,8 @@ def test_the_active_registry_is_scoped_and_restored(spark):
 
 
 def test_auto_cdc_flows_register_as_headwater_cdc_flows(spark):
-    # dp.create_auto_cdc_flow needs Spark Connect's client (grpcio) before it reaches the
-    # registry, so the registry method is called as SDP would call it.
+    # The registry method called as SDP calls it (with SQL columns; pyspark's own
+    # dp.create_auto_cdc_flow, which builds Connect columns: tests/test_dlt_syntax.py).
     from pyspark.pipelines.flow import AutoCdcFlow
     from pyspark.pipelines.source_code_location import SourceCodeLocation
     from pyspark.sql import functions as F

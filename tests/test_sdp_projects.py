@@ -201,8 +201,7 @@ def test_init_format_sdp_scaffolds_a_project_headwater_runs_twice(spark, keep_la
 
 # Written in the shape of Databricks' DLT documentation (a streaming bronze, expectations on
 # silver, a gold aggregate, a CDC flow with apply_changes); `spark` is the notebook's global.
-# (Auto Loader without cloudFiles.schemaLocation is not used: headwater picks that folder only
-# for headwater.read_files, not yet for spark.readStream.format("cloudFiles") in a pipeline.)
+# (Auto Loader without cloudFiles.schemaLocation: see tests/test_dlt_syntax.py.)
 DLT_MEDALLION = '''
 import dlt
 from pyspark.sql import functions as F
@@ -335,7 +334,7 @@ def test_a_dlt_apply_changes_flow_runs_with_only_the_import_changed(spark, keep_
 def test_dlt_options_headwater_cannot_honour_are_refused():
     import headwater.dlt as dlt
 
-    for kwargs in ({"path": "/mnt/x"}, {"cluster_by": ["a"]}, {"temporary": True},
+    for kwargs in ({"path": "/mnt/x"}, {"cluster_by": ["a"]},
                    {"row_filter": "f"}, {"spark_conf": {"a": "b"}}):
         with pytest.raises(HeadwaterError) as info:
             dlt.table(**kwargs)

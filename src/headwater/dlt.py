@@ -6,12 +6,22 @@ both spellings share one registry and one code path. What DLT means differently:
 
 - ``@dlt.table`` is a streaming table when its function returns a stream, and a materialized
   view when it returns a batch DataFrame (decided when the graph resolves the query).
-- ``dlt.read("LIVE.x")`` / ``dlt.read_stream("LIVE.x")``: the ``LIVE.`` prefix is dropped.
+- ``dlt.read("LIVE.x")`` / ``dlt.read_stream("LIVE.x")``: the ``LIVE.`` prefix is dropped (so
+  is it in ``spark.table`` / ``spark.readStream.table`` / ``spark.sql`` inside definitions).
 - ``dlt.apply_changes`` / ``dlt.create_auto_cdc_flow`` go to headwater's AUTO CDC flow.
+- ``@dlt.table(temporary=True)``: stored, not published to the lakehouse's catalog.
+- Older names: ``@dlt.create_table`` (``@dlt.table``), ``@dlt.create_view`` (``@dlt.view``),
+  ``dlt.create_target_table`` and ``dlt.create_streaming_live_table``
+  (``dlt.create_streaming_table``).
+- ``@dlt.view`` takes expectations (``@dlt.expect*`` below or above it): they are checked
+  where the view is read, in each flow reading it (see
+  :func:`headwater.pipeline.expectations.guard`).
+- ``dlt.apply_changes_from_snapshot`` / ``dlt.create_auto_cdc_from_snapshot_flow`` go to
+  headwater's AUTO CDC FROM SNAPSHOT flow (:mod:`headwater.pipeline.snapshot`).
 
 Refused with ``HW_PIPELINE_UNSUPPORTED`` (headwater has no equivalent): ``path=`` (tables live
-in the lakehouse), ``cluster_by``, ``row_filter``, ``temporary=True``, ``spark_conf`` on
-datasets, expectations passed to ``create_streaming_table``, snapshot CDC.
+in the lakehouse), ``cluster_by``, ``row_filter``, ``spark_conf`` on datasets, expectations
+passed to ``create_streaming_table``.
 """
 
 from __future__ import annotations
@@ -30,14 +40,16 @@ from headwater.pipeline.api import (
     expect_or_drop,
     expect_or_fail,
 )
+from headwater.pipeline.live_schema import without_live
 from headwater.pipeline.model import KIND_FROM_QUERY
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = [
-    "append_flow", "apply_changes", "create_auto_cdc_flow", "create_sink", "create_streaming_table",
-    "expect",
+    "append_flow", "apply_changes", "apply_changes_from_snapshot", "create_auto_cdc_flow",
+    "create_auto_cdc_from_snapshot_flow", "create_sink", "create_streaming_live_table",
+    "create_streaming_table", "create_table", "create_target_table", "create_view", "expect",
     "expect_all", "expect_all_or_drop", "expect_all_or_fail", "expect_or_drop", "expect_or_fail",
     "materialized_view", "read", "read_stream", "table", "view",
 ]
@@ -52,9 +64,9 @@ def _refuse(what: str, **given: Any) -> None:
             "HW_PIPELINE_UNSUPPORTED", f"{where}: dlt.{what}({', '.join(f'{k}=...' for k in used)}"
             ") is not supported by headwater.",
             "headwater stores every dataset as a Delta table in the pipeline's lakehouse; "
-            "external paths, liquid clustering, row filters, temporary tables and per-dataset "
-            "Spark settings have no equivalent there.",
-            f"Remove {', '.join(used)} (see 'Coming from SDP or DLT' in the README).")
+            "external paths, liquid clustering, row filters and per-dataset Spark settings "
+            "have no equivalent there.",
+            f"Remove {', '.join(used)} (see docs/migrate/from-dlt.md).")
 
 
 def table(query_function: Callable[..., Any] | None = None, *, name: str | None = None,
@@ -65,16 +77,21 @@ def table(query_function: Callable[..., Any] | None = None, *, name: str | None 
           temporary: bool = False) -> Any:
     """DLT's ``@dlt.table``: a streaming table, or a materialized view when the function returns
     a batch DataFrame. name (default the function's), comment (default the docstring),
-    table_properties, partition_cols, schema: as in DLT."""
+    table_properties, partition_cols, schema: as in DLT. temporary: stored, but not published
+    to the lakehouse's catalog (only the pipeline reads it)."""
     _refuse("table", spark_conf=spark_conf, cluster_by=cluster_by, path=path,
-            row_filter=row_filter, temporary=temporary)
+            row_filter=row_filter)
 
     def register(f: Callable[..., Any]) -> Callable[..., Any]:
         setattr(f, KIND_FROM_QUERY, True)
         return api.table(name=name, comment=comment, table_properties=table_properties,
-                         partition_by=partition_cols, schema=schema)(f)
+                         partition_by=partition_cols, schema=schema,
+                         temporary=bool(temporary))(f)
 
     return register(query_function) if query_function is not None else register
+
+
+create_table = table  # DLT's first name for @dlt.table
 
 
 def materialized_view(query_function: Callable[..., Any] | None = None, *,
@@ -95,25 +112,24 @@ def materialized_view(query_function: Callable[..., Any] | None = None, *,
 
 def view(query_function: Callable[..., Any] | None = None, *, name: str | None = None,
          comment: str | None = None, spark_conf: Mapping[str, str] | None = None) -> Any:
-    """DLT's ``@dlt.view``: a named query other datasets read; not stored."""
+    """DLT's ``@dlt.view``: a named query other datasets read; not stored. Its expectations
+    are checked in each flow that reads it."""
     _refuse("view", spark_conf=spark_conf)
     decorator = api.view(name=name, comment=comment)
     return decorator(query_function) if query_function is not None else decorator
 
 
-def _live(name: str) -> str:
-    """DLT's ``LIVE.x`` (the pipeline's own dataset) is headwater's ``x``."""
-    return name[5:] if name[:5].lower() == "live." else name
+create_view = view  # DLT's first name for @dlt.view
 
 
 def read(name: str, **options: Any) -> DataFrame:
     """DLT's ``dlt.read``: a batch read of a pipeline dataset or lakehouse table."""
-    return api.read(_live(name), **options)
+    return api.read(without_live(name), **options)
 
 
 def read_stream(name: str, **options: Any) -> DataFrame:
     """DLT's ``dlt.read_stream``: a stream over a pipeline dataset or lakehouse table."""
-    return api.read_stream(_live(name), **options)
+    return api.read_stream(without_live(name), **options)
 
 
 def create_streaming_table(name: str, comment: str | None = None,
@@ -132,6 +148,11 @@ def create_streaming_table(name: str, comment: str | None = None,
             expect_all_or_drop=expect_all_or_drop, expect_all_or_fail=expect_all_or_fail)
     api.create_streaming_table(name, comment=comment, table_properties=table_properties,
                                partition_by=partition_cols, schema=schema)
+
+
+# DLT's earlier names for create_streaming_table
+create_target_table = create_streaming_table
+create_streaming_live_table = create_streaming_table
 
 
 def append_flow(func: Callable[..., Any] | None = None, *, target: str,
@@ -165,3 +186,30 @@ def create_auto_cdc_flow(target: str, source: str, keys: Any, sequence_by: Any,
 
 
 apply_changes = create_auto_cdc_flow
+
+
+def create_auto_cdc_from_snapshot_flow(target: str, source: Any = None, keys: Any = None,
+                                       stored_as_scd_type: int | str = 1,
+                                       track_history_column_list: Any = None,
+                                       track_history_except_column_list: Any = None,
+                                       snapshot_and_version: Any = None,
+                                       name: str | None = None, once: bool = False) -> None:
+    """DLT's ``dlt.create_auto_cdc_from_snapshot_flow`` / ``dlt.apply_changes_from_snapshot``:
+    each new snapshot of ``source`` (a table or view name, or a function
+    ``next_snapshot_and_version(latest_version)`` returning ``(DataFrame, version)`` or None)
+    diffed against ``target`` by ``keys`` and applied as SCD type 1 or 2. snapshot_and_version:
+    the older name of ``source`` (a function, or one (DataFrame, version) pair)."""
+    _refuse("create_auto_cdc_from_snapshot_flow", once=once)
+    if source is not None and snapshot_and_version is not None:
+        raise HeadwaterError(
+            "HW_CDC_INVALID", f"{api.caller_location()}: both source and snapshot_and_version "
+            "were given.", "snapshot_and_version is the older name of source.",
+            "Pass one of them.")
+    api.create_auto_cdc_from_snapshot_flow(
+        target=target, source=source if source is not None else snapshot_and_version,
+        keys=keys, stored_as_scd_type=stored_as_scd_type,
+        track_history_column_list=track_history_column_list,
+        track_history_except_column_list=track_history_except_column_list, name=name)
+
+
+apply_changes_from_snapshot = create_auto_cdc_from_snapshot_flow

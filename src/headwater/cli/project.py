@@ -14,6 +14,7 @@ import click
 import headwater
 from headwater.cli.app import fail, main, names
 from headwater.conf.location import location
+from headwater.conf.project import Project
 from headwater.demo.run import run_demo
 from headwater.errors import HeadwaterError
 from headwater.factory import DataFactory
@@ -42,19 +43,41 @@ def init(name: str, parent: str, format_: str) -> None:
     click.echo(f"created {path}\n  cd {path}\n  headwater validate\n  headwater run")
 
 
+def _with_conf(project_dir: str, conf: tuple[str, ...]) -> Project | str:
+    """The project with ``--conf KEY=VALUE`` settings over its configuration (as
+    spark-pipelines' --conf); the folder itself when there are none."""
+    if not conf:
+        return project_dir
+    project = Project.load(Path(project_dir))
+    for item in conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise HeadwaterError(
+                "HW_OPTION_INVALID", f"--conf {item!r} is not KEY=VALUE.",
+                "--conf sets one setting of the pipeline's configuration.",
+                "Write e.g. --conf mypipeline.source_path=/data/in.")
+        project.spark_conf[key.strip()] = value
+    return project
+
+
+_CONF_HELP = ("KEY=VALUE: a setting of the pipeline's configuration (repeatable), over the "
+              "spec's `configuration:` / headwater.toml's [spark].")
+
+
 @main.command()
 @click.option("--project", "project_dir", default=".",
               help="Project folder (headwater.toml or spark-pipeline.yml).")
-def validate(project_dir: str) -> None:
+@click.option("--conf", "conf", multiple=True, help=_CONF_HELP)
+def validate(project_dir: str, conf: tuple[str, ...]) -> None:
     """Check the graph and every streaming query before anything runs."""
     try:
-        loaded = load_project(project_dir)
+        loaded = load_project(_with_conf(project_dir, conf))
         report = validate_project(loaded.registry, loaded.lakehouse)
     except HeadwaterError as exc:
         fail(exc)
     for line in report.lines:
         click.echo(line)
-    for warning in report.warnings:
+    for warning in loaded.registry.warnings + report.warnings:
         click.echo(f"warning: {warning}")
     for error in report.errors:
         click.echo(f"error: {error}", err=True)
@@ -80,8 +103,10 @@ def validate(project_dir: str) -> None:
               help="Do not write this run's progress to the _event_log table.")
 @click.option("--plain", is_flag=True, help="Log lines instead of the live table, even on a "
               "terminal (the default in pipes and CI).")
+@click.option("--conf", "conf", multiple=True, help=_CONF_HELP)
 def run(project_dir: str, trigger: str | None, full_refresh: str | None,
-        full_refresh_all: bool, select: str | None, no_event_log: bool, plain: bool) -> None:
+        full_refresh_all: bool, select: str | None, no_event_log: bool, plain: bool,
+        conf: tuple[str, ...]) -> None:
     """Run the pipeline: triggered (default) or continuous."""
     stop = threading.Event()
 
@@ -95,7 +120,7 @@ def run(project_dir: str, trigger: str | None, full_refresh: str | None,
     signal.signal(signal.SIGTERM, request_stop)
     try:
         outcome = run_project(
-            project_dir, trigger=trigger,
+            _with_conf(project_dir, conf), trigger=trigger,
             full_refresh="all" if full_refresh_all else names(full_refresh),
             select=names(select), event_log=False if no_event_log else None,
             display=Display(click.echo, live=False if plain else None),

@@ -9,6 +9,7 @@ A lakehouse root looks like this::
     <root>/_event_log/                 the pipeline event log, a Delta table  (EVENT_LOG)
     <root>/_checkpoints/<table>/       one Spark checkpoint per writing query (CHECKPOINTS)
         .../headwater-flow.json        what the checkpoint's flow looked like (FLOW_STATE)
+        .../headwater-snapshot.json    a snapshot flow's last version applied (SNAPSHOT_STATE)
         .../_lease/<n>.json            the lock's lease on a network mount or s3a:// (LEASE)
         .../_ingest/<stream id>/       a file stream's schema versions and file list
     <root>/_ingest/<stream id>/        the same for read_files outside a pipeline (INGEST)
@@ -17,6 +18,8 @@ A lakehouse root looks like this::
     <root>/_warehouse/                 Spark's managed-table folder, always empty (WAREHOUSE)
     <root>/_external/<name>.json       an external table's location (CREATE TABLE ... LOCATION,
                                        DeltaTable.create().location(...)) (EXTERNAL)
+    <root>/_temporary/<table>/         a pipeline's TEMPORARY table: stored, known by name only
+                                       inside the pipeline, not in the catalog (TEMPORARY)
 
 A root on an object store (``s3://bucket/lake``) holds the tables and ``_event_log`` only;
 ``_checkpoints``, ``_ingest``, ``_runs``, ``_warehouse`` and ``_external`` go to its local state folder
@@ -33,6 +36,7 @@ INGEST = "_ingest"
 RUNS = "_runs"
 EVENT_LOG = "_event_log"
 WAREHOUSE = "_warehouse"
+TEMPORARY = "_temporary"  # a pipeline's TEMPORARY (private) tables, out of the catalog
 EXTERNAL = "_external"  # in the state folder: <qualified name>.json -> an external table's location
 RESERVED_PREFIXES = ("_", ".")
 # One part of a table name (a schema or a table): a folder name, lower case.
@@ -66,6 +70,8 @@ CDC_TOMBSTONE_GC_CONF = "pipelines.cdc.tombstoneGCThresholdInSeconds"
 # --- files ----------------------------------------------------------------------------------
 DELTA_LOG = "_delta_log"             # Delta's own: a folder with one is a Delta table
 FLOW_STATE = "headwater-flow.json"   # in a flow's checkpoint: its output mode, state, schema
+# in an AUTO CDC FROM SNAPSHOT flow's checkpoint folder: the last version applied, the count
+SNAPSHOT_STATE = "headwater-snapshot.json"
 SCHEMAS = "_schemas"                 # in a file stream's schema location: <version>.json
 FILE_INDEX = "_files.sqlite"         # in a file stream's schema location: every file seen
 

@@ -11,6 +11,7 @@ from pyspark.sql.types import StructType
 from headwater.conf.location import location
 from headwater.conf.storage import options_for
 from headwater.delta import definition
+from headwater.delta.defaults import with_defaults
 from headwater.delta.log import DeltaLog, open_table
 from headwater.delta.native import invalid_property, split_properties
 from headwater.delta.schema import arrow_schema
@@ -24,6 +25,7 @@ def create_delta_table(path: str, schema: StructType, partition_by: list[str],
     properties (Delta's ``delta.*`` keys are validated by deltalake; others follow). A schema
     with generated or identity columns is created by :mod:`headwater.delta.definition`."""
     location(path).parent.mkdir(parents=True, exist_ok=True)
+    properties = with_defaults(properties)  # the session's properties.defaults.*
     if definition.needs_definition(schema):  # generated / identity columns: one commit
         if not DeltaLog(path).exists():
             definition.create(None, path, definition.TableDefinition(

@@ -25,6 +25,7 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
+from dataclasses import replace as dataclass_replace
 from typing import Any
 
 from deltalake import DeltaTable, Schema
@@ -36,6 +37,7 @@ from headwater.conf import storage
 from headwater.conf.layout import DELTA_LOG
 from headwater.delta import clustering
 from headwater.delta.commit import Transaction, commit
+from headwater.delta.defaults import with_defaults
 from headwater.delta.generated import (
     GENERATION_EXPRESSION,
     Generation,
@@ -164,6 +166,8 @@ def cluster_and_partition_error() -> HeadwaterError:
 def create(spark: SparkSession | None, path: str, definition: TableDefinition, table: str) -> int:
     """Create the table at ``path`` (none may exist there); return its version (0)."""
     uri = normalize_uri(path)
+    definition = dataclass_replace(definition,
+                                   properties=with_defaults(definition.properties, spark))
     validate(spark, definition, table)
     protocol = _protocol(definition, None)
     if storage.bucket_of(uri) is not None:

@@ -29,6 +29,7 @@ from headwater.delta.clustering import clustering_columns
 from headwater.delta.log import DeltaLog, add_actions, filesystem_for, normalize_uri
 from headwater.delta.protocol import Protocol
 from headwater.delta.schema import spark_schema
+from headwater.delta.write_commit import deltalake_writes
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
 
@@ -432,6 +433,16 @@ def restore(path: str, version: int | None = None,
             f"{latest}].", "RESTORE goes back to a version the retained log still has.",
             "Pick a version listed by history().",
             error_class="DELTA_CANNOT_RESTORE_TABLE_VERSION")
+    if not deltalake_writes(table):
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"RESTORE of {table.table_uri} to version {version}: the table has identity "
+            "columns or clustering, which headwater cannot restore yet.",
+            "delta-rs restores a table in one commit but refuses tables with these features; "
+            "headwater commits to them itself and has no RESTORE of its own yet.",
+            f"Read the version and overwrite the table: spark.read.format('delta')"
+            f".option('versionAsOf', {version}).load(path), then write it with "
+            "mode('overwrite').")
     try:
         metrics = dict(table.restore(version))
     except Exception as exc:  # noqa: BLE001

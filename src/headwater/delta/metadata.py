@@ -60,3 +60,71 @@ def change_metadata(path: str, operation: str, parameters: dict[str, str],
         uri=uri, read_version=table.version(), operation=operation, parameters=parameters,
         metrics={}, actions=[{"metaData": change(current)}], extra={"engineInfo": "headwater"},
         reads_data=False, conflict_code="HW_DELTA_COMMIT_CONFLICT"))
+
+
+# --- ALTER TABLE on tables deltalake does not commit to ---------------------------------
+# deltalake refuses every commit to a table with identity columns or clustering ("Unsupported
+# table features required"), metadata changes included; headwater commits those itself
+# (:func:`headwater.delta.write_commit.deltalake_writes` decides). These write the commit
+# delta-spark writes for the statement.
+
+# Properties whose value turns on a table feature: setting one on such a table needs the
+# feature in the protocol already (headwater does not upgrade a protocol here).
+FEATURE_OF_PROPERTY = {
+    "delta.enablechangedatafeed": "changeDataFeed",
+    "delta.enabledeletionvectors": "deletionVectors",
+    "delta.appendonly": "appendOnly",
+    "delta.columnmapping.mode": "columnMapping",
+    "delta.enablerowtracking": "rowTracking",
+    "delta.enabletypewidening": "typeWidening",
+    "delta.checkpointpolicy": "v2Checkpoint",
+    "delta.enableincommittimestamps": "inCommitTimestamp",
+}
+
+
+def add_columns(path: str, fields: list[dict[str, Any]]) -> int:
+    """Append ``fields`` (Spark schema JSON fields) to the table's schema: ADD COLUMNS."""
+    def change(meta: dict[str, Any]) -> dict[str, Any]:
+        schema = json.loads(meta["schemaString"])
+        schema["fields"] = [*schema["fields"], *fields]
+        meta["schemaString"] = json.dumps(schema)
+        return meta
+
+    columns = [{"column": f, "position": None} for f in fields]
+    return change_metadata(path, "ADD COLUMNS", {"columns": json.dumps(columns)}, change)
+
+
+def set_properties(path: str, properties: dict[str, str], supported: Iterable[str]) -> int:
+    """Set ``properties`` in the table's configuration: SET TBLPROPERTIES. ``supported``: the
+    table features its protocol has (a property that turns on another one is refused)."""
+    have = set(supported)
+    for key, value in properties.items():
+        needed = FEATURE_OF_PROPERTY.get(key.lower())
+        if needed and needed not in have and str(value).lower() not in ("false", "none"):
+            raise HeadwaterError(
+                "HW_DELTA_UNSUPPORTED_FEATURE",
+                f"SET TBLPROPERTIES {key} = {value}: the table's protocol does not support "
+                f"the {needed} feature it turns on.",
+                "The table has identity columns or clustering, which headwater commits to "
+                "itself; it sets properties there but does not upgrade the protocol.",
+                f"Add the feature first: DeltaTable.forPath(spark, path).addFeatureSupport("
+                f"'{needed}'), then set the property.",
+                error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
+
+    def change(meta: dict[str, Any]) -> dict[str, Any]:
+        meta["configuration"] = {**meta["configuration"], **properties}
+        return meta
+
+    return change_metadata(path, "SET TBLPROPERTIES",
+                           {"properties": json.dumps(properties)}, change)
+
+
+def set_description(path: str, description: str | None) -> int:
+    """The table's comment (Delta's description): COMMENT ON TABLE / SET TBLPROPERTIES
+    ('comment' = ...), recorded as delta-spark records it."""
+    def change(meta: dict[str, Any]) -> dict[str, Any]:
+        meta["description"] = description
+        return meta
+
+    return change_metadata(path, "SET TBLPROPERTIES",
+                           {"properties": json.dumps({"comment": description})}, change)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
@@ -12,12 +11,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from headwater.conf import storage
-from headwater.conf.context import current_definition, lakehouse_state_dir
-from headwater.conf.layout import INGEST, RESCUED_DATA, ingest_metrics
+from headwater.conf.layout import RESCUED_DATA, ingest_metrics
 from headwater.errors import HeadwaterError, translated
-from headwater.ingest import landing
 from headwater.ingest.ddl import parse_ddl
 from headwater.ingest.registration import register_sources
+from headwater.ingest.schema_location import default_location, folder
 from headwater.ingest.source import source_id
 
 if TYPE_CHECKING:
@@ -86,9 +84,8 @@ def read_files(
     """
     spark = spark or SparkSession.active()
     register_sources(spark)
-    source = _folder(path)
-    location = schema_location or _default_location(
-        source_id(source, format, path_glob_filter), spark)
+    source = folder(path)
+    location = schema_location or default_location(source, format, path_glob_filter, spark)
     options: dict[str, Any] = {
         "format": format, "rescuedDataColumn": rescued_data_column or "none",
         "multiLine": multi_line, "header": header, "sep": sep,
@@ -96,7 +93,7 @@ def read_files(
         "ignoreMissingFiles": ignore_missing_files,
     }
     if location is not None:
-        options["schemaLocation"] = _folder(location)  # an s3:// one is refused by the source
+        options["schemaLocation"] = folder(location)  # an s3:// one is refused by the source
     if schema is not None:
         options["schema"] = _schema_json(schema)
     if schema_hints:
@@ -110,7 +107,7 @@ def read_files(
     if path_glob_filter:
         options["pathGlobFilter"] = path_glob_filter
     if archive_dir is not None:
-        options["sourceArchiveDir"] = _folder(archive_dir)
+        options["sourceArchiveDir"] = folder(archive_dir)
     credentials = storage.normalize(storage_options or {})
     for uri in (source, options.get("sourceArchiveDir")):
         storage.register(uri or "", credentials)  # this driver's cleanSource listener too
@@ -130,13 +127,6 @@ def read_files(
         F.count(F.when(rescued.startswith('{"_corrupt_record"'), 1)).alias("malformed_rows"))
 
 
-def _folder(path: str | os.PathLike[str]) -> str:
-    """A landing folder's URI as given (``s3://...``), or a local folder resolved."""
-    if landing.is_remote(str(path)):
-        return landing.normalize(str(path))
-    return str(Path(path).expanduser().resolve())
-
-
 def _schema_json(schema: Any) -> str:
     if isinstance(schema, StructType):
         return schema.json()
@@ -146,15 +136,3 @@ def _schema_json(schema: Any) -> str:
                          f"schema must be a StructType or a DDL string, not {type(schema).__name__}.",
                          "read_files needs the columns and their types.",
                          "Pass e.g. schema=\"id bigint, name string\".")
-
-
-def _default_location(sid: str, spark: SparkSession) -> str | None:
-    """Inside the storage of the pipeline dataset being defined, else under the lakehouse
-    attached to ``spark`` (its local state folder is in the session conf); None when neither."""
-    definition = current_definition()
-    if definition is not None:
-        return str(Path(definition.ingest_root) / sid)
-    root = lakehouse_state_dir(spark)
-    if root is not None:
-        return str(Path(root) / INGEST / sid)
-    return None

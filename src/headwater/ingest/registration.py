@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from headwater.conf import storage
 from headwater.delta.datasource import DeltaDataSource
 from headwater.delta.filelist import DeltaFileListSource
+from headwater.ingest import schema_location
 from headwater.ingest.clean import install_listener
 from headwater.ingest.source import FilesDataSource
 from headwater.spark.session import session_parallelism
@@ -38,6 +39,7 @@ def register_sources(spark: SparkSession) -> None:
     session), with scans split for the session's parallelism, and clean ingested files
     (``clean_source``) when their batch commits."""
     defaults = storage.Defaults.current()
+    schema_location.install()  # format("cloudFiles") without a schemaLocation gets one
     with _lock:
         if _registered.get(spark) == defaults:
             return

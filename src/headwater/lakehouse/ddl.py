@@ -23,7 +23,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql.functions import lit
 from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
 
+from headwater.delta import metadata
 from headwater.delta.create import create_delta_table
+from headwater.delta.defaults import with_defaults
 from headwater.delta.generated import (
     GENERATION_EXPRESSION,
     IDENTITY_ALLOW_EXPLICIT_INSERT,
@@ -33,7 +35,9 @@ from headwater.delta.generated import (
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.delta.metadata import change_metadata, unset_table_properties
 from headwater.delta.native import replace_native
+from headwater.delta.protocol import Protocol
 from headwater.delta.schema import arrow_schema
+from headwater.delta.write_commit import deltalake_writes
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.hooks import refuse_dynamic_overwrite
@@ -124,6 +128,8 @@ def create(lake: Lakehouse, st: Statement) -> DataFrame | None:
         elif name is not None:
             lake.register(name)
         return done(spark)
+    if not exists:  # a new table: the session's properties.defaults.* apply
+        properties = with_defaults(properties, spark)
     if replace and not exists and not plan.orCreate():
         raise DeltaAnalysisError(
             "HW_TABLE_NOT_FOUND", f"REPLACE TABLE {label}: the table did not exist.",
@@ -265,6 +271,8 @@ def _map(spark: SparkSession, scala_map: Any) -> dict[str, str]:
 # --- DROP TABLE ---------------------------------------------------------------------------
 
 def drop(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """DROP TABLE [IF EXISTS] t: the table, its files and its checkpoints are deleted (an
+    external table's data is kept); views and other providers' tables are Spark's."""
     parts = [str(p) for p in seq(st.plan.child().nameParts())]
     name = lakehouse_table(lake, parts) or _stale_external(lake, parts)
     if name is not None:
@@ -290,6 +298,8 @@ def _stale_external(lake: Lakehouse, parts: list[str]) -> str | None:
 # --- ALTER TABLE --------------------------------------------------------------------------
 
 def add_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """ALTER TABLE t ADD COLUMNS (c type, ...): nullable top-level columns at the end, one
+    commit; old rows read them as NULL."""
     altered = _altered(lake, st)
     if altered is None:
         return None
@@ -312,6 +322,9 @@ def add_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
                 "(old rows read them as NULL).",
                 "Add a plain nullable top-level column with a new name.")
         fields.append(StructField(parts[0], _parse_datatype_json_string(col.dataType().json())))
+    if not deltalake_writes(table):  # identity columns / clustering: headwater commits
+        metadata.add_columns(altered.path, [f.jsonValue() for f in fields])
+        return altered.done(lake, st)
     arrow = arrow_schema(StructType(fields))
     table.alter.add_columns([Field.from_arrow(arrow.field(f.name)) for f in fields])
     return altered.done(lake, st)
@@ -395,6 +408,8 @@ def _has_nulls(st: Statement, path: str, column: str) -> bool:
 
 
 def rename(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """ALTER TABLE t RENAME TO u: a table under the root moves to the new name's folder; an
+    external table keeps its location under the new name."""
     found = target(st.plan)
     if found is None or lakehouse_table(lake, found[0]) is None:
         return None  # a view or another provider's table: Spark's
@@ -404,6 +419,8 @@ def rename(lake: Lakehouse, st: Statement) -> DataFrame | None:
 
 
 def set_location(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """ALTER TABLE t SET LOCATION 'path': the name now refers to the Delta table at that path
+    (the old data is kept aside, as delta-spark does)."""
     found = target(st.plan)
     if found is None or lakehouse_table(lake, found[0]) is None:
         return None
@@ -460,19 +477,29 @@ def table_location(lake: Lakehouse, parts: list[str]) -> str | None:
 
 
 def set_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """ALTER TABLE t SET TBLPROPERTIES (...): Delta table properties (a `comment` is the
+    table's description), one commit."""
     altered = _altered(lake, st)
     if altered is None:
         return None
     properties = _map(st.session, st.plan.properties())
     table = open_table(altered.path)
+    own = not deltalake_writes(table)  # identity columns / clustering: headwater commits
     if "comment" in properties:  # Spark's table comment is Delta's description
-        table.alter.set_table_description(properties.pop("comment"))
-    if properties:
+        if own:
+            metadata.set_description(altered.path, properties.pop("comment"))
+        else:
+            table.alter.set_table_description(properties.pop("comment"))
+    if properties and own:
+        metadata.set_properties(altered.path, properties,
+                                Protocol.of_table(open_table(altered.path)).names())
+    elif properties:
         table.alter.set_table_properties(properties, raise_if_not_exists=False)
     return altered.done(lake, st)
 
 
 def unset_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """ALTER TABLE t UNSET TBLPROPERTIES [IF EXISTS] (...): removes table properties."""
     altered = _altered(lake, st)
     if altered is None:
         return None
@@ -491,10 +518,16 @@ def unset_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
 
 
 def comment_on(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """COMMENT ON TABLE t IS '...': the Delta table's description."""
     altered = _altered(lake, st)
     if altered is None:
         return None
-    open_table(altered.path).alter.set_table_description(str(st.plan.comment()))
+    table = open_table(altered.path)
+    comment = st.plan.comment()
+    if not deltalake_writes(table):  # identity columns / clustering: headwater commits
+        metadata.set_description(altered.path, None if comment is None else str(comment))
+    else:
+        table.alter.set_table_description(str(comment))
     return altered.done(lake, st)
 
 

@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
-from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, LAKEHOUSE_STATE_CONF, SYSTEM_TABLES, WAREHOUSE
+from headwater.conf.layout import (
+    CHECKPOINTS,
+    DELTA_LOG,
+    LAKEHOUSE_STATE_CONF,
+    SYSTEM_TABLES,
+    TEMPORARY,
+    WAREHOUSE,
+)
 from headwater.conf.location import AnyPath, location, remove_tree, state_folder
 from headwater.conf.options import parse_bool
 from headwater.conf.triggers import Trigger, trigger_kwargs
@@ -91,6 +98,8 @@ class Lakehouse:
         self.spark = spark
         self._locks: dict[str, tuple[CheckpointLock, Any]] = {}
         self._registered: set[str] = set()
+        # qualified name -> folder: tables kept out of the catalog (see keep_private)
+        self._private: dict[str, str] = {}
         # foreachBatch threads of concurrent flows may create side tables at once
         self._create_lock = threading.RLock()
         if attach:
@@ -102,7 +111,20 @@ class Lakehouse:
         """The table's folder (it may not exist yet): under the root, or an external table's
         location."""
         tname = parse_name(name)
+        private = self._private.get(tname.qualified)
+        if private is not None:
+            return private
         return external.location_of(self.state_dir, tname) or str(self.root / tname.relative_path)
+
+    def keep_private(self, name: str) -> str:
+        """Make ``name`` a private table of this Lakehouse object (a pipeline's TEMPORARY
+        table): stored under ``<root>/_temporary/``, which :meth:`tables` never lists, so
+        other sessions and ``headwater tables`` do not see it; here it is read and written by
+        name like any table. Returns its folder."""
+        tname = parse_name(name)
+        folder = str(self.root / TEMPORARY / tname.relative_path)
+        self._private[tname.qualified] = folder
+        return folder
 
     def exists(self, name: str) -> bool:
         return (location(self.path(name)) / DELTA_LOG).is_dir()

@@ -1,4 +1,5 @@
-"""Messages: Kafka as a Spark source and sink (``format("headwater.kafka")``).
+"""Messages: Kafka as a Spark source and sink (``format("headwater.kafka")``, and
+``format("kafka")`` on readers when Spark has no Kafka connector: see kafka_alias.py).
 
 Imports nothing above ``headwater.errors``; clients are created only where they are used.
 """
@@ -9,6 +10,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from headwater.messages import kafka_alias
 from headwater.messages.kafka_source import FORMAT_NAME, KafkaDataSource
 
 if TYPE_CHECKING:
@@ -21,7 +23,9 @@ _lock = threading.Lock()
 
 
 def register_message_sources(spark: SparkSession) -> None:
-    """Make ``format("headwater.kafka")`` work on ``spark`` (once per session)."""
+    """Make ``format("headwater.kafka")`` work on ``spark`` (once per session), and
+    ``format("kafka")`` on its readers."""
+    kafka_alias.install()
     with _lock:
         if spark in _registered:
             return

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, overload
 
 from headwater.errors import HeadwaterError
 from headwater.lakehouse import active_lakehouse
@@ -22,6 +22,7 @@ from headwater.pipeline.fields import sink_fields, stored_fields
 from headwater.pipeline.graph import current_graph
 from headwater.pipeline.model import Location
 from headwater.pipeline.registry import active_registry
+from headwater.pipeline.snapshot import snapshot_flow
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -66,12 +67,13 @@ def table(func: F) -> F: ...
 def table(*, name: str | None = None, output_mode: Literal["append", "complete", "update"] = ...,
           keys: Iterable[str] | None = None, partition_by: Iterable[str] | None = None,
           comment: str | None = None, table_properties: Mapping[str, str] | None = None,
-          keep_late_rows: bool = False, schema: StructType | str | None = None
-          ) -> AnyDecorator: ...
+          keep_late_rows: bool = False, schema: StructType | str | None = None,
+          temporary: bool = False) -> AnyDecorator: ...
 def table(func: Callable[..., Any] | None = None, *, name: str | None = None, output_mode: str = "append",
           keys: Iterable[str] | None = None, partition_by: Iterable[str] | None = None,
           comment: str | None = None, table_properties: Mapping[str, str] | None = None,
-          keep_late_rows: bool = False, schema: StructType | str | None = None) -> Any:
+          keep_late_rows: bool = False, schema: StructType | str | None = None,
+          temporary: bool = False) -> Any:
     """A streaming table: the function returns a streaming DataFrame.
 
     name: default the function's name (``schema.table`` allowed).
@@ -81,6 +83,8 @@ def table(func: Callable[..., Any] | None = None, *, name: str | None = None, ou
     keep_late_rows: on a windowed aggregate with a watermark, rows Spark drops as late go to
         ``<table>__late`` instead of vanishing.
     schema: the table's columns (StructType or DDL); default the query's own schema.
+    temporary: stored, but not published to the lakehouse's catalog (DLT's TEMPORARY / private
+        table): only this pipeline reads it, by name; default False.
     """
     def build(f: Callable[..., Any], where: Location) -> model.Dataset:
         table_name = name or f.__name__
@@ -93,7 +97,8 @@ def table(func: Callable[..., Any] | None = None, *, name: str | None = None, ou
             **stored_fields(table_name, where, comment or inspect.getdoc(f) or None,
                             table_properties, partition_by, None, schema, None),
             output_mode=output_mode,  # type: ignore[arg-type]
-            keys=tuple(keys) if keys else None, keep_late_rows=bool(keep_late_rows))
+            keys=tuple(keys) if keys else None, keep_late_rows=bool(keep_late_rows),
+            temporary=bool(temporary))
 
     return _register(build, "table", func)
 
@@ -104,18 +109,19 @@ def materialized_view(func: F) -> F: ...
 def materialized_view(*, name: str | None = None, partition_by: Iterable[str] | None = None,
                       comment: str | None = None,
                       table_properties: Mapping[str, str] | None = None,
-                      schema: StructType | str | None = None) -> AnyDecorator: ...
+                      schema: StructType | str | None = None,
+                      temporary: bool = False) -> AnyDecorator: ...
 def materialized_view(func: Callable[..., Any] | None = None, *, name: str | None = None,
                       partition_by: Iterable[str] | None = None, comment: str | None = None,
                       table_properties: Mapping[str, str] | None = None,
-                      schema: StructType | str | None = None) -> Any:
+                      schema: StructType | str | None = None, temporary: bool = False) -> Any:
     """A table recomputed from batch reads each run, committed as one overwrite.
 
-    name, partition_by, comment (default the docstring), table_properties, schema: as for
-    :func:`table`."""
+    name, partition_by, comment (default the docstring), table_properties, schema, temporary:
+    as for :func:`table`."""
     return _register(lambda f, where: model.MaterializedView(**stored_fields(
         name or f.__name__, where, comment or inspect.getdoc(f) or None, table_properties,
-        partition_by, None, schema, None)), "materialized_view", func)
+        partition_by, None, schema, None), temporary=bool(temporary)), "materialized_view", func)
 
 
 @overload
@@ -156,8 +162,9 @@ def create_streaming_table(name: str, *, comment: str | None = None,
                            partition_by: Iterable[str] | None = None,
                            schema: StructType | str | None = None,
                            output_mode: Literal["append", "complete", "update"] = "append",
-                           keys: Iterable[str] | None = None) -> None:
-    """A streaming table without a query of its own: append flows fill it."""
+                           keys: Iterable[str] | None = None, temporary: bool = False) -> None:
+    """A streaming table without a query of its own: append flows fill it (temporary: as
+    for :func:`table`)."""
     where = caller_location()
     if output_mode not in OUTPUT_MODES:
         raise HeadwaterError(
@@ -166,7 +173,8 @@ def create_streaming_table(name: str, *, comment: str | None = None,
             "Use 'append' (default), 'complete' or 'update'.")
     active_registry("create_streaming_table", where).add_dataset(model.StreamingTable(
         **stored_fields(name, where, comment, table_properties, partition_by, None, schema,
-                        None), output_mode=output_mode, keys=tuple(keys) if keys else None))
+                        None), output_mode=output_mode, keys=tuple(keys) if keys else None,
+        temporary=bool(temporary)))
 
 
 def create_sink(name: str, format: str, options: Mapping[str, str] | None = None, *,
@@ -229,6 +237,44 @@ def create_auto_cdc_flow(target: str, source: str, keys: Iterable[Any], sequence
 
 
 apply_changes = create_auto_cdc_flow  # DLT's older name
+
+
+SnapshotSourceArg = Union[str, Callable[[Any], "tuple[DataFrame, Any] | None"],
+                          "tuple[DataFrame, Any]"]
+
+
+def create_auto_cdc_from_snapshot_flow(
+        target: str, source: SnapshotSourceArg, keys: Iterable[Any],
+        stored_as_scd_type: int | str = 1,
+        track_history_column_list: Iterable[Any] | None = None,
+        track_history_except_column_list: Iterable[Any] | None = None,
+        name: str | None = None) -> None:
+    """An AUTO CDC FROM SNAPSHOT flow (Databricks' ``create_auto_cdc_from_snapshot_flow``,
+    formerly ``apply_changes_from_snapshot``): each new full snapshot of ``source`` is diffed
+    against the streaming table ``target`` (declare it with :func:`create_streaming_table`;
+    this flow must be its only one) and the differences applied: new keys inserted, changed
+    rows updated, keys missing from the snapshot deleted.
+
+    source: a table or view name (each run reads its current rows; the version is the run's
+        time), or a function ``next_snapshot_and_version(latest_snapshot_version)`` returning
+        ``(DataFrame, version)`` or None, called with the last version applied (None the
+        first time) and then with each version it returned, until None. The last version is
+        kept, so the next run continues from it.
+    keys: columns identifying a row. stored_as_scd_type: 1 (default) or 2 (history with
+        ``__START_AT`` / ``__END_AT`` = snapshot versions; a deleted key's row is closed).
+    track_history_column_list / track_history_except_column_list (SCD2): the columns whose
+        change opens a new history row; other changes update the current row.
+    name: the flow's name (default: the target's).
+    """
+    where = caller_location()
+    active_registry("create_auto_cdc_from_snapshot_flow", where).add_flow(snapshot_flow(
+        target=target, source=source, name=name, location=where, keys=keys,
+        stored_as_scd_type=stored_as_scd_type,
+        track_history_column_list=track_history_column_list,
+        track_history_except_column_list=track_history_except_column_list))
+
+
+apply_changes_from_snapshot = create_auto_cdc_from_snapshot_flow  # DLT's older name
 
 
 # --- expectations --------------------------------------------------------------------------

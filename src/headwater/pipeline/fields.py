@@ -6,10 +6,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from headwater.errors import HeadwaterError
 from headwater.ingest.ddl import parse_ddl
+from headwater.messages import FORMAT_NAME as KAFKA
+from headwater.messages.kafka_alias import kafka_format
 from headwater.pipeline.model import Location
 
 
@@ -59,6 +62,9 @@ def sink_fields(name: str, where: Location, format: str, options: Any,
     writes files, made absolute now (against the working directory while definitions load:
     a spark-pipeline.yml project's folder, as under SDP), so runs do not depend on it."""
     format = str(format or "").strip()
+    spark = SparkSession.getActiveSession()
+    if spark is not None:  # "kafka" without Spark's connector: headwater's Kafka sink
+        format = kafka_format(spark, format, KAFKA)
     opts = {str(k): str(v) for k, v in dict(options or {}).items()}
     if not format:
         raise HeadwaterError(

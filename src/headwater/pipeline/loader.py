@@ -2,21 +2,36 @@
 
 Python files run with the registry active (headwater's decorators and ``pyspark.pipelines``'
 both register into it); SQL files go through :meth:`Registry.register_sql` (Spark's parser,
-see :mod:`headwater.pipeline.sql_files`)."""
+see :mod:`headwater.pipeline.sql_files`). A file in Databricks' notebook source format (see
+:mod:`headwater.pipeline.notebook`) runs cell by cell in order: Python cells in one namespace,
+SQL cells as pipeline SQL (a cell boundary ends a statement), ``%md`` cells are text;
+``%pip`` cells are checked against the installed packages (a missing one is an error naming
+it), ``%run`` is an error (headwater loads the files the project lists), and any other magic
+(``%sh``, ``%fs``, ``%scala``, ...) is not run, with a warning.
+
+``import dlt`` in a definition file is :mod:`headwater.dlt` while the files load (the module
+Databricks' pipelines give that name)."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.metadata
 import os
+import re
 import runpy
 import sys
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from pyspark import pipelines as sdp_api
 
 from headwater.conf.project import Project
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.database import using_database
+from headwater.pipeline import api, notebook
 from headwater.pipeline.registry import Registry, collecting
 from headwater.spark.session import activate, thread_session
 
@@ -41,22 +56,41 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     try:
         if project.spec is not None:
             os.chdir(project.dir)
-        with collecting(registry), using_database(spark, project.database) \
-                if spark is not None else contextlib.nullcontext():
+        with collecting(registry), _dlt_module(), _sdp_snapshot_flow(), using_database(
+                spark, project.database) if spark is not None else contextlib.nullcontext():
             for file in project.files():
-                if file.suffix == ".sql":
-                    registry.register_sql(file.read_text(), file)
-                elif file.suffix == ".py":
-                    _run_python_file(file, {"spark": spark} if spark is not None else {})
-                else:
+                if file.suffix not in (".sql", ".py"):
                     raise HeadwaterError(
                         "HW_PROJECT_INVALID", f"{file}: definitions are .py or .sql files.",
                         "headwater reads Python decorators and SQL CREATE statements.",
                         "Rename the file or narrow the glob.")
+                text = file.read_text()
+                if notebook.notebook_language(text) is not None:
+                    _run_notebook(file, text, registry, spark)
+                elif file.suffix == ".sql":
+                    registry.register_sql(text, file)
+                else:
+                    _run_python_file(file, {"spark": spark} if spark is not None else {})
     finally:
         os.chdir(cwd)
         sys.path.remove(str(project.dir))
     return registry.finish()
+
+
+@contextlib.contextmanager
+def _sdp_snapshot_flow() -> Iterator[None]:
+    """``dp.create_auto_cdc_from_snapshot_flow`` while definitions load: Databricks' SDP has
+    it, pyspark 4.3's ``pyspark.pipelines`` does not; headwater's own is lent to the module
+    (and taken back after) unless pyspark has one."""
+    name = "create_auto_cdc_from_snapshot_flow"
+    if hasattr(sdp_api, name):
+        yield
+        return
+    setattr(sdp_api, name, api.create_auto_cdc_from_snapshot_flow)
+    try:
+        yield
+    finally:
+        delattr(sdp_api, name)
 
 
 def _run_python_file(file: Path, init_globals: dict[str, object]) -> None:
@@ -66,11 +100,114 @@ def _run_python_file(file: Path, init_globals: dict[str, object]) -> None:
     except HeadwaterError:
         raise
     except Exception as exc:
-        frames = [f for f in traceback.extract_tb(exc.__traceback__)
-                  if Path(f.filename).resolve() == file.resolve()]
-        where = f"{file}:{frames[-1].lineno}" if frames else str(file)
+        raise _definition_error(file, exc) from exc
+
+
+def _definition_error(file: Path, exc: BaseException, line: int | None = None) -> HeadwaterError:
+    """The file's line where ``exc`` was raised (a SyntaxError's own line), else ``line``."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if Path(f.filename).resolve() == file.resolve()]
+    at = exc.lineno if isinstance(exc, SyntaxError) and exc.lineno else \
+        frames[-1].lineno if frames else line
+    where = f"{file}:{at}" if at else str(file)
+    return HeadwaterError(
+        "HW_PIPELINE_DEFINITION_FAILED",
+        f"{where}: loading the definitions failed: {type(exc).__name__}: {exc}",
+        "Definition files are run once to register their datasets.",
+        "Fix the error at that line.")
+
+
+@contextlib.contextmanager
+def _dlt_module() -> Iterator[None]:
+    """``import dlt`` gives headwater.dlt while the definitions load; what was there before
+    (nothing, or another package's ``dlt``) comes back afterwards. headwater.dlt is a room
+    above this one (it is written over pipeline.api), so it is imported by name, as
+    headwater/__init__ imports its exports."""
+    missing = object()
+    before = sys.modules.get("dlt", missing)
+    sys.modules["dlt"] = importlib.import_module("headwater.dlt")
+    try:
+        yield
+    finally:
+        if before is missing:
+            sys.modules.pop("dlt", None)
+        else:
+            sys.modules["dlt"] = before  # type: ignore[assignment]
+
+
+def _no_display(*args: Any, **kwargs: Any) -> None:
+    """A notebook's display()/displayHTML(): shows nothing in a pipeline run (as in DLT)."""
+
+
+def _run_notebook(file: Path, text: str, registry: Registry, spark: SparkSession | None) -> None:
+    """A notebook's cells in order (see the module docstring)."""
+    namespace: dict[str, Any] = {
+        "__name__": f"headwater_pipeline.{file.stem}", "__file__": str(file),
+        "__builtins__": __builtins__, "display": _no_display, "displayHTML": _no_display}
+    if spark is not None:
+        namespace["spark"] = spark
+    for cell in notebook.cells(text):
+        where = f"{file}:{cell.line}"
+        if cell.language == "python":
+            _run_python_cell(file, cell, namespace)
+        elif cell.language == "sql":
+            registry.register_sql(cell.code, file)
+        elif cell.language == "md":
+            continue
+        elif cell.language == "pip":
+            _check_pip(where, cell.body)
+            registry.warnings.append(f"{where}: %pip cell not run: its packages are "
+                                     "installed already")
+        elif cell.language == "run":
+            raise HeadwaterError(
+                "HW_PROJECT_INVALID", f"{where}: %run {cell.body} is not supported.",
+                "%run runs another notebook inside this one; a pipeline loads each file its "
+                "spec lists instead (Databricks' pipelines refuse %run too).",
+                "List that notebook in the pipeline's libraries (spark-pipeline.yml) or "
+                "definitions (headwater.toml), or import its functions as a Python module.")
+        else:
+            registry.warnings.append(f"{where}: a {cell.magic} cell is not run (a pipeline "
+                                     "runs Python and SQL cells only)")
+
+
+def _run_python_cell(file: Path, cell: notebook.Cell, namespace: dict[str, Any]) -> None:
+    try:
+        code = compile(cell.code, str(file), "exec")
+        exec(code, namespace)  # noqa: S102 - the pipeline's own definition code
+    except HeadwaterError:
+        raise
+    except Exception as exc:
+        raise _definition_error(file, exc, cell.line) from exc
+
+
+_REQUIREMENT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def _check_pip(where: str, body: str) -> None:
+    """%pip install: every package named must be installed already (headwater installs
+    nothing while it loads a pipeline)."""
+    words = body.split()
+    if not words or words[0] != "install":
         raise HeadwaterError(
-            "HW_PIPELINE_DEFINITION_FAILED",
-            f"{where}: loading the definitions failed: {type(exc).__name__}: {exc}",
-            "Definition files are run once to register their datasets.",
-            "Fix the error at that line.") from exc
+            "HW_PROJECT_INVALID", f"{where}: %pip {body} is not run.",
+            "A pipeline's %pip cells install packages; headwater runs in an environment "
+            "prepared beforehand.", "Run that pip command in headwater's environment and "
+            "delete the cell.")
+    missing = []
+    for arg in words[1:]:
+        if arg.startswith("-"):
+            continue
+        name = Path(arg).name.split("-")[0] if arg.endswith(".whl") else arg
+        match = _REQUIREMENT.match(name)
+        if match is None:
+            continue
+        try:
+            importlib.metadata.version(match.group(1))
+        except importlib.metadata.PackageNotFoundError:
+            missing.append(arg)
+    if missing:
+        raise HeadwaterError(
+            "HW_PROJECT_INVALID", f"{where}: %pip install needs {', '.join(missing)}, which "
+            "is not installed.", "headwater does not install packages while it loads a "
+            "pipeline: %pip cells are checked, not run.",
+            f"pip install {' '.join(missing)} in the environment headwater runs in.")

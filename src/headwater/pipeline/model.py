@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from headwater.delta.cdc.spec import CdcSpec
+    from headwater.pipeline.snapshot import SnapshotFlow
 
 OutputMode = Literal["append", "complete", "update"]
 
@@ -65,6 +66,9 @@ class Flow:
     spark_conf: Spark settings the flow asks for while it runs (SDP's ``spark_conf``).
     cdc: an AUTO CDC flow's semantics (a ``headwater.delta.cdc.CdcSpec``): its function
         returns the change events, which are applied to the target instead of appended.
+    snapshot: an AUTO CDC FROM SNAPSHOT flow's source and semantics
+        (:class:`headwater.pipeline.snapshot.SnapshotFlow`): no stream; the runner applies
+        each new snapshot of the source.
     """
 
     name: str
@@ -75,6 +79,7 @@ class Flow:
     once: bool = False
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     cdc: CdcSpec | None = None
+    snapshot: SnapshotFlow | None = None
 
     @property
     def is_default(self) -> bool:
@@ -92,6 +97,9 @@ class _Stored:
     partition_by: tuple[str, ...] = ()
     schema: StructType | None = None  # declared columns; None: the query's own schema
     expectations: tuple[Expectation, ...] = ()
+    # DLT's TEMPORARY (PRIVATE) table: stored in the lakehouse's own folder for the pipeline
+    # (``_temporary/``), not published to its catalog: only the pipeline reads it by name.
+    temporary: bool = False
 
     @property
     def stored(self) -> bool:
@@ -140,11 +148,16 @@ class MaterializedView(_Stored):
 
 @dataclass(frozen=True)
 class View:
-    """A named DataFrame other definitions read (a temporary view); never stored."""
+    """A named DataFrame other definitions read (a temporary view); never stored.
+
+    expectations: checked where the view is read, in each flow that reads it (see
+        :func:`headwater.pipeline.expectations.guard`).
+    """
 
     name: str
     location: Location
     comment: str | None = None
+    expectations: tuple[Expectation, ...] = ()
 
     @property
     def kind(self) -> Kind:
@@ -153,10 +166,6 @@ class View:
     @property
     def stored(self) -> bool:
         return False
-
-    @property
-    def expectations(self) -> tuple[Expectation, ...]:
-        return ()
 
     @property
     def partition_by(self) -> tuple[str, ...]:
@@ -188,7 +197,8 @@ class Sink(View):
     """An external destination (SDP's ``create_sink``): append flows write to it as a streaming
     write in ``format`` with ``options`` (e.g. ``{"path": ...}``). Not a lakehouse table: it is
     never created, conformed or read by other definitions; the pipeline keeps only its flows'
-    checkpoints. Shares View's fixed answers (not stored, append, no expectations)."""
+    checkpoints. Shares View's fixed answers (not stored, append); expectations are refused
+    (the registry says so)."""
 
     format: str = ""
     options: Mapping[str, str] = field(default_factory=dict)
@@ -209,7 +219,8 @@ def as_materialized_view(table: StreamingTable) -> MaterializedView:
     """The same stored fields, recomputed from batch reads instead."""
     return MaterializedView(name=table.name, location=table.location, comment=table.comment,
                             properties=table.properties, partition_by=table.partition_by,
-                            schema=table.schema, expectations=table.expectations)
+                            schema=table.schema, expectations=table.expectations,
+                            temporary=table.temporary)
 
 
 def describe(dataset: Dataset) -> str:

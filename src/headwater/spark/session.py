@@ -134,8 +134,15 @@ def build_session(
 
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
-        builder = builder.config(key, value)
+        if key.startswith("spark."):
+            builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    # Keys outside spark.* (a pipeline's configuration: mypipeline.source_path, ...) go on the
+    # session once it runs: given to the builder, spark-submit would print "Warning: Ignoring
+    # non-Spark config property" for each. spark.conf.get sees them either way.
+    for key, value in settings.items():
+        if not key.startswith("spark."):
+            spark.conf.set(key, value)
     spark.sparkContext.setLogLevel(settings.get(LOG_LEVEL_CONF, "WARN"))
     _register_stop()
     return spark

@@ -130,6 +130,8 @@ def run_project(project: LoadedProject | Project | str | os.PathLike[str] = ".",
     """
     loaded = project if isinstance(project, LoadedProject) else load_project(project, app_name)
     conf = loaded.project
+    for warning in loaded.registry.warnings:
+        echo(f"warning: {warning}")
     choice, kwargs, continuous = _choose_trigger(trigger, conf.trigger, continuous)
     graph = Graph(loaded.registry, loaded.lakehouse).build()
     try:

@@ -1,0 +1,130 @@
+"""Auto Loader's schema location, picked when a read does not name one.
+
+A file stream keeps its schema versions and the list of files it ingested in a folder (Auto
+Loader's ``cloudFiles.schemaLocation``). Databricks' pipelines choose it for every Auto Loader
+read in a pipeline, so pipeline code never names one. headwater does the same for
+``headwater.read_files`` and for ``spark.readStream.format("cloudFiles")`` alike: inside a
+pipeline, in the storage of the dataset being defined (``<its checkpoint>/_ingest/<id>``,
+whichever kind it is: table, view, append flow, sink flow); outside one, under the attached
+lakehouse (``<lakehouse>/_ingest/<id>``). The id names the folder, the format and the glob filter,
+so two reads of different folders never share a file list. With neither, the read keeps its
+error asking for the option.
+
+For ``format("cloudFiles")`` the stream reader's ``format``, ``option``, ``options`` and
+``load`` are wrapped (once, class-level; a reader of any other format is untouched) to
+remember what was set, because Spark keeps it on the JVM side only.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.readwriter import DataStreamReader
+
+from headwater.conf.context import current_definition, lakehouse_state_dir
+from headwater.conf.layout import INGEST
+from headwater.ingest import landing
+from headwater.ingest.source import source_id
+
+SOURCE = "cloudfiles"
+_FORMAT = "\0format"  # the reader's format() among its options (no option has this name)
+_LOCATION_KEYS = ("cloudfiles.schemalocation", "schemalocation")
+
+_settings: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+_guard = threading.Lock()
+_installed = False
+
+
+def folder(path: str | os.PathLike[str]) -> str:
+    """A landing folder's URI as given (``s3://...``), or a local folder resolved."""
+    if landing.is_remote(str(path)):
+        return landing.normalize(str(path))
+    return str(Path(path).expanduser().resolve())
+
+
+def default_location(source: str, fmt: str, glob: str | None,
+                     spark: SparkSession) -> str | None:
+    """Where the file stream over ``source`` keeps its state when no location is given:
+    inside the storage of the pipeline dataset being defined, else under the lakehouse
+    attached to ``spark``; None when neither."""
+    sid = source_id(source, fmt, glob)
+    definition = current_definition()
+    if definition is not None:
+        return str(Path(definition.ingest_root) / sid)
+    root = lakehouse_state_dir(spark)
+    if root is not None:
+        return str(Path(root) / INGEST / sid)
+    return None
+
+
+def install() -> None:
+    """Wrap DataStreamReader's format/option/options/load (idempotent)."""
+    global _installed
+    with _guard:
+        if _installed:
+            return
+        for attr, wrap in (("format", _format), ("option", _option), ("options", _options),
+                           ("load", _load)):
+            setattr(DataStreamReader, attr, wrap(getattr(DataStreamReader, attr)))
+        _installed = True
+
+
+def _remember(reader: Any, **values: Any) -> None:
+    settings = _settings.setdefault(reader, {})
+    for key, value in values.items():
+        settings[key.lower()] = str(value)
+
+
+def _format(original: Callable[..., Any]) -> Callable[..., Any]:
+    def format(self: Any, source: str) -> Any:  # noqa: A001 (Spark's name)
+        _remember(self, **{_FORMAT: source})
+        return original(self, source)
+
+    format.__doc__ = original.__doc__
+    return format
+
+
+def _option(original: Callable[..., Any]) -> Callable[..., Any]:
+    def option(self: Any, key: str, value: Any) -> Any:
+        _remember(self, **{str(key): value})
+        return original(self, key, value)
+
+    option.__doc__ = original.__doc__
+    return option
+
+
+def _options(original: Callable[..., Any]) -> Callable[..., Any]:
+    def options(self: Any, **values: Any) -> Any:
+        _remember(self, **values)
+        return original(self, **values)
+
+    options.__doc__ = original.__doc__
+    return options
+
+
+def _load(original: Callable[..., Any]) -> Callable[..., Any]:
+    def load(self: Any, path: str | None = None, format: str | None = None,  # noqa: A002
+             schema: Any = None, **options: Any) -> Any:
+        if format is not None:
+            _remember(self, **{_FORMAT: format})
+        _remember(self, **options)
+        settings = _settings.get(self, {})
+        path_given = path if path is not None else settings.get("path")
+        if settings.get(_FORMAT, "").lower() == SOURCE and path_given \
+                and not any(k in settings for k in _LOCATION_KEYS):
+            source = folder(path_given)
+            fmt = settings.get("cloudfiles.format", settings.get("format", "json"))
+            glob = settings.get("pathglobfilter", settings.get("cloudfiles.pathglobfilter"))
+            location = default_location(source, fmt, glob, self._spark)
+            if location is not None:
+                self.option("cloudFiles.schemaLocation", location)
+        return original(self, path, format, schema, **options)
+
+    load.__doc__ = original.__doc__
+    return load

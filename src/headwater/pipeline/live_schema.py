@@ -1,0 +1,74 @@
+"""DLT's ``LIVE`` virtual schema in Python definitions: while a pipeline's definitions run,
+``spark.table("LIVE.x")``, ``spark.read.table("LIVE.x")``, ``spark.readStream.table("LIVE.x")``
+and ``spark.sql("... FROM LIVE.x")`` read the pipeline's dataset ``x`` (as ``dlt.read("LIVE.x")``
+and SQL files' ``LIVE.x`` do). Outside a pipeline's definitions, ``LIVE`` is an ordinary
+database name, as in Spark.
+
+The four methods are wrapped class-level (Spark makes a new reader per ``spark.readStream``)
+while :func:`live_schema` is entered; the wrappers are installed again if something put other
+methods in their place (the lakehouse's session hooks restore Spark's own when detached).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.readwriter import DataFrameReader
+from pyspark.sql.streaming.readwriter import DataStreamReader
+
+from headwater.pipeline.sql_dlt import drop_live
+from headwater.pipeline.sql_files import tokens
+
+_MARK = "_hw_live_schema"
+_active: ContextVar[bool] = ContextVar("headwater_live_schema", default=False)
+_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def live_schema() -> Iterator[None]:
+    """``LIVE.x`` means the pipeline's ``x`` in the block (see the module docstring)."""
+    _install()
+    token = _active.set(True)
+    try:
+        yield
+    finally:
+        _active.reset(token)
+
+
+def without_live(name: str) -> str:
+    """``LIVE.x`` -> ``x``; other names unchanged."""
+    return name[5:] if isinstance(name, str) and name[:5].lower() == "live." else name
+
+
+def _install() -> None:
+    with _guard:
+        for cls, attr, wrap in ((SparkSession, "table", _table), (DataFrameReader, "table", _table),
+                                (DataStreamReader, "table", _table), (SparkSession, "sql", _sql)):
+            current = cls.__dict__[attr]
+            if not getattr(current, _MARK, False):
+                setattr(cls, attr, wrap(current))
+
+
+def _table(original: Callable[..., Any]) -> Callable[..., Any]:
+    def table(self: Any, tableName: str) -> Any:  # noqa: N803 (Spark's name)
+        return original(self, without_live(tableName) if _active.get() else tableName)
+
+    table.__doc__ = original.__doc__
+    setattr(table, _MARK, True)
+    return table
+
+
+def _sql(original: Callable[..., Any]) -> Callable[..., Any]:
+    def sql(self: Any, sqlQuery: str, args: Any = None, **kwargs: Any) -> Any:  # noqa: N803
+        if _active.get() and isinstance(sqlQuery, str) and "live." in sqlQuery.lower():
+            sqlQuery = drop_live(sqlQuery, tokens(sqlQuery))
+        return original(self, sqlQuery, args, **kwargs)
+
+    sql.__doc__ = original.__doc__
+    setattr(sql, _MARK, True)
+    return sql
