@@ -42,6 +42,8 @@ def render(data: dict[str, Any]) -> str:
         "compares every table, read with deltalake, with answers computed in plain Python "
         "from the generated data. Do not edit by hand.",
         "",
+        f"headwater: {data.get('headwater', '?')}.",
+        "",
         f"**Pipeline notebooks: {len(runs)} of {len(pipeline)} run and hold the right rows "
         f"after both runs ({sum(c['status'] == 'runs' for c in cases)} of {len(cases)} "
         f"pipelines).** The snapshot has {len(notebooks)} notebooks and "
