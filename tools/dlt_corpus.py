@@ -76,7 +76,7 @@ def run_case(case: Case, repo: Path, work: Path, broker: Any, timeout: float) ->
     result["configuration"] = {k: v.replace(str(env.data), "<data>")
                                for k, v in case.settings(env).items()}
     result["database"] = case.database
-    for round_ in (1, 2):
+    for round_ in range(1, case.rounds + 1):
         try:
             case.write(env, round_)
         except Exception as exc:  # noqa: BLE001 - a generator failure is this case's result
