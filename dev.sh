@@ -12,6 +12,7 @@
 #   bash dev.sh bench-dml        MERGE / DELETE: Spark vs delta-rs vs hand-written deltalake (outside CI)
 #   bash dev.sh bench-builder    DeltaTable.create + first write vs a plain df.write.format("delta") (outside CI)
 #   bash dev.sh conformance      delta-spark's own Python tests and examples on headwater, pass counts
+#   bash dev.sh docs             the docs site, built in strict mode into site/ (`docs serve`: preview)
 #   bash dev.sh corpus PATH      Databricks' DLT notebooks (a snapshot of delta-live-tables-notebooks) on headwater
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -23,7 +24,8 @@ stamp=.venv/.headwater-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] \
     || [ compat/delta-spark/pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[test]"
+  # the docs extra too: the suite runs every code block of the docs (tests/test_docs.py)
+  .venv/bin/python -m pip install -q -e ".[test,docs]"
   # delta-spark's Python names (`from delta.tables import DeltaTable`) for the conformance run
   # and users' delta-spark code: a distribution of its own (compat/delta-spark/README.md)
   .venv/bin/python -m pip install -q -e compat/delta-spark
@@ -47,6 +49,9 @@ case "$cmd" in
   bench-dml) exec .venv/bin/python benchmarks/dml.py "$@" ;;
   bench-builder) exec .venv/bin/python benchmarks/table_builder.py "$@" ;;
   conformance) exec .venv/bin/python tools/delta_conformance.py "$@" ;;
+  docs)  export NO_MKDOCS_2_WARNING=1  # mkdocs-material's banner about a successor
+         if [ "${1:-}" = serve ]; then shift; exec .venv/bin/mkdocs serve "$@"; fi
+         exec .venv/bin/mkdocs build --strict "$@" ;;
   corpus) exec .venv/bin/python tools/dlt_corpus.py "$@" ;;
-  *) echo "usage: bash dev.sh demo|test|fast|lint|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-cdc|bench-dml|bench-builder|conformance|corpus" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh demo|test|fast|lint|docs|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-cdc|bench-dml|bench-builder|conformance|corpus" >&2; exit 2 ;;
 esac

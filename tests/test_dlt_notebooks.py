@@ -158,6 +158,10 @@ def snapshot(folder: Path, version: str, products: list[tuple[int, str, float]])
     pq.write_table(table, folder / version / "part-0.parquet")
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 25, open: a @dlt.table over a streaming aggregate without a watermark (device_stats) "
+    "is recomputed each update in DLT; headwater runs it in append mode and Spark refuses "
+    "(STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION)"))
 def test_our_streaming_notebook_reads_kafka_and_snapshots(spark, keep_lakehouse, tmp_path,
                                                           broker):
     topic, snapshots = "devices", tmp_path / "snapshots"

@@ -200,11 +200,12 @@ def test_create_spellings(spark, head, kind, temporary):
 
 
 def test_set_and_variables(spark):
+    spark.conf.set("hw_test.n", "2")  # a session setting the file did not SET
     registry = registered(spark, """
         SET hw_test.folder = /data/in;
         SET hw_test.folder;
         CREATE MATERIALIZED VIEW v AS SELECT '${hw_test.folder}' AS folder, ${hw_test.n} AS n
-        """.replace("${hw_test.n}", "${spark.sql.shuffle.partitions}"))
+        """)
     assert spark.conf.get("hw_test.folder") == "/data/in"
     (flow,) = registry.flows
     assert "'/data/in' AS folder, 2 AS n" in flow.sql

@@ -85,6 +85,9 @@ def test_split_and_observed_metrics_in_a_stream(spark, tmp_path):
             "positive_failed": sum("positive" in expected_failures(r) for r in batch_rows),
             "small_id_failed": sum("small_id" in expected_failures(r) for r in batch_rows),
             "rows": len(batch_rows),
+            # rows a "drop" rule removes (positive, small_id): the event log's dropped_records
+            "dropped": sum(bool({"positive", "small_id"} & set(expected_failures(r)))
+                           for r in batch_rows),
         }
     assert query.lastProgress["observedMetrics"]["expectations:orders"]["rows"] == 4
 

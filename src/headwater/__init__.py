@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from headwater.pipeline.api import (
         append_flow,
         apply_changes,
+        apply_changes_from_snapshot,
         create_auto_cdc_flow,
+        create_auto_cdc_from_snapshot_flow,
         create_sink,
         create_streaming_table,
         expect,
@@ -62,7 +64,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "DeltaTable": ("headwater.lakehouse.delta_table", "DeltaTable"),
     "spark_session": ("headwater.lakehouse.session", "spark_session"),
     **{name: ("headwater.pipeline.api", name) for name in (
-        "append_flow", "apply_changes", "create_auto_cdc_flow", "create_sink",
+        "append_flow", "apply_changes", "apply_changes_from_snapshot", "create_auto_cdc_flow",
+        "create_auto_cdc_from_snapshot_flow", "create_sink",
         "create_streaming_table", "expect", "expect_all", "expect_all_or_drop",
         "expect_all_or_fail", "expect_or_drop", "expect_or_fail", "materialized_view", "read",
         "read_stream", "table", "temporary_view", "view")},
@@ -71,7 +74,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
 
 __all__ = [
     "DeltaTable", "HeadwaterError", "Lakehouse", "active_streams", "block_until_stream_is_ready",
-    "apply_changes", "apply_changes_stream", "cleanup", "create_auto_cdc_flow",
+    "apply_changes", "apply_changes_from_snapshot", "apply_changes_stream", "cleanup",
+    "create_auto_cdc_flow", "create_auto_cdc_from_snapshot_flow",
     "create_sink", "create_streaming_table", "debezium_changes", "debezium_schema", "temporary_view",
     "stop_all_streams", "active_lakehouse", "append_flow", "expect", "expect_all",
     "expect_all_or_drop", "expect_all_or_fail", "expect_or_drop", "expect_or_fail",

@@ -13,10 +13,15 @@ both spellings share one registry and one code path. What DLT means differently:
 - Older names: ``@dlt.create_table`` (``@dlt.table``), ``@dlt.create_view`` (``@dlt.view``),
   ``dlt.create_target_table`` and ``dlt.create_streaming_live_table``
   (``dlt.create_streaming_table``).
+- ``@dlt.view`` takes expectations (``@dlt.expect*`` below or above it): they are checked
+  where the view is read, in each flow reading it (see
+  :func:`headwater.pipeline.expectations.guard`).
+- ``dlt.apply_changes_from_snapshot`` / ``dlt.create_auto_cdc_from_snapshot_flow`` go to
+  headwater's AUTO CDC FROM SNAPSHOT flow (:mod:`headwater.pipeline.snapshot`).
 
 Refused with ``HW_PIPELINE_UNSUPPORTED`` (headwater has no equivalent): ``path=`` (tables live
 in the lakehouse), ``cluster_by``, ``row_filter``, ``spark_conf`` on datasets, expectations
-passed to ``create_streaming_table``, snapshot CDC.
+passed to ``create_streaming_table``.
 """
 
 from __future__ import annotations
@@ -42,7 +47,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = [
-    "append_flow", "apply_changes", "create_auto_cdc_flow", "create_sink", "create_streaming_live_table",
+    "append_flow", "apply_changes", "apply_changes_from_snapshot", "create_auto_cdc_flow",
+    "create_auto_cdc_from_snapshot_flow", "create_sink", "create_streaming_live_table",
     "create_streaming_table", "create_table", "create_target_table", "create_view", "expect",
     "expect_all", "expect_all_or_drop", "expect_all_or_fail", "expect_or_drop", "expect_or_fail",
     "materialized_view", "read", "read_stream", "table", "view",
@@ -60,7 +66,7 @@ def _refuse(what: str, **given: Any) -> None:
             "headwater stores every dataset as a Delta table in the pipeline's lakehouse; "
             "external paths, liquid clustering, row filters and per-dataset Spark settings "
             "have no equivalent there.",
-            f"Remove {', '.join(used)} (see 'Coming from SDP or DLT' in the README).")
+            f"Remove {', '.join(used)} (see docs/migrate/from-dlt.md).")
 
 
 def table(query_function: Callable[..., Any] | None = None, *, name: str | None = None,
@@ -106,7 +112,8 @@ def materialized_view(query_function: Callable[..., Any] | None = None, *,
 
 def view(query_function: Callable[..., Any] | None = None, *, name: str | None = None,
          comment: str | None = None, spark_conf: Mapping[str, str] | None = None) -> Any:
-    """DLT's ``@dlt.view``: a named query other datasets read; not stored."""
+    """DLT's ``@dlt.view``: a named query other datasets read; not stored. Its expectations
+    are checked in each flow that reads it."""
     _refuse("view", spark_conf=spark_conf)
     decorator = api.view(name=name, comment=comment)
     return decorator(query_function) if query_function is not None else decorator
@@ -179,3 +186,30 @@ def create_auto_cdc_flow(target: str, source: str, keys: Any, sequence_by: Any,
 
 
 apply_changes = create_auto_cdc_flow
+
+
+def create_auto_cdc_from_snapshot_flow(target: str, source: Any = None, keys: Any = None,
+                                       stored_as_scd_type: int | str = 1,
+                                       track_history_column_list: Any = None,
+                                       track_history_except_column_list: Any = None,
+                                       snapshot_and_version: Any = None,
+                                       name: str | None = None, once: bool = False) -> None:
+    """DLT's ``dlt.create_auto_cdc_from_snapshot_flow`` / ``dlt.apply_changes_from_snapshot``:
+    each new snapshot of ``source`` (a table or view name, or a function
+    ``next_snapshot_and_version(latest_version)`` returning ``(DataFrame, version)`` or None)
+    diffed against ``target`` by ``keys`` and applied as SCD type 1 or 2. snapshot_and_version:
+    the older name of ``source`` (a function, or one (DataFrame, version) pair)."""
+    _refuse("create_auto_cdc_from_snapshot_flow", once=once)
+    if source is not None and snapshot_and_version is not None:
+        raise HeadwaterError(
+            "HW_CDC_INVALID", f"{api.caller_location()}: both source and snapshot_and_version "
+            "were given.", "snapshot_and_version is the older name of source.",
+            "Pass one of them.")
+    api.create_auto_cdc_from_snapshot_flow(
+        target=target, source=source if source is not None else snapshot_and_version,
+        keys=keys, stored_as_scd_type=stored_as_scd_type,
+        track_history_column_list=track_history_column_list,
+        track_history_except_column_list=track_history_except_column_list, name=name)
+
+
+apply_changes_from_snapshot = create_auto_cdc_from_snapshot_flow

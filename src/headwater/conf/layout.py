@@ -9,6 +9,7 @@ A lakehouse root looks like this::
     <root>/_event_log/                 the pipeline event log, a Delta table  (EVENT_LOG)
     <root>/_checkpoints/<table>/       one Spark checkpoint per writing query (CHECKPOINTS)
         .../headwater-flow.json        what the checkpoint's flow looked like (FLOW_STATE)
+        .../headwater-snapshot.json    a snapshot flow's last version applied (SNAPSHOT_STATE)
         .../_lease/<n>.json            the lock's lease on a network mount or s3a:// (LEASE)
         .../_ingest/<stream id>/       a file stream's schema versions and file list
     <root>/_ingest/<stream id>/        the same for read_files outside a pipeline (INGEST)
@@ -69,6 +70,8 @@ CDC_TOMBSTONE_GC_CONF = "pipelines.cdc.tombstoneGCThresholdInSeconds"
 # --- files ----------------------------------------------------------------------------------
 DELTA_LOG = "_delta_log"             # Delta's own: a folder with one is a Delta table
 FLOW_STATE = "headwater-flow.json"   # in a flow's checkpoint: its output mode, state, schema
+# in an AUTO CDC FROM SNAPSHOT flow's checkpoint folder: the last version applied, the count
+SNAPSHOT_STATE = "headwater-snapshot.json"
 SCHEMAS = "_schemas"                 # in a file stream's schema location: <version>.json
 FILE_INDEX = "_files.sqlite"         # in a file stream's schema location: every file seen
 

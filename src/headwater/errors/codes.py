@@ -184,6 +184,14 @@ CODES: dict[str, str] = {
     "HW_CDC_SEQUENCE_NULL": "A change event has a NULL sequence_by value.",
     "HW_CDC_DUPLICATE_SEQUENCE": "Two different change events share a key and a sequence value.",
     "HW_CDC_TARGET_MISMATCH": "An AUTO CDC target table lacks columns the flow writes.",
+    "HW_EVENT_LOG_UNKNOWN": "event_log(...) names no pipeline (or table) of the lakehouse's "
+                            "event log.",
+    "HW_CDC_SNAPSHOT_DUPLICATE_KEY": "A snapshot for AUTO CDC FROM SNAPSHOT holds a key twice.",
+    "HW_CDC_SNAPSHOT_INVALID": "A snapshot source gave no (DataFrame, version) pair, or a "
+                               "version of an unsupported type or NULL.",
+    "HW_CDC_SNAPSHOT_VERSION_ORDER": "A snapshot's version is not above the last one applied.",
+    "HW_CDC_SNAPSHOT_FIRST_EMPTY": "A snapshot function returned None before any snapshot "
+                                   "was applied.",
     # sinks16
     "HW_PIPELINE_SINK_FORMAT": "A pipeline sink's format has no streaming writer here, or "
                                "misses an option it needs (path).",

@@ -271,6 +271,8 @@ def _map(spark: SparkSession, scala_map: Any) -> dict[str, str]:
 # --- DROP TABLE ---------------------------------------------------------------------------
 
 def drop(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """DROP TABLE [IF EXISTS] t: the table, its files and its checkpoints are deleted (an
+    external table's data is kept); views and other providers' tables are Spark's."""
     parts = [str(p) for p in seq(st.plan.child().nameParts())]
     name = lakehouse_table(lake, parts) or _stale_external(lake, parts)
     if name is not None:
@@ -296,6 +298,8 @@ def _stale_external(lake: Lakehouse, parts: list[str]) -> str | None:
 # --- ALTER TABLE --------------------------------------------------------------------------
 
 def add_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """ALTER TABLE t ADD COLUMNS (c type, ...): nullable top-level columns at the end, one
+    commit; old rows read them as NULL."""
     altered = _altered(lake, st)
     if altered is None:
         return None
@@ -404,6 +408,8 @@ def _has_nulls(st: Statement, path: str, column: str) -> bool:
 
 
 def rename(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """ALTER TABLE t RENAME TO u: a table under the root moves to the new name's folder; an
+    external table keeps its location under the new name."""
     found = target(st.plan)
     if found is None or lakehouse_table(lake, found[0]) is None:
         return None  # a view or another provider's table: Spark's
@@ -413,6 +419,8 @@ def rename(lake: Lakehouse, st: Statement) -> DataFrame | None:
 
 
 def set_location(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """ALTER TABLE t SET LOCATION 'path': the name now refers to the Delta table at that path
+    (the old data is kept aside, as delta-spark does)."""
     found = target(st.plan)
     if found is None or lakehouse_table(lake, found[0]) is None:
         return None
@@ -469,6 +477,8 @@ def table_location(lake: Lakehouse, parts: list[str]) -> str | None:
 
 
 def set_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """ALTER TABLE t SET TBLPROPERTIES (...): Delta table properties (a `comment` is the
+    table's description), one commit."""
     altered = _altered(lake, st)
     if altered is None:
         return None
@@ -489,6 +499,7 @@ def set_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
 
 
 def unset_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """ALTER TABLE t UNSET TBLPROPERTIES [IF EXISTS] (...): removes table properties."""
     altered = _altered(lake, st)
     if altered is None:
         return None
@@ -507,6 +518,7 @@ def unset_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
 
 
 def comment_on(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """COMMENT ON TABLE t IS '...': the Delta table's description."""
     altered = _altered(lake, st)
     if altered is None:
         return None

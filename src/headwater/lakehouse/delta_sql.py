@@ -135,6 +135,8 @@ def _condition(st: Statement, value: Any) -> str | None:
 
 
 def delete(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """DELETE FROM t [WHERE condition]: copy-on-write on Spark or delta-rs (the engine
+    setting), one commit; delta-spark's num_affected_rows."""
     found = relation_target(lake, st.plan.table())
     if found is None:
         return _not_delta(st, st.plan.table())
@@ -145,6 +147,7 @@ def delete(lake: Lakehouse, st: Statement) -> DataFrame | None:
 
 
 def update(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """UPDATE t SET c = expr, ... [WHERE condition]: copy-on-write, one commit."""
     found = relation_target(lake, st.plan.table())
     if found is None:
         return _not_delta(st, st.plan.table())
@@ -162,6 +165,8 @@ _ACTIONS = {"UpdateAction": ("update", False), "UpdateStarAction": ("update", Tr
 
 
 def merge(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """MERGE INTO t USING source ON condition WHEN [NOT] MATCHED [BY SOURCE] ... (WITH
+    SCHEMA EVOLUTION): one commit; two source rows matching one target row fail it."""
     plan = st.plan
     found = relation_target(lake, plan.targetTable())
     if found is None:

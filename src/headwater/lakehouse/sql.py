@@ -18,20 +18,23 @@ add a line to :data:`HANDLERS`.
 
 ``delta.`/path``` in a query (which Spark refuses for Python data sources) is found among the
 parsed plan's relations and replaced, at the relation's exact text span, by a temporary view
-over a batch read of that path.
+over a batch read of that path; table-valued functions Spark lacks (:data:`TABLE_FUNCTIONS`:
+delta-spark's ``table_changes``, Databricks' ``event_log``) likewise.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pyspark.errors import ParseException
+from pyspark.errors import AnalysisException, ParseException
 
 from headwater.delta.log import DeltaLog
 from headwater.errors import HeadwaterError
-from headwater.lakehouse import ddl, delta_admin_sql, delta_sql, insert_sql
+from headwater.lakehouse import ddl, delta_admin_sql, delta_sql, insert_sql, json_paths
 from headwater.lakehouse.delta_sql import expression_text, table_path
+from headwater.lakehouse.event_log import event_log_sql
 from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.statements import (
     DELTA_GRAMMAR,
@@ -112,7 +115,15 @@ def run_sql(lake: Lakehouse, query: str, session: SparkSession | None = None,
             return result
     if statement.kind in DELTA_GRAMMAR.values():
         raise not_supported_yet(statement.kind, statement.text)
-    return raw_sql(spark, statement.text, args)
+    try:
+        return raw_sql(spark, statement.text, args)
+    except AnalysisException as exc:  # `:` on a JSON string, as Databricks reads it
+        if json_paths.NOT_VARIANT not in str(exc) or statement.plan is None:
+            raise
+        text = json_paths.on_strings(statement.text, statement.plan)
+        if text == statement.text:
+            raise
+        return raw_sql(spark, text, args)
 
 
 def parse(lake: Lakehouse, spark: SparkSession, query: str) -> Statement:
@@ -137,8 +148,8 @@ def parse(lake: Lakehouse, spark: SparkSession, query: str) -> Statement:
         replaced = _with_delta_paths(spark, text, plan)
         if replaced != text:
             text, plan = replaced, parser.parsePlan(replaced)
-    if "table_changes" in text.lower():
-        replaced = _with_table_changes(lake, spark, text, plan)
+    if any(name in text.lower() for name in TABLE_FUNCTIONS):
+        replaced = _with_table_functions(lake, spark, text, plan)
         if replaced != text:
             text, plan = replaced, parser.parsePlan(replaced)
     return Statement(text, kind, plan, spark)
@@ -220,35 +231,57 @@ def _with_delta_paths(spark: SparkSession, text: str, plan: Any) -> str:
     return text
 
 
-def _with_table_changes(lake: Lakehouse, spark: SparkSession, text: str, plan: Any) -> str:
-    """Replace ``table_changes('t', start[, end])`` (versions or timestamps, as delta-spark
-    takes them) by a temp view over the batch change data feed read of table ``t``."""
+def _table_changes(lake: Lakehouse, spark: SparkSession, args: list[Any], text: str) -> str:
+    """``table_changes('t', start[, end])`` (versions or timestamps, as delta-spark takes
+    them): a temp view over the batch change data feed read of table ``t``."""
+    values = [a.value() if a.getClass().getSimpleName() == "Literal" else None for a in args]
+    if len(args) not in (2, 3) or any(v is None for v in values):
+        raise HeadwaterError(
+            "HW_OPTION_INVALID",
+            f"table_changes takes a table name and 1 or 2 literal versions or timestamps "
+            f"(in: {text}).", "It reads the change data feed between two points.",
+            "Write e.g. table_changes('orders', 2) or table_changes('orders', 2, 5).")
+    name, *bounds = [str(v.toString()) if hasattr(v, "toString") else str(v) for v in values]
+    reader = spark.read.format("delta").option("readChangeFeed", "true")
+    for key, bound in zip(("starting", "ending"), bounds):
+        kind = "Version" if bound.isdigit() else "Timestamp"
+        reader = reader.option(f"{key}{kind}", bound)
+    view = "hw_changes_" + hashlib.sha1(repr([name, *bounds]).encode()).hexdigest()[:12]
+    reader.load(lake.path(name)).createOrReplaceTempView(view)
+    return f"`{view}`"
+
+
+def _event_log(lake: Lakehouse, spark: SparkSession, args: list[Any], text: str) -> str:
+    """``event_log('<pipeline>')`` / ``event_log(TABLE(t))``: a subquery over the lakehouse's
+    event log in Databricks' event-log columns (see :mod:`headwater.lakehouse.event_log`)."""
+    return event_log_sql(lake, spark, args)
+
+
+# Table-valued functions Spark does not have (lower-case name -> the text replacing the call:
+# a temp view's name or a subquery), read top to bottom like HANDLERS.
+TableFunction = Callable[["Lakehouse", "SparkSession", list[Any], str], str]
+TABLE_FUNCTIONS: dict[str, TableFunction] = {
+    "table_changes": _table_changes,   # delta-spark's change data feed reader
+    "event_log": _event_log,           # Databricks' pipeline event log
+}
+
+
+def _with_table_functions(lake: Lakehouse, spark: SparkSession, text: str, plan: Any) -> str:
+    """Replace each call of a :data:`TABLE_FUNCTIONS` function, at its text span, by what
+    the function gives."""
     spans = []
     for node in walk(plan):
-        if node.getClass().getSimpleName() != "UnresolvedTableValuedFunction" or \
-                [str(p).lower() for p in seq(node.name())] != ["table_changes"]:
+        if node.getClass().getSimpleName() != "UnresolvedTableValuedFunction":
             continue
-        args = seq(node.functionArgs())
-        values = [a.value() if a.getClass().getSimpleName() == "Literal" else None
-                  for a in args]
-        if len(args) not in (2, 3) or any(v is None for v in values):
-            raise HeadwaterError(
-                "HW_OPTION_INVALID",
-                f"table_changes takes a table name and 1 or 2 literal versions or timestamps "
-                f"(in: {text}).", "It reads the change data feed between two points.",
-                "Write e.g. table_changes('orders', 2) or table_changes('orders', 2, 5).")
+        name = [str(p).lower() for p in seq(node.name())]
+        function = TABLE_FUNCTIONS.get(name[0]) if len(name) == 1 else None
+        if function is None:
+            continue
         start, stop = option(node.origin().startIndex()), option(node.origin().stopIndex())
         if start is None or stop is None:
             continue
-        name, *bounds = [str(v.toString()) if hasattr(v, "toString") else str(v)
-                         for v in values]
-        reader = spark.read.format("delta").option("readChangeFeed", "true")
-        for key, bound in zip(("starting", "ending"), bounds):
-            kind = "Version" if bound.isdigit() else "Timestamp"
-            reader = reader.option(f"{key}{kind}", bound)
-        view = "hw_changes_" + hashlib.sha1(repr([name, *bounds]).encode()).hexdigest()[:12]
-        reader.load(lake.path(name)).createOrReplaceTempView(view)
-        spans.append((int(start), int(stop), view))
-    for start, stop, view in sorted(spans, reverse=True):
-        text = f"{text[:start]}`{view}`{text[stop + 1:]}"
+        spans.append((int(start), int(stop),
+                      function(lake, spark, seq(node.functionArgs()), text)))
+    for start, stop, replacement in sorted(spans, reverse=True):
+        text = f"{text[:start]}{replacement}{text[stop + 1:]}"
     return text

@@ -119,8 +119,8 @@ def progress_row(progress: dict, flow: str | None = None) -> dict[str, Any]:
         if states else None,
         "late_rows_dropped": sum(s.get("numRowsDroppedByWatermark") or 0 for s in states)
         if states else None,
-        "expectations": json.dumps(expectation_counts(observed)) if _has_rules(observed)
-        else None,
+        "expectations": json.dumps(expectation_counts(observed, name.split("/")[0] or None))
+        if _has_rules(observed) else None,
         "observed": json.dumps(observed, default=str) if observed else None,
         "sources": json.dumps(sources),
         "recovered": False,
@@ -139,17 +139,26 @@ def _has_rules(observed: dict) -> bool:
     return any(name.startswith(EXPECTATIONS_METRICS) for name in observed)
 
 
-def expectation_counts(observed: dict) -> dict[str, dict[str, int]]:
-    """``{rule: {"passed", "failed"}}`` from the ``expectations:<table>`` metrics."""
-    counts: dict[str, dict[str, int]] = {}
+def expectation_counts(observed: dict, table: str | None = None
+                       ) -> dict[str, dict[str, Any]]:
+    """``{rule: {"passed", "failed"}}`` from the ``expectations:<dataset>`` metrics. The rules
+    of ``table`` (the flow's own) are keyed by name; those of another dataset (a view the flow
+    reads) by ``<dataset>.<rule>``, with ``"dataset"`` and ``"rule"`` in the entry."""
+    counts: dict[str, dict[str, Any]] = {}
     for name, values in observed.items():
         if not name.startswith(EXPECTATIONS_METRICS):
             continue
+        dataset = name[len(EXPECTATIONS_METRICS):]
         rows = int(values.get("rows") or 0)
         for metric, value in values.items():
             if metric.endswith("_failed"):
                 failed = int(value or 0)
-                counts[metric[:-len("_failed")]] = {"passed": rows - failed, "failed": failed}
+                rule = metric[:-len("_failed")]
+                entry: dict[str, Any] = {"passed": rows - failed, "failed": failed}
+                if dataset == table:
+                    counts[rule] = entry
+                else:
+                    counts[f"{dataset}.{rule}"] = {**entry, "dataset": dataset, "rule": rule}
     return counts
 
 

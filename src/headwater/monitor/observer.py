@@ -82,9 +82,10 @@ class RunObserver(Protocol):
         """A flow changed status; ``details`` are JSON-able extras (rows_written, ...)."""
 
     def batch_details(self, key: str, batch_id: int, details: dict[str, Any]) -> None:
-        """A flow's writer measured what Spark's progress does not carry (AUTO CDC: rows
-        upserted, deleted, history rows) for micro-batch ``batch_id``; called from the
-        foreachBatch function, before Spark reports that batch's progress."""
+        """A flow's writer measured what Spark's progress does not carry (``output_rows``:
+        rows written to the table; ``cdc``: AUTO CDC's rows upserted, deleted, history rows)
+        for micro-batch ``batch_id``; called from the foreachBatch function (maybe once per
+        part), before Spark reports that batch's progress."""
 
     def query_ended(self, key: str, query: Any) -> None:
         """A flow's StreamingQuery is no longer active (ended, failed or stopped)."""

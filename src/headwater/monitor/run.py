@@ -172,8 +172,8 @@ class RunMonitor:
             self.batch(key, progress_dict(progress))
 
     def batch_details(self, key: str, batch_id: int, details: dict[str, Any]) -> None:
-        with self._lock:
-            self._details[(key, batch_id)] = dict(details)
+        with self._lock:  # a batch may be reported in parts (rows written, AUTO CDC counts)
+            self._details.setdefault((key, batch_id), {}).update(details)
 
     def batch(self, key: str, progress: dict) -> None:
         """A micro-batch's progress (from the listener or the query itself)."""

@@ -21,7 +21,7 @@ from headwater.conf.layout import LATE_SUFFIX, QUARANTINE_SUFFIX, SIDE_SUFFIXES
 from headwater.conf.location import AnyPath, known_state_folder, location
 from headwater.delta.log import arrow_dataset, open_table
 from headwater.lakehouse import list_tables, parse_name
-from headwater.monitor.events import EVENT_LOG, read_events
+from headwater.monitor.events import EVENT_LOG, expectation_counts, read_events
 from headwater.monitor.lag import local_version
 from headwater.monitor.run import live_runs
 
@@ -200,13 +200,14 @@ class DashboardState:
                         totals[name] = totals.get(name, 0) + int(n or 0)
                 if e["late_rows_dropped"]:
                     late[key] = late.get(key, 0) + e["late_rows_dropped"]
-                for rule, c in json.loads(e["expectations"] or "{}").items():
-                    totals = expectations.setdefault(e["table_name"], {}).setdefault(
-                        rule, {"passed": 0, "failed": 0})
-                    totals["passed"] += c["passed"]
-                    totals["failed"] += c["failed"]
+                _add_counts(expectations, json.loads(e["expectations"] or "{}"),
+                            e["table_name"])
             elif e["event"] == "flow_status":
                 f["status"] = e["status"]
+                refreshed = json.loads(e["details"] or "{}").get("expectations")
+                if refreshed:  # a materialized view's refresh: its counts, in one event
+                    _add_counts(expectations, expectation_counts(refreshed, e["table_name"]),
+                                e["table_name"])
                 if e["status"] == "failed":
                     errors.append({"at": _iso(e["ts"]), "flow": key, "run_id": e["run_id"],
                                    "message": redact(e["message"], self.root)})
@@ -218,6 +219,17 @@ class DashboardState:
                 "series": {k: v[-SERIES_POINTS:] for k, v in series.items()},
                 "expectations": expectations, "late_dropped": late,
                 "errors": errors[-RECENT_ERRORS:][::-1]}
+
+
+def _add_counts(totals: dict[str, dict[str, dict[str, int]]], counts: dict[str, Any],
+                table: str) -> None:
+    """One event's expectation counts added to ``totals`` (dataset -> rule -> passed/failed);
+    a view's rules come in the events of the flows reading it, named by their dataset."""
+    for rule, c in counts.items():
+        entry = totals.setdefault(c.get("dataset", table), {}).setdefault(
+            c.get("rule", rule), {"passed": 0, "failed": 0})
+        entry["passed"] += c["passed"]
+        entry["failed"] += c["failed"]
 
 
 def _kind(name: str, graph: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, overload
 
 from headwater.errors import HeadwaterError
 from headwater.lakehouse import active_lakehouse
@@ -22,6 +22,7 @@ from headwater.pipeline.fields import sink_fields, stored_fields
 from headwater.pipeline.graph import current_graph
 from headwater.pipeline.model import Location
 from headwater.pipeline.registry import active_registry
+from headwater.pipeline.snapshot import snapshot_flow
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -236,6 +237,44 @@ def create_auto_cdc_flow(target: str, source: str, keys: Iterable[Any], sequence
 
 
 apply_changes = create_auto_cdc_flow  # DLT's older name
+
+
+SnapshotSourceArg = Union[str, Callable[[Any], "tuple[DataFrame, Any] | None"],
+                          "tuple[DataFrame, Any]"]
+
+
+def create_auto_cdc_from_snapshot_flow(
+        target: str, source: SnapshotSourceArg, keys: Iterable[Any],
+        stored_as_scd_type: int | str = 1,
+        track_history_column_list: Iterable[Any] | None = None,
+        track_history_except_column_list: Iterable[Any] | None = None,
+        name: str | None = None) -> None:
+    """An AUTO CDC FROM SNAPSHOT flow (Databricks' ``create_auto_cdc_from_snapshot_flow``,
+    formerly ``apply_changes_from_snapshot``): each new full snapshot of ``source`` is diffed
+    against the streaming table ``target`` (declare it with :func:`create_streaming_table`;
+    this flow must be its only one) and the differences applied: new keys inserted, changed
+    rows updated, keys missing from the snapshot deleted.
+
+    source: a table or view name (each run reads its current rows; the version is the run's
+        time), or a function ``next_snapshot_and_version(latest_snapshot_version)`` returning
+        ``(DataFrame, version)`` or None, called with the last version applied (None the
+        first time) and then with each version it returned, until None. The last version is
+        kept, so the next run continues from it.
+    keys: columns identifying a row. stored_as_scd_type: 1 (default) or 2 (history with
+        ``__START_AT`` / ``__END_AT`` = snapshot versions; a deleted key's row is closed).
+    track_history_column_list / track_history_except_column_list (SCD2): the columns whose
+        change opens a new history row; other changes update the current row.
+    name: the flow's name (default: the target's).
+    """
+    where = caller_location()
+    active_registry("create_auto_cdc_from_snapshot_flow", where).add_flow(snapshot_flow(
+        target=target, source=source, name=name, location=where, keys=keys,
+        stored_as_scd_type=stored_as_scd_type,
+        track_history_column_list=track_history_column_list,
+        track_history_except_column_list=track_history_except_column_list))
+
+
+apply_changes_from_snapshot = create_auto_cdc_from_snapshot_flow  # DLT's older name
 
 
 # --- expectations --------------------------------------------------------------------------

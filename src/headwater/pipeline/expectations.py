@@ -1,4 +1,5 @@
-"""Data-quality expectations on a pipeline table: warn, drop (to quarantine) or fail.
+"""Data-quality expectations on a pipeline table: warn, drop (to quarantine) or fail; on a
+temporary view, checked inside each flow reading it (:func:`guard`).
 
 Why this shape: counts must reach the streaming query's progress without an extra pass over
 the data, so :func:`observe` attaches them to the streaming DataFrame with ``df.observe``;
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 ACTIONS = ("warn", "drop", "fail")
 FAILED_RULES = "_failed_rules"
+DROPPED = "dropped"  # the observed count of rows a "drop" rule removed
 BATCH_ID = "_batch_id"
 SAMPLE_CHARS = 500
 
@@ -99,13 +101,69 @@ def failed(rule: Expectation) -> Column:
     return ~F.coalesce(F.expr(rule.condition), F.lit(False))
 
 
+def _dropped(rules: Sequence[Expectation]) -> Column:
+    """True when a row fails any "drop" rule."""
+    dropped = F.lit(False)
+    for rule in rules:
+        if rule.action == "drop":
+            dropped = dropped | failed(rule)
+    return dropped
+
+
 def observe(df: DataFrame, rules: Iterable[RuleLike], table: str) -> DataFrame:
-    """``df`` with metrics ``<rule>_failed`` per rule and ``rows`` attached under
-    ``expectations:<table>``: every micro-batch's progress carries them."""
+    """``df`` with metrics ``<rule>_failed`` per rule, ``rows`` and ``dropped`` (rows failing
+    a "drop" rule) attached under ``expectations:<table>``: every micro-batch's progress
+    carries them."""
     rules = _rules(rules)
     validate_rules(rules, table, df)
     counts = [F.count(F.when(failed(r), F.lit(1))).alias(f"{r.name}_failed") for r in rules]
-    return df.observe(metrics_name(table), *counts, F.count(F.lit(1)).alias("rows"))
+    return df.observe(metrics_name(table), *counts, F.count(F.lit(1)).alias("rows"),
+                      F.count(F.when(_dropped(rules), F.lit(1))).alias(DROPPED))
+
+
+def count_rules(df: DataFrame, rules: Iterable[RuleLike]) -> dict[str, int]:
+    """The metrics :func:`observe` attaches, computed now by one aggregate over a batch
+    DataFrame (a materialized view's refresh has no micro-batch progress to carry them)."""
+    rules = _rules(rules)
+    counts = [F.count(F.when(failed(r), F.lit(1))).alias(f"{r.name}_failed") for r in rules]
+    row = df.agg(*counts, F.count(F.lit(1)).alias("rows"),
+                 F.count(F.when(_dropped(rules), F.lit(1))).alias(DROPPED)).first()
+    assert row is not None  # a global aggregate has one row
+    return {k: int(v or 0) for k, v in row.asDict().items()}
+
+
+def guard(df: DataFrame, rules: Iterable[RuleLike], view: str) -> DataFrame:
+    """A view's expectations, applied where the view is read, as Databricks evaluates them:
+    a view is not stored, so every flow reading it runs its query and checks its rules on the
+    rows *that flow* reads. The counts therefore come once per reading flow (a view read by
+    two flows counts its rows twice), in that flow's progress under ``expectations:<view>``
+    (the event log names the view as their dataset). "warn" keeps and counts failing rows,
+    "drop" removes and counts them (no quarantine table: the view has none), "fail" stops the
+    reading flow's update with HW_EXPECTATION_FAILED naming the rule and the row.
+
+    The check is part of the view's own query: ``spark.table(view)``, SQL and
+    ``headwater.read*`` see the same guarded rows. A flow that reads the same view twice in
+    one query is refused by Spark (two observations of one name)."""
+    rules = _rules(rules)
+    validate_rules(rules, view, df)
+    observed = observe(df, rules, view)
+    keep = ~_dropped(rules)
+    fail_rules = [r for r in rules if r.action == "fail"]
+    if fail_rules:
+        row = F.substring(F.to_json(F.struct(*[_quote(c) for c in df.columns])), 1, SAMPLE_CHARS)
+        check = None
+        for rule in fail_rules:
+            message = F.concat(F.lit(
+                f"[HW_EXPECTATION_FAILED] View {view!r}: expectation {rule.name!r} "
+                f"({rule.condition}) failed on a row: "), F.coalesce(row, F.lit("{}")), F.lit(
+                " Why: The rule's action is 'fail', so the update stops before the flow reading "
+                f"the view writes anything. Fix: Fix the input data, or change {rule.name!r} to "
+                "action 'drop' (remove and count the rows) or 'warn' (keep and count them)."))
+            check = (F.when(failed(rule), F.raise_error(message)) if check is None
+                     else check.when(failed(rule), F.raise_error(message)))
+        assert check is not None
+        keep = check.otherwise(keep)
+    return observed.where(keep)
 
 
 def _quote(name: str) -> Column:

@@ -32,11 +32,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
+from pyspark.sql.types import StructType, TimestampType
 
 from headwater.conf.context import DefinitionContext, defining
 from headwater.conf.layout import INGEST, late_table, quarantine_table
 from headwater.delta.cdc import CDC_TARGET_PROPERTIES
 from headwater.delta.cdc import target_schema as cdc_target_schema
+from headwater.delta.cdc.snapshot import ERROR_CLASS as SNAPSHOT_ERROR
+from headwater.delta.cdc.snapshot import snapshot_target_schema
+from headwater.delta.cdc.spec import END_AT, START_AT
 from headwater.delta.native import read_native
 from headwater.errors import HeadwaterError, find_code
 from headwater.lakehouse import Lakehouse, parse_name
@@ -65,11 +69,12 @@ from headwater.pipeline.model import (
 )
 from headwater.pipeline.registry import Registry
 from headwater.pipeline.shape import check_kind, conform
+from headwater.pipeline.snapshot import Progress, version_type
 from headwater.spark.plan import substitute_streams
 from headwater.spark.session import activate
 
 if TYPE_CHECKING:
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType
 
 __all__ = ["Graph", "Read", "ResolvedFlow", "current_graph"]
 
@@ -113,8 +118,11 @@ class Graph(GraphQueries):
         self.dry = dry
         self.flows: dict[str, ResolvedFlow] = {}
         self.view_dfs: dict[str, DataFrame] = {}
+        # views with expectations: their rows before the check (batch readers count on them)
+        self.view_inputs: dict[str, DataFrame] = {}
         self.names = TableNames(self.registry.datasets, lakehouse)
         self._schemas: dict[str, StructType] = {}  # stored datasets: the schema to create
+        self._snapshot_types: dict[str, DataType] = {}  # snapshot flows' version types
         self._pending: set[str] = set()
         self._done: set[str] = set()
         self._stack: list[tuple[str, Location | None]] = []
@@ -154,6 +162,13 @@ class Graph(GraphQueries):
             self._database = None
             raise
         return self
+
+    @contextlib.contextmanager
+    def definitions_active(self) -> Iterator[None]:
+        """Run definition code now (a snapshot function, a source read by name): the graph
+        current for headwater.read*, its session active, its lock held."""
+        with self._lock, self._active():
+            yield
 
     @contextlib.contextmanager
     def _active(self) -> Iterator[None]:
@@ -198,7 +213,7 @@ class Graph(GraphQueries):
                                  f"{flow.location}: {dataset.name!r} never resolved.")
         dataset = self.registry.datasets[dataset.name]  # its kind may follow the query
         reads = self.names.reads(df, hints, flow.location)
-        if dataset.kind in (TABLE, SINK):
+        if dataset.kind in (TABLE, SINK) and flow.snapshot is None:  # snapshots are batches
             for read in reads:
                 if read.internal and not read.streaming and \
                         self.registry.datasets[read.name].kind == TABLE:
@@ -208,13 +223,23 @@ class Graph(GraphQueries):
         if dataset.kind == SINK:
             pass  # an external destination: nothing to create, register or conform
         elif dataset.kind == VIEW:
+            if dataset.expectations:  # checked by each flow that reads the view
+                self.view_inputs[dataset.name] = df
+                df = expect_mod.guard(df, dataset.expectations, dataset.name)
             self.view_dfs[dataset.name] = df
             if "." not in dataset.name:  # Spark's temporary views have one-part names
                 df.createOrReplaceTempView(dataset.name)
         elif dataset.name not in self._schemas:
-            self._schemas[dataset.name] = dataset.schema or (
-                df.schema if flow.cdc is None else cdc_target_schema(
-                    flow.cdc, df, f"{flow.location}: AUTO CDC into {dataset.name!r}"))
+            if flow.snapshot is not None:
+                schema = snapshot_target_schema(
+                    flow.snapshot.spec, df, self._snapshot_types.pop(dataset.name),
+                    f"{flow.location}: AUTO CDC FROM SNAPSHOT into {dataset.name!r}")
+            elif flow.cdc is not None:
+                schema = cdc_target_schema(flow.cdc, df,
+                                           f"{flow.location}: AUTO CDC into {dataset.name!r}")
+            else:
+                schema = df.schema
+            self._schemas[dataset.name] = dataset.schema or schema
             if not self.lakehouse.exists(dataset.name):
                 register_pending(self.lakehouse.spark, dataset.name,
                                  self.lakehouse.path(dataset.name), self._schemas[dataset.name])
@@ -232,19 +257,69 @@ class Graph(GraphQueries):
                 # An AUTO CDC flow reads its source as headwater.read_stream would (the
                 # lakehouse's session, not whichever session is active).
                 source = getattr(flow.func, "cdc_source", None)
-                df = flow.func() if source is None else \
-                    self.read(source, True, {}, flow.location)
+                if flow.snapshot is not None:
+                    df = self._snapshot_preview(dataset, flow)
+                else:
+                    df = flow.func() if source is None else \
+                        self.read(source, True, {}, flow.location)
         except (HeadwaterError, _NeedsDataset):
             raise
         except Exception as exc:  # the user's code failed while building its DataFrame
             raise self._definition_failed(dataset, flow, exc) from exc
         finally:
             self._evaluations.pop()
+        if flow.snapshot is not None:  # a snapshot of the source, not the table's rows
+            return df, evaluation.hints
         if not substitutes:  # a substituted stream is a batch by design
             dataset = self._kind_from_query(dataset, flow, df)
             check_kind(dataset, flow, df)
         # AUTO CDC: the flow returns change events, not the table's rows.
         return (df if flow.cdc is not None else conform(dataset, flow, df)), evaluation.hints
+
+    def _snapshot_preview(self, dataset: Any, flow: Flow) -> DataFrame:
+        """An AUTO CDC FROM SNAPSHOT flow's next snapshot (its columns make the target's, its
+        reads the graph's edges): the source table read now, or the function's next snapshot
+        after the saved version (kept for the run); when there is none, the target's own
+        columns. Its version's type is kept for the target's schema."""
+        assert flow.snapshot is not None
+        source = flow.snapshot.source
+        if source.periodic:
+            df = self.snapshot_of(flow)
+            if df.isStreaming:
+                raise HeadwaterError(
+                    "HW_CDC_INVALID", f"{flow.location}: AUTO CDC FROM SNAPSHOT reads "
+                    f"{source.table or source.query!r}, a stream.", "A snapshot is a table's "
+                    "whole current content, read as a batch.",
+                    "Name a table (or a view over batch reads) as the source.")
+            self._snapshot_types[dataset.name] = TimestampType()
+            return df
+        progress = Progress.load(self.lakehouse.checkpoint(dataset.name, flow.name))
+        got = source.peek(progress.version, flow.location)
+        if got is not None:
+            self._snapshot_types[dataset.name] = version_type(got[1], flow.location)
+            return got[0]
+        if progress.version is None and not self.lakehouse.exists(dataset.name):
+            raise HeadwaterError(
+                "HW_CDC_SNAPSHOT_FIRST_EMPTY", f"{flow.location}: the snapshot function of "
+                f"{flow.name!r} returned None for the first snapshot.",
+                "The target's columns come from the first snapshot, and there is none yet.",
+                "Make the function return (DataFrame, version) when called with None.",
+                error_class=f"{SNAPSHOT_ERROR}.FIRST_SNAPSHOT_EMPTY")
+        self._snapshot_types[dataset.name] = version_type(progress.version, flow.location) \
+            if progress.version is not None else TimestampType()
+        stored = self.lakehouse.read(dataset.name).schema if self.lakehouse.exists(
+            dataset.name) else StructType()
+        columns = [f for f in stored.fields if f.name not in (START_AT, END_AT)]
+        return self.lakehouse.spark.createDataFrame([], StructType(columns))
+
+    def snapshot_of(self, flow: Flow) -> DataFrame:
+        """A table or query snapshot source's rows now (a batch read)."""
+        assert flow.snapshot is not None
+        source = flow.snapshot.source
+        if source.table is not None:
+            return self.read(source.table, False, {}, flow.location)
+        assert source.query is not None
+        return self.lakehouse.spark.sql(source.query)
 
     def _kind_from_query(self, dataset: Any, flow: Flow, df: Any) -> Any:
         """A DLT-style table returning a batch DataFrame is a materialized view."""
@@ -316,7 +391,8 @@ class Graph(GraphQueries):
             return
         if not self.lakehouse.exists(name):
             properties = dict(dataset.properties)
-            if any(f.cdc is not None for f in self.registry.flows_of(name)):
+            if any(f.cdc is not None or f.snapshot is not None
+                   for f in self.registry.flows_of(name)):
                 # AUTO CDC targets keep a change data feed unless the table says otherwise
                 properties = {**CDC_TARGET_PROPERTIES, **properties}
             self.lakehouse.create_table(name, self._schemas[name], dataset.partition_by,

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from headwater.delta.cdc.spec import CdcSpec
+    from headwater.pipeline.snapshot import SnapshotFlow
 
 OutputMode = Literal["append", "complete", "update"]
 
@@ -65,6 +66,9 @@ class Flow:
     spark_conf: Spark settings the flow asks for while it runs (SDP's ``spark_conf``).
     cdc: an AUTO CDC flow's semantics (a ``headwater.delta.cdc.CdcSpec``): its function
         returns the change events, which are applied to the target instead of appended.
+    snapshot: an AUTO CDC FROM SNAPSHOT flow's source and semantics
+        (:class:`headwater.pipeline.snapshot.SnapshotFlow`): no stream; the runner applies
+        each new snapshot of the source.
     """
 
     name: str
@@ -75,6 +79,7 @@ class Flow:
     once: bool = False
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     cdc: CdcSpec | None = None
+    snapshot: SnapshotFlow | None = None
 
     @property
     def is_default(self) -> bool:
@@ -143,11 +148,16 @@ class MaterializedView(_Stored):
 
 @dataclass(frozen=True)
 class View:
-    """A named DataFrame other definitions read (a temporary view); never stored."""
+    """A named DataFrame other definitions read (a temporary view); never stored.
+
+    expectations: checked where the view is read, in each flow that reads it (see
+        :func:`headwater.pipeline.expectations.guard`).
+    """
 
     name: str
     location: Location
     comment: str | None = None
+    expectations: tuple[Expectation, ...] = ()
 
     @property
     def kind(self) -> Kind:
@@ -156,10 +166,6 @@ class View:
     @property
     def stored(self) -> bool:
         return False
-
-    @property
-    def expectations(self) -> tuple[Expectation, ...]:
-        return ()
 
     @property
     def partition_by(self) -> tuple[str, ...]:
@@ -191,7 +197,8 @@ class Sink(View):
     """An external destination (SDP's ``create_sink``): append flows write to it as a streaming
     write in ``format`` with ``options`` (e.g. ``{"path": ...}``). Not a lakehouse table: it is
     never created, conformed or read by other definitions; the pipeline keeps only its flows'
-    checkpoints. Shares View's fixed answers (not stored, append, no expectations)."""
+    checkpoints. Shares View's fixed answers (not stored, append); expectations are refused
+    (the registry says so)."""
 
     format: str = ""
     options: Mapping[str, str] = field(default_factory=dict)

@@ -154,16 +154,26 @@ class Registry(GraphElementRegistry):
                     "HW_PIPELINE_DUPLICATE", f"{flows[-1].location}: {model.describe(dataset)} "
                     f"{name!r} has more than its own query.",
                     "Only streaming tables take append flows.", "Remove the extra flow.")
-            rules = _expectations_of(dataset, flows)
-            if rules and not dataset.stored:
-                what = model.describe(dataset)
+            snapshot = next((f for f in flows if f.snapshot is not None), None)
+            if snapshot is not None and (len(flows) > 1 or dataset.kind != Kind.TABLE):
                 raise HeadwaterError(
-                    "HW_EXPECTATION_INVALID", f"{dataset.location}: {what} {name!r} has "
+                    "HW_CDC_INVALID", f"{snapshot.location}: AUTO CDC FROM SNAPSHOT flow "
+                    f"{snapshot.name!r} targets {model.describe(dataset)} {name!r}"
+                    + (f", which has other flows ({', '.join(f.name for f in flows if f is not snapshot)})"
+                       if len(flows) > 1 else "") + ".",
+                    "Each snapshot is the whole of the target's rows: rows another flow "
+                    "writes would be deleted by the next snapshot (Databricks refuses it too).",
+                    f"Give the snapshot flow a streaming table of its own "
+                    f"(create_streaming_table({name!r}) with no other flow).")
+            rules = _expectations_of(dataset, flows)
+            if rules and dataset.kind == Kind.SINK:
+                raise HeadwaterError(
+                    "HW_EXPECTATION_INVALID", f"{dataset.location}: sink {name!r} has "
                     f"expectations ({', '.join(r.name for r in rules)}).",
-                    f"A {what} is not a lakehouse table, so there is no table to count, drop "
-                    "or quarantine its rows in.",
-                    "Put the expectations on a streaming table the flow reads, or filter the "
-                    "rows in the flow's query.")
+                    "A sink is an external destination written as it is; its flows' rows are "
+                    "checked where they are read, not where they are delivered.",
+                    "Put the expectations on the streaming table or view the flow reads, or "
+                    "filter the rows in the flow's query.")
             if rules != tuple(dataset.expectations):
                 self.datasets[name] = dataclasses.replace(dataset, expectations=rules)
         self._finished = True

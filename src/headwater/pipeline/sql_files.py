@@ -7,11 +7,13 @@ not have are handled first, at the token level (quotes and comments respected, l
 kept):
 
 - ``CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL UPDATE]`` elements of the
-  column list become expectations and are removed; a CONSTRAINT element of any other shape is
+  column list (of a table, materialized view or temporary view) become expectations and are
+  removed; a CONSTRAINT element of any other shape is
   an error (a typo never disappears silently).
 - ``CREATE OR REFRESH`` (Databricks' spelling) means CREATE here: each run refreshes anyway.
 - ``APPLY CHANGES INTO target ...`` (DLT's older spelling of AUTO CDC) and the AUTO CDC
-  clauses Spark's grammar lacks (IGNORE NULL UPDATES, APPLY AS TRUNCATE WHEN): see sql_cdc.py.
+  clauses Spark's grammar lacks (IGNORE NULL UPDATES, APPLY AS TRUNCATE WHEN): see sql_cdc.py;
+  ``AUTO CDC INTO ... FROM SNAPSHOT``: see sql_snapshot.py.
 - DLT's spellings (``${key}``, ``SET``, ``LIVE.x``, ``CREATE LIVE TABLE`` and its kin,
   ``TEMPORARY`` tables, ``cloud_files(...)`` / ``STREAM read_files(...)``): see sql_dlt.py.
 
@@ -44,6 +46,7 @@ from headwater.pipeline.sql_dlt import (
     legacy_create,
     substitute,
 )
+from headwater.pipeline.sql_snapshot import cut_snapshot_source, snapshot_flow_from_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -240,7 +243,10 @@ def register_sql_text(registry: Registry, text: str, file: Path) -> None:
         statement, temporary = legacy_create(statement, tokens(statement, line))
         statement, reads = file_reads(statement, tokens(statement, line), file, spark)
         statement = apply_changes_as_flow(statement, tokens(statement, line), file)
+        statement, snapshot = cut_snapshot_source(statement, tokens(statement, line), file)
         statement, cdc_clauses = strip_cdc_clauses(statement, tokens(statement, line))
+        if snapshot is not None:
+            cdc_clauses["snapshot"] = snapshot
         sql, rules = strip_constraints(statement, line, file)
         plan = _parse(spark, sql, where)
         _register(registry, plan, sql, rules, where, cdc_clauses, temporary, tuple(reads))
@@ -274,17 +280,19 @@ def _register(registry: Registry, plan: Any, sql: str, rules: list[Expectation],
         if kind != "CreateStreamingTable":
             _add_query(registry, name, name, str(plan.originalText()), where, reads)
         return
-    if rules:
-        raise _invalid(where, "constraints belong on a streaming table or materialized view",
-                       "Put the CONSTRAINT ... EXPECT clauses on the table that reads the view.")
     if kind in ("CreateViewCommand", "CreateView"):
         name = plan.name().table() if kind == "CreateViewCommand" else \
             ".".join(plan.child().nameParts().mkString("\u0001").split("\u0001"))
         comment = plan.comment()
         registry.add_dataset(model.View(name=name, location=where,
-                                        comment=comment.get() if comment.isDefined() else None))
+                                        comment=comment.get() if comment.isDefined() else None,
+                                        expectations=tuple(rules)))
         _add_query(registry, name, name, plan.originalText().get(), where, reads)
         return
+    if rules:
+        raise _invalid(where, "constraints belong on a streaming table, materialized view or "
+                       "temporary view", "Put the CONSTRAINT ... EXPECT clauses on the dataset "
+                       "the flow writes or reads.")
     if kind == "CreateFlowCommand":
         insert = plan.flowOperation()
         name = ".".join(plan.name().nameParts().mkString("\u0001").split("\u0001"))
@@ -294,10 +302,14 @@ def _register(registry: Registry, plan: Any, sql: str, rules: list[Expectation],
                                "cloud_files / read_files", "Read the files in a streaming "
                                "table or view, and apply the changes FROM STREAM(that_name).")
             relation = insert.targetTable()
-            table = (relation.multipartIdentifier() if relation.getClass().getSimpleName()
-                     == "UnresolvedRelation" else relation.nameParts()).mkString("\u0001")
-            registry.add_flow(cdc_flow_from_sql(insert, sql, name, ".".join(
-                table.split("\u0001")), where, **cdc_clauses))
+            table = ".".join((relation.multipartIdentifier() if relation.getClass().getSimpleName()
+                              == "UnresolvedRelation" else relation.nameParts()
+                              ).mkString("\u0001").split("\u0001"))
+            snapshot = cdc_clauses.pop("snapshot", None)
+            if snapshot is not None:  # FROM SNAPSHOT (see sql_snapshot.py)
+                registry.add_flow(snapshot_flow_from_sql(insert, name, table, where, snapshot))
+                return
+            registry.add_flow(cdc_flow_from_sql(insert, sql, name, table, where, **cdc_clauses))
             return
         target = ".".join(insert.table().multipartIdentifier().mkString("\u0001").split("\u0001"))
         origin = insert.query().origin()

@@ -99,6 +99,7 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
                 mode = "overwrite" if dataset.output_mode == "complete" else "append"
                 written = write_table(rows, lake.path(name), mode, (app_id, batch_id),
                                       auto_compact=auto_compact)
+                result.report(batch_id, {"output_rows": written})
                 # complete mode rewrites the whole result: count the latest, not the sum
                 result.rows_written = written if mode == "overwrite" else \
                     result.rows_written + written

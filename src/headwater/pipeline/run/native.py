@@ -90,8 +90,10 @@ def start_native(graph: Graph, rf: ResolvedFlow, checkpoint: str, read: Read,
         rows = spark.read.schema(schema).parquet(*paths) if paths else \
             spark.createDataFrame([], schema)
         df = graph.rebuild(rf, {read.name: rows})
-        result.rows_written += write_table(df, lake.path(name), "append", (app_id, batch_id),
-                                           auto_compact=auto_compact)
+        written = write_table(df, lake.path(name), "append", (app_id, batch_id),
+                              auto_compact=auto_compact)
+        result.rows_written += written
+        result.report(batch_id, {"output_rows": written})
 
     return (files.writeStream.queryName(rf.key).trigger(**trigger)
             .option("checkpointLocation", checkpoint).foreachBatch(write_batch).start())

@@ -48,9 +48,14 @@ class FlowResult:
         """One AUTO CDC batch applied: its counts added up and handed to the observer."""
         for name, n in counts.items():
             self.cdc[name] = self.cdc.get(name, 0) + n
+        self.report(batch_id, {"cdc": counts})
+
+    def report(self, batch_id: int, details: dict[str, Any]) -> None:
+        """What the writer measured of micro-batch ``batch_id`` (rows written, AUTO CDC
+        counts), handed to the observer for that batch's event."""
         if self.on_batch_details is not None:
             try:
-                self.on_batch_details(batch_id, {"cdc": counts})
+                self.on_batch_details(batch_id, details)
             except Exception:  # noqa: BLE001 - watching a run must never fail its batches
                 _log.warning("the run's observer failed on batch %s of %s", batch_id, self.key,
                              exc_info=True)
@@ -76,9 +81,17 @@ def count_batches(result: FlowResult, query: StreamingQuery) -> None:
             if metrics_name.startswith(SINK_METRICS):
                 result.rows_written += int(row["rows"] or 0)
             if metrics_name.startswith(EXPECTATION_METRICS):
-                for metric, value in row.asDict().items():
-                    result.expectations[metric] = result.expectations.get(metric, 0) + \
-                        int(value or 0)
+                add_expectation_counts(result, metrics_name[len(EXPECTATION_METRICS):],
+                                       row.asDict())
+
+
+def add_expectation_counts(result: FlowResult, dataset: str, counts: dict[str, Any]) -> None:
+    """One batch's counts of ``dataset``'s rules: keyed by metric for the flow's own table
+    (``positive_failed``), by ``<dataset>.<metric>`` for a view the flow reads."""
+    prefix = "" if dataset == result.key.split("/")[0] else f"{dataset}."
+    for metric, value in counts.items():
+        key = prefix + metric
+        result.expectations[key] = result.expectations.get(key, 0) + int(value or 0)
 
 
 def summary(result: FlowResult) -> str:
@@ -97,10 +110,10 @@ def summary(result: FlowResult) -> str:
         parts.append(f"{result.quarantined} quarantined")
     if result.late_rows:
         parts.append(f"{result.late_rows} late rows kept")
-    return ", ".join(parts) + _expectation_text(result)
+    return ", ".join(parts) + expectation_text(result)
 
 
-def _expectation_text(result: FlowResult) -> str:
+def expectation_text(result: FlowResult) -> str:
     failed = {k[:-len("_failed")]: v for k, v in result.expectations.items()
               if k.endswith("_failed") and v}
     if not failed:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from headwater.conf.layout import EXPECTATIONS_METRICS
 from headwater.delta.log import open_table
 from headwater.errors import HeadwaterError, find_code, unwrap
 from headwater.errors.spark import is_worker_start_timeout, translate_flow_failure
@@ -31,9 +32,16 @@ from headwater.pipeline.model import MATERIALIZED_VIEW, SINK, TABLE, Sink, descr
 from headwater.pipeline.run import compat
 from headwater.pipeline.run.flow_writer import start_stream
 from headwater.pipeline.run.native import native_input, start_native
-from headwater.pipeline.run.progress import FlowResult, count_batches, summary
+from headwater.pipeline.run.progress import (
+    FlowResult,
+    add_expectation_counts,
+    count_batches,
+    expectation_text,
+    summary,
+)
 from headwater.pipeline.run.refresh import recompute
 from headwater.pipeline.run.sink_writer import start_sink
+from headwater.pipeline.run.snapshots import apply_new_snapshots
 from headwater.spark.checkpoint_lock import CheckpointLock
 
 if TYPE_CHECKING:
@@ -131,7 +139,8 @@ class Runner:
                            "upstream": sorted({r.name for r in reads}),
                            # a streaming table reading no dataset or table reads files
                            "reads_files": dataset.kind in (TABLE, SINK)
-                           and not any(r.streaming for r in reads)}
+                           and not any(r.streaming for r in reads)
+                           and not any(rf.flow.snapshot for rf in self.graph.flows_of(name))}
         mode = f"continuous, {self.trigger.get('processingTime')}" if self.continuous \
             else "triggered"
         return RunDescription(self.pipeline, mode, flows, graph)
@@ -154,14 +163,21 @@ class Runner:
                 break
             wave = [n for n in self.datasets if depths[n] == level]
             running: dict[str, StreamingQuery] = {}
+            snapshots: list[ResolvedFlow] = []
             for name in wave:
                 if self._skip_if_upstream_failed(name):
                     continue
                 if self.graph.registry.datasets[name].kind in (TABLE, SINK):
                     for flow in self.graph.flows_of(name):
+                        if flow.flow.snapshot is not None:
+                            snapshots.append(flow)  # after the streams of the wave started
+                            continue
                         query = self._start(flow)
                         if query is not None:
                             running[flow.key] = query
+            for flow in snapshots:
+                if not self.stop_requested.is_set():
+                    self._apply_snapshots(flow)
             self._await(running)
             for name in wave:
                 if self.graph.registry.datasets[name].kind == MATERIALIZED_VIEW \
@@ -172,17 +188,31 @@ class Runner:
 
     def _run_continuous(self) -> None:
         running: dict[str, StreamingQuery] = {}
+        snapshots: list[ResolvedFlow] = []
         for name in self.datasets:
             if self.graph.registry.datasets[name].kind in (TABLE, SINK):
                 for flow in self.graph.flows_of(name):
+                    if flow.flow.snapshot is not None:
+                        snapshots.append(flow)
+                        continue
                     query = self._start(flow)
                     if query is not None:
                         running[flow.key] = query
         views = [n for n in self.datasets
                  if self.graph.registry.datasets[n].kind == MATERIALIZED_VIEW]
         seen_versions: dict[str, dict[str, int]] = {}
+        source_versions: dict[str, int] = {}
         interval = _interval_seconds(self.trigger)
         while not self.stop_requested.is_set():
+            for flow in snapshots:  # a function: asked each interval; a table: when it changed
+                if self._skip_if_upstream_failed(flow.dataset.name) or \
+                        self.results.get(flow.key) and self.results[flow.key].status == \
+                        FlowStatus.FAILED:
+                    continue
+                version = self._source_version(flow)
+                if version is None or source_versions.get(flow.key) != version:
+                    self._apply_snapshots(flow, quiet=flow.key in source_versions)
+                    source_versions[flow.key] = -1 if version is None else version
             for name in views:
                 if self._skip_if_upstream_failed(name):
                     continue
@@ -192,11 +222,17 @@ class Runner:
                         self._refresh(flow, quiet=name in seen_versions)
                     seen_versions[name] = versions
             self._collect(running)
-            if (running or not views) and not any(q.isActive for q in running.values()):
+            if (running or not (views or snapshots)) and \
+                    not any(q.isActive for q in running.values()):
                 break  # every flow ended (failed): nothing will change the views either
             self.stop_requested.wait(max(interval, 0.5))
         self._stop_all(running)
         self._collect(running)
+        for flow in snapshots:
+            result = self.results.get(flow.key)
+            if result is not None and result.status == FlowStatus.RUNNING:
+                result.status = FlowStatus.STOPPED
+                self._status(flow.key, FlowStatus.STOPPED, summary(result))
 
     # --- streaming flows -----------------------------------------------------------------
 
@@ -326,21 +362,68 @@ class Runner:
         if lock is not None:
             lock.release()
 
+    # --- AUTO CDC FROM SNAPSHOT -----------------------------------------------------------
+
+    def _source_version(self, rf: ResolvedFlow) -> int | None:
+        """A table source's Delta version (a new one means a new snapshot); None for a
+        function source, which is asked every time."""
+        assert rf.flow.snapshot is not None
+        table = rf.flow.snapshot.source.table
+        return None if table is None else self._version(self.graph.registry.qualify(table))
+
+    def _apply_snapshots(self, rf: ResolvedFlow, quiet: bool = False) -> None:
+        """Apply the source's new snapshots (its checkpoint folder locked meanwhile); the
+        counts go to the flow's result and, summed, to its completed status."""
+        result = self.results.setdefault(rf.key, FlowResult(rf.key, "streaming table, "
+                                                                    "from snapshots"))
+        checkpoint = self.lakehouse.checkpoint(rf.dataset.name, rf.flow.name)
+        try:
+            started = time.monotonic()
+            self._locks[rf.key] = CheckpointLock(checkpoint, f"headwater run: {rf.key}"
+                                                 ).acquire()
+            if result.status != FlowStatus.RUNNING:
+                result.status = FlowStatus.RUNNING
+                self._status(rf.key, FlowStatus.RUNNING)
+            applied = apply_new_snapshots(self.graph, rf, checkpoint, self.stop_requested)
+            for snapshot in applied:
+                result.batches += 1
+                result.rows_written += snapshot.deleted + max(snapshot.upserted,
+                                                              snapshot.history_rows)
+                for name, n in snapshot.counts().items():
+                    result.cdc[name] = result.cdc.get(name, 0) + n
+            result.status = FlowStatus.COMPLETED if not self.continuous else FlowStatus.RUNNING
+            versions = [str(s.version) for s in applied]
+            self._status(rf.key, FlowStatus(result.status), summary(result),
+                         rows_written=result.rows_written, cdc=dict(result.cdc),
+                         snapshots=versions, seconds=round(time.monotonic() - started, 3))
+            if not quiet or applied:
+                self.echo(f"snapshots {rf.key}: {len(applied)} applied"
+                          + (f" (versions {', '.join(versions)})" if versions else "")
+                          + f", {summary(result)}")
+        except Exception as exc:  # noqa: BLE001 - one flow's failure must not stop the others
+            self._fail(result, exc)
+        finally:
+            self._release(rf.key)
+
     # --- materialized views --------------------------------------------------------------
 
     def _refresh(self, rf: ResolvedFlow, quiet: bool = False) -> None:
         result = self.results.setdefault(rf.key, FlowResult(rf.key, "materialized view"))
         try:
             started = time.monotonic()
-            result.rows_written = recompute(self.graph, rf)
+            result.rows_written, counts = recompute(self.graph, rf)
+            for metrics_name, values in counts.items():
+                add_expectation_counts(result, metrics_name[len(EXPECTATIONS_METRICS):], values)
             result.status = FlowStatus.COMPLETED
             result.batches += 1
-            self._status(rf.key, FlowStatus.COMPLETED, f"{result.rows_written} rows",
+            extra = {"expectations": counts} if counts else {}
+            self._status(rf.key, FlowStatus.COMPLETED,
+                         f"{result.rows_written} rows{expectation_text(result)}",
                          rows_written=result.rows_written,
-                         seconds=round(time.monotonic() - started, 3))
+                         seconds=round(time.monotonic() - started, 3), **extra)
             if not quiet:
                 self.echo(f"refreshed {rf.key}: {result.rows_written} rows in "
-                          f"{time.monotonic() - started:.1f}s")
+                          f"{time.monotonic() - started:.1f}s{expectation_text(result)}")
         except Exception as exc:  # noqa: BLE001
             self._fail(result, exc)
 
