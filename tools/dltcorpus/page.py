@@ -14,6 +14,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from dltcorpus.features import feature_of
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
@@ -67,7 +69,7 @@ def render(data: dict[str, Any]) -> str:
     groups: dict[str, list[str]] = defaultdict(list)
     for row in pipeline:
         if row["kind"] == "fails":
-            groups[row.get("feature") or "other"].append(row["file"])
+            groups[feature_of(row["status"][len("fails: "):])].append(row["file"])
     if groups:
         out += ["", "## Failures by missing feature", "",
                 "| feature | notebooks |", "|---|---|"]
