@@ -73,8 +73,9 @@ def run_case(case: Case, repo: Path, work: Path, broker: Any, timeout: float) ->
         return result
     folder.mkdir(parents=True)
     result["edits"] = project.build(case, repo, folder, env)
-    result["configuration"] = {k: v.replace(str(env.data), "<data>")
-                               for k, v in case.settings(env).items()}
+    result["configuration"] = {
+        k: v.replace(str(env.data), "<data>").replace(env.kafka or "\0", "<test broker>")
+        for k, v in case.settings(env).items()}
     result["database"] = case.database
     for round_ in range(1, case.rounds + 1):
         try:
