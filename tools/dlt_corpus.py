@@ -21,8 +21,10 @@ data, Kafka connection options to the test broker. Pipelines run one at a time.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -34,6 +36,17 @@ from dltcorpus.cases.base import Case, Env
 from dltcorpus.features import feature_of
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def headwater_commit() -> str:
+    """The commit of the headwater that runs the notebooks (``git describe`` of its tree)."""
+    spec = importlib.util.find_spec("headwater")
+    if spec is None or spec.origin is None:
+        return "headwater not importable"
+    where = Path(spec.origin).parent
+    proc = subprocess.run(["git", "-C", str(where), "log", "-1", "--format=%h %s"],
+                          capture_output=True, text=True, check=False)
+    return proc.stdout.strip()[:120] or f"{where} (not a git tree)"
 
 
 def start_broker(work: Path) -> Any:
@@ -60,10 +73,11 @@ def run_case(case: Case, repo: Path, work: Path, broker: Any, timeout: float) ->
         return result
     folder.mkdir(parents=True)
     result["edits"] = project.build(case, repo, folder, env)
-    result["configuration"] = {k: v.replace(str(env.data), "<data>")
-                               for k, v in case.settings(env).items()}
+    result["configuration"] = {
+        k: v.replace(str(env.data), "<data>").replace(env.kafka or "\0", "<test broker>")
+        for k, v in case.settings(env).items()}
     result["database"] = case.database
-    for round_ in (1, 2):
+    for round_ in range(1, case.rounds + 1):
         try:
             case.write(env, round_)
         except Exception as exc:  # noqa: BLE001 - a generator failure is this case's result
@@ -180,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     rows = file_rows(repo, cases, results)
     report(rows, results)
-    data = {"files": rows, "cases": list(results.values()), "extra_configuration": extra}
+    data = {"files": rows, "cases": list(results.values()), "extra_configuration": extra,
+            "headwater": headwater_commit()}
     if args.json:
         args.json.write_text(json.dumps(data, indent=1, default=str) + "\n")
     if args.docs:

@@ -44,9 +44,6 @@ NOTEBOOKS: dict[str, tuple[str, str]] = {
         NOT_PIPELINE, "runbook: creates the source table and appends three time windows"),
     "applyInPandasWithState-integral-calculus/resources/config.py": (
         NOT_PIPELINE, "the runbook's settings (dbutils.fs.mkdirs)"),
-    "applyInPandasWithState-integral-calculus/01_DLT_StatefulTimeWeightedAverage.py": (
-        OUT_OF_SCOPE, "not run yet by the corpus: applyInPandasWithState with event-time "
-                      "timeouts, whose output depends on micro-batch boundaries"),
     "customer360-fivetran-dlt-demo/Customer 360.sql": (
         OUT_OF_SCOPE, "reads the tables Fivetran syncs from Salesforce and MySQL "
                       "(retail_demo_salesforce.contact, mysql_azure_banking_db.transactions)"),

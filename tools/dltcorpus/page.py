@@ -14,6 +14,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from dltcorpus.features import feature_of
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
@@ -42,6 +44,8 @@ def render(data: dict[str, Any]) -> str:
         "compares every table, read with deltalake, with answers computed in plain Python "
         "from the generated data. Do not edit by hand.",
         "",
+        f"headwater: {data.get('headwater', '?')}.",
+        "",
         f"**Pipeline notebooks: {len(runs)} of {len(pipeline)} run and hold the right rows "
         f"after both runs ({sum(c['status'] == 'runs' for c in cases)} of {len(cases)} "
         f"pipelines).** The snapshot has {len(notebooks)} notebooks and "
@@ -65,7 +69,7 @@ def render(data: dict[str, Any]) -> str:
     groups: dict[str, list[str]] = defaultdict(list)
     for row in pipeline:
         if row["kind"] == "fails":
-            groups[row.get("feature") or "other"].append(row["file"])
+            groups[feature_of(row["status"][len("fails: "):])].append(row["file"])
     if groups:
         out += ["", "## Failures by missing feature", "",
                 "| feature | notebooks |", "|---|---|"]

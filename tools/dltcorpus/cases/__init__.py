@@ -4,11 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dltcorpus.cases import audit_logs, cdc, covid, fitness, ingestion, loans, retail, snapshots, wikipedia
+from dltcorpus.cases import (
+    audit_logs,
+    cdc,
+    covid,
+    fitness,
+    ingestion,
+    integrals,
+    loans,
+    retail,
+    snapshots,
+    wikipedia,
+)
 from dltcorpus.cases.base import Case
 
 
 def all_cases(repo: Path) -> list[Case]:
     return [*wikipedia.cases(), *loans.cases(), *retail.cases(), *covid.cases(),
             *audit_logs.cases(), *cdc.cases(repo), *snapshots.cases(), *fitness.cases(),
-            *ingestion.cases()]
+            *ingestion.cases(), *integrals.cases()]

@@ -60,6 +60,7 @@ class Case:
     notebooks: tuple[str, ...]       # repository paths, the pipeline's libraries
     database: str | None = None      # the pipeline's target schema
     needs_kafka: bool = False
+    rounds: int = 2                  # a first run, then incremental ones with more data
     notes: tuple[str, ...] = ()      # what a reader of the results should know
     seed: int = 25
     extra_configuration: dict[str, str] = field(default_factory=dict)  # --conf
@@ -77,7 +78,7 @@ class Case:
         return {**self.configuration(env), **self.extra_configuration}
 
     def write(self, env: Env, round_: int) -> None:
-        """Write the input data of round 1 (first run) or 2 (added before the second run)."""
+        """Write the input data of round 1 (first run), or what round n adds before run n."""
         raise NotImplementedError
 
     def expected(self, env: Env, round_: int) -> list[TableCheck]:
