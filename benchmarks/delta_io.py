@@ -38,6 +38,7 @@ import headwater
 SCHEMA = "id BIGINT, n INT, x DOUBLE, ts TIMESTAMP, s STRING"
 FILES = 4  # input files, on both the parquet and the Delta side
 TASKS = 2  # task slots (local[TASKS]), the same for every variant
+BATCH_ROWS = 3_000_000  # the batch writes: df.write.format("delta") vs format("parquet")
 
 
 # --- the limits: Python data sources that do no Delta work -------------------------------
@@ -207,6 +208,46 @@ def variants(spark, parquet_dir: str, delta_dir: str) -> dict[str, Callable]:
     }
 
 
+def batch_frame(spark, rows: int):
+    """The batch writes' DataFrame: 4 columns (id, int, double, 40-char string) computed from
+    ``spark.range`` in FILES tasks, so both writers get the same rows, tasks and files."""
+    from pyspark.sql import functions as F
+
+    return spark.range(0, rows, 1, FILES).select(
+        F.col("id"), (F.col("id") % 1000).cast("int").alias("n"),
+        (F.col("id") * 0.25).alias("x"), F.sha1(F.col("id").cast("string")).alias("s"))
+
+
+def batch_variants(spark, rows: int) -> dict[str, Callable]:
+    """name -> write(out_dir) returning the rows the written table / folder holds."""
+    df = batch_frame(spark, rows)
+
+    def delta(out: str) -> int:
+        df.write.format("delta").mode("append").save(out)
+        from deltalake import DeltaTable
+
+        return sum(int(n) for n in DeltaTable(out).get_add_actions(flatten=True)
+                   .column("num_records").to_pylist())
+
+    def parquet(out: str) -> int:
+        df.write.mode("append").option("compression", "snappy").parquet(out)
+        return sum(pq.read_metadata(str(f)).num_rows for f in Path(out).glob("*.parquet"))
+
+    return {"batch Delta write": delta, "batch parquet write": parquet}
+
+
+def measure_batch(write: Callable, rows: int, scratch: Path) -> tuple[float, float]:
+    """(wall s, CPU s) of one batch write into a new folder."""
+    out = scratch / "out"
+    shutil.rmtree(out, ignore_errors=True)
+    cpu0, t0 = tree_cpu_seconds(), time.perf_counter()
+    written = write(str(out))
+    wall, cpu = time.perf_counter() - t0, tree_cpu_seconds() - cpu0
+    if written != rows:  # a variant that skipped data would look fast
+        sys.exit(f"batch write holds {written} rows, expected {rows}")
+    return wall, cpu
+
+
 def measure(start: Callable, rows: int, scratch: Path) -> tuple[float, float]:
     """(wall s, CPU s) of one query, query start included: every trigger of a user pays it."""
     out, checkpoint = scratch / "out", scratch / "checkpoint"
@@ -225,6 +266,7 @@ def measure(start: Callable, rows: int, scratch: Path) -> tuple[float, float]:
 # --- reporting ---------------------------------------------------------------------------
 
 RATIOS = [  # (label, headwater variant, reference variant): reference time / headwater time
+    ("batch Delta write ÷ batch parquet write", "batch Delta write", "batch parquet write"),
     ("Delta sink ÷ native parquet sink", "Delta sink", "native parquet sink"),
     ("Delta sink ÷ discarding Python sink", "Delta sink", "discarding Python sink"),
     ("Delta source ÷ native parquet source", "Delta source", "native parquet source"),
@@ -233,13 +275,12 @@ RATIOS = [  # (label, headwater variant, reference variant): reference time / he
 
 
 def report(results: dict, machine: dict, json_path: str | None) -> None:
-    rows = machine["rows"]
     summary = {name: {"median_wall_s": statistics.median(r["wall_s"]),
-                      "rows_per_s": rows / statistics.median(r["wall_s"]),
+                      "rows_per_s": r["rows"] / statistics.median(r["wall_s"]),
                       "median_cpu_s": statistics.median(r["cpu_s"]), **r}
                for name, r in results.items()}
     ratios = {label: summary[ref]["median_wall_s"] / summary[hw]["median_wall_s"]
-              for label, hw, ref in RATIOS}
+              for label, hw, ref in RATIOS if hw in summary and ref in summary}
     header = ("variant", "median wall s", "rows/s", "CPU s")
     lines = [(name, f"{s['median_wall_s']:.2f}", f"{s['rows_per_s']:,.0f}",
               f"{s['median_cpu_s']:.2f}") for name, s in summary.items()]
@@ -270,12 +311,19 @@ def report(results: dict, machine: dict, json_path: str | None) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rows", type=int, default=5_000_000)
+    parser.add_argument("--rows", type=int, default=5_000_000, help="rows of the streams")
+    parser.add_argument("--batch-rows", type=int, default=BATCH_ROWS,
+                        help="rows of the batch writes")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", metavar="WORDS",
+                        help="comma-separated words: run the variants whose name has one "
+                             "(e.g. 'sink,batch')")
     parser.add_argument("--smoke", action="store_true", help="200k rows, 1 run (a quick check)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     args = parser.parse_args()
-    rows, runs = (200_000, 1) if args.smoke else (args.rows, args.runs)
+    rows, batch_rows, runs = (200_000, 200_000, 1) if args.smoke else \
+        (args.rows, args.batch_rows, args.runs)
+    words = [w.strip().lower() for w in (args.only or "").split(",") if w.strip()]
     load_before = os.getloadavg()[0]  # other work on the machine skews wall times: show it
 
     spark = headwater.spark_session(
@@ -287,19 +335,27 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="hw-bench-delta-io-"))
     try:
         parquet_dir, delta_dir = make_input(spark, rows, root)
-        todo = variants(spark, parquet_dir, delta_dir)
-        for start in todo.values():  # warm-up: JIT, Python worker daemon, page cache
-            measure(start, rows, root)
-        results = {name: {"wall_s": [], "cpu_s": []} for name in todo}
+        # name -> (run it once, its rows): the streams, then the batch writes
+        todo: dict[str, tuple[Callable[[], tuple[float, float]], int]] = {}
+        for name, start in variants(spark, parquet_dir, delta_dir).items():
+            todo[name] = (lambda start=start: measure(start, rows, root), rows)
+        for name, write in batch_variants(spark, batch_rows).items():
+            todo[name] = (lambda write=write: measure_batch(write, batch_rows, root), batch_rows)
+        if words:
+            todo = {k: v for k, v in todo.items() if any(w in k.lower() for w in words)}
+        for run, _ in todo.values():  # warm-up: JIT, Python worker daemon, page cache
+            run()
+        results = {name: {"wall_s": [], "cpu_s": [], "rows": n} for name, (_, n) in todo.items()}
         for _ in range(runs):  # interleaved, so drift in machine load hits every variant
-            for name, start in todo.items():
-                wall, cpu = measure(start, rows, root)
+            for name, (run, _) in todo.items():
+                wall, cpu = run()
                 results[name]["wall_s"].append(wall)
                 results[name]["cpu_s"].append(cpu)
         import deltalake
         import pyspark
 
-        machine = {"cores": os.cpu_count(), "rows": rows, "runs": runs, "files": FILES,
+        machine = {"cores": os.cpu_count(), "rows": rows, "batch_rows": batch_rows,
+                   "runs": runs, "files": FILES,
                    "task_slots": TASKS, "loadavg_1m_before": round(load_before, 2),
                    "python": platform.python_version(), "pyspark": pyspark.__version__,
                    "pyarrow": pa.__version__, "deltalake": deltalake.__version__}

@@ -97,7 +97,7 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
                  partition_by: list[str] | None = None,
                  merge_schema: bool = False, auto_compact: bool = False, *,
                  save_mode: str | None = None, replace_where: str | None = None,
-                 options: dict[str, str] | None = None,
+                 options: dict[str, str] | None = None, user_metadata: str | None = None,
                  faults: tuple[str, str] = NATIVE_FAULTS) -> int | None:
     """Write ``df`` with Spark's parquet writer and commit it as one Delta transaction.
 
@@ -111,10 +111,13 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
     :func:`headwater.delta.sink.commit_files`). save_mode: the mode the user asked for
     (errorifexists, ignore) when a new table is written as an append, for its history.
     options: the writer's options (lower-cased keys): ``compression`` and ``maxRecordsPerFile``
-    reach Spark's parquet writer. faults: the crash-test fault points around the commit.
+    reach Spark's parquet writer. user_metadata: the commitInfo's ``userMetadata`` (default
+    the ``userMetadata`` option). faults: the crash-test fault points around the commit.
     """
     uri = normalize_uri(path)
     options = {k.lower(): v for k, v in (options or {}).items()}
+    if user_metadata is None:
+        user_metadata = options.get("usermetadata")
     local = storage.bucket_of(uri) is None
     delta_log = DeltaLog(uri) if local else None  # an object store's credentials come later
     table = delta_log.table() if delta_log is not None and delta_log.exists() else None
@@ -143,7 +146,7 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
                     "yet.", "Overwrite the table, or DELETE the rows and append the new ones.")
             log.debug("Delta write to %s: native, headwater's commit (generated / identity "
                       "columns or a feature deltalake cannot commit)", uri)
-            return _write_own(df, uri, table, generation, mode, txn, faults)
+            return _write_own(df, uri, table, generation, mode, txn, faults, user_metadata)
         check_schema(uri, schema, df.schema, merge_schema)
         partition_columns = existing
         if replace_where:
@@ -157,7 +160,8 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
         _fault(faults[0], uri)
         committed = commit_files(uri, adds, df.schema, mode, partition_columns, txn=txn,
                                  merge_schema=merge_schema, partition_filters=filters,
-                                 auto_compact=auto_compact, save_mode=save_mode)
+                                 auto_compact=auto_compact, save_mode=save_mode,
+                                 user_metadata=user_metadata)
     except BaseException:
         _delete_staged(uri, _unreferenced(uri, adds))  # a failed commit leaves nothing behind
         raise
@@ -292,7 +296,8 @@ def native_sink(df: DataFrame, path: str, options: dict[str, str], output_mode: 
 
 
 def _write_own(df: DataFrame, uri: str, table, generation: Generation, mode: str,
-               txn: tuple[str, int] | None, faults: tuple[str, str] = NATIVE_FAULTS) -> int:
+               txn: tuple[str, int] | None, faults: tuple[str, str] = NATIVE_FAULTS,
+               user_metadata: str | None = None) -> int:
     """A write into a table with generated / identity columns (their values added to ``df``
     first) or one deltalake cannot commit to: staged by Spark's parquet writer, committed by
     headwater (the identity high-water marks raised in the same commit)."""
@@ -307,7 +312,8 @@ def _write_own(df: DataFrame, uri: str, table, generation: Generation, mode: str
     _fault(faults[0], uri)
     version = commit_write(uri, table, adds, mode, txn,
                            raised_high_water_marks(schema, generated, adds),
-                           cleanup=lambda: _delete_staged(uri, adds))
+                           cleanup=lambda: _delete_staged(uri, adds),
+                           user_metadata=user_metadata)
     _fault(faults[1], uri)
     if version is None:
         return 0

@@ -31,7 +31,7 @@ from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 from pyspark.sql.sql_formatter import SQLStringFormatter
 from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
-from headwater.conf.layout import DELTA_AUTO_MERGE_CONF
+from headwater.conf.layout import DELTA_AUTO_MERGE_CONF, DELTA_USER_METADATA_CONF
 from headwater.conf.options import parse_bool
 from headwater.delta.batch import txn_option
 from headwater.delta.log import DeltaLog, normalize_uri
@@ -82,6 +82,7 @@ def install(router: Router) -> None:
             (SparkSession, "sql", _sql),
             (DataFrameWriter, "format", _format),
             (DataFrameWriter, "saveAsTable", _save_as_table),
+            (DataFrameWriter, "insertInto", _insert_into),
             (DataStreamWriter, "format", _format),
             (DataStreamWriter, "toTable", _to_table),
             (DataFrameReader, "table", _read_table),
@@ -244,6 +245,10 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
     if "mergeschema" not in options and parse_bool(
             DELTA_AUTO_MERGE_CONF, spark.conf.get(DELTA_AUTO_MERGE_CONF, None), False):
         writer.option("mergeSchema", "true")  # delta-spark's session-wide schema evolution
+    user_metadata = spark.conf.get(DELTA_USER_METADATA_CONF, None)
+    if "usermetadata" not in options and user_metadata:  # delta-spark's session default
+        writer.option("userMetadata", user_metadata)
+        options["usermetadata"] = user_metadata
     if mode == "overwrite":
         refuse_dynamic_overwrite(spark, options.get("partitionoverwritemode"), str(target))
     overwrite_schema = parse_bool("overwriteSchema", options.get("overwriteschema"), False)
@@ -371,6 +376,27 @@ def _save_as_table(original: Callable) -> Callable:
 
     saveAsTable.__doc__ = original.__doc__
     return saveAsTable
+
+
+def _insert_into(original: Callable) -> Callable:
+    def insertInto(self, tableName: str, overwrite: bool | None = None) -> None:  # noqa: N802, N803
+        lake = lakehouse_of(self._spark)
+        if lake is None or not _lakehouse_table(lake, tableName):
+            return original(self, tableName, overwrite)
+        if overwrite is not None:  # as Spark's insertInto
+            self.mode("overwrite" if overwrite else "append")
+        jwrite = self._jwrite
+        if jwrite.partitioningColumns().isDefined():
+            return original(self, tableName)  # Spark's own error: insertInto with partitionBy
+        replace = str(jwrite.curmode().toString()).lower() == "overwrite"
+        if replace:
+            refuse_dynamic_overwrite(self._spark, None, tableName)
+        lake.insert_into(self._df, tableName, overwrite=replace,
+                         options=_java_map(self._spark, jwrite.extraOptions().originalMap()))
+        return None
+
+    insertInto.__doc__ = original.__doc__
+    return insertInto
 
 
 def _to_table(original: Callable) -> Callable:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
+from pyspark.sql.functions import col
 
 from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, LAKEHOUSE_STATE_CONF, SYSTEM_TABLES, WAREHOUSE
 from headwater.conf.location import AnyPath, location, remove_tree, state_folder
@@ -40,10 +41,11 @@ from headwater.conf.triggers import Trigger, trigger_kwargs
 from headwater.delta import definition
 from headwater.delta.batch import txn_option
 from headwater.delta.create import create_delta_table
+from headwater.delta.generated import Generation
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.delta.merge import merge_batch
 from headwater.delta.native import native_sink, replace_native, write_native, write_rows
-from headwater.delta.schema import as_nullable
+from headwater.delta.schema import as_nullable, spark_schema
 from headwater.delta.sink import WriteOptions, check_partitioning
 from headwater.errors import HeadwaterError, translated
 from headwater.lakehouse import catalog, external, hooks
@@ -383,6 +385,31 @@ class Lakehouse:
                 options=lowered)
         if written is None:  # what only the Python writer does (an object store, ...)
             df.write.format(tname.source_name).mode(mode).options(**_strs(options)).save()
+
+    def insert_into(self, df: DataFrame, name: str, overwrite: bool = False,
+                    options: dict[str, str] | None = None) -> None:
+        """``df.write.insertInto(name)`` in a session with this lakehouse: ``df``'s columns go
+        to the table's by position, cast to its types (as Spark's insertInto), then
+        :meth:`write` (appended, or replacing the rows with ``overwrite``). Data without the
+        generated / identity columns fills the others (their values are computed)."""
+        tname = self._existing(name)
+        schema = spark_schema(open_table(self.path(name)).schema().to_json())
+        fields = schema.fields
+        generation = Generation.of(schema)
+        automatic = set(generation.expressions) | {i.name for i in generation.identities}
+        if automatic and len(df.columns) == len(fields) - len(automatic):
+            fields = [f for f in fields if f.name not in automatic]
+        if len(df.columns) != len(fields):
+            raise HeadwaterError(
+                "HW_SINK_SCHEMA_MISMATCH", f"insertInto({tname.qualified!r}): the data has "
+                f"{len(df.columns)} columns, the table {len(fields)} "
+                f"({', '.join(f.name for f in fields)}).",
+                "insertInto matches columns by position.",
+                "Select one value per table column, in the table's order.",
+                error_class="INSERT_COLUMN_ARITY_MISMATCH")
+        rows = df.toDF(*[f.name for f in fields]).select(
+            *[col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in fields])
+        self.write(rows, name, mode="overwrite" if overwrite else "append", **(options or {}))
 
     def save_as_table(self, df: DataFrame, name: str, mode: str = "errorifexists",
                       partition_by: Iterable[str] = (),
