@@ -1,13 +1,16 @@
 """Delta at Spark's native parquet speed, where a Python data source is the bottleneck.
 
-The Python data source path moves every row through Arrow between the JVM and Python. Inside a
-``foreachBatch`` or a batch job, headwater can instead let Spark's own parquet writer write the
-files (into a fresh folder under the table) and then commit them to the Delta log from the
-driver, with stats read from the parquet footers and the same ``txn`` exactly-once check as the
-streaming sink. Reads of a plain table (no column mapping, partitions or deletion vectors) can
-likewise hand the snapshot's file list to Spark's parquet reader.
+The Python data source path moves every row through Arrow between the JVM and Python. For batch
+writes (``df.write.format("delta")``, saveAsTable, insertInto, INSERT), the streaming sink
+(:func:`native_sink`: a ``foreachBatch`` writer) and pipeline flows, headwater instead lets
+Spark's own parquet writer write the files (into a fresh folder under the table) and then
+commits them to the Delta log from the driver, with stats read from the parquet footers and the
+same ``txn`` exactly-once check as the Python sink. Reads of a plain table (no column mapping,
+partitions or deletion vectors) can likewise hand the snapshot's file list to Spark's parquet
+reader.
 
-Both return None when the table needs what only the Python path handles; callers fall back.
+Both return None when the table needs what only the Python path handles
+(:func:`python_writer_reason`); callers fall back.
 
 Staged files are then moved next to the table's other files (the table root, or its
 ``col=value`` partition folders), where delta-spark keeps them: a write that fails before
@@ -85,6 +88,7 @@ NATIVE_FAULTS = ("native_before_commit", "native_after_commit")
 SINK_FAULTS = ("sink_before_commit", "sink_after_commit")
 # Parquet codecs Spark's writer and Delta readers share; others go to the Python writer.
 NATIVE_CODECS = {"snappy", "gzip", "zstd", "none", "uncompressed"}
+TIMESTAMP_TYPE_CONF = "spark.sql.parquet.outputTimestampType"
 
 
 def _column_mapped(table) -> bool:
@@ -459,14 +463,13 @@ def _stage(df: DataFrame, uri: str, partition_columns: list[str],
     folder and the add actions of its files. A failed write leaves no folder behind.
     options (lower-cased): ``compression`` (default snappy) and ``maxrecordsperfile`` reach
     Spark's writer."""
-    spark = df.sparkSession
-    if spark.conf.get("spark.sql.parquet.outputTimestampType") == "INT96":
-        # Delta writers store timestamps as INT64 microseconds.
-        spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     options = options or {}
     staging = f"hw-{int(time.time())}-{uuid.uuid4().hex[:12]}"
     writer = (df.write.mode("errorifexists").partitionBy(*partition_columns)
-              .option("compression", str(options.get("compression", "snappy")).lower()))
+              .option("compression", str(options.get("compression", "snappy")).lower())
+              # INT64 microseconds (with min/max stats), not Spark's INT96 default; a write
+              # option (Spark reads it over the session's), so the session's conf stays
+              .option(TIMESTAMP_TYPE_CONF, "TIMESTAMP_MICROS"))
     if options.get("maxrecordsperfile") is not None:
         writer = writer.option("maxRecordsPerFile", str(options["maxrecordsperfile"]))
     try:

@@ -114,10 +114,11 @@ def install_path_writer() -> None:
       ``partitionBy`` option the Delta writer reads.
     - ``.mode("overwrite").option("overwriteSchema", "true")``: the table is replaced in one
       commit (schema and partitioning too), as delta-spark does.
-    - into a table with generated or identity columns (or one deltalake cannot commit to):
-      the values are computed on the DataFrame and the driver commits
-      (:func:`headwater.delta.native.write_rows`); ``writeStream.format("delta").start(path)``
-      into such a table writes each micro-batch that way (foreachBatch).
+    - the rows go through Spark's parquet writer and one driver commit
+      (:func:`headwater.delta.native.write_native`; generated / identity values computed on
+      the DataFrame first) wherever that writer can write the table, else through the Python
+      data source writer; ``writeStream.format("delta").start(path)`` in append or complete
+      mode writes each micro-batch that way (foreachBatch, exactly once).
     Other formats go to Spark's save / start unchanged."""
     with _guard:
         if _path_writer_originals:
