@@ -269,3 +269,14 @@ def test_to_table_stream_uses_the_native_sink(spark, lake, tmp, log):
     assert sorted(r.id for r in spark.table("copy").collect()) == [0, 1, 2, 3]
     assert any("the native sink" in r.getMessage() for r in log.records)
     assert DeltaTable(lake.path("copy")).history(1)[0]["operation"] == "WRITE"
+
+
+def test_native_sink_schema_mismatch_is_a_clear_error(spark, tmp):
+    src, dst = tmp / "src", tmp / "dst"
+    write(src, {"id": pa.array([1], pa.int64()), "name": pa.array([2.5])})
+    write(dst, {"id": pa.array([1], pa.int64()), "name": ["x"]})
+    with pytest.raises(HeadwaterError) as err, headwater.translated():
+        stream_once(spark, src, dst, tmp / "cp")
+    assert err.value.code == "HW_SINK_SCHEMA_MISMATCH"
+    assert "name (table string, data double)" in str(err.value)
+    assert DeltaTable(str(dst)).version() == 0 and table_files(dst) == referenced(dst)
