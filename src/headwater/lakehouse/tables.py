@@ -370,6 +370,10 @@ class Lakehouse:
         partition_by: partition columns when the table is created; an existing table must
             have the same (``partitionBy`` in ``options`` is read too, as before).
         options: Delta writer options, e.g. ``mergeSchema="true"``.
+
+        The rows go through Spark's parquet writer and one driver commit
+        (:func:`headwater.delta.native.write_native`), or the table's Python data source
+        writer where that cannot write the table (an object store, column mapping, ...).
         """
         tname = parse_name(name)
         partition_by = list(partition_by) or _columns(options.pop("partitionBy", None))
