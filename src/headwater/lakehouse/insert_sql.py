@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
+from headwater.conf import storage
 from headwater.delta.generated import Generation
 from headwater.delta.log import DeltaLog
 from headwater.delta.native import write_native, write_rows, written_on_driver
@@ -57,8 +58,10 @@ def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
     if plan.overwrite():
         refuse_dynamic_overwrite(st.session, None, ".".join(parts))
     driver = written_on_driver(path)
-    if not driver and (is_delta_path(parts) or plan.partitionSpec().size() > 0):
-        return ddl.insert(lake, st)  # delta.`path`: ddl's; a PARTITION clause is Spark's
+    if not driver and (is_delta_path(parts) or plan.partitionSpec().size() > 0
+                       or storage.bucket_of(path) is not None):
+        # delta.`path`: ddl's; a PARTITION clause or an object store: Spark's INSERT
+        return ddl.insert(lake, st)
     schema = spark_schema(DeltaLog(path).table().schema().to_json())
     generation = Generation.of(schema)
     if plan.partitionSpec().size() > 0:
