@@ -41,6 +41,7 @@ import headwater
 SCHEMA = "id BIGINT, n INT, x DOUBLE, ts TIMESTAMP, s STRING"
 FILES = 4  # input files, on both the parquet and the Delta side
 TASKS = 2  # task slots (local[TASKS]), the same for every variant
+BATCH_ROWS = 3_000_000  # the batch writes: df.write.format("delta") vs format("parquet")
 
 
 # --- the limits: Python data sources that do no Delta work -------------------------------
@@ -210,6 +211,54 @@ def variants(spark, parquet_dir: str, delta_dir: str) -> dict[str, Callable]:
     }
 
 
+def batch_frame(spark, rows: int):
+    """The batch writes' DataFrame: 4 columns (id, int, double, 40-char string) computed from
+    ``spark.range`` in FILES tasks, so both writers get the same rows, tasks and files."""
+    from pyspark.sql import functions as F
+
+    return spark.range(0, rows, 1, FILES).select(
+        F.col("id"), (F.col("id") % 1000).cast("int").alias("n"),
+        (F.col("id") * 0.25).alias("x"), F.sha1(F.col("id").cast("string")).alias("s"))
+
+
+def batch_variants(spark, rows: int) -> dict[str, tuple[Callable, Callable]]:
+    """name -> (write(out_dir), count(out_dir): the rows the written table / folder holds)."""
+    df = batch_frame(spark, rows)
+
+    def delta(out: str) -> None:
+        df.write.format("delta").mode("append").save(out)
+
+    def delta_rows(out: str) -> int:
+        from deltalake import DeltaTable
+
+        return sum(int(n) for n in pa.table(DeltaTable(out).get_add_actions(flatten=True))
+                   .column("num_records").to_pylist())
+
+    def parquet(out: str) -> None:
+        df.write.mode("append").option("compression", "snappy").parquet(out)
+
+    def parquet_rows(out: str) -> int:
+        return sum(pq.read_metadata(str(f)).num_rows for f in Path(out).glob("*.parquet"))
+
+    return {"batch Delta write": (delta, delta_rows),
+            "batch parquet write": (parquet, parquet_rows)}
+
+
+def measure_batch(variant: tuple[Callable, Callable], rows: int,
+                  scratch: Path) -> tuple[float, float]:
+    """(wall s, CPU s) of one batch write into a new folder (its row check after the clock)."""
+    write, count = variant
+    out = scratch / "out"
+    shutil.rmtree(out, ignore_errors=True)
+    cpu0, t0 = tree_cpu_seconds(), time.perf_counter()
+    write(str(out))
+    wall, cpu = time.perf_counter() - t0, tree_cpu_seconds() - cpu0
+    written = count(str(out))
+    if written != rows:  # a variant that skipped data would look fast
+        sys.exit(f"batch write holds {written} rows, expected {rows}")
+    return wall, cpu
+
+
 def measure(start: Callable, rows: int, scratch: Path) -> tuple[float, float]:
     """(wall s, CPU s) of one query, query start included: every trigger of a user pays it."""
     out, checkpoint = scratch / "out", scratch / "checkpoint"
@@ -286,6 +335,7 @@ def measure_read(run: Callable, rows: int) -> tuple[float, float]:
 # --- reporting ---------------------------------------------------------------------------
 
 RATIOS = [  # (label, headwater variant, reference variant): reference time / headwater time
+    ("batch Delta write ÷ batch parquet write", "batch Delta write", "batch parquet write"),
     ("Delta sink ÷ native parquet sink", "Delta sink", "native parquet sink"),
     ("Delta sink ÷ discarding Python sink", "Delta sink", "discarding Python sink"),
     ("Delta source ÷ native parquet source", "Delta source", "native parquet source"),
@@ -336,17 +386,23 @@ def report(results: dict, machine: dict, json_path: str | None) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rows", type=int, default=5_000_000)
+    parser.add_argument("--rows", type=int, default=5_000_000, help="rows of the streams")
+    parser.add_argument("--batch-rows", type=int, default=BATCH_ROWS,
+                        help="rows of the batch writes")
     parser.add_argument("--read-rows", type=int, default=3_000_000,
                         help="rows of the batch-read aggregate (4 columns)")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", metavar="WORDS",
+                        help="comma-separated words: run the variants whose name has one "
+                             "(e.g. 'sink,batch')")
     parser.add_argument("--smoke", action="store_true", help="200k rows, 1 run (a quick check)")
     parser.add_argument("--reads-only", action="store_true",
                         help="only the batch reads (no sink / source streams)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
     args = parser.parse_args()
-    rows, runs = (200_000, 1) if args.smoke else (args.rows, args.runs)
-    read_rows = 200_000 if args.smoke else args.read_rows
+    rows, batch_rows, read_rows, runs = (200_000, 200_000, 200_000, 1) if args.smoke else \
+        (args.rows, args.batch_rows, args.read_rows, args.runs)
+    words = [w.strip().lower() for w in (args.only or "").split(",") if w.strip()]
     load_before = os.getloadavg()[0]  # other work on the machine skews wall times: show it
 
     spark = headwater.spark_session(
@@ -357,32 +413,32 @@ def main() -> None:
     spark.dataSource.register(BenchLimits)
     root = Path(tempfile.mkdtemp(prefix="hw-bench-delta-io-"))
     try:
-        results: dict[str, dict] = {}
+        # name -> (run it once, its rows): the streams, the batch writes, the batch reads
+        todo: dict[str, tuple[Callable[[], tuple[float, float]], int]] = {}
         if not args.reads_only:
             parquet_dir, delta_dir = make_input(spark, rows, root)
-            todo = variants(spark, parquet_dir, delta_dir)
-            for start in todo.values():  # warm-up: JIT, Python worker daemon, page cache
-                measure(start, rows, root)
-            results.update({name: {"wall_s": [], "cpu_s": [], "rows": rows} for name in todo})
-            for _ in range(runs):  # interleaved, so drift in machine load hits every variant
-                for name, start in todo.items():
-                    wall, cpu = measure(start, rows, root)
-                    results[name]["wall_s"].append(wall)
-                    results[name]["cpu_s"].append(cpu)
+            for name, start in variants(spark, parquet_dir, delta_dir).items():
+                todo[name] = (lambda start=start: measure(start, rows, root), rows)
+            for name, variant in batch_variants(spark, batch_rows).items():
+                todo[name] = (lambda v=variant: measure_batch(v, batch_rows, root), batch_rows)
         read_parquet, read_delta = make_read_input(spark, read_rows, root)
-        reads = read_variants(spark, read_parquet, read_delta)
-        for run in reads.values():  # warm-up
-            measure_read(run, read_rows)
-        results.update({name: {"wall_s": [], "cpu_s": [], "rows": read_rows} for name in reads})
-        for _ in range(runs):  # interleaved
-            for name, run in reads.items():
-                wall, cpu = measure_read(run, read_rows)
+        for name, read in read_variants(spark, read_parquet, read_delta).items():
+            todo[name] = (lambda r=read: measure_read(r, read_rows), read_rows)
+        if words:
+            todo = {k: v for k, v in todo.items() if any(w in k.lower() for w in words)}
+        for run, _ in todo.values():  # warm-up: JIT, Python worker daemon, page cache
+            run()
+        results = {name: {"wall_s": [], "cpu_s": [], "rows": n} for name, (_, n) in todo.items()}
+        for _ in range(runs):  # interleaved, so drift in machine load hits every variant
+            for name, (run, _) in todo.items():
+                wall, cpu = run()
                 results[name]["wall_s"].append(wall)
                 results[name]["cpu_s"].append(cpu)
         import deltalake
         import pyspark
 
-        machine = {"cores": os.cpu_count(), "rows": rows, "read_rows": read_rows,
+        machine = {"cores": os.cpu_count(), "rows": rows, "batch_rows": batch_rows,
+                   "read_rows": read_rows,
                    "runs": runs, "files": FILES,
                    "task_slots": TASKS, "loadavg_1m_before": round(load_before, 2),
                    "python": platform.python_version(), "pyspark": pyspark.__version__,

@@ -106,6 +106,8 @@ DML_ENGINE_CONF = "headwater.dml.engine"
 # delta-spark's session conf: true makes every MERGE evolve the table's schema (as
 # withSchemaEvolution() / MERGE WITH SCHEMA EVOLUTION do).
 DELTA_AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
+# delta-spark's session conf: the userMetadata of every commit that sets none as an option.
+DELTA_USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 # Delta table properties headwater acts on. The two autoCompact limits are delta-spark's
 # session confs spark.databricks.delta.autoCompact.*, here per table (delta-rs refuses unknown

@@ -242,22 +242,54 @@ def _satisfies(raw_values: dict[str, str | None], filters, types: dict[str, Any]
     return True
 
 
+def txn_option(options: dict[str, str]) -> tuple[str, int] | None:
+    """(txnAppId, txnVersion) from lower-cased writer options: Delta's idempotent writes."""
+    app_id, version = options.get("txnappid"), options.get("txnversion")
+    if (app_id is None) != (version is None):
+        raise HeadwaterError(
+            "HW_OPTION_CONFLICT",
+            "txnAppId and txnVersion must be given together.",
+            "Together they identify one write, so a repeated write is skipped.",
+            "Set both options, e.g. txnAppId=<job id> and txnVersion=<batch id>.",
+        )
+    if app_id is None:
+        return None
+    return (str(app_id), parse_int("txnVersion", version, 0, minimum=0))
+
+
+def check_replace_where(path: str, adds: list[dict[str, Any]], schema: StructType,
+                        filters: list[tuple[str, str, Any]], predicate: str) -> None:
+    """Refuse files whose partition lies outside ``replaceWhere`` (HW_REPLACE_WHERE_MISMATCH);
+    the caller deletes them."""
+    types = {f.name: f.dataType for f in schema.fields}
+    outside = [a for a in adds if not _satisfies(a["partitionValues"], filters, types)]
+    if outside:
+        raise HeadwaterError(
+            "HW_REPLACE_WHERE_MISMATCH",
+            f"Rows written to {path} fall outside replaceWhere "
+            f"{predicate!r} (e.g. partition {outside[0]['partitionValues']}).",
+            "replaceWhere must replace exactly the rows it names; other rows would be "
+            "lost or duplicated.",
+            "Filter the DataFrame with the same condition before writing.",
+        )
+
+
+def replace_where_on_missing_table(path: str) -> HeadwaterError:
+    return HeadwaterError(
+        "HW_DELTA_TABLE_NOT_FOUND",
+        f"replaceWhere needs an existing table at {path}.",
+        "There is nothing to replace in a table that does not exist.",
+        "Write the table first without replaceWhere.",
+    )
+
+
 class DeltaBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
         self.opts = WriteOptions.from_options(options)
         self.schema = schema
         self.overwrite = overwrite
         self.replace_where = options.get("replacewhere")
-        app_id, version = options.get("txnappid"), options.get("txnversion")
-        if (app_id is None) != (version is None):
-            raise HeadwaterError(
-                "HW_OPTION_CONFLICT",
-                "txnAppId and txnVersion must be given together.",
-                "Together they identify one write, so a repeated write is skipped.",
-                "Set both options, e.g. txnAppId=<job id> and txnVersion=<batch id>.",
-            )
-        self.txn = (app_id, parse_int("txnVersion", version, 0, minimum=0)) \
-            if app_id is not None else None
+        self.txn = txn_option(options)
         self.partition_columns = list(self.opts.partition_by)
         self.filters: list[tuple[str, str, Any]] | None = None
         log = DeltaLog(self.opts.path)
@@ -273,12 +305,7 @@ class DeltaBatchWriter(DataSourceArrowWriter):
             if self.replace_where:
                 self.filters = parse_replace_where(self.replace_where, existing)
         elif self.replace_where:
-            raise HeadwaterError(
-                "HW_DELTA_TABLE_NOT_FOUND",
-                f"replaceWhere needs an existing table at {self.opts.path}.",
-                "There is nothing to replace in a table that does not exist.",
-                "Write the table first without replaceWhere.",
-            )
+            raise replace_where_on_missing_table(self.opts.path)
 
     def write(self, iterator: Iterator) -> WriterCommitMessage:
         return write_task(self.opts.path, self.partition_columns, self.opts.target_file_bytes,
@@ -287,24 +314,19 @@ class DeltaBatchWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         adds = collect_adds(messages)
         if self.filters:
-            types = {f.name: f.dataType for f in self.schema.fields}
-            outside = [a for a in adds if not _satisfies(a["partitionValues"], self.filters, types)]
-            if outside:
+            try:
+                check_replace_where(self.opts.path, adds, self.schema, self.filters,
+                                    str(self.replace_where))
+            except HeadwaterError:
                 _delete_files(self.opts.path, adds)
-                raise HeadwaterError(
-                    "HW_REPLACE_WHERE_MISMATCH",
-                    f"Rows written to {self.opts.path} fall outside replaceWhere "
-                    f"{self.replace_where!r} (e.g. partition {outside[0]['partitionValues']}).",
-                    "replaceWhere must replace exactly the rows it names; other rows would be "
-                    "lost or duplicated.",
-                    "Filter the DataFrame with the same condition before writing.",
-                )
+                raise
         commit_files(
             self.opts.path, adds, self.schema,
             mode="overwrite" if self.overwrite else "append",
             partition_by=self.partition_columns, txn=self.txn,
             merge_schema=self.opts.merge_schema, partition_filters=self.filters,
             auto_compact=self.opts.auto_compact, save_mode=self.opts.save_mode,
+            user_metadata=self.opts.user_metadata,
         )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:

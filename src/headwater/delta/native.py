@@ -1,14 +1,21 @@
 """Delta at Spark's native parquet speed, where a Python data source is the bottleneck.
 
-The Python data source path moves every row through Arrow between the JVM and Python. Inside a
-``foreachBatch`` or a batch job, headwater can instead let Spark's own parquet writer write the
-files (into a fresh folder under the table) and then commit them to the Delta log from the
-driver, with stats read from the parquet footers and the same ``txn`` exactly-once check as the
-streaming sink. Batch reads of a table without column mapping or deletion vectors hand the
-snapshot's files and partition values to Spark's parquet reader
-(:mod:`headwater.delta.file_index`).
+The Python data source path moves every row through Arrow between the JVM and Python. For batch
+writes (``df.write.format("delta")``, saveAsTable, insertInto, INSERT), the streaming sink
+(:func:`native_sink`: a ``foreachBatch`` writer) and pipeline flows, headwater instead lets
+Spark's own parquet writer write the files (into a fresh folder under the table) and then
+commits them to the Delta log from the driver, with stats read from the parquet footers and the
+same ``txn`` exactly-once check as the Python sink. Batch reads of a table without column
+mapping or deletion vectors hand the snapshot's files and partition values to Spark's parquet
+reader (:mod:`headwater.delta.file_index`).
 
-Both return None when the table needs what only the Python path handles; callers fall back.
+Both return None when the table needs what only the Python path handles
+(:func:`python_writer_reason`); callers fall back.
+
+Staged files are then moved next to the table's other files (the table root, or its
+``col=value`` partition folders), where delta-spark keeps them: a write that fails before
+its commit deletes them, and a driver killed before the commit leaves files no version
+references (VACUUM removes them).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import signal
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyarrow.fs as pafs
@@ -28,11 +35,22 @@ import pyarrow.parquet as pq
 from deltalake import Schema
 from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import AddAction, create_table_with_add_actions
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    BinaryType,
+    DoubleType,
+    FloatType,
+    StructType,
+    TimestampType,
+)
 
 from headwater.conf import storage
 from headwater.conf.layout import FAULT_ENV, FAULT_TABLE_ENV  # test hooks (crash tests)
-from headwater.delta.batch import latest_table
+from headwater.delta.batch import (
+    check_replace_where,
+    latest_table,
+    parse_replace_where,
+    replace_where_on_missing_table,
+)
 from headwater.delta.file_index import DeltaFileIndex, native_frame
 from headwater.delta.files import FileWriter, file_stats
 from headwater.delta.generated import (
@@ -51,6 +69,7 @@ from headwater.delta.log import (
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema, strip_field_metadata
 from headwater.delta.sink import (
     DEFAULT_TARGET_FILE_BYTES,
+    WriteOptions,
     _delete_files,
     check_partitioning,
     check_schema,
@@ -64,7 +83,14 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
-log = logging.getLogger("headwater.delta.native")
+log = logging.getLogger("headwater.delta.write")
+read_log = logging.getLogger("headwater.delta.native")  # reads: file_index, native_reads
+# crash-test fault points (FAULT_ENV) around the commit: a batch write / pipeline, a stream
+NATIVE_FAULTS = ("native_before_commit", "native_after_commit")
+SINK_FAULTS = ("sink_before_commit", "sink_after_commit")
+# Parquet codecs Spark's writer and Delta readers share; others go to the Python writer.
+NATIVE_CODECS = {"snappy", "gzip", "zstd", "none", "uncompressed"}
+TIMESTAMP_TYPE_CONF = "spark.sql.parquet.outputTimestampType"
 
 
 def _column_mapped(table) -> bool:
@@ -75,45 +101,115 @@ def _column_mapped(table) -> bool:
 def write_native(df: DataFrame, path: str, mode: str = "append",
                  txn: tuple[str, int] | None = None,
                  partition_by: list[str] | None = None,
-                 merge_schema: bool = False, auto_compact: bool = False) -> int | None:
+                 merge_schema: bool = False, auto_compact: bool = False, *,
+                 save_mode: str | None = None, replace_where: str | None = None,
+                 options: dict[str, str] | None = None, user_metadata: str | None = None,
+                 faults: tuple[str, str] = NATIVE_FAULTS) -> int | None:
     """Write ``df`` with Spark's parquet writer and commit it as one Delta transaction.
 
-    mode: "append" or "overwrite" (the whole table, one commit). Returns the rows committed
-    (0 when ``txn`` was already committed: nothing is written twice), or None when the table
-    needs the Python writer (column mapping). merge_schema: new columns in ``df`` are added
-    to the table (as ``mergeSchema``); otherwise they are an error. auto_compact: compact
-    small files after the commit unless the table's property says otherwise (default False,
-    see :func:`headwater.delta.sink.commit_files`).
+    mode: "append" or "overwrite" (the whole table, or the partitions ``replace_where``
+    names; one commit). Returns the rows committed (0 when ``txn`` was already committed:
+    nothing is written twice), or None when the write needs the Python writer
+    (:func:`python_writer_reason`; a debug line on the ``headwater.delta.write`` logger says
+    which path was taken and why). merge_schema: new columns in ``df`` are added to the table
+    (as ``mergeSchema``); otherwise they are an error. auto_compact: compact small files after
+    the commit unless the table's property says otherwise (default False, see
+    :func:`headwater.delta.sink.commit_files`). save_mode: the mode the user asked for
+    (errorifexists, ignore) when a new table is written as an append, for its history.
+    options: the writer's options (lower-cased keys): ``compression`` and ``maxRecordsPerFile``
+    reach Spark's parquet writer. user_metadata: the commitInfo's ``userMetadata`` (default
+    the ``userMetadata`` option). faults: the crash-test fault points around the commit.
     """
     uri = normalize_uri(path)
-    if storage.bucket_of(uri) is not None:
-        return None  # Spark's parquet writer has no Hadoop filesystem for an object store
-    log = DeltaLog(uri)
+    options = {k.lower(): v for k, v in (options or {}).items()}
+    if user_metadata is None:
+        user_metadata = options.get("usermetadata")
+    local = storage.bucket_of(uri) is None
+    delta_log = DeltaLog(uri) if local else None  # an object store's credentials come later
+    table = delta_log.table() if delta_log is not None and delta_log.exists() else None
     partition_columns = list(partition_by or [])
-    if log.exists():
-        table = log.table()
-        if _column_mapped(table):
-            return None
+    reason = python_writer_reason(uri, df, partition_columns, table, options)
+    if reason is not None:
+        log.debug("Delta write to %s: the Python data source writer (%s)", uri, reason)
+        return None
+    filters = None
+    if table is not None:
         if txn is not None:
             done = table.transaction_version(txn[0])
             if done is not None and done >= txn[1]:
+                log.debug("Delta write to %s: txn %s already committed, skipped", uri, txn)
                 return 0
         existing = list(table.metadata().partition_columns)
         check_partitioning(uri, existing, partition_columns)
         schema = spark_schema(table.schema().to_json())
         generation = Generation.of(schema)
         if generation or not deltalake_writes(table):
-            return _write_own(df, uri, table, generation, mode, txn)
+            if replace_where:
+                raise HeadwaterError(
+                    "HW_REPLACE_WHERE_UNSUPPORTED", f"replaceWhere into {uri}: a table with "
+                    "generated or identity columns (or clustering) is overwritten whole.",
+                    "headwater writes such tables on the driver, without partition filters "
+                    "yet.", "Overwrite the table, or DELETE the rows and append the new ones.")
+            log.debug("Delta write to %s: native, headwater's commit (generated / identity "
+                      "columns or a feature deltalake cannot commit)", uri)
+            return _write_own(df, uri, table, generation, mode, txn, faults, user_metadata)
         check_schema(uri, schema, df.schema, merge_schema)
         partition_columns = existing
-    staging, adds = _stage(df, uri, partition_columns)
-    if not adds and mode == "append":
-        _remove_dir(uri, staging)
-    _fault("native_before_commit", uri)
-    committed = commit_files(uri, adds, df.schema, mode, partition_columns, txn=txn,
-                             merge_schema=merge_schema, auto_compact=auto_compact)
-    _fault("native_after_commit", uri)
-    return sum(json.loads(a["stats"])["numRecords"] for a in adds) if committed else 0
+        if replace_where:
+            filters = parse_replace_where(replace_where, existing)
+    elif replace_where:
+        raise replace_where_on_missing_table(uri)
+    adds = _stage_files(df, uri, partition_columns, options)
+    try:
+        if filters:
+            check_replace_where(uri, adds, df.schema, filters, str(replace_where))
+        _fault(faults[0], uri)
+        committed = commit_files(uri, adds, df.schema, mode, partition_columns, txn=txn,
+                                 merge_schema=merge_schema, partition_filters=filters,
+                                 auto_compact=auto_compact, save_mode=save_mode,
+                                 user_metadata=user_metadata)
+    except BaseException:
+        _delete_staged(uri, _unreferenced(uri, adds))  # a failed commit leaves nothing behind
+        raise
+    _fault(faults[1], uri)
+    rows = sum(json.loads(a["stats"])["numRecords"] for a in adds) if committed else 0
+    log.debug("Delta write to %s: native (Spark's parquet writer, one driver commit), "
+              "%d files, %d rows", uri, len(adds), rows)
+    return rows
+
+
+def python_writer_reason(uri: str, df: DataFrame, partition_by: list[str], table,
+                         options: dict[str, str]) -> str | None:
+    """Why a write into ``uri`` must take the Python data source writer, or None when Spark's
+    parquet writer plus a driver commit (:func:`write_native`) writes what it would.
+
+    ``table``: the table's snapshot (None: no table yet); ``partition_by``: the partition
+    columns asked for (the table's own when it exists); ``options``: lower-cased writer
+    options."""
+    if storage.bucket_of(uri) is not None:
+        return "an object-store table: Spark's parquet writer has no filesystem for it here"
+    if "targetfilesize" in options:
+        return "targetFileSize: Spark's parquet writer does not roll files by size"
+    codec = str(options.get("compression", "snappy")).lower()
+    if codec not in NATIVE_CODECS:
+        return f"compression {codec!r}"
+    schema = df.schema
+    if table is not None:
+        if _column_mapped(table):
+            return "column mapping: files use physical column names"
+        partition_by = list(table.metadata().partition_columns)
+        schema = spark_schema(table.schema().to_json())
+    types = {f.name.lower(): f.dataType for f in schema.fields}
+    utc = str(df.sparkSession.conf.get("spark.sql.session.timeZone", "UTC")).upper() in (
+        "UTC", "ETC/UTC", "Z", "GMT", "+00:00")
+    for column in partition_by:
+        dtype = types.get(column.lower())
+        if isinstance(dtype, (BinaryType, FloatType, DoubleType)):
+            return f"partition column {column} of type {dtype.simpleString()}"
+        if isinstance(dtype, TimestampType) and not utc:
+            return (f"timestamp partition column {column} with a session time zone other "
+                    "than UTC (Spark names the folders in local time)")
+    return None
 
 
 def written_on_driver(path: str) -> bool:
@@ -136,40 +232,78 @@ def written_on_driver(path: str) -> bool:
 
 
 def write_rows(df: DataFrame, path: str, mode: str = "append",
-               txn: tuple[str, int] | None = None) -> int:
-    """:func:`write_native` for a table that needs it (see :func:`written_on_driver`):
-    the rows committed; a table Spark's parquet writer cannot reach is a clear error, and a
-    check that failed inside Spark's job (a generated column's value) a HeadwaterError."""
+               txn: tuple[str, int] | None = None, **settings: Any) -> int:
+    """:func:`write_native` for a write that must take it (a table :func:`written_on_driver`,
+    a stream's micro-batch): the rows committed; a write Spark's parquet writer cannot do is
+    a clear error, and a check that failed inside Spark's job (a generated column's value) a
+    HeadwaterError. settings: :func:`write_native`'s keyword arguments."""
     with translated():
-        written = write_native(df, path, mode, txn)
+        written = write_native(df, path, mode, txn, **settings)
     if written is None:
         raise HeadwaterError(
             "HW_DELTA_UNSUPPORTED_FEATURE",
-            f"The table at {path} has generated or identity columns or clustering, and lives "
-            "where Spark's parquet writer cannot write (an object store) or uses column "
-            "mapping.", "headwater computes those columns on the driver's DataFrame and "
-            "writes such tables with Spark's parquet writer only.",
-            "Keep tables with generated / identity columns on a local or mounted path.")
+            f"The write into the table at {path} needs the Python data source writer (an "
+            "object store, column mapping, or a writer option only it honours), but this "
+            "table or stream is written with Spark's parquet writer only.",
+            "headwater computes generated / identity columns on the driver's DataFrame, and "
+            "a stream started on the native sink keeps it; the table changed since, or lives "
+            "where Spark's parquet writer cannot write.",
+            "Keep tables with generated / identity columns on a local or mounted path; "
+            "restart a stream after changing its table's features.")
     return written
 
 
-def batch_writer(path: str, checkpoint: str | None,
-                 complete: bool = False) -> Callable[[DataFrame, int], None]:
-    """A ``foreachBatch`` function for a stream into a table :func:`written_on_driver`:
-    each micro-batch through :func:`write_rows` exactly once (a txn action keyed by the
-    checkpoint's query id, as the streaming sink does), replacing the rows in complete mode."""
+def batch_writer(path: str, checkpoint: str | None, complete: bool = False,
+                 **settings: Any) -> Callable[[DataFrame, int], None]:
+    """A ``foreachBatch`` function: the native Delta sink. Each micro-batch goes through
+    :func:`write_rows` exactly once (a txn action keyed by the checkpoint's query id, as the
+    Python sink does), replacing the rows in complete mode. settings: :func:`write_native`'s
+    keyword arguments (partition_by, merge_schema, auto_compact, options)."""
     fallback = f"headwater-stream-{uuid.uuid4()}"
 
     def write(batch: DataFrame, batch_id: int) -> None:
         query_id = checkpoint_query_id(checkpoint)
         app_id = f"headwater-stream-{query_id}" if query_id else fallback
-        write_rows(batch, path, "overwrite" if complete else "append", txn=(app_id, batch_id))
+        write_rows(batch, path, "overwrite" if complete else "append", txn=(app_id, batch_id),
+                   faults=SINK_FAULTS, **settings)
 
     return write
 
 
+def native_sink(df: DataFrame, path: str, options: dict[str, str], output_mode: str,
+                partition_by: list[str]) -> Callable[[DataFrame, int], None] | None:
+    """The native Delta sink of a stream of ``df`` into the table at ``path``: a
+    ``foreachBatch`` function (:func:`batch_writer`), or None when the Python sink must
+    write (update mode, or :func:`python_writer_reason`; logged at debug level).
+
+    options: the stream writer's options (``checkpointLocation`` gives the txn's appId,
+    ``mergeSchema``, ``autoCompact``, ``partitionBy``, ``compression``...); output_mode:
+    append or complete (each micro-batch replaces the table); partition_by: the writer's
+    ``partitionBy`` (for a new table)."""
+    uri = normalize_uri(path)
+    lowered = {k.lower(): v for k, v in options.items()}
+    opts = WriteOptions.from_options({**lowered, "path": uri})
+    partition_by = list(partition_by) or opts.partition_by
+    if output_mode not in ("append", "complete") and not written_on_driver(uri):
+        log.debug("Delta stream into %s: the Python sink (%s output mode)", uri, output_mode)
+        return None
+    table = None
+    if storage.bucket_of(uri) is None and DeltaLog(uri).exists():
+        table = DeltaLog(uri).table()
+    reason = python_writer_reason(uri, df, partition_by, table, lowered)
+    if reason is not None:
+        log.debug("Delta stream into %s: the Python sink (%s)", uri, reason)
+        return None
+    log.debug("Delta stream into %s: the native sink (foreachBatch: Spark's parquet writer, "
+              "one driver commit per micro-batch)", uri)
+    return batch_writer(uri, lowered.get("checkpointlocation"), output_mode == "complete",
+                        partition_by=partition_by, merge_schema=opts.merge_schema,
+                        auto_compact=opts.auto_compact, options=lowered)
+
+
 def _write_own(df: DataFrame, uri: str, table, generation: Generation, mode: str,
-               txn: tuple[str, int] | None) -> int:
+               txn: tuple[str, int] | None, faults: tuple[str, str] = NATIVE_FAULTS,
+               user_metadata: str | None = None) -> int:
     """A write into a table with generated / identity columns (their values added to ``df``
     first) or one deltalake cannot commit to: staged by Spark's parquet writer, committed by
     headwater (the identity high-water marks raised in the same commit)."""
@@ -178,17 +312,15 @@ def _write_own(df: DataFrame, uri: str, table, generation: Generation, mode: str
         check_schema(uri, schema, df.schema, False)
     df, generated = prepare(df, generation, uri)
     partition_columns = list(table.metadata().partition_columns)
-    staging, adds = _stage(df, uri, partition_columns)
+    adds = _stage_files(df, uri, partition_columns, {})
     if not adds and mode == "append":
-        _remove_dir(uri, staging)
         return 0  # nothing to add: an empty commit would only grow the log
-    _fault("native_before_commit", uri)
+    _fault(faults[0], uri)
     version = commit_write(uri, table, adds, mode, txn,
                            raised_high_water_marks(schema, generated, adds),
-                           cleanup=lambda: _remove_dir(uri, staging))
-    _fault("native_after_commit", uri)
-    if not adds:
-        _remove_dir(uri, staging)
+                           cleanup=lambda: _delete_staged(uri, adds),
+                           user_metadata=user_metadata)
+    _fault(faults[1], uri)
     if version is None:
         return 0
     return sum(json.loads(a["stats"])["numRecords"] for a in adds)
@@ -294,7 +426,7 @@ def _replace_staged(df: DataFrame, uri: str, schema, partition_columns: list[str
                     name: str | None, description: str | None, delta_keys: dict,
                     path: str) -> int:
     """Spark's parquet writer stages the files under the table, then one commit adds them."""
-    staging, adds = _stage(df, uri, partition_columns)
+    adds = _stage_files(df, uri, partition_columns, {})
     try:
         _fault("native_before_commit", uri)
         create_table_with_add_actions(
@@ -304,10 +436,8 @@ def _replace_staged(df: DataFrame, uri: str, schema, partition_columns: list[str
             mode="overwrite", partition_by=partition_columns or None, name=name,
             description=description, configuration=delta_keys or None)
     except BaseException as exc:
-        _remove_dir(uri, staging)  # never referenced by the log: safe to delete
+        _delete_staged(uri, _unreferenced(uri, adds))
         raise invalid_property(exc, path) from exc
-    if not adds:
-        _remove_dir(uri, staging)
     return sum(json.loads(a["stats"])["numRecords"] for a in adds)
 
 
@@ -329,27 +459,71 @@ def invalid_property(exc: BaseException, path: str) -> BaseException:
         "Use a property Delta knows with a valid value (e.g. 'delta.appendOnly'='true').")
 
 
-def _stage(df: DataFrame, uri: str, partition_columns: list[str]) -> tuple[str, list[dict]]:
+def _stage(df: DataFrame, uri: str, partition_columns: list[str],
+           options: dict[str, str] | None = None) -> tuple[str, list[dict]]:
     """Write ``df`` with Spark's parquet writer into a fresh folder under the table; return the
-    folder and the add actions of its files. A failed write leaves no folder behind."""
-    spark = df.sparkSession
-    if spark.conf.get("spark.sql.parquet.outputTimestampType") == "INT96":
-        # Delta writers store timestamps as INT64 microseconds.
-        spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    folder and the add actions of its files. A failed write leaves no folder behind.
+    options (lower-cased): ``compression`` (default snappy) and ``maxrecordsperfile`` reach
+    Spark's writer."""
+    options = options or {}
     staging = f"hw-{int(time.time())}-{uuid.uuid4().hex[:12]}"
+    writer = (df.write.mode("errorifexists").partitionBy(*partition_columns)
+              .option("compression", str(options.get("compression", "snappy")).lower())
+              # INT64 microseconds (with min/max stats), not Spark's INT96 default; a write
+              # option (Spark reads it over the session's), so the session's conf stays
+              .option(TIMESTAMP_TYPE_CONF, "TIMESTAMP_MICROS"))
+    if options.get("maxrecordsperfile") is not None:
+        writer = writer.option("maxRecordsPerFile", str(options["maxrecordsperfile"]))
     try:
-        (df.write.mode("errorifexists").partitionBy(*partition_columns)
-         .option("compression", "snappy").parquet(f"{uri}/{staging}"))
+        writer.parquet(f"{uri}/{staging}")
+        return staging, _adds(uri, staging, df, partition_columns)
     except BaseException:
         _remove_dir(uri, staging)
         raise
-    return staging, _adds(uri, staging, df, partition_columns)
+
+
+def _stage_files(df: DataFrame, uri: str, partition_columns: list[str],
+                 options: dict[str, str]) -> list[dict]:
+    """:func:`_stage`, then the files moved beside the table's others (``part-*.parquet`` at
+    the root, or under their ``col=value`` folders) and the staging folder removed; returns
+    their add actions. Spark names each file with its job's UUID: no clash with other files.
+    A failure deletes whatever was staged or moved."""
+    staging, adds = _stage(df, uri, partition_columns, options)
+    fs, root = filesystem_for(uri)
+    moved: list[dict] = []
+    made: set[str] = set()
+    try:
+        for add in adds:
+            relative = add["path"][len(staging) + 1:]
+            parent = relative.rpartition("/")[0]
+            if parent and parent not in made:
+                fs.create_dir(f"{root}/{parent}", recursive=True)
+                made.add(parent)
+            fs.move(f"{root}/{add['path']}", f"{root}/{relative}")
+            moved.append({**add, "path": relative})
+    except BaseException:
+        _delete_staged(uri, moved)
+        _remove_dir(uri, staging)
+        raise
+    _remove_dir(uri, staging)
+    return moved
+
+
+def _delete_staged(uri: str, adds: list[dict]) -> None:
+    """Delete files of ``adds`` (paths as on disk, relative to the table: not URL-encoded)."""
+    fs, root = filesystem_for(uri)
+    for add in adds:
+        try:
+            fs.delete_file(f"{root}/{add['path']}")
+        except OSError:
+            pass
 
 
 def _adds(uri: str, staging: str, df: DataFrame, partition_columns: list[str]) -> list[dict]:
     fs, root = filesystem_for(uri)
     data_fields = [f for f in df.schema.fields if f.name not in partition_columns]
     schema = arrow_schema(StructType(data_fields))
+    spelled = {c.lower(): c for c in partition_columns}  # the table's spelling of each column
     adds = []
     infos = fs.get_file_info(pafs.FileSelector(f"{root}/{staging}", recursive=True))
     for info in infos:
@@ -367,7 +541,8 @@ def _adds(uri: str, staging: str, df: DataFrame, partition_columns: list[str]) -
         for part in info.path[len(root) + len(staging) + 2:].split("/")[:-1]:
             key, _, raw = part.partition("=")
             value = unquote(raw)
-            values[key] = None if value == HIVE_NULL else value
+            values[spelled.get(unquote(key).lower(), unquote(key))] = \
+                None if value == HIVE_NULL else value
         adds.append({
             "path": relative, "size": info.size, "partitionValues": values,
             "modificationTime": int(info.mtime_ns // 1_000_000) if info.mtime_ns else
@@ -405,7 +580,7 @@ def read_native(spark: SparkSession, path: str, version: int | str | None = None
     # the latest snapshot: the process' cached one, brought up to date incrementally
     table = log_.table(version) if version is not None else latest_table(log_)
     if not natively_readable(table):
-        log.debug("read of %s: headwater's Python reader (the table needs it)", uri)
+        read_log.debug("read of %s: headwater's Python reader (the table needs it)", uri)
         return None
     schema = strip_field_metadata(spark_schema(table.schema().to_json()))
     at = table.version() if version is not None or pinned else None
@@ -413,7 +588,7 @@ def read_native(spark: SparkSession, path: str, version: int | str | None = None
                            natively_readable, name=name)
     if at is not None:
         index.prepare()  # its files listed now: vacuumed ones are an error here
-    log.debug("read of %s: Spark's parquet reader (%s)", uri,
+    read_log.debug("read of %s: Spark's parquet reader (%s)", uri,
               f"version {at}" if at is not None else "the latest version at each query")
     return native_frame(spark, index)
 

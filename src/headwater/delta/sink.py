@@ -53,6 +53,7 @@ class WriteOptions:
     codec: str = "snappy"
     auto_compact: bool = False  # compact small files after the commit (the table's property wins)
     save_mode: str | None = None  # the mode the user asked for (SAVE_MODE_OPTION)
+    user_metadata: str | None = None  # delta-spark's userMetadata: kept in the commitInfo
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> WriteOptions:
@@ -77,6 +78,7 @@ class WriteOptions:
             codec=options.get("compression", "snappy").lower(),
             auto_compact=parse_bool("autoCompact", options.get("autocompact"), False),
             save_mode=options.get(SAVE_MODE_OPTION),
+            user_metadata=options.get("usermetadata"),
         )
 
 
@@ -176,6 +178,7 @@ def commit_files(
     partition_filters: list[tuple[str, str, Any]] | None = None,
     auto_compact: bool = False,
     save_mode: str | None = None,
+    user_metadata: str | None = None,
 ) -> bool:
     """Commit ``adds`` in one transaction. False when ``txn`` was already committed.
 
@@ -183,12 +186,16 @@ def commit_files(
     ``delta.autoOptimize.autoCompact`` property says otherwise (default False: only the
     property decides; ``headwater run`` passes its pipeline setting). save_mode: the mode
     the user gave (errorifexists, ignore, ...) when it differs from ``mode``; a commit that
-    creates a local table records it as delta-spark does (operation WRITE)."""
+    creates a local table records it as delta-spark does (operation WRITE). user_metadata:
+    the commitInfo's ``userMetadata`` (delta-spark's writer option of that name)."""
     from deltalake import CommitProperties, Schema, Transaction  # noqa: PLC0415 - worker: deltalake only in the worker that commits
     from deltalake.exceptions import CommitFailedError, TableNotFoundError  # noqa: PLC0415 - worker: deltalake only in the worker that commits
     from deltalake.transaction import AddAction, create_table_with_add_actions  # noqa: PLC0415 - worker: deltalake only in the worker that commits
 
-    props = CommitProperties(app_transactions=[Transaction(*txn)]) if txn else None
+    props = CommitProperties(
+        app_transactions=[Transaction(*txn)] if txn else None,
+        custom_metadata={"userMetadata": user_metadata} if user_metadata is not None else None,
+    ) if txn or user_metadata is not None else None
     actions = [
         AddAction(a["path"], a["size"], a["partitionValues"], a["modificationTime"],
                   a["dataChange"], a["stats"])
@@ -216,7 +223,8 @@ def commit_files(
                                           commit_properties=props)
             return True
         if create_with_write(path, schema.to_json(), adds, partition_by, txn,
-                             SAVE_MODES.get((save_mode or mode).lower(), "Append")):
+                             SAVE_MODES.get((save_mode or mode).lower(), "Append"),
+                             user_metadata):
             return True
         # another writer created the table first: add to it, unless the user's mode said
         # "only a new table" (checked before the write, lost since)
@@ -288,7 +296,7 @@ def commit_files(
 
 def create_with_write(path: str, schema_json: str, adds: list[dict[str, Any]],
                       partition_by: list[str], txn: tuple[str, int] | None,
-                      mode_name: str) -> bool:
+                      mode_name: str, user_metadata: str | None = None) -> bool:
     """Create the local table at ``path`` holding ``adds`` as version 0, recorded as
     delta-spark records a table's first write: operation WRITE with the user's mode
     (``ErrorIfExists`` for a plain ``save()``) and partitionBy (delta-rs would record CREATE
@@ -303,7 +311,8 @@ def create_with_write(path: str, schema_json: str, adds: list[dict[str, Any]],
             "isolationLevel": "Serializable", "isBlindAppend": True,
             "operationMetrics": {"numFiles": str(len(adds)), "numOutputRows": str(rows),
                                  "numOutputBytes": str(sum(int(a["size"]) for a in adds))},
-            "engineInfo": ENGINE_INFO, "txnId": str(uuid.uuid4())}},
+            "engineInfo": ENGINE_INFO, "txnId": str(uuid.uuid4()),
+            **({"userMetadata": user_metadata} if user_metadata is not None else {})}},
         {"protocol": _first_protocol(schema_json)},
         {"metaData": {
             "id": str(uuid.uuid4()), "name": None, "description": None,
@@ -414,6 +423,7 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
             mode="overwrite" if self.complete else "append",
             partition_by=self.partition_columns, txn=(self.app_id(), batchId),
             merge_schema=self.opts.merge_schema, auto_compact=self.opts.auto_compact,
+            user_metadata=self.opts.user_metadata,
         )
         inject_fault("sink_after_commit")
 

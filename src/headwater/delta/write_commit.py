@@ -38,13 +38,14 @@ def deltalake_writes(table: Any) -> bool:
 
 def commit_write(uri: str, table: Any, adds: list[dict[str, Any]], mode: str,
                  txn: tuple[str, int] | None = None, schema: StructType | None = None,
-                 cleanup: Callable[[], None] | None = None) -> int | None:
+                 cleanup: Callable[[], None] | None = None,
+                 user_metadata: str | None = None) -> int | None:
     """Commit ``adds`` to the table at ``uri`` on top of ``table`` (the deltalake snapshot
     the write read) in one version: mode "append", or "overwrite" (every current file
     removed); ``schema``: the table's new schema (e.g. raised identity high-water marks);
     ``txn``: (appId, version) of an exactly-once writer. Returns the version, or None when
     ``txn`` was committed before (nothing is written twice; ``cleanup`` deletes the new files
-    then)."""
+    then). user_metadata: the commitInfo's ``userMetadata``."""
     if txn is not None:
         done = table.transaction_version(txn[0])
         if done is not None and done >= txn[1]:
@@ -94,4 +95,5 @@ def commit_write(uri: str, table: Any, adds: list[dict[str, Any]], mode: str,
         # an append reads nothing: concurrent appends never conflict with it (a concurrent
         # metadata change, e.g. another write's identity high-water mark, does)
         reads_data=mode == "overwrite", conflict_code="HW_DELTA_COMMIT_CONFLICT",
-        extra={"isBlindAppend": mode == "append" and schema is None}))
+        extra={"isBlindAppend": mode == "append" and schema is None,
+               **({"userMetadata": user_metadata} if user_metadata is not None else {})}))

@@ -31,12 +31,13 @@ from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 from pyspark.sql.sql_formatter import SQLStringFormatter
 from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
-from headwater.conf.layout import DELTA_AUTO_MERGE_CONF
+from headwater.conf.layout import DELTA_AUTO_MERGE_CONF, DELTA_USER_METADATA_CONF
 from headwater.conf.options import parse_bool
+from headwater.delta.batch import txn_option
 from headwater.delta.log import DeltaLog, normalize_uri
-from headwater.delta.native import batch_writer, replace_native, write_rows, written_on_driver
-from headwater.delta.sink import SAVE_MODE_OPTION
-from headwater.errors import HeadwaterError
+from headwater.delta.native import native_sink, replace_native, write_native
+from headwater.delta.sink import SAVE_MODE_OPTION, WriteOptions
+from headwater.errors import HeadwaterError, translated
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.ingest.registration import register_sources
 from headwater.lakehouse.catalog import lakehouse_of
@@ -84,6 +85,7 @@ def install(router: Router) -> None:
             (SparkSession, "sql", _sql),
             (DataFrameWriter, "format", _format),
             (DataFrameWriter, "saveAsTable", _save_as_table),
+            (DataFrameWriter, "insertInto", _insert_into),
             (DataStreamWriter, "format", _format),
             (DataStreamWriter, "toTable", _to_table),
             (DataFrameReader, "table", _read_table),
@@ -116,10 +118,11 @@ def install_path_writer() -> None:
       ``partitionBy`` option the Delta writer reads.
     - ``.mode("overwrite").option("overwriteSchema", "true")``: the table is replaced in one
       commit (schema and partitioning too), as delta-spark does.
-    - into a table with generated or identity columns (or one deltalake cannot commit to):
-      the values are computed on the DataFrame and the driver commits
-      (:func:`headwater.delta.native.write_rows`); ``writeStream.format("delta").start(path)``
-      into such a table writes each micro-batch that way (foreachBatch).
+    - the rows go through Spark's parquet writer and one driver commit
+      (:func:`headwater.delta.native.write_native`; generated / identity values computed on
+      the DataFrame first) wherever that writer can write the table, else through the Python
+      data source writer; ``writeStream.format("delta").start(path)`` in append or complete
+      mode writes each micro-batch that way (foreachBatch, exactly once).
     Other formats go to Spark's save / start unchanged.
 
     And ``DataFrameReader.load`` for ``format("delta")``: a batch read through Spark's parquet
@@ -177,19 +180,20 @@ def _start(original: Callable) -> Callable:
 
 
 def _driver_stream(writer: Any, path: str, settings: dict[str, str]) -> bool:
-    """Make ``writer`` a foreachBatch writer of each micro-batch through
-    :func:`headwater.delta.native.write_rows` when the table at ``path`` needs it (generated
-    or identity columns); False (the writer untouched) otherwise."""
-    uri = normalize_uri(path)
-    if not written_on_driver(uri):
+    """Make ``writer`` the native Delta sink: foreachBatch, each micro-batch through Spark's
+    parquet writer and one driver commit, exactly once
+    (:func:`headwater.delta.native.native_sink`); False (the writer untouched: the Python
+    sink) where that sink cannot write the table or output mode."""
+    jwrite = writer._jwrite
+    parts = _private_field(jwrite, "partitioningColumns")
+    sink = native_sink(writer._df, path, settings,
+                       str(_private_field(jwrite, "outputMode")).lower(),
+                       _strings(writer._spark, parts.get()) if parts.isDefined() else [])
+    if sink is None:
         return False
-    checkpoint = next((v for k, v in settings.items() if k.lower() == "checkpointlocation"),
-                      None)
-    complete = str(_private_field(writer._jwrite, "outputMode")).lower() == "complete"
-    # the table keeps its own partitioning; Spark's foreachBatch refuses partitionBy
-    _set_private_field(writer._jwrite, "partitioningColumns",
-                       writer._spark._jvm.scala.Option.empty())
-    writer.foreachBatch(batch_writer(uri, checkpoint, complete))
+    # the sink partitions the table itself; Spark's foreachBatch refuses partitionBy
+    _set_private_field(jwrite, "partitioningColumns", writer._spark._jvm.scala.Option.empty())
+    writer.foreachBatch(sink)
     return True
 
 
@@ -280,27 +284,20 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
     if "mergeschema" not in options and parse_bool(
             DELTA_AUTO_MERGE_CONF, spark.conf.get(DELTA_AUTO_MERGE_CONF, None), False):
         writer.option("mergeSchema", "true")  # delta-spark's session-wide schema evolution
+    user_metadata = spark.conf.get(DELTA_USER_METADATA_CONF, None)
+    if "usermetadata" not in options and user_metadata:  # delta-spark's session default
+        writer.option("userMetadata", user_metadata)
+        options["usermetadata"] = user_metadata
     if mode == "overwrite":
         refuse_dynamic_overwrite(spark, options.get("partitionoverwritemode"), str(target))
     overwrite_schema = parse_bool("overwriteSchema", options.get("overwriteschema"), False)
-    if target is not None and mode in ("append", "overwrite") and not overwrite_schema \
-            and written_on_driver(normalize_uri(target)):
-        if "replacewhere" in options:
-            raise HeadwaterError(
-                "HW_REPLACE_WHERE_UNSUPPORTED", f"replaceWhere into {target}: a table with "
-                "generated or identity columns (or clustering) is overwritten whole.",
-                "headwater writes such tables on the driver, without partition filters yet.",
-                "Overwrite the table, or DELETE the rows and append the new ones.")
-        txn = None
-        if options.get("txnappid") is not None and options.get("txnversion") is not None:
-            txn = (options["txnappid"], int(options["txnversion"]))  # exactly once, as Delta's
-        write_rows(writer._df, normalize_uri(target), mode, txn=txn)
-        return None
-    if target is None or mode in ("append",):
-        return original(writer, path)
-    exists = DeltaLog(normalize_uri(target)).exists()
-    if mode in ("errorifexists", "error"):
-        if exists:
+    if target is None:
+        return original(writer, path)  # the Python writer's HW_SINK_NO_PATH
+    save_mode = None
+    if mode in ("errorifexists", "error", "ignore"):
+        if DeltaLog(normalize_uri(target)).exists():
+            if mode == "ignore":
+                return None
             raise DeltaAnalysisError(
                 "HW_DELTA_PATH_EXISTS", f"Cannot write to already existent path {target} "
                 "without setting OVERWRITE = 'true'.",
@@ -308,17 +305,32 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
                 "only.", "Use .mode('append') to add rows, .mode('overwrite') to replace them, "
                 "or .mode('ignore') to skip the write when the table exists.",
                 error_class="DELTA_PATH_EXISTS")
-        writer.mode("append").option(SAVE_MODE_OPTION, "ErrorIfExists")  # for the history
-        return original(writer, path)
-    if mode == "ignore":
-        if exists:
-            return None
-        writer.mode("append").option(SAVE_MODE_OPTION, "Ignore")
-        return original(writer, path)
-    if mode == "overwrite" and exists and overwrite_schema:
+        save_mode, mode = ("Ignore" if mode == "ignore" else "ErrorIfExists"), "append"
+    elif mode == "overwrite" and overwrite_schema and DeltaLog(normalize_uri(target)).exists():
         replace_native(writer._df, normalize_uri(target), partition_by or None)
         return None
+    if mode in ("append", "overwrite") and _save_native(writer, target, mode, options,
+                                                         partition_by, save_mode):
+        return None
+    if save_mode is not None:  # Spark refuses these modes for a Python data source
+        writer.mode("append").option(SAVE_MODE_OPTION, save_mode)  # for the history
     return original(writer, path)
+
+
+def _save_native(writer: Any, target: str, mode: str, options: dict[str, str],
+                 partition_by: list[str], save_mode: str | None) -> bool:
+    """The write through Spark's parquet writer and one driver commit
+    (:func:`headwater.delta.native.write_native`); False when the Python data source writer
+    must do it (the reason on the ``headwater.delta.write`` debug log)."""
+    opts = WriteOptions.from_options({**options, "path": target})
+    merge_schema = opts.merge_schema or parse_bool(
+        DELTA_AUTO_MERGE_CONF, writer._spark.conf.get(DELTA_AUTO_MERGE_CONF, None), False)
+    with translated():
+        written = write_native(
+            writer._df, opts.path, mode, txn_option(options), partition_by or opts.partition_by,
+            merge_schema=merge_schema, auto_compact=opts.auto_compact, save_mode=save_mode,
+            replace_where=options.get("replacewhere"), options=options)
+    return written is not None
 
 
 def refuse_dynamic_overwrite(spark: SparkSession, option: str | None, target: str) -> None:
@@ -403,6 +415,27 @@ def _save_as_table(original: Callable) -> Callable:
 
     saveAsTable.__doc__ = original.__doc__
     return saveAsTable
+
+
+def _insert_into(original: Callable) -> Callable:
+    def insertInto(self, tableName: str, overwrite: bool | None = None) -> None:  # noqa: N802, N803
+        lake = lakehouse_of(self._spark)
+        if lake is None or not _lakehouse_table(lake, tableName):
+            return original(self, tableName, overwrite)
+        if overwrite is not None:  # as Spark's insertInto
+            self.mode("overwrite" if overwrite else "append")
+        jwrite = self._jwrite
+        if jwrite.partitioningColumns().isDefined():
+            return original(self, tableName)  # Spark's own error: insertInto with partitionBy
+        replace = str(jwrite.curmode().toString()).lower() == "overwrite"
+        if replace:
+            refuse_dynamic_overwrite(self._spark, None, tableName)
+        lake.insert_into(self._df, tableName, overwrite=replace,
+                         options=_java_map(self._spark, jwrite.extraOptions().originalMap()))
+        return None
+
+    insertInto.__doc__ = original.__doc__
+    return insertInto
 
 
 def _to_table(original: Callable) -> Callable:

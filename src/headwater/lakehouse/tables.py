@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
+from pyspark.sql.functions import col
 
 from headwater.conf.layout import (
     CHECKPOINTS,
@@ -45,13 +46,15 @@ from headwater.conf.location import AnyPath, location, remove_tree, state_folder
 from headwater.conf.options import parse_bool
 from headwater.conf.triggers import Trigger, trigger_kwargs
 from headwater.delta import definition
+from headwater.delta.batch import txn_option
 from headwater.delta.create import create_delta_table
+from headwater.delta.generated import Generation
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.delta.merge import merge_batch
-from headwater.delta.native import batch_writer, replace_native, write_rows, written_on_driver
-from headwater.delta.schema import as_nullable
-from headwater.delta.sink import check_partitioning
-from headwater.errors import HeadwaterError
+from headwater.delta.native import native_sink, replace_native, write_native, write_rows
+from headwater.delta.schema import as_nullable, spark_schema
+from headwater.delta.sink import WriteOptions, check_partitioning
+from headwater.errors import HeadwaterError, translated
 from headwater.lakehouse import catalog, external, hooks, native_reads
 from headwater.lakehouse.catalog import columns_option as _columns
 from headwater.lakehouse.catalog import per_table_source
@@ -394,26 +397,50 @@ class Lakehouse:
         partition_by: partition columns when the table is created; an existing table must
             have the same (``partitionBy`` in ``options`` is read too, as before).
         options: Delta writer options, e.g. ``mergeSchema="true"``.
+
+        The rows go through Spark's parquet writer and one driver commit
+        (:func:`headwater.delta.native.write_native`), or the table's Python data source
+        writer where that cannot write the table (an object store, column mapping, ...).
         """
         tname = parse_name(name)
         partition_by = list(partition_by) or _columns(options.pop("partitionBy", None))
         self.create_table(name, df.schema, partition_by=partition_by)
-        if written_on_driver(self.path(name)):  # generated / identity columns, clustering
-            lowered = {k.lower(): v for k, v in options.items() if v is not None}
-            if "replacewhere" in lowered:
-                raise HeadwaterError(
-                    "HW_REPLACE_WHERE_UNSUPPORTED", f"replaceWhere into {tname.qualified}: a "
-                    "table with generated or identity columns (or clustering) is overwritten "
-                    "whole.", "headwater writes such tables on the driver, without partition "
-                    "filters yet.",
-                    "Overwrite the table, or DELETE the rows and append the new ones.")
-            txn = None
-            if lowered.get("txnappid") is not None and lowered.get("txnversion") is not None:
-                txn = (str(lowered["txnappid"]), int(lowered["txnversion"]))  # exactly once
-            write_rows(df, self.path(name), "overwrite" if mode == "overwrite" else "append",
-                       txn=txn)
-            return
-        df.write.format(tname.source_name).mode(mode).options(**_strs(options)).save()
+        path = self.path(name)
+        lowered = {k.lower(): v for k, v in _strs(options).items()}
+        settings = WriteOptions.from_options({**lowered, "path": path})
+        with translated():
+            written = write_native(  # Spark's parquet writer and one driver commit
+                df, path, "overwrite" if mode == "overwrite" else "append",
+                txn_option(lowered), merge_schema=settings.merge_schema,
+                auto_compact=settings.auto_compact, replace_where=lowered.get("replacewhere"),
+                options=lowered)
+        if written is None:  # what only the Python writer does (an object store, ...)
+            df.write.format(tname.source_name).mode(mode).options(**_strs(options)).save()
+
+    def insert_into(self, df: DataFrame, name: str, overwrite: bool = False,
+                    options: dict[str, str] | None = None) -> None:
+        """``df.write.insertInto(name)`` in a session with this lakehouse: ``df``'s columns go
+        to the table's by position, cast to its types (as Spark's insertInto), then
+        :meth:`write` (appended, or replacing the rows with ``overwrite``). Data without the
+        generated / identity columns fills the others (their values are computed)."""
+        tname = self._existing(name)
+        schema = spark_schema(open_table(self.path(name)).schema().to_json())
+        fields = schema.fields
+        generation = Generation.of(schema)
+        automatic = set(generation.expressions) | {i.name for i in generation.identities}
+        if automatic and len(df.columns) == len(fields) - len(automatic):
+            fields = [f for f in fields if f.name not in automatic]
+        if len(df.columns) != len(fields):
+            raise HeadwaterError(
+                "HW_SINK_SCHEMA_MISMATCH", f"insertInto({tname.qualified!r}): the data has "
+                f"{len(df.columns)} columns, the table {len(fields)} "
+                f"({', '.join(f.name for f in fields)}).",
+                "insertInto matches columns by position.",
+                "Select one value per table column, in the table's order.",
+                error_class="INSERT_COLUMN_ARITY_MISMATCH")
+        rows = df.toDF(*[f.name for f in fields]).select(
+            *[col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in fields])
+        self.write(rows, name, mode="overwrite" if overwrite else "append", **(options or {}))
 
     def save_as_table(self, df: DataFrame, name: str, mode: str = "errorifexists",
                       partition_by: Iterable[str] = (),
@@ -480,12 +507,15 @@ class Lakehouse:
 
                 writer = writer.outputMode("update").foreachBatch(merge)
                 query = writer.start()
-            elif written_on_driver(self.path(name)):  # generated / identity columns
-                query = writer.outputMode(mode).foreachBatch(batch_writer(
-                    self.path(name), checkpoint, complete=mode == "complete")).start()
             else:
-                query = (writer.format(tname.source_name).outputMode(mode)
-                         .options(**_strs(options)).start())
+                sink = native_sink(df, self.path(name),
+                                   {**_strs(options), "checkpointLocation": checkpoint}, mode,
+                                   [])
+                if sink is not None:  # foreachBatch: Spark's parquet writer, driver commits
+                    query = writer.outputMode(mode).foreachBatch(sink).start()
+                else:
+                    query = (writer.format(tname.source_name).outputMode(mode)
+                             .options(**_strs(options)).start())
         except BaseException:
             lock.release()
             raise
