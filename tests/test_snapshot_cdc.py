@@ -16,6 +16,7 @@ from tests.support import write
 
 from headwater import HeadwaterError
 from headwater.conf.layout import SNAPSHOT_STATE
+from headwater.monitor.state import DashboardState
 
 COLUMNS = ("order_id", "status", "amount")
 HISTORY = (*COLUMNS, "__START_AT", "__END_AT")
@@ -193,6 +194,9 @@ def test_snapshots_of_a_table_each_run_python_and_sql(spark, keep_lakehouse, tmp
             and e["flow"] == "customers" and e["status"] == "completed"]
     assert done[-1]["cdc"] == {"upserted": 3, "deleted": 1, "history_rows": 0}
     assert len(done[-1]["snapshots"]) == 1
+    # the dashboard sums both runs' snapshots for the flow
+    flows = {f["flow"]: f for f in DashboardState(lake_root).snapshot()["flows"]}
+    assert flows["customers"]["cdc"] == {"upserted": 6, "deleted": 1, "history_rows": 0}
 
 
 def test_snapshot_mistakes_are_named(spark, keep_lakehouse, tmp_path):

@@ -385,17 +385,21 @@ class Runner:
                 result.status = FlowStatus.RUNNING
                 self._status(rf.key, FlowStatus.RUNNING)
             applied = apply_new_snapshots(self.graph, rf, checkpoint, self.stop_requested)
+            rows, cdc = 0, {"upserted": 0, "deleted": 0, "history_rows": 0}
             for snapshot in applied:
                 result.batches += 1
-                result.rows_written += snapshot.deleted + max(snapshot.upserted,
-                                                              snapshot.history_rows)
+                rows += snapshot.deleted + max(snapshot.upserted, snapshot.history_rows)
                 for name, n in snapshot.counts().items():
+                    cdc[name] += n
                     result.cdc[name] = result.cdc.get(name, 0) + n
+            result.rows_written += rows
             result.status = FlowStatus.COMPLETED if not self.continuous else FlowStatus.RUNNING
             versions = [str(s.version) for s in applied]
-            self._status(rf.key, FlowStatus(result.status), summary(result),
-                         rows_written=result.rows_written, cdc=dict(result.cdc),
-                         snapshots=versions, seconds=round(time.monotonic() - started, 3))
+            if applied or not self.continuous:  # a continuous run's idle polls log nothing
+                # this call's snapshots (a triggered run: the run's), as a batch's event has
+                self._status(rf.key, FlowStatus(result.status), summary(result),
+                             rows_written=rows, cdc=cdc, snapshots=versions,
+                             seconds=round(time.monotonic() - started, 3))
             if not quiet or applied:
                 self.echo(f"snapshots {rf.key}: {len(applied)} applied"
                           + (f" (versions {', '.join(versions)})" if versions else "")
