@@ -16,6 +16,7 @@ from tests.support import write
 
 from headwater import HeadwaterError
 from headwater.conf.layout import SNAPSHOT_STATE
+from headwater.monitor.state import DashboardState
 
 COLUMNS = ("order_id", "status", "amount")
 HISTORY = (*COLUMNS, "__START_AT", "__END_AT")
@@ -132,6 +133,17 @@ dp.create_streaming_table("customers_history")
 dp.create_auto_cdc_from_snapshot_flow(target="customers_history", source="customers_snapshot",
                                       keys=["id"], stored_as_scd_type=2)
 """
+# the published pattern-1 notebook's call: one (DataFrame, version) pair, a new version per run
+PAIR_SOURCE = """
+import time
+import headwater.dlt as dlt
+
+dlt.create_streaming_table(name="customers_pair")
+dlt.apply_changes_from_snapshot(
+    target="customers_pair",
+    snapshot_and_version=(spark.read.table("customers_snapshot"), time.time_ns()),
+    keys=["id"], stored_as_scd_type=1)
+"""
 SQL_SOURCE = """
 CREATE STREAMING TABLE customers_sql;
 CREATE FLOW customers_sql_flow AS AUTO CDC INTO customers_sql
@@ -154,7 +166,8 @@ def customers(lake_root: Path, rows: list[tuple]) -> None:
 
 
 def test_snapshots_of_a_table_each_run_python_and_sql(spark, keep_lakehouse, tmp_path):
-    root = project(tmp_path, {"customers.py": TABLE_SOURCE, "customers.sql": SQL_SOURCE})
+    root = project(tmp_path, {"customers.py": TABLE_SOURCE, "pair.py": PAIR_SOURCE,
+                              "customers.sql": SQL_SOURCE})
     lake_root = root / "lake"
     customers(lake_root, [(1, "Ann", "Paris"), (2, "Bob", "Oslo"), (3, "Cid", "Paris")])
     lake, results = run(spark, root)
@@ -165,6 +178,8 @@ def test_snapshots_of_a_table_each_run_python_and_sql(spark, keep_lakehouse, tmp
     t1 = first[0][1]
     assert {r[1] for r in first} == {t1} and {r[2] for r in first} == {None}
     assert table_rows(lake_root / "vip", ("id", "name")) == [(1, "Ann"), (3, "Cid")]
+    assert table_rows(lake_root / "customers_pair", ("id", "name", "city")) == \
+        table_rows(lake_root / "customers", ("id", "name", "city"))
 
     # second run: Bob moved, Cid is gone, Dee is new; Ann renamed (SQL tracks only city)
     customers(lake_root, [(1, "Anne", "Paris"), (2, "Bob", "Rome"), (4, "Dee", "Paris")])
@@ -186,6 +201,9 @@ def test_snapshots_of_a_table_each_run_python_and_sql(spark, keep_lakehouse, tmp
                            (3, "Cid", "Paris", sql_history[3][3]), (4, "Dee", "Paris", None)]
     assert sql_history[1][3] is not None and sql_history[3][3] is not None
     assert table_rows(lake_root / "vip", ("id", "name")) == [(1, "Anne"), (4, "Dee")]
+    assert table_rows(lake_root / "customers_pair", ("id", "name", "city")) == \
+        table_rows(lake_root / "customers", ("id", "name", "city"))
+    assert results["customers_pair"].cdc == results["customers"].cdc
     # the event log says what each snapshot did
     events = sorted(DeltaTable(str(lake_root / "_event_log")).to_pyarrow_table().to_pylist(),
                     key=lambda e: e["ts"])
@@ -193,6 +211,9 @@ def test_snapshots_of_a_table_each_run_python_and_sql(spark, keep_lakehouse, tmp
             and e["flow"] == "customers" and e["status"] == "completed"]
     assert done[-1]["cdc"] == {"upserted": 3, "deleted": 1, "history_rows": 0}
     assert len(done[-1]["snapshots"]) == 1
+    # the dashboard sums both runs' snapshots for the flow
+    flows = {f["flow"]: f for f in DashboardState(lake_root).snapshot()["flows"]}
+    assert flows["customers"]["cdc"] == {"upserted": 6, "deleted": 1, "history_rows": 0}
 
 
 def test_snapshot_mistakes_are_named(spark, keep_lakehouse, tmp_path):

@@ -164,14 +164,32 @@ CREATE STREAMING TABLE silver AS SELECT id, amount FROM STREAM(checked);
 """
 
 
-def test_sql_temporary_view_constraints(spark, keep_lakehouse, tmp_path):
-    root = project(tmp_path, {"orders.sql": CONSTRAINED_VIEW}, globs=("defs/*.sql",))
+# SDP's temporary view, headwater's expectation decorator next to the def (SDP's decorators
+# return None, so expectations go below them)
+SDP_VIEW = """
+from pyspark import pipelines as dp
+
+@dp.temporary_view
+@headwater.expect_or_drop("even", "id % 2 = 0")
+def evens():
+    return spark.readStream.table("bronze")
+
+@dp.table
+def even_rows():
+    return spark.readStream.table("evens")
+"""
+
+
+def test_sql_and_sdp_temporary_view_expectations(spark, keep_lakehouse, tmp_path):
+    root = project(tmp_path, {"orders.sql": CONSTRAINED_VIEW, "evens.py": SDP_VIEW})
     orders(root / "lake" / "orders_in", range(1, 21))
     lake, results = run(spark, root)
     assert all(r.ok for r in results.values()), results
     assert sorted(r.id for r in lake.read("silver").collect()) == [i for i in range(1, 21) if i % 4]
     counts = results["silver"].expectations
     assert (counts["checked.positive_failed"], counts["checked.has_country_failed"]) == (5, 4)
+    assert sorted(r.id for r in lake.read("even_rows").collect()) == list(range(2, 21, 2))
+    assert results["even_rows"].expectations["evens.even_failed"] == 10
 
     orders(root / "lake" / "orders_in", range(21, 24), big=23)
     lake, results = run(spark, root)

@@ -43,6 +43,7 @@ from headwater.conf.layout import DELTA_LOG, EVENT_LOG, EXPECTATIONS_METRICS
 from headwater.conf.location import location
 from headwater.delta.log import arrow_dataset, open_table
 from headwater.errors import HeadwaterError
+from headwater.lakehouse.database import using_database
 from headwater.lakehouse.names import parse_name
 
 if TYPE_CHECKING:
@@ -65,6 +66,8 @@ EVENT_TYPE = (
     f"level: STRING, maturity_level: STRING, error: {ERROR_TYPE}, details: STRING, "
     "event_type: STRING>")
 _EXPECTATIONS = EXPECTATIONS_METRICS
+# the lakehouse's event log in Spark's catalog, whatever the session's current database
+LOG_TABLE = f"`default`.`{EVENT_LOG}`"
 
 
 def _event(kind: str, index: str, level: str, maturity: str, message: str, details: str,
@@ -210,7 +213,7 @@ def _unknown(what: str, known: list[str]) -> HeadwaterError:
 def event_log_sql(lake: Lakehouse, spark: SparkSession, args: list[Any]) -> str:
     """The subquery replacing ``event_log(args)``: args are the call's parsed arguments (a
     string Literal, or a ``TABLE(name)`` argument's plan)."""
-    relation, root = "`" + EVENT_LOG + "`", location(lake.root)
+    relation, root = LOG_TABLE, location(lake.root)
     if len(args) != 1:
         raise HeadwaterError(
             "HW_OPTION_INVALID", f"event_log takes one argument, got {len(args)}.",
@@ -250,8 +253,9 @@ def event_log_sql(lake: Lakehouse, spark: SparkSession, args: list[Any]) -> str:
                              "a lakehouse folder or TABLE(name).",
                              "The argument is read when the query is planned.",
                              "Write event_log('<pipeline name>').")
-    if relation == "`" + EVENT_LOG + "`" and not spark.catalog.tableExists(EVENT_LOG):
-        lake.register(EVENT_LOG)  # written by a run in another process since the attach
+    if relation == LOG_TABLE and not spark.catalog.tableExists(f"default.{EVENT_LOG}"):
+        with using_database(spark, "default"):  # where the lakehouse's top level is
+            lake.register(EVENT_LOG)  # written by a run in another process since the attach
     where = "" if pipelines is None else \
         f" WHERE pipeline IN ({', '.join(_literal(p) for p in pipelines)})"
     return f"(SELECT inline({_events_sql()}) FROM {relation}{where})"

@@ -204,10 +204,15 @@ class DashboardState:
                             e["table_name"])
             elif e["event"] == "flow_status":
                 f["status"] = e["status"]
-                refreshed = json.loads(e["details"] or "{}").get("expectations")
+                details = json.loads(e["details"] or "{}")
+                refreshed = details.get("expectations")
                 if refreshed:  # a materialized view's refresh: its counts, in one event
                     _add_counts(expectations, expectation_counts(refreshed, e["table_name"]),
                                 e["table_name"])
+                if details.get("cdc"):  # AUTO CDC FROM SNAPSHOT: the snapshots applied
+                    totals = f["cdc"] = f["cdc"] or {}
+                    for name, n in details["cdc"].items():
+                        totals[name] = totals.get(name, 0) + int(n or 0)
                 if e["status"] == "failed":
                     errors.append({"at": _iso(e["ts"]), "flow": key, "run_id": e["run_id"],
                                    "message": redact(e["message"], self.root)})

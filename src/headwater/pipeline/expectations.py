@@ -142,8 +142,12 @@ def guard(df: DataFrame, rules: Iterable[RuleLike], view: str) -> DataFrame:
     reading flow's update with HW_EXPECTATION_FAILED naming the rule and the row.
 
     The check is part of the view's own query: ``spark.table(view)``, SQL and
-    ``headwater.read*`` see the same guarded rows. A flow that reads the same view twice in
-    one query is refused by Spark (two observations of one name)."""
+    ``headwater.read*`` see the same guarded rows. A view no flow reads checks nothing (its
+    query never runs). A flow that reads the same view twice in one query is refused by Spark
+    (two observations of one name). Databricks' documentation says the same of its temporary
+    views: their expectations are tracked in the event log and a FAIL UPDATE rule fails the
+    update that computes the view's rows; headwater has no other place than the reading
+    flows where those rows exist."""
     rules = _rules(rules)
     validate_rules(rules, view, df)
     observed = observe(df, rules, view)

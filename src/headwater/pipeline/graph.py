@@ -32,15 +32,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
-from pyspark.sql.types import StructType, TimestampType
 
 from headwater.conf.context import DefinitionContext, defining
 from headwater.conf.layout import INGEST, late_table, quarantine_table
 from headwater.delta.cdc import CDC_TARGET_PROPERTIES
 from headwater.delta.cdc import target_schema as cdc_target_schema
-from headwater.delta.cdc.snapshot import ERROR_CLASS as SNAPSHOT_ERROR
 from headwater.delta.cdc.snapshot import snapshot_target_schema
-from headwater.delta.cdc.spec import END_AT, START_AT
 from headwater.delta.native import read_native
 from headwater.errors import HeadwaterError, find_code
 from headwater.lakehouse import Lakehouse, parse_name
@@ -69,12 +66,12 @@ from headwater.pipeline.model import (
 )
 from headwater.pipeline.registry import Registry
 from headwater.pipeline.shape import check_kind, conform
-from headwater.pipeline.snapshot import Progress, version_type
+from headwater.pipeline.snapshot import snapshot_preview
 from headwater.spark.plan import substitute_streams
 from headwater.spark.session import activate
 
 if TYPE_CHECKING:
-    from pyspark.sql.types import DataType
+    from pyspark.sql.types import DataType, StructType
 
 __all__ = ["Graph", "Read", "ResolvedFlow", "current_graph"]
 
@@ -257,8 +254,9 @@ class Graph(GraphQueries):
                 # An AUTO CDC flow reads its source as headwater.read_stream would (the
                 # lakehouse's session, not whichever session is active).
                 source = getattr(flow.func, "cdc_source", None)
-                if flow.snapshot is not None:
-                    df = self._snapshot_preview(dataset, flow)
+                if flow.snapshot is not None:  # the next snapshot makes the columns
+                    df, self._snapshot_types[dataset.name] = snapshot_preview(
+                        self, dataset.name, flow)
                 else:
                     df = flow.func() if source is None else \
                         self.read(source, True, {}, flow.location)
@@ -275,51 +273,6 @@ class Graph(GraphQueries):
             check_kind(dataset, flow, df)
         # AUTO CDC: the flow returns change events, not the table's rows.
         return (df if flow.cdc is not None else conform(dataset, flow, df)), evaluation.hints
-
-    def _snapshot_preview(self, dataset: Any, flow: Flow) -> DataFrame:
-        """An AUTO CDC FROM SNAPSHOT flow's next snapshot (its columns make the target's, its
-        reads the graph's edges): the source table read now, or the function's next snapshot
-        after the saved version (kept for the run); when there is none, the target's own
-        columns. Its version's type is kept for the target's schema."""
-        assert flow.snapshot is not None
-        source = flow.snapshot.source
-        if source.periodic:
-            df = self.snapshot_of(flow)
-            if df.isStreaming:
-                raise HeadwaterError(
-                    "HW_CDC_INVALID", f"{flow.location}: AUTO CDC FROM SNAPSHOT reads "
-                    f"{source.table or source.query!r}, a stream.", "A snapshot is a table's "
-                    "whole current content, read as a batch.",
-                    "Name a table (or a view over batch reads) as the source.")
-            self._snapshot_types[dataset.name] = TimestampType()
-            return df
-        progress = Progress.load(self.lakehouse.checkpoint(dataset.name, flow.name))
-        got = source.peek(progress.version, flow.location)
-        if got is not None:
-            self._snapshot_types[dataset.name] = version_type(got[1], flow.location)
-            return got[0]
-        if progress.version is None and not self.lakehouse.exists(dataset.name):
-            raise HeadwaterError(
-                "HW_CDC_SNAPSHOT_FIRST_EMPTY", f"{flow.location}: the snapshot function of "
-                f"{flow.name!r} returned None for the first snapshot.",
-                "The target's columns come from the first snapshot, and there is none yet.",
-                "Make the function return (DataFrame, version) when called with None.",
-                error_class=f"{SNAPSHOT_ERROR}.FIRST_SNAPSHOT_EMPTY")
-        self._snapshot_types[dataset.name] = version_type(progress.version, flow.location) \
-            if progress.version is not None else TimestampType()
-        stored = self.lakehouse.read(dataset.name).schema if self.lakehouse.exists(
-            dataset.name) else StructType()
-        columns = [f for f in stored.fields if f.name not in (START_AT, END_AT)]
-        return self.lakehouse.spark.createDataFrame([], StructType(columns))
-
-    def snapshot_of(self, flow: Flow) -> DataFrame:
-        """A table or query snapshot source's rows now (a batch read)."""
-        assert flow.snapshot is not None
-        source = flow.snapshot.source
-        if source.table is not None:
-            return self.read(source.table, False, {}, flow.location)
-        assert source.query is not None
-        return self.lakehouse.spark.sql(source.query)
 
     def _kind_from_query(self, dataset: Any, flow: Flow, df: Any) -> Any:
         """A DLT-style table returning a batch DataFrame is a materialized view."""

@@ -36,10 +36,12 @@ from pyspark.sql import types as T
 
 from headwater.conf.layout import SNAPSHOT_STATE
 from headwater.delta.cdc.snapshot import ERROR_CLASS, SnapshotSpec
+from headwater.delta.cdc.spec import END_AT, START_AT
 from headwater.errors import HeadwaterError
 from headwater.pipeline import model
 
 if TYPE_CHECKING:
+    from headwater.pipeline.graph import Graph
     from headwater.pipeline.model import Location
 
 NextSnapshot = Callable[[Any], "tuple[DataFrame, Any] | None"]
@@ -226,3 +228,51 @@ def snapshot_flow(*, target: str, source: Any, name: str | None, location: Locat
     snapshots.__name__ = f"auto_cdc_from_snapshot_into_{target}"
     return model.Flow(name=name or target, target=target, func=snapshots, location=location,
                       snapshot=SnapshotFlow(origin, spec))
+
+
+# --- what the graph and the runner ask of a snapshot flow ----------------------------------
+
+
+def periodic_snapshot(graph: Graph, flow: model.Flow) -> DataFrame:
+    """A table or query source's rows now (a batch read, through the graph: its edges)."""
+    assert flow.snapshot is not None
+    source = flow.snapshot.source
+    if source.table is not None:
+        return graph.read(source.table, False, {}, flow.location)
+    assert source.query is not None
+    return graph.lakehouse.spark.sql(source.query)
+
+
+def snapshot_preview(graph: Graph, target: str, flow: model.Flow) -> tuple[DataFrame, T.DataType]:
+    """While the graph is built: the flow's next snapshot (its columns make the target's, its
+    reads the graph's edges) and its version's type. A table or query is read now; a function
+    is asked for the snapshot after the saved version (its answer kept for the run); when it
+    has none, the target's own columns stand for it."""
+    assert flow.snapshot is not None
+    source = flow.snapshot.source
+    if source.periodic:
+        df = periodic_snapshot(graph, flow)
+        if df.isStreaming:
+            raise HeadwaterError(
+                "HW_CDC_INVALID", f"{flow.location}: AUTO CDC FROM SNAPSHOT reads "
+                f"{source.table or source.query!r}, a stream.", "A snapshot is a table's "
+                "whole current content, read as a batch.",
+                "Name a table (or a view over batch reads) as the source.")
+        return df, T.TimestampType()
+    lake = graph.lakehouse
+    progress = Progress.load(lake.checkpoint(target, flow.name))
+    got = source.peek(progress.version, flow.location)
+    if got is not None:
+        return got[0], version_type(got[1], flow.location)
+    if progress.version is None and not lake.exists(target):
+        raise HeadwaterError(
+            "HW_CDC_SNAPSHOT_FIRST_EMPTY", f"{flow.location}: the snapshot function of "
+            f"{flow.name!r} returned None for the first snapshot.",
+            "The target's columns come from the first snapshot, and there is none yet.",
+            "Make the function return (DataFrame, version) when called with None.",
+            error_class=f"{ERROR_CLASS}.FIRST_SNAPSHOT_EMPTY")
+    stored = lake.read(target).schema if lake.exists(target) else T.StructType()
+    columns = [f for f in stored.fields if f.name not in (START_AT, END_AT)]
+    kind = T.TimestampType() if progress.version is None else \
+        version_type(progress.version, flow.location)
+    return lake.spark.createDataFrame([], T.StructType(columns)), kind

@@ -201,7 +201,7 @@ class Runner:
         views = [n for n in self.datasets
                  if self.graph.registry.datasets[n].kind == MATERIALIZED_VIEW]
         seen_versions: dict[str, dict[str, int]] = {}
-        source_versions: dict[str, int] = {}
+        source_versions: dict[str, tuple[int, ...]] = {}
         interval = _interval_seconds(self.trigger)
         while not self.stop_requested.is_set():
             for flow in snapshots:  # a function: asked each interval; a table: when it changed
@@ -212,7 +212,7 @@ class Runner:
                 version = self._source_version(flow)
                 if version is None or source_versions.get(flow.key) != version:
                     self._apply_snapshots(flow, quiet=flow.key in source_versions)
-                    source_versions[flow.key] = -1 if version is None else version
+                    source_versions[flow.key] = () if version is None else version
             for name in views:
                 if self._skip_if_upstream_failed(name):
                     continue
@@ -364,16 +364,18 @@ class Runner:
 
     # --- AUTO CDC FROM SNAPSHOT -----------------------------------------------------------
 
-    def _source_version(self, rf: ResolvedFlow) -> int | None:
-        """A table source's Delta version (a new one means a new snapshot); None for a
-        function source, which is asked every time."""
+    def _source_version(self, rf: ResolvedFlow) -> tuple[int, ...] | None:
+        """The Delta versions a table or query source reads (new ones mean a new snapshot);
+        None for a function source, which is asked every time."""
         assert rf.flow.snapshot is not None
-        table = rf.flow.snapshot.source.table
-        return None if table is None else self._version(self.graph.registry.qualify(table))
+        if not rf.flow.snapshot.source.periodic:
+            return None
+        reads = {r.name for r in rf.reads} | self.graph.upstream(rf.dataset.name)
+        return tuple(self._version(name) for name in sorted(reads))  # views: -1, as missing
 
     def _apply_snapshots(self, rf: ResolvedFlow, quiet: bool = False) -> None:
-        """Apply the source's new snapshots (its checkpoint folder locked meanwhile); the
-        counts go to the flow's result and, summed, to its completed status."""
+        """Apply the source's new snapshots (its checkpoint folder locked meanwhile); their
+        counts go to the flow's result and to one status event for this call."""
         result = self.results.setdefault(rf.key, FlowResult(rf.key, "streaming table, "
                                                                     "from snapshots"))
         checkpoint = self.lakehouse.checkpoint(rf.dataset.name, rf.flow.name)
@@ -385,17 +387,21 @@ class Runner:
                 result.status = FlowStatus.RUNNING
                 self._status(rf.key, FlowStatus.RUNNING)
             applied = apply_new_snapshots(self.graph, rf, checkpoint, self.stop_requested)
+            rows, cdc = 0, {"upserted": 0, "deleted": 0, "history_rows": 0}
             for snapshot in applied:
                 result.batches += 1
-                result.rows_written += snapshot.deleted + max(snapshot.upserted,
-                                                              snapshot.history_rows)
+                rows += snapshot.deleted + max(snapshot.upserted, snapshot.history_rows)
                 for name, n in snapshot.counts().items():
+                    cdc[name] += n
                     result.cdc[name] = result.cdc.get(name, 0) + n
+            result.rows_written += rows
             result.status = FlowStatus.COMPLETED if not self.continuous else FlowStatus.RUNNING
             versions = [str(s.version) for s in applied]
-            self._status(rf.key, FlowStatus(result.status), summary(result),
-                         rows_written=result.rows_written, cdc=dict(result.cdc),
-                         snapshots=versions, seconds=round(time.monotonic() - started, 3))
+            if applied or not self.continuous:  # a continuous run's idle polls log nothing
+                # this call's snapshots (a triggered run: the run's), as a batch's event has
+                self._status(rf.key, FlowStatus(result.status), summary(result),
+                             rows_written=rows, cdc=cdc, snapshots=versions,
+                             seconds=round(time.monotonic() - started, 3))
             if not quiet or applied:
                 self.echo(f"snapshots {rf.key}: {len(applied)} applied"
                           + (f" (versions {', '.join(versions)})" if versions else "")

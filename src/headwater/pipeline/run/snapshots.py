@@ -17,7 +17,7 @@ from pyspark.sql.types import TimestampType
 
 from headwater.delta.cdc.snapshot import ERROR_CLASS, apply_snapshot
 from headwater.errors import HeadwaterError
-from headwater.pipeline.snapshot import Progress, version_type
+from headwater.pipeline.snapshot import Progress, periodic_snapshot, version_type
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -72,7 +72,7 @@ def _next(graph: Graph, rf: ResolvedFlow, progress: Progress, taken: bool
         if progress.version is not None and now <= progress.version:  # a clock set back
             now = progress.version + dt.timedelta(microseconds=1)
         with graph.definitions_active():
-            return graph.snapshot_of(rf.flow), now
+            return periodic_snapshot(graph, rf.flow), now
     with graph.definitions_active():
         return source.next(progress.version, rf.flow.location)
 
