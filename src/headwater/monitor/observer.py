@@ -83,8 +83,9 @@ class RunObserver(Protocol):
 
     def batch_details(self, key: str, batch_id: int, details: dict[str, Any]) -> None:
         """A flow's writer measured what Spark's progress does not carry (AUTO CDC: rows
-        upserted, deleted, history rows) for micro-batch ``batch_id``; called from the
-        foreachBatch function, before Spark reports that batch's progress."""
+        upserted, deleted, history rows; a native read: ``input_files`` and ``input_rows``,
+        which stand in for the progress's row count) for micro-batch ``batch_id``; called
+        from the foreachBatch function, before Spark reports that batch's progress."""
 
     def query_ended(self, key: str, query: Any) -> None:
         """A flow's StreamingQuery is no longer active (ended, failed or stopped)."""

@@ -48,9 +48,14 @@ class FlowResult:
         """One AUTO CDC batch applied: its counts added up and handed to the observer."""
         for name, n in counts.items():
             self.cdc[name] = self.cdc.get(name, 0) + n
+        self.add_details(batch_id, {"cdc": counts})
+
+    def add_details(self, batch_id: int, details: dict[str, Any]) -> None:
+        """What the writer measured for micro-batch ``batch_id`` and Spark's progress does
+        not carry, handed to the observer."""
         if self.on_batch_details is not None:
             try:
-                self.on_batch_details(batch_id, {"cdc": counts})
+                self.on_batch_details(batch_id, details)
             except Exception:  # noqa: BLE001 - watching a run must never fail its batches
                 _log.warning("the run's observer failed on batch %s of %s", batch_id, self.key,
                              exc_info=True)
