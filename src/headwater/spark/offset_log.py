@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 OFFSETS = "offsets"
+COMMITS = "commits"  # <checkpoint>/commits/<batch id>: written once the batch committed
 
 
 def logged_offsets(checkpoint: str | Path, batch_id: int) -> list[Any] | None:

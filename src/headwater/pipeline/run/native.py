@@ -21,7 +21,7 @@ from headwater.delta.schema import spark_schema
 from headwater.delta.source import Offset, SourceOptions, SourcePlanner
 from headwater.errors import HeadwaterError
 from headwater.pipeline.run.flow_writer import write_table
-from headwater.spark.offset_log import logged_offsets
+from headwater.spark.offset_log import COMMITS, logged_offsets
 from headwater.spark.plan import analyzed, node_name, nodes
 
 if TYPE_CHECKING:
@@ -101,14 +101,33 @@ def start_native(graph: Graph, rf: ResolvedFlow, checkpoint: str, read: Read,
                 "Spark's reader cannot apply deletion vectors; the rows would come back.",
                 f"Run the flow again: it then reads {read.name} through headwater's reader.")
         paths = [path for path, _ in found]
-        rows = spark.read.schema(schema).parquet(*paths) if paths else \
-            spark.createDataFrame([], schema)
+        if not paths:
+            return  # no rows in, none out: an empty append commits nothing
+        rows = spark.read.schema(schema).parquet(*paths)
         df = graph.rebuild(rf, {read.name: rows})
         result.rows_written += write_table(df, lake.path(name), "append", (app_id, batch_id),
                                            auto_compact=auto_compact)
 
     return (files.writeStream.queryName(rf.key).trigger(**trigger)
             .option("checkpointLocation", checkpoint).foreachBatch(write_batch).start())
+
+
+def read_through(checkpoint: str, version: int) -> bool:
+    """True when the native flow on ``checkpoint`` has committed a batch that read every file
+    of its input up to ``version`` (its end offset is past that version: offsets move to
+    the next version once a version is read whole)."""
+    commits = Path(checkpoint) / COMMITS
+    try:
+        batches = [int(p.name) for p in commits.iterdir() if p.name.isdigit()]
+    except OSError:
+        return False
+    logged = logged_offsets(checkpoint, max(batches)) if batches else None
+    if not logged or len(logged) != 1 or not isinstance(logged[0], dict):
+        return False
+    try:
+        return Offset.from_dict(logged[0]).version > version
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 class BatchFiles:

@@ -1,8 +1,10 @@
 """Running a pipeline graph: triggered (every flow to the end of its input) or continuous.
 
-Triggered runs go in waves by dependency depth: the flows of one wave run together, and a
-wave starts when the one before it ended, so every table sees all of its inputs' new rows.
-Materialized views are recomputed after their inputs, in one overwrite commit each.
+Triggered runs start each dataset once its inputs in the run are done, so every table sees
+all of its inputs' new rows; independent datasets run together. Materialized views are
+recomputed after their inputs, in one overwrite commit each. A native flow (stateless,
+appending) whose input is a streaming table of the run starts alongside that input and reads
+each of its commits as it lands; it is stopped once the input is done and read through.
 Continuous runs start every streaming flow at once on a processing-time trigger and recompute
 materialized views whenever an input table got a new version.
 
@@ -26,11 +28,11 @@ from headwater.errors.spark import is_worker_start_timeout, translate_flow_failu
 from headwater.ingest.clean import clean_quietly, committed_offsets
 from headwater.monitor.observer import FlowStatus, RunDescription, RunObserver
 from headwater.monitor.run import RunMonitor
-from headwater.pipeline.graph import Graph, ResolvedFlow
+from headwater.pipeline.graph import Graph, Read, ResolvedFlow
 from headwater.pipeline.model import MATERIALIZED_VIEW, SINK, TABLE, Sink, describe
 from headwater.pipeline.run import compat
 from headwater.pipeline.run.flow_writer import start_stream
-from headwater.pipeline.run.native import native_input, start_native
+from headwater.pipeline.run.native import native_input, read_through, start_native
 from headwater.pipeline.run.progress import FlowResult, count_batches, summary
 from headwater.pipeline.run.refresh import recompute
 from headwater.pipeline.run.sink_writer import start_sink
@@ -47,6 +49,13 @@ SCHEMA_RESTART_CODES = ("HW_INGEST_SCHEMA_EVOLVED", "HW_SOURCE_SCHEMA_CHANGED")
 MAX_SCHEMA_RESTARTS = 20  # per flow and run; a feed changing more often is likely broken
 MAX_WORKER_RESTARTS = 3   # per flow and run: Spark's Python worker missed its 10 s start window
 STOP_WAIT_SECONDS = 120   # longest wait for a running micro-batch when stopping
+# A native flow started alongside its input (triggered runs) looks for new input commits
+# this often; it is stopped once its input is done and read through.
+OVERLAP_TRIGGER: dict[str, Any] = {"processingTime": "250 milliseconds"}
+# Statuses of a flow that has no outcome yet.
+UNSETTLED = (FlowStatus.PENDING, FlowStatus.QUEUED, FlowStatus.RUNNING, FlowStatus.RESTARTING)
+# Read options that make a stream's first batch depend on when it starts.
+STARTING_OPTIONS = ("startingversion", "startingtimestamp")
 
 
 class Runner:
@@ -95,6 +104,8 @@ class Runner:
         self.datasets = datasets
         self.results: dict[str, FlowResult] = {}
         self._locks: dict[str, CheckpointLock] = {}  # by flow key
+        self._triggers: dict[str, dict[str, Any]] = {}  # flows not on the run's trigger
+        self._natives: dict[str, Read | None] = {}
 
     # --- the two modes -------------------------------------------------------------------
 
@@ -141,6 +152,8 @@ class Runner:
         self.observer.flow_status(key, status, message, **details)
 
     def _depths(self) -> dict[str, int]:
+        """Each dataset's depth in the graph: 0 reads no dataset of the pipeline, else one
+        more than its deepest input."""
         depth: dict[str, int] = {}
         for name in self.graph.written():
             ups = [u for u in self.graph.upstream(name) if u in depth]
@@ -148,27 +161,124 @@ class Runner:
         return {n: depth[n] for n in self.datasets}
 
     def _run_triggered(self) -> None:
-        depths = self._depths()
-        for level in sorted(set(depths.values())):
-            if self.stop_requested.is_set():
-                break
-            wave = [n for n in self.datasets if depths[n] == level]
-            running: dict[str, StreamingQuery] = {}
-            for name in wave:
-                if self._skip_if_upstream_failed(name):
+        """Each dataset starts once its inputs in this run are done: streaming tables and
+        sinks run their flows to the end of their input, materialized views are recomputed.
+        A native flow (stateless, appending; see run/native.py) whose input is a streaming
+        table still running starts alongside it (see :meth:`_overlaps`)."""
+        order = list(self.datasets)
+        ups = {n: self.graph.upstream(n) & set(order) for n in order}
+        started: set[str] = set()
+        done: set[str] = set()
+        running: dict[str, StreamingQuery] = {}
+        polls = 0
+        while not self.stop_requested.is_set():
+            for name in order:
+                if name in started:
                     continue
-                if self.graph.registry.datasets[name].kind in (TABLE, SINK):
+                if ups[name] <= done:
+                    started.add(name)
+                    self._begin(name, running)
+                elif self._overlaps(name, ups[name], started, done):
+                    started.add(name)
                     for flow in self.graph.flows_of(name):
+                        self._triggers[flow.key] = OVERLAP_TRIGGER
                         query = self._start(flow)
                         if query is not None:
                             running[flow.key] = query
-            self._await(running)
-            for name in wave:
-                if self.graph.registry.datasets[name].kind == MATERIALIZED_VIEW \
-                        and not self.stop_requested.is_set() \
-                        and not self._skip_if_upstream_failed(name):
-                    for flow in self.graph.flows_of(name):
-                        self._refresh(flow)
+            self._finish_overlapping(running, done)
+            polls += 1
+            # count batches while they run (recentProgress is short); settle ended queries
+            if polls % 20 == 0 or not all(q.isActive for q in running.values()):
+                self._collect(running)
+                for key in [k for k, q in running.items() if not q.isActive]:
+                    del running[key]  # settled (a restarted flow has a new, active query)
+            done |= {n for n in started - done if self._ended(n)}
+            if len(done) == len(order) or self.stop_requested.wait(0.1):
+                break
+        if self.stop_requested.is_set():
+            self._stop_all(running)
+            self._collect(running)
+
+    def _begin(self, name: str, running: dict[str, StreamingQuery]) -> None:
+        """Start ``name`` now that its inputs are done: its flows started, or the view
+        recomputed, or everything skipped when an input failed."""
+        if self._skip_if_upstream_failed(name):
+            return
+        kind = self.graph.registry.datasets[name].kind
+        for flow in self.graph.flows_of(name):
+            if kind in (TABLE, SINK):
+                query = self._start(flow)
+                if query is not None:
+                    running[flow.key] = query
+            elif kind == MATERIALIZED_VIEW:
+                self._refresh(flow)
+
+    def _ended(self, name: str) -> bool:
+        """Every flow of ``name`` has an outcome (its view refreshed, its query settled)."""
+        return all(rf.key in self.results
+                   and FlowStatus(self.results[rf.key].status) not in UNSETTLED
+                   for rf in self.graph.flows_of(name))
+
+    def _overlaps(self, name: str, ups: set[str], started: set[str], done: set[str]) -> bool:
+        """True when ``name`` may start before its inputs are done: an available-now run,
+        and every flow of ``name`` is native and streams a streaming table of this run that
+        has started (none reads anything else, none sets a starting version). Such a flow's
+        output is its definition applied to each batch of input rows, so how the input's
+        commits are cut into batches changes nothing; running alongside its input, its
+        start (query, checkpoint, Python source process) overlaps the input's work and each
+        input commit is processed as it lands. :meth:`_finish_overlapping` stops it once its
+        inputs are done and it has read their last version."""
+        if not self.trigger.get("availableNow") or \
+                self.graph.registry.datasets[name].kind != TABLE:
+            return False
+        flows = self.graph.flows_of(name)
+        streamed: set[str] = set()
+        for rf in flows:
+            native = self._native_input(rf)
+            if native is None or native.name not in started or native.name in done \
+                    or self.graph.registry.datasets[native.name].kind != TABLE \
+                    or any(k.lower() in STARTING_OPTIONS for k, _ in native.options):
+                return False
+            streamed.add(native.name)
+        return bool(flows) and ups == streamed
+
+    def _finish_overlapping(self, running: dict[str, StreamingQuery], done: set[str]) -> None:
+        """Flows started alongside their input: skipped when an input failed, stopped (as
+        completed) once every input is done and the flow committed a batch that reads the
+        input's last version."""
+        for key, query in list(running.items()):
+            if self._triggers.get(key) is not OVERLAP_TRIGGER or not query.isActive \
+                    or self.results[key].status != FlowStatus.RUNNING:
+                continue
+            rf = self.graph.flows[key]
+            native = self._native_input(rf)
+            if native is None or native.name not in done:
+                continue
+            upstream = self.results_of(native.name)
+            if any(FlowStatus(r.status).failed_or_skipped for r in upstream):
+                self._stop_between_batches(query)
+                self.observer.query_ended(key, query)
+                failed = ", ".join(r.key for r in upstream
+                                   if FlowStatus(r.status).failed_or_skipped)
+                self.results[key].status = FlowStatus.SKIPPED
+                self.results[key].error = f"upstream failed: {failed}"
+                self._status(key, FlowStatus.SKIPPED, f"upstream failed: {failed}")
+                self.echo(f"skipped   {key}: upstream {failed} failed")
+                self._release(key)
+                continue
+            checkpoint = self.lakehouse.checkpoint(rf.dataset.name, rf.flow.name)
+            if read_through(checkpoint, self._version(native.name)):
+                self._stop_between_batches(query)  # _collect then settles it as completed
+
+    def _native_input(self, rf: ResolvedFlow) -> Read | None:
+        """:func:`native_input`, asked once per flow and run (it walks the flow's plan)."""
+        if rf.key not in self._natives:
+            self._natives[rf.key] = native_input(self.graph, rf)
+        return self._natives[rf.key]
+
+    def results_of(self, name: str) -> list[FlowResult]:
+        return [self.results[rf.key] for rf in self.graph.flows_of(name)
+                if rf.key in self.results]
 
     def _run_continuous(self) -> None:
         running: dict[str, StreamingQuery] = {}
@@ -219,13 +329,14 @@ class Runner:
             if recovered:
                 self.echo(f"event log {rf.key}: {recovered} batches of an earlier run that "
                           "ended abruptly recovered from the checkpoint")
+            trigger = self._triggers.get(rf.key, self.trigger)
             if dataset.kind == SINK:
-                query = start_sink(self.graph, rf, checkpoint, self.trigger)
+                query = start_sink(self.graph, rf, checkpoint, trigger)
             elif (native := native_input(self.graph, rf)) is not None:
-                query = start_native(self.graph, rf, checkpoint, native, self.trigger, result,
+                query = start_native(self.graph, rf, checkpoint, native, trigger, result,
                                      self.auto_compact)
             else:
-                query = start_stream(self.graph, rf, checkpoint, self.trigger, result,
+                query = start_stream(self.graph, rf, checkpoint, trigger, result,
                                      self.auto_compact)
             self._locks[rf.key].watch(query)  # a lease taken over stops it (HW_LEASE_LOST)
             compat.save_state(rf, checkpoint)
@@ -235,9 +346,11 @@ class Runner:
         result.status = FlowStatus.RUNNING
         if native is not None:
             result.kind = "streaming table, native read"
-            self._status(rf.key, FlowStatus.RUNNING, native_read=native.name)
+            alongside = self._triggers.get(rf.key) is OVERLAP_TRIGGER
+            self._status(rf.key, FlowStatus.RUNNING, native_read=native.name,
+                         **({"alongside": native.name} if alongside else {}))
             self.echo(f"started   {rf.key} ({dataset.output_mode}, native read of "
-                      f"{native.name})")
+                      f"{native.name}{', alongside it' if alongside else ''})")
         else:
             self._status(rf.key, FlowStatus.RUNNING)
             into = f"{dataset.format} sink, " if isinstance(dataset, Sink) else ""
@@ -245,31 +358,25 @@ class Runner:
                       f"{Path(checkpoint).relative_to(self.lakehouse.state_dir)})")
         return query
 
-    def _await(self, running: dict[str, StreamingQuery]) -> None:
-        polls = 0
-        while True:
-            while any(q.isActive for q in running.values()):
-                if self.stop_requested.wait(0.1):
-                    self._stop_all(running)
-                    self._collect(running)
-                    return
-                polls += 1
-                if polls % 20 == 0:  # count batches while they run: recentProgress is short
-                    self._collect(running)
-            if not self._collect(running):
-                return  # nothing restarted: the wave is done
-
     def _stop_all(self, running: dict[str, StreamingQuery]) -> None:
         """Stop each query between micro-batches (bounded wait for a running batch)."""
         for key, query in running.items():
-            deadline = time.monotonic() + STOP_WAIT_SECONDS
-            while query.isActive and query.status.get("isTriggerActive") \
-                    and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if query.isActive:
-                query.stop()
+            if self._stop_between_batches(query):
                 self.results[key].status = FlowStatus.STOPPED
                 self._status(key, FlowStatus.STOPPED)
+
+    @staticmethod
+    def _stop_between_batches(query: StreamingQuery) -> bool:
+        """Stop ``query`` once its running trigger ends (bounded wait); False when it had
+        ended already."""
+        deadline = time.monotonic() + STOP_WAIT_SECONDS
+        while query.isActive and query.status.get("isTriggerActive") \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not query.isActive:
+            return False
+        query.stop()
+        return True
 
     def _collect(self, running: dict[str, StreamingQuery]) -> bool:
         """Count finished batches; settle ended queries. True if a flow was restarted."""
