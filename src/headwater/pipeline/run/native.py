@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.delta.log import DeltaLog, FileEntry, normalize_uri
 from headwater.delta.native import natively_readable
-from headwater.delta.schema import spark_schema
+from headwater.delta.schema import spark_schema, strip_field_metadata
 from headwater.delta.source import Offset, SourceOptions, SourcePlanner
 from headwater.errors import HeadwaterError
 from headwater.pipeline.run.flow_writer import write_table
@@ -82,7 +82,8 @@ def start_native(graph: Graph, rf: ResolvedFlow, checkpoint: str, read: Read,
     options = dict(read.options)
     files = (spark.readStream.format("hw_delta_files").option("path", source_path)
              .options(**options).load())
-    schema = lake.read_stream(read.name).schema
+    # the schema headwater's Delta source reports, read here (no Python data source asked)
+    schema = strip_field_metadata(spark_schema(DeltaLog(source_path).table().schema().to_json()))
     name = rf.dataset.name
     app_id = f"headwater-{rf.key}"
     listing = BatchFiles(source_path, options, checkpoint)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from headwater.conf.layout import LATE_SUFFIX, QUARANTINE_SUFFIX
 from headwater.delta.log import open_table
 from headwater.errors import HeadwaterError, find_code, unwrap
 from headwater.errors.spark import is_worker_start_timeout, translate_flow_failure
@@ -106,6 +107,7 @@ class Runner:
         self._locks: dict[str, CheckpointLock] = {}  # by flow key
         self._triggers: dict[str, dict[str, Any]] = {}  # flows not on the run's trigger
         self._natives: dict[str, Read | None] = {}
+        self._schemas_seen: dict[str, str | None] = {}  # table -> Delta schema at flow start
 
     # --- the two modes -------------------------------------------------------------------
 
@@ -127,7 +129,7 @@ class Runner:
                 [r.outcome() for r in self.results.values()], self.stop_requested.is_set())
             if warning:
                 self.echo(f"warning: {warning}")
-            self.lakehouse.refresh()
+            self._register_changed()
         return list(self.results.values())
 
     def description(self) -> RunDescription:
@@ -329,6 +331,8 @@ class Runner:
             if recovered:
                 self.echo(f"event log {rf.key}: {recovered} batches of an earlier run that "
                           "ended abruptly recovered from the checkpoint")
+            if dataset.stored:
+                self._remember_schemas(dataset.name)
             trigger = self._triggers.get(rf.key, self.trigger)
             if dataset.kind == SINK:
                 query = start_sink(self.graph, rf, checkpoint, trigger)
@@ -452,6 +456,32 @@ class Runner:
             self._fail(result, exc)
 
     # --- bookkeeping ---------------------------------------------------------------------
+
+    def _remember_schemas(self, name: str) -> None:
+        """Before a streaming table's flow starts: the Delta schemas of the table and its side
+        tables as the catalog knows them (the table is created now if missing, registered
+        with this schema)."""
+        self.graph.ensure_table(name)
+        for table in (name, name + QUARANTINE_SUFFIX, name + LATE_SUFFIX):
+            if table not in self._schemas_seen:
+                self._schemas_seen[table] = self._schema_of(table)
+
+    def _register_changed(self) -> None:
+        """After the run: Spark's catalog learns the new schema of every table whose flows
+        changed it (new columns merged by a write) or created it (a side table). Views are
+        registered by their replace; other tables were not written."""
+        for table, before in self._schemas_seen.items():
+            if self.lakehouse.exists(table) and (before is None
+                                                 or self._schema_of(table) != before):
+                self.lakehouse.register(table)
+
+    def _schema_of(self, name: str) -> str | None:
+        if not self.lakehouse.exists(name):
+            return None
+        try:
+            return str(open_table(self.lakehouse.path(name)).schema().to_json())
+        except Exception:  # noqa: BLE001 - unreadable now: registered again at the end
+            return None
 
     def _version(self, name: str) -> int:
         try:
