@@ -107,6 +107,8 @@ class Runner:
         self._locks: dict[str, CheckpointLock] = {}  # by flow key
         self._triggers: dict[str, dict[str, Any]] = {}  # flows not on the run's trigger
         self._natives: dict[str, Read | None] = {}
+        self._waiting: set[str] = set()  # datasets to start after their inputs after all
+        self._alone: set[str] = set()  # datasets never to start alongside their inputs
         self._schemas_seen: dict[str, str | None] = {}  # table -> Delta schema at flow start
 
     # --- the two modes -------------------------------------------------------------------
@@ -194,6 +196,8 @@ class Runner:
                 self._collect(running)
                 for key in [k for k, q in running.items() if not q.isActive]:
                     del running[key]  # settled (a restarted flow has a new, active query)
+            started -= self._waiting  # back to waiting for their inputs (see _collect)
+            self._waiting.clear()
             done |= {n for n in started - done if self._ended(n)}
             if len(done) == len(order) or self.stop_requested.wait(0.1):
                 break
@@ -208,6 +212,9 @@ class Runner:
             return
         kind = self.graph.registry.datasets[name].kind
         for flow in self.graph.flows_of(name):
+            result = self.results.get(flow.key)
+            if result is not None and result.status != FlowStatus.QUEUED:
+                continue  # started alongside its input, and running (or ended) still
             if kind in (TABLE, SINK):
                 query = self._start(flow)
                 if query is not None:
@@ -230,7 +237,7 @@ class Runner:
         start (query, checkpoint, Python source process) overlaps the input's work and each
         input commit is processed as it lands. :meth:`_finish_overlapping` stops it once its
         inputs are done and it has read their last version."""
-        if not self.trigger.get("availableNow") or \
+        if not self.trigger.get("availableNow") or name in self._alone or \
                 self.graph.registry.datasets[name].kind != TABLE:
             return False
         flows = self.graph.flows_of(name)
@@ -406,6 +413,19 @@ class Runner:
                           "Restarting with the new schema.")
                 self._release(key)
                 restarts.append(key)
+                continue
+            if is_worker_start_timeout(error) and self._triggers.get(key) is OVERLAP_TRIGGER:
+                # started alongside its input, whose work kept the machine too busy: it
+                # starts again once its input is done, as any other flow
+                del self._triggers[key]
+                self._waiting.add(self.graph.flows[key].dataset.name)
+                self._alone.add(self.graph.flows[key].dataset.name)
+                result.status = FlowStatus.QUEUED
+                self._status(key, FlowStatus.QUEUED, "Spark's Python worker did not start "
+                             "within 10 s (machine busy): waiting for the input to finish")
+                self.echo(f"waiting   {key}: Spark's Python worker did not start within 10 s "
+                          "(machine busy); it starts again once its input is done.")
+                self._release(key)
                 continue
             if is_worker_start_timeout(error) and result.worker_restarts < MAX_WORKER_RESTARTS:
                 result.worker_restarts += 1
