@@ -53,6 +53,7 @@ STOP_WAIT_SECONDS = 120   # longest wait for a running micro-batch when stopping
 # A native flow started alongside its input (triggered runs) looks for new input commits
 # this often; it is stopped once its input is done and read through.
 OVERLAP_TRIGGER: dict[str, Any] = {"processingTime": "250 milliseconds"}
+IDLE_AFTER_INPUT_SECONDS = 10  # ... or once it found no new data this long after the input
 # Statuses of a flow that has no outcome yet.
 UNSETTLED = (FlowStatus.PENDING, FlowStatus.QUEUED, FlowStatus.RUNNING, FlowStatus.RESTARTING)
 # Read options that make a stream's first batch depend on when it starts.
@@ -109,6 +110,7 @@ class Runner:
         self._natives: dict[str, Read | None] = {}
         self._waiting: set[str] = set()  # datasets to start after their inputs after all
         self._alone: set[str] = set()  # datasets never to start alongside their inputs
+        self._input_done: dict[str, float] = {}  # flow key -> when its inputs were done
         self._schemas_seen: dict[str, str | None] = {}  # table -> Delta schema at flow start
 
     # --- the two modes -------------------------------------------------------------------
@@ -276,7 +278,13 @@ class Runner:
                 self._release(key)
                 continue
             checkpoint = self.lakehouse.checkpoint(rf.dataset.name, rf.flow.name)
-            if read_through(checkpoint, self._version(native.name)):
+            since = self._input_done.setdefault(key, time.monotonic())
+            status = query.status
+            if read_through(checkpoint, self._version(native.name)) or (
+                    time.monotonic() - since > IDLE_AFTER_INPUT_SECONDS
+                    and not status.get("isDataAvailable") and not status.get("isTriggerActive")):
+                # (the second: its triggers have found nothing new for a while, whatever
+                # its offsets say)
                 self._stop_between_batches(query)  # _collect then settles it as completed
 
     def _native_input(self, rf: ResolvedFlow) -> Read | None:
