@@ -42,7 +42,7 @@ from headwater.delta.create import create_delta_table
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.delta.merge import merge_batch
 from headwater.delta.native import batch_writer, replace_native, write_rows, written_on_driver
-from headwater.delta.schema import as_nullable
+from headwater.delta.schema import as_nullable, spark_schema, strip_field_metadata
 from headwater.delta.sink import check_partitioning
 from headwater.errors import HeadwaterError
 from headwater.lakehouse import catalog, external, hooks
@@ -52,6 +52,7 @@ from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.names import TableName, list_tables, parse_name
 from headwater.lakehouse.sources import start_session
 from headwater.lakehouse.sql import run_sql
+from headwater.spark.catalog_ddl import columns_sql
 from headwater.spark.checkpoint_lock import CheckpointLock, guarded
 from headwater.spark.plan import group_keys
 from headwater.spark.session import session_parallelism
@@ -234,8 +235,22 @@ class Lakehouse:
             raw_sql(self.spark, f"CREATE DATABASE IF NOT EXISTS `{tname.schema}`")
         # The catalog keeps the schema seen at CREATE; re-creating refreshes it.
         raw_sql(self.spark, f"DROP TABLE IF EXISTS {tname.sql}")
-        raw_sql(self.spark, f"CREATE TABLE {tname.sql} USING {tname.source_name}")
+        raw_sql(self.spark, f"CREATE TABLE {tname.sql} {self._catalog_columns(path)}"
+                            f"USING {tname.source_name}")
         self._registered.add(tname.qualified)
+
+    def _catalog_columns(self, path: str) -> str:
+        """The table's columns as its source would answer them, read here from the log of a
+        local table (Spark then asks no Python worker); "" for Spark to ask the source (an
+        object-store table's credentials may reach the source only)."""
+        uri = normalize_uri(path)
+        if "://" in uri and not uri.startswith("file:"):
+            return ""
+        try:
+            schema = strip_field_metadata(spark_schema(DeltaLog(uri).table().schema().to_json()))
+        except Exception:  # noqa: BLE001 - the source answers (or raises its own error)
+            return ""
+        return columns_sql(self.spark, schema)
 
     def share_with(self, session: SparkSession) -> None:
         """Make this lakehouse the one of ``session`` too (another session of the same Spark

@@ -110,7 +110,8 @@ class Runner:
         self._natives: dict[str, Read | None] = {}
         self._waiting: set[str] = set()  # datasets to start after their inputs after all
         self._alone: set[str] = set()  # datasets never to start alongside their inputs
-        self._input_done: dict[str, float] = {}  # flow key -> when its inputs were done
+        # flow key -> (when its input was done, the input's version then)
+        self._input_done: dict[str, tuple[float, int]] = {}
         self._schemas_seen: dict[str, str | None] = {}  # table -> Delta schema at flow start
 
     # --- the two modes -------------------------------------------------------------------
@@ -196,7 +197,8 @@ class Runner:
             # count batches while they run (recentProgress is short); settle ended queries
             if polls % 20 == 0 or not all(q.isActive for q in running.values()):
                 self._collect(running)
-                for key in [k for k, q in running.items() if not q.isActive]:
+                for key in [k for k, q in running.items() if not q.isActive
+                            and FlowStatus(self.results[k].status) not in UNSETTLED]:
                     del running[key]  # settled (a restarted flow has a new, active query)
             started -= self._waiting  # back to waiting for their inputs (see _collect)
             self._waiting.clear()
@@ -277,12 +279,16 @@ class Runner:
                 self.echo(f"skipped   {key}: upstream {failed} failed")
                 self._release(key)
                 continue
-            checkpoint = self.lakehouse.checkpoint(rf.dataset.name, rf.flow.name)
-            since = self._input_done.setdefault(key, time.monotonic())
             status = query.status
-            if read_through(checkpoint, self._version(native.name)) or (
+            if status.get("isTriggerActive"):
+                continue  # a batch (or a look for one) runs: asked again after it
+            if key not in self._input_done:  # the input's last version, once
+                self._input_done[key] = (time.monotonic(), self._version(native.name))
+            since, version = self._input_done[key]
+            checkpoint = self.lakehouse.checkpoint(rf.dataset.name, rf.flow.name)
+            if read_through(checkpoint, version) or (
                     time.monotonic() - since > IDLE_AFTER_INPUT_SECONDS
-                    and not status.get("isDataAvailable") and not status.get("isTriggerActive")):
+                    and not status.get("isDataAvailable")):
                 # (the second: its triggers have found nothing new for a while, whatever
                 # its offsets say)
                 self._stop_between_batches(query)  # _collect then settles it as completed
