@@ -267,10 +267,6 @@ class Sdp(Tool):
                "--driver-memory", self.driver_memory]
         for key, value in self.launch_conf.items():
             cmd += ["--conf", f"{key}={value}"]
-        # An ephemeral port for the local Spark Connect server (the local client asks it for
-        # the port): another one on the machine (a concurrent benchmark) may hold 15002,
-        # and this run would then fail to bind.
-        cmd += ["--conf", "spark.connect.grpc.binding.port=0"]
         return cmd + ["run", "--spec", str(self.project / "spark-pipeline.yml")]
 
     def gold(self) -> list[dict]:
