@@ -24,6 +24,7 @@ splitting the class would split its documentation.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
 
 from headwater.conf.layout import CHECKPOINTS, DELTA_LOG, LAKEHOUSE_STATE_CONF, SYSTEM_TABLES, WAREHOUSE
 from headwater.conf.location import AnyPath, location, remove_tree, state_folder
@@ -60,7 +62,6 @@ from headwater.spark.session import session_parallelism
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming.query import StreamingQuery
-    from pyspark.sql.types import StructType
 
 
 class Lakehouse:
@@ -234,23 +235,40 @@ class Lakehouse:
         if tname.schema:
             raw_sql(self.spark, f"CREATE DATABASE IF NOT EXISTS `{tname.schema}`")
         # The catalog keeps the schema seen at CREATE; re-creating refreshes it.
-        raw_sql(self.spark, f"DROP TABLE IF EXISTS {tname.sql}")
-        raw_sql(self.spark, f"CREATE TABLE {tname.sql} {self._catalog_columns(path)}"
-                            f"USING {tname.source_name}")
+        schema = self._source_schema(path)
+        if schema is None or not self._in_catalog(tname, schema):
+            raw_sql(self.spark, f"DROP TABLE IF EXISTS {tname.sql}")
+            columns = columns_sql(self.spark, schema) if schema is not None else ""
+            raw_sql(self.spark, f"CREATE TABLE {tname.sql} {columns}USING {tname.source_name}")
         self._registered.add(tname.qualified)
 
-    def _catalog_columns(self, path: str) -> str:
+    def _source_schema(self, path: str) -> StructType | None:
         """The table's columns as its source would answer them, read here from the log of a
-        local table (Spark then asks no Python worker); "" for Spark to ask the source (an
-        object-store table's credentials may reach the source only)."""
+        local table (so Spark asks no Python worker for them); None for Spark to ask the
+        source (an object-store table's credentials may reach the source only)."""
         uri = normalize_uri(path)
         if "://" in uri and not uri.startswith("file:"):
-            return ""
+            return None
         try:
-            schema = strip_field_metadata(spark_schema(DeltaLog(uri).table().schema().to_json()))
+            return strip_field_metadata(spark_schema(DeltaLog(uri).table().schema().to_json()))
         except Exception:  # noqa: BLE001 - the source answers (or raises its own error)
-            return ""
-        return columns_sql(self.spark, schema)
+            return None
+
+    def _in_catalog(self, tname: TableName, schema: StructType) -> bool:
+        """True when Spark's catalog holds ``tname`` as this table's source with exactly
+        ``schema``: registering it again would change nothing."""
+        state = self.spark._jsparkSession.sessionState()
+        try:
+            ident = state.sqlParser().parseTableIdentifier(tname.sql)
+            if not state.catalog().tableExists(ident):
+                return False
+            meta = state.catalog().getTableMetadata(ident)
+            provider = meta.provider()
+            if not provider.isDefined() or str(provider.get()) != tname.source_name:
+                return False
+            return bool(StructType.fromJson(json.loads(meta.schema().json())) == schema)
+        except Exception:  # noqa: BLE001 - unknown to the catalog as such: register it
+            return False
 
     def share_with(self, session: SparkSession) -> None:
         """Make this lakehouse the one of ``session`` too (another session of the same Spark

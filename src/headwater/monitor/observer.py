@@ -18,7 +18,7 @@ class FlowStatus(enum.StrEnum):
     dashboard store and compare the plain strings ("running", "failed", ...)."""
 
     PENDING = "pending"        # known to the runner, not started yet
-    QUEUED = "queued"          # announced at run start, waiting for its wave
+    QUEUED = "queued"          # announced at run start, waiting for its inputs
     RUNNING = "running"
     RESTARTING = "restarting"  # stopped by a schema change it can resume from
     COMPLETED = "completed"

@@ -267,7 +267,7 @@ class Runner:
             native = self._native_input(rf)
             if native is None or native.name not in done:
                 continue
-            upstream = self.results_of(native.name)
+            upstream = self._results_of(native.name)
             if any(FlowStatus(r.status).failed_or_skipped for r in upstream):
                 self._stop_between_batches(query)
                 self.observer.query_ended(key, query)
@@ -299,7 +299,7 @@ class Runner:
             self._natives[rf.key] = native_input(self.graph, rf)
         return self._natives[rf.key]
 
-    def results_of(self, name: str) -> list[FlowResult]:
+    def _results_of(self, name: str) -> list[FlowResult]:
         return [self.results[rf.key] for rf in self.graph.flows_of(name)
                 if rf.key in self.results]
 
