@@ -8,6 +8,7 @@
 #   bash dev.sh bench-pipeline   headwater run vs Spark Declarative Pipelines (outside CI)
 #   bash dev.sh bench-ingest     read_files vs Spark's file source, 1k..100k files (outside CI)
 #   bash dev.sh bench-eventlog   the demo pipeline with and without the event log (outside CI)
+#   bash dev.sh bench-freshness  a landed file -> its rows in gold, continuous pipelines (outside CI)
 #   bash dev.sh bench-cdc        AUTO CDC vs a hand-written deltalake MERGE, SCD1 and 2 (outside CI)
 #   bash dev.sh bench-dml        MERGE / DELETE: Spark vs delta-rs vs hand-written deltalake (outside CI)
 #   bash dev.sh bench-builder    DeltaTable.create + first write vs a plain df.write.format("delta") (outside CI)
@@ -45,6 +46,7 @@ case "$cmd" in
   bench-pipeline) exec .venv/bin/python benchmarks/pipeline_vs_sdp.py "$@" ;;
   bench-ingest) exec .venv/bin/python benchmarks/ingest_scale.py "$@" ;;
   bench-eventlog) exec .venv/bin/python benchmarks/event_log_overhead.py "$@" ;;
+  bench-freshness) exec .venv/bin/python benchmarks/freshness.py "$@" ;;
   bench-cdc) exec .venv/bin/python benchmarks/cdc_apply.py "$@" ;;
   bench-dml) exec .venv/bin/python benchmarks/dml.py "$@" ;;
   bench-builder) exec .venv/bin/python benchmarks/table_builder.py "$@" ;;
@@ -53,5 +55,5 @@ case "$cmd" in
          if [ "${1:-}" = serve ]; then shift; exec .venv/bin/mkdocs serve "$@"; fi
          exec .venv/bin/mkdocs build --strict "$@" ;;
   corpus) exec .venv/bin/python tools/dlt_corpus.py "$@" ;;
-  *) echo "usage: bash dev.sh demo|test|fast|lint|docs|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-cdc|bench-dml|bench-builder|conformance|corpus" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh demo|test|fast|lint|docs|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-freshness|bench-cdc|bench-dml|bench-builder|conformance|corpus" >&2; exit 2 ;;
 esac

@@ -210,6 +210,9 @@ class DeltaLog:
                 partition_values=typed,
                 modification_time=int(row["modification_time"] or 0),
                 version=table.version(),
+                # the snapshot keeps the row count of each add's stats
+                stats=None if row.get("num_records") is None else
+                json.dumps({"numRecords": int(row["num_records"])}),
                 has_dv=path in dv_paths,
             ))
         unmatched = dv_paths - {e.path for e in entries}

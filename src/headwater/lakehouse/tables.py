@@ -24,6 +24,7 @@ splitting the class would split its documentation.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.functions import col
+from pyspark.sql.types import StructType
 
 from headwater.conf.layout import (
     CHECKPOINTS,
@@ -52,7 +54,7 @@ from headwater.delta.generated import Generation
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.delta.merge import merge_batch
 from headwater.delta.native import native_sink, replace_native, write_native, write_rows
-from headwater.delta.schema import as_nullable, spark_schema
+from headwater.delta.schema import as_nullable, spark_schema, strip_field_metadata
 from headwater.delta.sink import WriteOptions, check_partitioning
 from headwater.errors import HeadwaterError, translated
 from headwater.lakehouse import catalog, external, hooks, native_reads
@@ -62,6 +64,7 @@ from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.names import TableName, list_tables, parse_name
 from headwater.lakehouse.sources import start_session
 from headwater.lakehouse.sql import run_sql
+from headwater.spark.catalog_ddl import columns_sql
 from headwater.spark.checkpoint_lock import CheckpointLock, guarded
 from headwater.spark.plan import group_keys
 from headwater.spark.session import session_parallelism
@@ -69,7 +72,6 @@ from headwater.spark.session import session_parallelism
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming.query import StreamingQuery
-    from pyspark.sql.types import StructType
 
 
 class Lakehouse:
@@ -258,9 +260,40 @@ class Lakehouse:
         if tname.schema:
             raw_sql(self.spark, f"CREATE DATABASE IF NOT EXISTS `{tname.schema}`")
         # The catalog keeps the schema seen at CREATE; re-creating refreshes it.
-        raw_sql(self.spark, f"DROP TABLE IF EXISTS {tname.sql}")
-        raw_sql(self.spark, f"CREATE TABLE {tname.sql} USING {tname.source_name}")
+        schema = self._source_schema(path)
+        if schema is None or not self._in_catalog(tname, schema):
+            raw_sql(self.spark, f"DROP TABLE IF EXISTS {tname.sql}")
+            columns = columns_sql(self.spark, schema) if schema is not None else ""
+            raw_sql(self.spark, f"CREATE TABLE {tname.sql} {columns}USING {tname.source_name}")
         self._registered.add(tname.qualified)
+
+    def _source_schema(self, path: str) -> StructType | None:
+        """The table's columns as its source would answer them, read here from the log of a
+        local table (so Spark asks no Python worker for them); None for Spark to ask the
+        source (an object-store table's credentials may reach the source only)."""
+        uri = normalize_uri(path)
+        if "://" in uri and not uri.startswith("file:"):
+            return None
+        try:
+            return strip_field_metadata(spark_schema(DeltaLog(uri).table().schema().to_json()))
+        except Exception:  # noqa: BLE001 - the source answers (or raises its own error)
+            return None
+
+    def _in_catalog(self, tname: TableName, schema: StructType) -> bool:
+        """True when Spark's catalog holds ``tname`` as this table's source with exactly
+        ``schema``: registering it again would change nothing."""
+        state = self.spark._jsparkSession.sessionState()
+        try:
+            ident = state.sqlParser().parseTableIdentifier(tname.sql)
+            if not state.catalog().tableExists(ident):
+                return False
+            meta = state.catalog().getTableMetadata(ident)
+            provider = meta.provider()
+            if not provider.isDefined() or str(provider.get()) != tname.source_name:
+                return False
+            return bool(StructType.fromJson(json.loads(meta.schema().json())) == schema)
+        except Exception:  # noqa: BLE001 - unknown to the catalog as such: register it
+            return False
 
     def share_with(self, session: SparkSession) -> None:
         """Make this lakehouse the one of ``session`` too (another session of the same Spark

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from headwater.monitor.events import EventLog, now, read_events
+from headwater.spark.offset_log import logged_offsets
 
 
 def progress_dict(progress: Any) -> dict:
@@ -47,14 +48,6 @@ def committed_batches(checkpoint: str | Path) -> list[int]:
     return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
 
 
-def _offsets(checkpoint: Path, batch_id: int) -> list[Any] | None:
-    try:
-        lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
-    except OSError:
-        return None
-    return [json.loads(line) if line.strip() not in ("", "-") else None for line in lines[2:]]
-
-
 def logged_batches(root: str | Path, qid: str) -> set[int]:
     table = read_events(root, ["batch_id"],
                         (ds.field("query_id") == qid) & (ds.field("event") == "progress"))
@@ -73,8 +66,8 @@ def fill_from_checkpoint(log: EventLog, root: str | Path, flow: str,
     for batch_id in committed_batches(checkpoint):
         if log.knows(qid, batch_id):
             continue
-        end = _offsets(checkpoint, batch_id)
-        start = _offsets(checkpoint, batch_id - 1) if batch_id > 0 else None
+        end = logged_offsets(checkpoint, batch_id)
+        start = logged_offsets(checkpoint, batch_id - 1) if batch_id > 0 else None
         sources = [{"startOffset": start[i] if start and i < len(start) else None,
                     "endOffset": offset} for i, offset in enumerate(end or [])]
         committed_at = dt.datetime.fromtimestamp(

@@ -18,7 +18,7 @@ class FlowStatus(enum.StrEnum):
     dashboard store and compare the plain strings ("running", "failed", ...)."""
 
     PENDING = "pending"        # known to the runner, not started yet
-    QUEUED = "queued"          # announced at run start, waiting for its wave
+    QUEUED = "queued"          # announced at run start, waiting for its inputs
     RUNNING = "running"
     RESTARTING = "restarting"  # stopped by a schema change it can resume from
     COMPLETED = "completed"
@@ -83,9 +83,10 @@ class RunObserver(Protocol):
 
     def batch_details(self, key: str, batch_id: int, details: dict[str, Any]) -> None:
         """A flow's writer measured what Spark's progress does not carry (``output_rows``:
-        rows written to the table; ``cdc``: AUTO CDC's rows upserted, deleted, history rows)
-        for micro-batch ``batch_id``; called from the foreachBatch function (maybe once per
-        part), before Spark reports that batch's progress."""
+        rows written to the table; ``cdc``: AUTO CDC's rows upserted, deleted, history rows;
+        a native read's ``input_files`` and ``input_rows``, which stand in for the progress's
+        row count) for micro-batch ``batch_id``; called from the foreachBatch function (maybe
+        once per part), before Spark reports that batch's progress."""
 
     def query_ended(self, key: str, query: Any) -> None:
         """A flow's StreamingQuery is no longer active (ended, failed or stopped)."""

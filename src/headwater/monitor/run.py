@@ -194,6 +194,7 @@ class RunMonitor:
             details = self._details.get(batch)
         if details:
             row["details"] = json.dumps(details)
+            _rows_read(row, details)
         if self.log is not None and not self.log.batch_row(row):
             return  # the listener and the query's own report raced: the first one is logged
         with self._lock:
@@ -221,6 +222,17 @@ class RunMonitor:
             tmp.replace(self._run_file)
         except OSError:
             pass  # status reporting must never fail a run
+
+
+def _rows_read(row: dict[str, Any], details: dict[str, Any]) -> None:
+    """A flow that reads its input outside the streaming plan (a native read: the stream
+    only carries offsets) reports the rows it read in its details; Spark counted none."""
+    rows = details.get("input_rows")
+    if not isinstance(rows, int) or row["input_rows"]:
+        return
+    row["input_rows"] = rows
+    seconds = (row["batch_duration_ms"] or 0) / 1000
+    row["processed_rows_per_second"] = rows / seconds if seconds > 0 else None
 
 
 def _listener_for(monitor: RunMonitor, spark: Any) -> Any:

@@ -30,6 +30,7 @@ from headwater.lakehouse.catalog import per_table_source
 from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.names import TableName, parse_name
 from headwater.pipeline.model import Location
+from headwater.spark.catalog_ddl import columns_sql
 from headwater.spark.plan import Relation, relations
 from headwater.spark.session import session_parallelism
 
@@ -147,7 +148,9 @@ def register_pending(spark: SparkSession, name: str, path: str, schema: StructTy
     if tname.schema:
         raw_sql(spark, f"CREATE DATABASE IF NOT EXISTS `{tname.schema}`")
     raw_sql(spark, f"DROP TABLE IF EXISTS {tname.sql}")
-    raw_sql(spark, f"CREATE TABLE {tname.sql} USING {tname.source_name}")
+    # the columns given: Spark need not ask the pending source (a Python worker) for them
+    raw_sql(spark, f"CREATE TABLE {tname.sql} {columns_sql(spark, schema)}"
+                   f"USING {tname.source_name}")
 
 
 def unregister(spark: SparkSession, name: str) -> None:

@@ -67,7 +67,7 @@ from headwater.pipeline.model import (
 from headwater.pipeline.registry import Registry
 from headwater.pipeline.shape import check_kind, conform
 from headwater.pipeline.snapshot import snapshot_preview
-from headwater.spark.plan import substitute_streams
+from headwater.spark.plan import Relation, substitute_reads, substitute_streams
 from headwater.spark.session import activate
 
 if TYPE_CHECKING:
@@ -386,7 +386,25 @@ class Graph(GraphQueries):
         for name, batch in (substitutes or {}).items():
             if df.isStreaming:
                 df = substitute_streams(df, self.names.matcher(name), batch)
+        if resolved.dataset.kind == MATERIALIZED_VIEW and not self.dry:
+            df = substitute_reads(df, self._native_snapshot)
         return df
+
+    def _native_snapshot(self, relation: Relation) -> DataFrame | None:
+        """A materialized view's batch read of a lakehouse table (``spark.table``, SQL,
+        ``format("delta").load``), read by Spark's parquet reader as ``headwater.read`` is
+        (see :meth:`_read_table`): column pruning and no rows through Python. None for reads
+        with options (time travel, ...) and tables only the Python reader can read."""
+        if relation.streaming or relation.options:
+            return None
+        name = self.names.name_of(relation)
+        lake = self.lakehouse
+        if name is None or not lake.exists(name):
+            return None
+        try:
+            return read_native(lake.spark, lake.path(name))
+        except Exception:  # noqa: BLE001 - not readable natively: the Python reader reads it
+            return None
 
     def reading_dataset(self) -> str | None:
         """The dataset whose definition is running now, if any."""

@@ -149,11 +149,28 @@ def substitute_streams(df: DataFrame, matches: Callable[[Relation], bool],
     ``batch``'s plan (same column names and order): one micro-batch's rows run through the
     query the user wrote, whichever way it read its input. The stream's attribute ids are kept
     (an alias per column), so the operators above resolve unchanged."""
+    return _substitute(df, "StreamingRelationV2",
+                       lambda relation: batch if matches(relation) else None, strict=True)
+
+
+def substitute_reads(df: DataFrame,
+                     replacement: Callable[[Relation], DataFrame | None]) -> DataFrame:
+    """``df`` with each batch data-source relation replaced by ``replacement(relation)``'s
+    plan where it gives one (None: the relation stays). A replacement must have the
+    relation's columns with the same types (metadata and nullability aside); one that does
+    not leaves the relation as it was. Attribute ids are kept as in
+    :func:`substitute_streams`; call ``replacement`` anew for each relation (a table read
+    twice needs two plans, not one plan twice)."""
+    return _substitute(df, "DataSourceV2Relation", replacement, strict=False)
+
+
+def _substitute(df: DataFrame, node_type: str,
+                replacement: Callable[[Relation], DataFrame | None], strict: bool) -> DataFrame:
     spark = df.sparkSession
     jvm = spark._jvm
-    replacement = analyzed(batch)
     expressions = jvm.org.apache.spark.sql.catalyst.expressions
     logical = jvm.org.apache.spark.sql.catalyst.plans.logical
+    changed = False
 
     def seq(items: list) -> Any:
         values = jvm.java.util.ArrayList()
@@ -161,20 +178,34 @@ def substitute_streams(df: DataFrame, matches: Callable[[Relation], bool],
             values.add(item)
         return jvm.scala.jdk.javaapi.CollectionConverters.asScala(values).toSeq()
 
-    def swap(node: Any) -> Any:
-        if node_name(node) == "StreamingRelationV2" and matches(_v2_relation(node, True)):
-            wanted, output = node.output(), replacement.output()
-            given = {output.apply(i).name().lower(): output.apply(i)
-                     for i in range(output.size())}
-            aliases = []
-            for i in range(wanted.size()):
-                column = wanted.apply(i)
-                if column.name().lower() not in given:
+    def aliased(node: Any, new: Any) -> Any | None:
+        wanted, output = node.output(), new.output()
+        given = {output.apply(i).name().lower(): output.apply(i) for i in range(output.size())}
+        aliases = []
+        for i in range(wanted.size()):
+            column = wanted.apply(i)
+            found = given.get(column.name().lower())
+            if found is None:
+                if strict:
                     raise ValueError(f"the batch has no column {column.name()!r}")
-                aliases.append(expressions.Alias(
-                    given[column.name().lower()], column.name(), column.exprId(),
-                    column.qualifier(), jvm.scala.Option.apply(None), seq([])))
-            return logical.Project(seq(aliases), replacement)
+                return None
+            if not strict and found.dataType().simpleString() != \
+                    column.dataType().simpleString():
+                return None
+            aliases.append(expressions.Alias(
+                found, column.name(), column.exprId(), column.qualifier(),
+                jvm.scala.Option.apply(None), seq([])))
+        return logical.Project(seq(aliases), new)
+
+    def swap(node: Any) -> Any:
+        nonlocal changed
+        if node_name(node) == node_type:
+            new = replacement(_v2_relation(node, node_type == "StreamingRelationV2"))
+            project = aliased(node, analyzed(new)) if new is not None else None
+            if project is not None:
+                changed = True
+                return project
+            return node
         children = node.children()
         if children.size() == 0:
             return node
@@ -182,5 +213,7 @@ def substitute_streams(df: DataFrame, matches: Callable[[Relation], bool],
                                          for i in range(children.size())]))
 
     plan = swap(analyzed(df))
+    if not changed:
+        return df
     jdf = jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
     return DataFrame(jdf, spark)

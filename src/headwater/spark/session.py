@@ -35,6 +35,10 @@ _DEFAULT_CONF: dict[str, str] = {
     # A pipeline starts a Python process per flow at once; on a busy 2-core machine the
     # default failed whole flows with "Python worker failed to connect back".
     "spark.python.authenticate.socketTimeout": "120s",
+    # Spark lists more than 32 paths with a Spark job, one task per path (a file stream's
+    # batch of 100 files, a native read of a table's files): on local files the driver lists
+    # them faster itself; object stores are read by headwater's Python readers, not Spark's.
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "10000",
 }
 
 _stop_registered = False

@@ -1,7 +1,8 @@
 """Running a pipeline, split by job:
 
 - project.py: ``run_project`` / ``load_project``, project -> session -> graph -> runner;
-- scheduler.py: ``Runner``, triggered waves, the continuous loop, stop handling;
+- scheduler.py: ``Runner``, triggered runs (datasets start as their inputs end), the
+  continuous loop, stop handling;
 - flow_writer.py: a streaming table's foreachBatch writer, side tables, ``write_table``;
 - native.py: stateless Delta-to-Delta flows read with Spark's parquet reader;
 - refresh.py: materialized views recomputed (``Lakehouse.replace``: one commit each);

@@ -51,8 +51,9 @@ class FlowResult:
         self.report(batch_id, {"cdc": counts})
 
     def report(self, batch_id: int, details: dict[str, Any]) -> None:
-        """What the writer measured of micro-batch ``batch_id`` (rows written, AUTO CDC
-        counts), handed to the observer for that batch's event."""
+        """What the writer measured of micro-batch ``batch_id`` and Spark's progress does not
+        carry (rows written, AUTO CDC counts, a native read's files and rows), handed to the
+        observer for that batch's event."""
         if self.on_batch_details is not None:
             try:
                 self.on_batch_details(batch_id, details)

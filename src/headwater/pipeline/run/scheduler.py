@@ -1,8 +1,10 @@
 """Running a pipeline graph: triggered (every flow to the end of its input) or continuous.
 
-Triggered runs go in waves by dependency depth: the flows of one wave run together, and a
-wave starts when the one before it ended, so every table sees all of its inputs' new rows.
-Materialized views are recomputed after their inputs, in one overwrite commit each.
+Triggered runs start each dataset once its inputs in the run are done, so every table sees
+all of its inputs' new rows; independent datasets run together. Materialized views are
+recomputed after their inputs, in one overwrite commit each. A native flow (stateless,
+appending) whose input is a streaming table of the run starts alongside that input and reads
+each of its commits as it lands; it is stopped once the input is done and read through.
 Continuous runs start every streaming flow at once on a processing-time trigger and recompute
 materialized views whenever an input table got a new version.
 
@@ -20,18 +22,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from headwater.conf.layout import EXPECTATIONS_METRICS
+from headwater.conf.layout import EXPECTATIONS_METRICS, LATE_SUFFIX, QUARANTINE_SUFFIX
 from headwater.delta.log import open_table
 from headwater.errors import HeadwaterError, find_code, unwrap
 from headwater.errors.spark import is_worker_start_timeout, translate_flow_failure
 from headwater.ingest.clean import clean_quietly, committed_offsets
 from headwater.monitor.observer import FlowStatus, RunDescription, RunObserver
 from headwater.monitor.run import RunMonitor
-from headwater.pipeline.graph import Graph, ResolvedFlow
+from headwater.pipeline.graph import Graph, Read, ResolvedFlow
 from headwater.pipeline.model import MATERIALIZED_VIEW, SINK, TABLE, Sink, describe
 from headwater.pipeline.run import compat
 from headwater.pipeline.run.flow_writer import start_stream
-from headwater.pipeline.run.native import native_input, start_native
+from headwater.pipeline.run.native import native_input, read_through, start_native
 from headwater.pipeline.run.progress import (
     FlowResult,
     add_expectation_counts,
@@ -55,6 +57,14 @@ SCHEMA_RESTART_CODES = ("HW_INGEST_SCHEMA_EVOLVED", "HW_SOURCE_SCHEMA_CHANGED")
 MAX_SCHEMA_RESTARTS = 20  # per flow and run; a feed changing more often is likely broken
 MAX_WORKER_RESTARTS = 3   # per flow and run: Spark's Python worker missed its 10 s start window
 STOP_WAIT_SECONDS = 120   # longest wait for a running micro-batch when stopping
+# A native flow started alongside its input (triggered runs) looks for new input commits
+# this often; it is stopped once its input is done and read through.
+OVERLAP_TRIGGER: dict[str, Any] = {"processingTime": "250 milliseconds"}
+IDLE_AFTER_INPUT_SECONDS = 10  # ... or once it found no new data this long after the input
+# Statuses of a flow that has no outcome yet.
+UNSETTLED = (FlowStatus.PENDING, FlowStatus.QUEUED, FlowStatus.RUNNING, FlowStatus.RESTARTING)
+# Read options that make a stream's first batch depend on when it starts.
+STARTING_OPTIONS = ("startingversion", "startingtimestamp")
 
 
 class Runner:
@@ -103,6 +113,13 @@ class Runner:
         self.datasets = datasets
         self.results: dict[str, FlowResult] = {}
         self._locks: dict[str, CheckpointLock] = {}  # by flow key
+        self._triggers: dict[str, dict[str, Any]] = {}  # flows not on the run's trigger
+        self._natives: dict[str, Read | None] = {}
+        self._waiting: set[str] = set()  # datasets to start after their inputs after all
+        self._alone: set[str] = set()  # datasets never to start alongside their inputs
+        # flow key -> (when its input was done, the input's version then)
+        self._input_done: dict[str, tuple[float, int]] = {}
+        self._schemas_seen: dict[str, str | None] = {}  # table -> Delta schema at flow start
 
     # --- the two modes -------------------------------------------------------------------
 
@@ -124,7 +141,7 @@ class Runner:
                 [r.outcome() for r in self.results.values()], self.stop_requested.is_set())
             if warning:
                 self.echo(f"warning: {warning}")
-            self.lakehouse.refresh()
+            self._register_changed()
         return list(self.results.values())
 
     def description(self) -> RunDescription:
@@ -150,6 +167,8 @@ class Runner:
         self.observer.flow_status(key, status, message, **details)
 
     def _depths(self) -> dict[str, int]:
+        """Each dataset's depth in the graph: 0 reads no dataset of the pipeline, else one
+        more than its deepest input."""
         depth: dict[str, int] = {}
         for name in self.graph.written():
             ups = [u for u in self.graph.upstream(name) if u in depth]
@@ -157,34 +176,148 @@ class Runner:
         return {n: depth[n] for n in self.datasets}
 
     def _run_triggered(self) -> None:
-        depths = self._depths()
-        for level in sorted(set(depths.values())):
-            if self.stop_requested.is_set():
-                break
-            wave = [n for n in self.datasets if depths[n] == level]
-            running: dict[str, StreamingQuery] = {}
+        """Each dataset starts once its inputs in this run are done: streaming tables and
+        sinks run their flows to the end of their input, materialized views are recomputed.
+        A native flow (stateless, appending; see run/native.py) whose input is a streaming
+        table still running starts alongside it (see :meth:`_overlaps`)."""
+        order = list(self.datasets)
+        ups = {n: self.graph.upstream(n) & set(order) for n in order}
+        started: set[str] = set()
+        done: set[str] = set()
+        running: dict[str, StreamingQuery] = {}
+        polls = 0
+        while not self.stop_requested.is_set():
             snapshots: list[ResolvedFlow] = []
-            for name in wave:
-                if self._skip_if_upstream_failed(name):
+            for name in order:
+                if name in started:
                     continue
-                if self.graph.registry.datasets[name].kind in (TABLE, SINK):
+                if ups[name] <= done:
+                    started.add(name)
+                    self._begin(name, running, snapshots)
+                elif self._overlaps(name, ups[name], started, done):
+                    started.add(name)
                     for flow in self.graph.flows_of(name):
-                        if flow.flow.snapshot is not None:
-                            snapshots.append(flow)  # after the streams of the wave started
-                            continue
+                        self._triggers[flow.key] = OVERLAP_TRIGGER
                         query = self._start(flow)
                         if query is not None:
                             running[flow.key] = query
-            for flow in snapshots:
+            for flow in snapshots:  # after the streams that could start now did
                 if not self.stop_requested.is_set():
                     self._apply_snapshots(flow)
-            self._await(running)
-            for name in wave:
-                if self.graph.registry.datasets[name].kind == MATERIALIZED_VIEW \
-                        and not self.stop_requested.is_set() \
-                        and not self._skip_if_upstream_failed(name):
-                    for flow in self.graph.flows_of(name):
-                        self._refresh(flow)
+            self._finish_overlapping(running, done)
+            polls += 1
+            # count batches while they run (recentProgress is short); settle ended queries
+            if polls % 20 == 0 or not all(q.isActive for q in running.values()):
+                self._collect(running)
+                for key in [k for k, q in running.items() if not q.isActive
+                            and FlowStatus(self.results[k].status) not in UNSETTLED]:
+                    del running[key]  # settled (a restarted flow has a new, active query)
+            started -= self._waiting  # back to waiting for their inputs (see _collect)
+            self._waiting.clear()
+            done |= {n for n in started - done if self._ended(n)}
+            if len(done) == len(order) or self.stop_requested.wait(0.1):
+                break
+        if self.stop_requested.is_set():
+            self._stop_all(running)
+            self._collect(running)
+
+    def _begin(self, name: str, running: dict[str, StreamingQuery],
+               snapshots: list[ResolvedFlow]) -> None:
+        """Start ``name`` now that its inputs are done: its flows started (a snapshot flow
+        added to ``snapshots``, applied by the caller), or the view recomputed, or everything
+        skipped when an input failed."""
+        if self._skip_if_upstream_failed(name):
+            return
+        kind = self.graph.registry.datasets[name].kind
+        for flow in self.graph.flows_of(name):
+            result = self.results.get(flow.key)
+            if result is not None and result.status != FlowStatus.QUEUED:
+                continue  # started alongside its input, and running (or ended) still
+            if kind in (TABLE, SINK) and flow.flow.snapshot is not None:
+                snapshots.append(flow)
+            elif kind in (TABLE, SINK):
+                query = self._start(flow)
+                if query is not None:
+                    running[flow.key] = query
+            elif kind == MATERIALIZED_VIEW:
+                self._refresh(flow)
+
+    def _ended(self, name: str) -> bool:
+        """Every flow of ``name`` has an outcome (its view refreshed, its query settled)."""
+        return all(rf.key in self.results
+                   and FlowStatus(self.results[rf.key].status) not in UNSETTLED
+                   for rf in self.graph.flows_of(name))
+
+    def _overlaps(self, name: str, ups: set[str], started: set[str], done: set[str]) -> bool:
+        """True when ``name`` may start before its inputs are done: an available-now run,
+        and every flow of ``name`` is native and streams a streaming table of this run that
+        has started (none reads anything else, none sets a starting version). Such a flow's
+        output is its definition applied to each batch of input rows, so how the input's
+        commits are cut into batches changes nothing; running alongside its input, its
+        start (query, checkpoint, Python source process) overlaps the input's work and each
+        input commit is processed as it lands. :meth:`_finish_overlapping` stops it once its
+        inputs are done and it has read their last version."""
+        if not self.trigger.get("availableNow") or name in self._alone or \
+                self.graph.registry.datasets[name].kind != TABLE:
+            return False
+        flows = self.graph.flows_of(name)
+        streamed: set[str] = set()
+        for rf in flows:
+            native = self._native_input(rf)
+            if native is None or native.name not in started or native.name in done \
+                    or self.graph.registry.datasets[native.name].kind != TABLE \
+                    or any(k.lower() in STARTING_OPTIONS for k, _ in native.options):
+                return False
+            streamed.add(native.name)
+        return bool(flows) and ups == streamed
+
+    def _finish_overlapping(self, running: dict[str, StreamingQuery], done: set[str]) -> None:
+        """Flows started alongside their input: skipped when an input failed, stopped (as
+        completed) once every input is done and the flow committed a batch that reads the
+        input's last version."""
+        for key, query in list(running.items()):
+            if self._triggers.get(key) is not OVERLAP_TRIGGER or not query.isActive \
+                    or self.results[key].status != FlowStatus.RUNNING:
+                continue
+            rf = self.graph.flows[key]
+            native = self._native_input(rf)
+            if native is None or native.name not in done:
+                continue
+            upstream = self._results_of(native.name)
+            if any(FlowStatus(r.status).failed_or_skipped for r in upstream):
+                self._stop_between_batches(query)
+                self.observer.query_ended(key, query)
+                failed = ", ".join(r.key for r in upstream
+                                   if FlowStatus(r.status).failed_or_skipped)
+                self.results[key].status = FlowStatus.SKIPPED
+                self.results[key].error = f"upstream failed: {failed}"
+                self._status(key, FlowStatus.SKIPPED, f"upstream failed: {failed}")
+                self.echo(f"skipped   {key}: upstream {failed} failed")
+                self._release(key)
+                continue
+            status = query.status
+            if status.get("isTriggerActive"):
+                continue  # a batch (or a look for one) runs: asked again after it
+            if key not in self._input_done:  # the input's last version, once
+                self._input_done[key] = (time.monotonic(), self._version(native.name))
+            since, version = self._input_done[key]
+            checkpoint = self.lakehouse.checkpoint(rf.dataset.name, rf.flow.name)
+            if read_through(checkpoint, version) or (
+                    time.monotonic() - since > IDLE_AFTER_INPUT_SECONDS
+                    and not status.get("isDataAvailable")):
+                # (the second: its triggers have found nothing new for a while, whatever
+                # its offsets say)
+                self._stop_between_batches(query)  # _collect then settles it as completed
+
+    def _native_input(self, rf: ResolvedFlow) -> Read | None:
+        """:func:`native_input`, asked once per flow and run (it walks the flow's plan)."""
+        if rf.key not in self._natives:
+            self._natives[rf.key] = native_input(self.graph, rf)
+        return self._natives[rf.key]
+
+    def _results_of(self, name: str) -> list[FlowResult]:
+        return [self.results[rf.key] for rf in self.graph.flows_of(name)
+                if rf.key in self.results]
 
     def _run_continuous(self) -> None:
         running: dict[str, StreamingQuery] = {}
@@ -255,13 +388,16 @@ class Runner:
             if recovered:
                 self.echo(f"event log {rf.key}: {recovered} batches of an earlier run that "
                           "ended abruptly recovered from the checkpoint")
+            if dataset.stored:
+                self._remember_schemas(dataset.name)
+            trigger = self._triggers.get(rf.key, self.trigger)
             if dataset.kind == SINK:
-                query = start_sink(self.graph, rf, checkpoint, self.trigger)
+                query = start_sink(self.graph, rf, checkpoint, trigger)
             elif (native := native_input(self.graph, rf)) is not None:
-                query = start_native(self.graph, rf, checkpoint, native, self.trigger, result,
+                query = start_native(self.graph, rf, checkpoint, native, trigger, result,
                                      self.auto_compact)
             else:
-                query = start_stream(self.graph, rf, checkpoint, self.trigger, result,
+                query = start_stream(self.graph, rf, checkpoint, trigger, result,
                                      self.auto_compact)
             self._locks[rf.key].watch(query)  # a lease taken over stops it (HW_LEASE_LOST)
             compat.save_state(rf, checkpoint)
@@ -271,9 +407,11 @@ class Runner:
         result.status = FlowStatus.RUNNING
         if native is not None:
             result.kind = "streaming table, native read"
-            self._status(rf.key, FlowStatus.RUNNING, native_read=native.name)
+            alongside = self._triggers.get(rf.key) is OVERLAP_TRIGGER
+            self._status(rf.key, FlowStatus.RUNNING, native_read=native.name,
+                         **({"alongside": native.name} if alongside else {}))
             self.echo(f"started   {rf.key} ({dataset.output_mode}, native read of "
-                      f"{native.name})")
+                      f"{native.name}{', alongside it' if alongside else ''})")
         else:
             self._status(rf.key, FlowStatus.RUNNING)
             into = f"{dataset.format} sink, " if isinstance(dataset, Sink) else ""
@@ -281,31 +419,25 @@ class Runner:
                       f"{Path(checkpoint).relative_to(self.lakehouse.state_dir)})")
         return query
 
-    def _await(self, running: dict[str, StreamingQuery]) -> None:
-        polls = 0
-        while True:
-            while any(q.isActive for q in running.values()):
-                if self.stop_requested.wait(0.1):
-                    self._stop_all(running)
-                    self._collect(running)
-                    return
-                polls += 1
-                if polls % 20 == 0:  # count batches while they run: recentProgress is short
-                    self._collect(running)
-            if not self._collect(running):
-                return  # nothing restarted: the wave is done
-
     def _stop_all(self, running: dict[str, StreamingQuery]) -> None:
         """Stop each query between micro-batches (bounded wait for a running batch)."""
         for key, query in running.items():
-            deadline = time.monotonic() + STOP_WAIT_SECONDS
-            while query.isActive and query.status.get("isTriggerActive") \
-                    and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if query.isActive:
-                query.stop()
+            if self._stop_between_batches(query):
                 self.results[key].status = FlowStatus.STOPPED
                 self._status(key, FlowStatus.STOPPED)
+
+    @staticmethod
+    def _stop_between_batches(query: StreamingQuery) -> bool:
+        """Stop ``query`` once its running trigger ends (bounded wait); False when it had
+        ended already."""
+        deadline = time.monotonic() + STOP_WAIT_SECONDS
+        while query.isActive and query.status.get("isTriggerActive") \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not query.isActive:
+            return False
+        query.stop()
+        return True
 
     def _collect(self, running: dict[str, StreamingQuery]) -> bool:
         """Count finished batches; settle ended queries. True if a flow was restarted."""
@@ -331,6 +463,19 @@ class Runner:
                           "Restarting with the new schema.")
                 self._release(key)
                 restarts.append(key)
+                continue
+            if is_worker_start_timeout(error) and self._triggers.get(key) is OVERLAP_TRIGGER:
+                # started alongside its input, whose work kept the machine too busy: it
+                # starts again once its input is done, as any other flow
+                del self._triggers[key]
+                self._waiting.add(self.graph.flows[key].dataset.name)
+                self._alone.add(self.graph.flows[key].dataset.name)
+                result.status = FlowStatus.QUEUED
+                self._status(key, FlowStatus.QUEUED, "Spark's Python worker did not start "
+                             "within 10 s (machine busy): waiting for the input to finish")
+                self.echo(f"waiting   {key}: Spark's Python worker did not start within 10 s "
+                          "(machine busy); it starts again once its input is done.")
+                self._release(key)
                 continue
             if is_worker_start_timeout(error) and result.worker_restarts < MAX_WORKER_RESTARTS:
                 result.worker_restarts += 1
@@ -434,6 +579,32 @@ class Runner:
             self._fail(result, exc)
 
     # --- bookkeeping ---------------------------------------------------------------------
+
+    def _remember_schemas(self, name: str) -> None:
+        """Before a streaming table's flow starts: the Delta schemas of the table and its side
+        tables as the catalog knows them (the table is created now if missing, registered
+        with this schema)."""
+        self.graph.ensure_table(name)
+        for table in (name, name + QUARANTINE_SUFFIX, name + LATE_SUFFIX):
+            if table not in self._schemas_seen:
+                self._schemas_seen[table] = self._schema_of(table)
+
+    def _register_changed(self) -> None:
+        """After the run: Spark's catalog learns the new schema of every table whose flows
+        changed it (new columns merged by a write) or created it (a side table). Views are
+        registered by their replace; other tables were not written."""
+        for table, before in self._schemas_seen.items():
+            if self.lakehouse.exists(table) and (before is None
+                                                 or self._schema_of(table) != before):
+                self.lakehouse.register(table)
+
+    def _schema_of(self, name: str) -> str | None:
+        if not self.lakehouse.exists(name):
+            return None
+        try:
+            return str(open_table(self.lakehouse.path(name)).schema().to_json())
+        except Exception:  # noqa: BLE001 - unreadable now: registered again at the end
+            return None
 
     def _version(self, name: str) -> int:
         try:
