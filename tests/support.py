@@ -13,6 +13,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from headwater.conf.layout import CDC_STATE
+from headwater.spark.plan import analyzed, node_name, nodes
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO.parent / "shared" / "delta-golden"
@@ -132,3 +133,14 @@ def commits(path) -> list[list[dict]]:
     """Every commit of the Delta table's log at ``path``, as its actions."""
     log = sorted(Path(path, "_delta_log").glob("*.json"))
     return [[json.loads(line) for line in f.read_text().splitlines()] for f in log]
+
+
+def native(df) -> bool:
+    """True when every table leaf of ``df``'s plan is Spark's parquet file source over a
+    Delta file index (none is headwater's Python data source)."""
+    leaves = [n for n in nodes(analyzed(df)) if n.children().size() == 0
+              and node_name(n) in ("LogicalRelation", "DataSourceV2Relation")]
+    return bool(leaves) and all(
+        node_name(n) == "LogicalRelation"
+        and str(n.relation().location().toString()).startswith("DeltaFileIndex[")
+        for n in leaves)

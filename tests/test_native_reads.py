@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RsTable
 from pyspark.sql import DataFrameReader
-from tests.support import GOLDEN, write
+from tests.support import GOLDEN, native, write
 
 from headwater import DeltaTable, Lakehouse
 from headwater.errors import HeadwaterError, unwrap
@@ -25,17 +25,6 @@ def python_read(spark, path: str, **options):
     """The same read through headwater's Python data source (Spark's own ``load``)."""
     original = hooks._path_writer_originals[(DataFrameReader, "load")]
     return original(spark.read.format("delta").options(**options), path)
-
-
-def native(df) -> bool:
-    """True when every table leaf of ``df``'s plan is Spark's parquet file source over a
-    Delta file index (none is headwater's Python data source)."""
-    leaves = [n for n in nodes(analyzed(df)) if n.children().size() == 0
-              and node_name(n) in ("LogicalRelation", "DataSourceV2Relation")]
-    return bool(leaves) and all(
-        node_name(n) == "LogicalRelation"
-        and str(n.relation().location().toString()).startswith("DeltaFileIndex[")
-        for n in leaves)
 
 
 def collected(df) -> list[tuple]:

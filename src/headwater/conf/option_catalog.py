@@ -16,7 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from headwater.conf.layout import LAKEHOUSE_ROOT_CONF, LOG_LEVEL_CONF
+from headwater.conf.layout import (
+    DELTA_USER_METADATA_CONF,
+    LAKEHOUSE_ROOT_CONF,
+    LOG_LEVEL_CONF,
+    TIMESTAMP_TYPE_CONF,
+)
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,10 @@ DELTA_WRITE = OptionGroup(
         Option("txnVersion", "none", "whole number",
                "The version of the write for txnAppId (e.g. the micro-batch id).",
                applies="batch"),
+        Option("userMetadata", "none", "text",
+               "Kept in the commit's `commitInfo.userMetadata` (history); the session "
+               "setting `spark.databricks.delta.commitInfo.userMetadata` gives a default.",
+               applies="stream, batch"),
         Option("partitionOverwriteMode", "static", "choice",
                "`dynamic` is refused (headwater's overwrite replaces the whole table): use "
                "replaceWhere.", applies="batch"),
@@ -283,6 +292,13 @@ SETTINGS: tuple[Setting, ...] = (
             "executors) or `delta-rs` (on the driver)."),
     Setting("spark.databricks.delta.schema.autoMerge.enabled", "session", "false",
             "delta-spark's: every MERGE and write evolves the table's schema."),
+    Setting(DELTA_USER_METADATA_CONF, "session", "none",
+            "delta-spark's: the `userMetadata` of every commit the session writes (the "
+            "writer's `userMetadata` option wins)."),
+    Setting(TIMESTAMP_TYPE_CONF, "session", "INT96 (Spark's default)",
+            "Spark's; headwater's native Delta writes give Spark's parquet writer "
+            "TIMESTAMP_MICROS as a write option whatever it says (Delta readers expect "
+            "microseconds), leaving the setting to other parquet writes."),
     Setting("spark.databricks.delta.retentionDurationCheck.enabled", "session", "true",
             "false allows VACUUM with a retention below the table's."),
     Setting("spark.databricks.delta.optimize.zorder.checkStatsCollection.enabled", "session",

@@ -44,7 +44,11 @@ from pyspark.sql.types import (
 )
 
 from headwater.conf import storage
-from headwater.conf.layout import FAULT_ENV, FAULT_TABLE_ENV  # test hooks (crash tests)
+from headwater.conf.layout import (  # FAULT_*: test hooks (crash tests)
+    FAULT_ENV,
+    FAULT_TABLE_ENV,
+    TIMESTAMP_TYPE_CONF,
+)
 from headwater.delta.batch import (
     check_replace_where,
     latest_table,
@@ -90,7 +94,6 @@ NATIVE_FAULTS = ("native_before_commit", "native_after_commit")
 SINK_FAULTS = ("sink_before_commit", "sink_after_commit")
 # Parquet codecs Spark's writer and Delta readers share; others go to the Python writer.
 NATIVE_CODECS = {"snappy", "gzip", "zstd", "none", "uncompressed"}
-TIMESTAMP_TYPE_CONF = "spark.sql.parquet.outputTimestampType"
 
 
 def _column_mapped(table) -> bool:
