@@ -144,3 +144,37 @@ def test_a_table_rewritten_whole_cannot_share_itself_with_another_flow(spark, tm
     assert "p.py:" in str(error) and "from_west" in str(error)
     assert "stateful-processing" in str(error)  # Databricks' page, named
     assert not (root / "lake" / "counts").exists()
+
+
+def test_one_append_flow_alone_may_rewrite_its_table(spark, tmp_path):
+    """create_streaming_table + a single append flow aggregating: the flow is the table's
+    only writer, so it may keep the whole aggregate; a second flow is refused, also when the
+    table declares complete mode itself."""
+    alone = project(tmp_path / "alone", {"p.py": """
+        headwater.create_streaming_table("counts")
+
+        @headwater.append_flow(target="counts")
+        def from_east():
+            return headwater.read_stream("east").groupBy("kind").count()
+    """})
+    write(alone / "lake" / "east", {"kind": ["a"]})
+    graph = build(spark, alone, dry=True)
+    assert graph.flows["counts/from_east"].output_mode == "complete"
+    graph.close()
+
+    declared = project(tmp_path / "declared", {"p.py": """
+        headwater.create_streaming_table("counts", output_mode="complete")
+
+        @headwater.append_flow(target="counts")
+        def from_east():
+            return headwater.read_stream("east").groupBy("kind").count()
+
+        @headwater.append_flow(target="counts")
+        def from_west():
+            return headwater.read_stream("east").groupBy("kind").count()
+    """})
+    write(declared / "lake" / "east", {"kind": ["a"]})
+    with pytest.raises(HeadwaterError) as refused:
+        build(spark, declared, dry=True)
+    assert refused.value.code == "HW_PIPELINE_COMPLETE_FLOW_SHARED"
+    assert "Complete mode replaces the table" in str(refused.value)
