@@ -27,8 +27,8 @@ FEATURES: list[tuple[str, str]] = [
     (r"schemaLocation|PYTHON_DATA_SOURCE_ERROR.*cloudFiles|Failed to create Python data source",
      "Auto Loader (format(\"cloudFiles\")) without a schema location"),
     (r"STREAMING_OUTPUT_MODE|streaming aggregations without watermark|output mode",
-     "a streaming aggregation without a watermark as a table (DLT recomputes it each update; "
-     "headwater writes it in append mode, which Spark refuses)"),
+     "a streaming query Spark refuses in its table's output mode (e.g. a declared append mode "
+     "over an aggregation without a watermark; left undeclared, it is rewritten whole)"),
     (r"CAST_INVALID_INPUT|DIVIDE_BY_ZERO|ARITHMETIC_OVERFLOW|CANNOT_PARSE_TIMESTAMP|"
      r"DATATYPE_MISMATCH.*(BIGINT|INT).*DOUBLE",
      "ANSI SQL mode (on in Spark 4; off in the Databricks runtime the notebooks were written "

@@ -163,6 +163,9 @@ CODES: dict[str, str] = {
                                  "unchanged.",
     # --- pipelines written for SDP ---------------------------------------------------------
     "HW_PIPELINE_UNSUPPORTED": "A pipeline feature headwater refuses or does not have yet.",
+    "HW_PIPELINE_COMPLETE_FLOW_SHARED": "A streaming table rewritten whole each micro-batch "
+                                        "(complete mode, e.g. an aggregation without a "
+                                        "watermark) has more than one flow writing it.",
     "HW_PIPELINE_NO_FLOW": "A streaming table has no flow writing it.",
     "HW_PIPELINE_NOT_A_FUNCTION": "A pipeline decorator was applied to something that is not "
                                   "a function.",

@@ -64,12 +64,14 @@ def _register(dataset: Callable[[Callable[..., Any], Location], model.Dataset], 
 @overload
 def table(func: F) -> F: ...
 @overload
-def table(*, name: str | None = None, output_mode: Literal["append", "complete", "update"] = ...,
+def table(*, name: str | None = None,
+          output_mode: Literal["append", "complete", "update"] | None = None,
           keys: Iterable[str] | None = None, partition_by: Iterable[str] | None = None,
           comment: str | None = None, table_properties: Mapping[str, str] | None = None,
           keep_late_rows: bool = False, schema: StructType | str | None = None,
           temporary: bool = False) -> AnyDecorator: ...
-def table(func: Callable[..., Any] | None = None, *, name: str | None = None, output_mode: str = "append",
+def table(func: Callable[..., Any] | None = None, *, name: str | None = None,
+          output_mode: str | None = None,
           keys: Iterable[str] | None = None, partition_by: Iterable[str] | None = None,
           comment: str | None = None, table_properties: Mapping[str, str] | None = None,
           keep_late_rows: bool = False, schema: StructType | str | None = None,
@@ -77,8 +79,10 @@ def table(func: Callable[..., Any] | None = None, *, name: str | None = None, ou
     """A streaming table: the function returns a streaming DataFrame.
 
     name: default the function's name (``schema.table`` allowed).
-    output_mode: "append" (default); "complete" rewrites the table each batch (aggregates);
-        "update" MERGEs changed rows by ``keys`` (default: the aggregate's group keys).
+    output_mode: "append"; "complete" rewrites the table each batch (aggregates); "update"
+        MERGEs changed rows by ``keys`` (default: the aggregate's group keys). Default: append,
+        except an aggregation without a watermark (Spark cannot append it), which rewrites the
+        table each batch with the whole aggregate, as DLT does.
     partition_by, comment (default the docstring), table_properties: set when created.
     keep_late_rows: on a windowed aggregate with a watermark, rows Spark drops as late go to
         ``<table>__late`` instead of vanishing.
@@ -88,7 +92,7 @@ def table(func: Callable[..., Any] | None = None, *, name: str | None = None, ou
     """
     def build(f: Callable[..., Any], where: Location) -> model.Dataset:
         table_name = name or f.__name__
-        if output_mode not in OUTPUT_MODES:
+        if output_mode is not None and output_mode not in OUTPUT_MODES:
             raise HeadwaterError(
                 "HW_OPTION_INVALID", f"{where}: output_mode={output_mode!r} for {table_name!r}.",
                 "A streaming table writes appended rows, the complete result, or updated rows.",
@@ -161,12 +165,12 @@ def create_streaming_table(name: str, *, comment: str | None = None,
                            table_properties: Mapping[str, str] | None = None,
                            partition_by: Iterable[str] | None = None,
                            schema: StructType | str | None = None,
-                           output_mode: Literal["append", "complete", "update"] = "append",
+                           output_mode: Literal["append", "complete", "update"] | None = None,
                            keys: Iterable[str] | None = None, temporary: bool = False) -> None:
     """A streaming table without a query of its own: append flows fill it (temporary: as
     for :func:`table`)."""
     where = caller_location()
-    if output_mode not in OUTPUT_MODES:
+    if output_mode is not None and output_mode not in OUTPUT_MODES:
         raise HeadwaterError(
             "HW_OPTION_INVALID", f"{where}: output_mode={output_mode!r} for {name!r}.",
             "A streaming table writes appended rows, the complete result, or updated rows.",

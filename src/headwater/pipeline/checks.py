@@ -64,12 +64,9 @@ def check_stream(df: DataFrame, output_mode: str, table: str) -> CheckResult:
     # Spark skips its own check when this (internal) flag is off; so do we, to agree with it.
     check_on = session.conf.get("spark.sql.streaming.unsupportedOperationCheck", "true")
     if check_on.strip().lower() != "false":
-        jmode = getattr(jvm.org.apache.spark.sql.streaming.OutputMode, mode.capitalize())()
-        try:
-            jvm.org.apache.spark.sql.catalyst.analysis.UnsupportedOperationChecker \
-                .checkForStreaming(plan, jmode)
-        except AnalysisException as exc:
-            message = spark_message(exc)
+        refusal = spark_refusal(df, mode)
+        if refusal is not None:
+            message = spark_message(refusal)
             result.errors.append(HeadwaterError(
                 "HW_STREAM_UNSUPPORTED",
                 f"Table {table}: Spark cannot run this query as a stream in {mode} mode.",
@@ -79,6 +76,21 @@ def check_stream(df: DataFrame, output_mode: str, table: str) -> CheckResult:
     gateway = session.sparkContext._gateway
     result.warnings.extend(_state_warnings(plan, mode, table, jvm, gateway))
     return result
+
+
+def spark_refusal(df: DataFrame, mode: str) -> AnalysisException | None:
+    """Spark's own answer to "can this streaming query run in ``mode``": the error
+    ``UnsupportedOperationChecker.checkForStreaming`` raises on its analyzed plan (the check
+    ``writeStream.start()`` runs), or None when Spark accepts it. Classic sessions only (the
+    caller checks ``df._jdf``)."""
+    jvm = df.sparkSession._jvm
+    jmode = getattr(jvm.org.apache.spark.sql.streaming.OutputMode, mode.capitalize())()
+    try:
+        jvm.org.apache.spark.sql.catalyst.analysis.UnsupportedOperationChecker \
+            .checkForStreaming(df._jdf.queryExecution().analyzed(), jmode)
+    except AnalysisException as exc:
+        return exc
+    return None
 
 
 # -- state-growth warnings -------------------------------------------------------------------

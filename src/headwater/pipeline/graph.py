@@ -61,9 +61,11 @@ from headwater.pipeline.model import (
     Dataset,
     Flow,
     Location,
+    OutputMode,
     as_materialized_view,
     describe,
 )
+from headwater.pipeline.output_mode import check_alone, flow_output_mode
 from headwater.pipeline.registry import Registry
 from headwater.pipeline.shape import check_kind, conform
 from headwater.pipeline.snapshot import snapshot_preview
@@ -78,10 +80,15 @@ __all__ = ["Graph", "Read", "ResolvedFlow", "current_graph"]
 
 @dataclass
 class ResolvedFlow:
+    """A flow with its DataFrame, what it reads, and the output mode it writes in (the
+    table's declared one, or the one its query needs: see :mod:`headwater.pipeline.output_mode`).
+    """
+
     flow: Flow
     dataset: Dataset
     df: DataFrame
     reads: list[Read] = field(default_factory=list)
+    output_mode: OutputMode = "append"
 
     @property
     def key(self) -> str:
@@ -185,13 +192,14 @@ class Graph(GraphQueries):
             self._cycle(self._stack[names.index(name):] + [(name, read_at)], read_at)
         self._stack.append((name, read_at))
         try:
-            for flow in self.registry.flows_of(name):
-                self._resolve_flow(self.registry.datasets[name], flow)
+            resolved = [self._resolve_flow(self.registry.datasets[name], flow)
+                        for flow in self.registry.flows_of(name)]
         finally:
             self._stack.pop()
+        check_alone(resolved)
         self._done.add(name)
 
-    def _resolve_flow(self, dataset: Any, flow: Flow) -> None:
+    def _resolve_flow(self, dataset: Any, flow: Flow) -> ResolvedFlow:
         if flow.once:
             raise HeadwaterError(
                 "HW_PIPELINE_UNSUPPORTED", f"{flow.location}: flow {flow.name!r} is a once flow.",
@@ -241,8 +249,9 @@ class Graph(GraphQueries):
                 register_pending(self.lakehouse.spark, dataset.name,
                                  self.lakehouse.path(dataset.name), self._schemas[dataset.name])
                 self._pending.add(dataset.name)
-        resolved = ResolvedFlow(flow, dataset, df, reads)
+        resolved = ResolvedFlow(flow, dataset, df, reads, flow_output_mode(dataset, flow, df))
         self.flows[resolved.key] = resolved
+        return resolved
 
     def _evaluate(self, dataset: Any, flow: Flow,
                   substitutes: dict[str, DataFrame]) -> tuple[DataFrame, list[Read]]:

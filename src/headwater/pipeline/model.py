@@ -110,12 +110,14 @@ class _Stored:
 class StreamingTable(_Stored):
     """A table written incrementally by streaming flows.
 
-    output_mode: "append" (default), "complete" (rewritten each batch) or "update" (changed
-        rows MERGEd by ``keys``, default the aggregate's group keys).
+    output_mode: "append", "complete" (rewritten each batch) or "update" (changed rows MERGEd
+        by ``keys``, default the aggregate's group keys); None (not declared): each flow
+        appends, except an aggregation Spark can only run in complete mode (no watermark),
+        which rewrites the table, as DLT does (see :mod:`headwater.pipeline.output_mode`).
     keep_late_rows: rows a windowed aggregate drops as late go to ``<table>__late``.
     """
 
-    output_mode: OutputMode = "append"
+    output_mode: OutputMode | None = None
     keys: tuple[str, ...] | None = None
     keep_late_rows: bool = False
 

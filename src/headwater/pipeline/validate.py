@@ -4,7 +4,8 @@ The graph is built dry (nothing is written; tables that do not exist yet are onl
 in Spark's catalog with their schema),
 so definition errors, unknown tables, cycles and batch reads of streams surface with the
 user's file and line. Each streaming table's query is then checked by Spark's own
-UnsupportedOperationChecker for its output mode (see :mod:`headwater.pipeline.checks`).
+UnsupportedOperationChecker for the output mode it writes in (see :mod:`headwater.pipeline.checks`;
+an aggregation without a watermark writes in complete mode: :mod:`headwater.pipeline.output_mode`).
 """
 
 from __future__ import annotations
@@ -42,12 +43,12 @@ def validate_project(registry: Registry, lakehouse: Lakehouse) -> Report:
             if dataset.kind != TABLE:
                 continue
             for flow in graph.flows_of(name):
-                result = check_stream(flow.df, dataset.output_mode, flow.key)
+                result = check_stream(flow.df, flow.output_mode, flow.key)
                 report.errors.extend(result.errors)
                 report.warnings.extend(result.warnings)
                 if dataset.keep_late_rows:
                     try:
-                        LateRows.prepare(flow.df, name, dataset.output_mode)
+                        LateRows.prepare(flow.df, name, flow.output_mode)
                     except HeadwaterError as exc:
                         report.errors.append(exc)
     finally:

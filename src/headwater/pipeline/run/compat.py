@@ -54,6 +54,6 @@ def save_state(rf: ResolvedFlow, checkpoint: str) -> None:
 def flow_state(rf: ResolvedFlow) -> dict[str, Any]:
     stateful = any(node_name(n) in _STATE_NODES and n.isStreaming()
                    for n in nodes(analyzed(rf.df)))
-    return {"output_mode": rf.dataset.output_mode, "stateful": stateful,
+    return {"output_mode": rf.output_mode, "stateful": stateful,
             "keep_late_rows": rf.dataset.keep_late_rows,
             "schema": rf.df.schema.simpleString()}

@@ -5,6 +5,11 @@ Every flow writes through foreachBatch: Spark's own parquet writer writes the fi
 driver commits them with txn(flow, batch id), exactly once. A batch's rows go to the table
 (appended, overwritten in complete mode, merged by key in update mode); rows an expectation
 drops go to ``<table>__quarantine`` and rows behind the watermark to ``<table>__late``.
+
+In complete mode each batch is the whole result (an aggregate declared complete, or one
+without a watermark: see :mod:`headwater.pipeline.output_mode`), so the table and its
+quarantine are both replaced, as a materialized view's are: the quarantine holds the groups
+the expectations reject now, not one copy per batch.
 """
 
 from __future__ import annotations
@@ -46,11 +51,11 @@ def start_stream(graph: Graph, rf: ResolvedFlow, checkpoint: str, trigger: dict[
         df = expect_mod.observe(df, rules, dataset.name)
     late = None
     if dataset.keep_late_rows:
-        late = LateRows.prepare(df, dataset.name, dataset.output_mode)
+        late = LateRows.prepare(df, dataset.name, rf.output_mode)
         df = late.stream_df
     writer = (df.writeStream.queryName(rf.key).trigger(**trigger)
               .option("checkpointLocation", checkpoint))
-    writer = writer.outputMode(dataset.output_mode).foreachBatch(
+    writer = writer.outputMode(rf.output_mode).foreachBatch(
         batch_writer(graph.lakehouse, rf, checkpoint, late, result, auto_compact))
     return writer.start()
 
@@ -66,6 +71,7 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
     rules = dataset.expectations
     drops = any(r.action == "drop" for r in rules)
     keys = dataset.keys
+    whole = rf.output_mode == "complete"  # each batch is the whole result
 
     # Persisting would make Spark report the expectations' observed counts from the
     # caching job only; cache just for late rows, whose split re-reads the aggregate.
@@ -82,7 +88,10 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
                                                 app_id, batch_id, auto_compact)
             if rules:
                 rows, bad = expect_mod.split(rows, rules, name, batch_id)
-                if drops:
+                if drops and whole:
+                    result.quarantined = replace_side(
+                        lake, bad, name + QUARANTINE_SUFFIX, app_id, batch_id, auto_compact)
+                elif drops:
                     result.quarantined += append_side(
                         lake, bad, name + QUARANTINE_SUFFIX, app_id, batch_id, auto_compact)
             if rf.flow.cdc is not None:
@@ -91,12 +100,12 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
                 if done.applied:
                     result.add_cdc(batch_id, done.counts())
                     compact_cdc_tables(lake.path(name), auto_compact)
-            elif dataset.output_mode == "update":
+            elif rf.output_mode == "update":
                 merge_keys = list(keys or group_keys(rf.df))
                 merge_batch(rows, lake.path(name), merge_keys, app_id, batch_id,
                             auto_compact=auto_compact)
             else:
-                mode = "overwrite" if dataset.output_mode == "complete" else "append"
+                mode = "overwrite" if whole else "append"
                 written = write_table(rows, lake.path(name), mode, (app_id, batch_id),
                                       auto_compact=auto_compact)
                 result.report(batch_id, {"output_rows": written})
@@ -117,6 +126,18 @@ def append_side(lake: Lakehouse, df: DataFrame, name: str, app_id: str,
         return 0
     lake.create_table(name, df.schema)
     return write_table(df, lake.path(name), "append", (app_id, batch_id),
+                       auto_compact=auto_compact)
+
+
+def replace_side(lake: Lakehouse, df: DataFrame, name: str, app_id: str,
+                 batch_id: int, auto_compact: bool = False) -> int:
+    """Quarantined rows of a table rewritten whole (complete mode): the side table replaced
+    by this batch's, emptied when none is rejected any more; created at the first such row."""
+    if not lake.exists(name):
+        if df.isEmpty():
+            return 0
+        lake.create_table(name, df.schema)
+    return write_table(df, lake.path(name), "overwrite", (app_id, batch_id),
                        auto_compact=auto_compact)
 
 

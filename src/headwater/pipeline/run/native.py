@@ -43,7 +43,7 @@ STATEFUL_NODES = {
 def native_input(graph: Graph, rf: ResolvedFlow) -> Read | None:
     """The one Delta stream a stateless flow reads, when the flow can run natively."""
     dataset = rf.dataset
-    if dataset.expectations or dataset.keep_late_rows or dataset.output_mode != "append" \
+    if dataset.expectations or dataset.keep_late_rows or rf.output_mode != "append" \
             or rf.flow.cdc is not None:  # AUTO CDC applies its batches through foreachBatch
         return None
     if rf.flow.sql is not None:

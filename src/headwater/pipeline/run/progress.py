@@ -35,6 +35,9 @@ class FlowResult:
     worker_restarts: int = 0  # restarts after Spark's Python worker missed its start window
     expectations: dict[str, int] = field(default_factory=dict)
     cdc: dict[str, int] = field(default_factory=dict)  # AUTO CDC: upserted, deleted, history_rows
+    # complete mode: each batch is the whole table, so its own expectations' counts (like its
+    # rows written and quarantined) are the latest batch's, not a sum over batches
+    whole: bool = False
     # the writer's per-batch details for the observer (set by the scheduler)
     on_batch_details: Callable[[int, dict[str, Any]], None] | None = field(default=None,
                                                                           repr=False)
@@ -88,11 +91,14 @@ def count_batches(result: FlowResult, query: StreamingQuery) -> None:
 
 def add_expectation_counts(result: FlowResult, dataset: str, counts: dict[str, Any]) -> None:
     """One batch's counts of ``dataset``'s rules: keyed by metric for the flow's own table
-    (``positive_failed``), by ``<dataset>.<metric>`` for a view the flow reads."""
-    prefix = "" if dataset == result.key.split("/")[0] else f"{dataset}."
+    (``positive_failed``), by ``<dataset>.<metric>`` for a view the flow reads. A table
+    rewritten whole (``result.whole``) keeps the latest batch's counts of its own rules."""
+    own = dataset == result.key.split("/")[0]
+    prefix = "" if own else f"{dataset}."
     for metric, value in counts.items():
         key = prefix + metric
-        result.expectations[key] = result.expectations.get(key, 0) + int(value or 0)
+        before = 0 if own and result.whole else result.expectations.get(key, 0)
+        result.expectations[key] = before + int(value or 0)
 
 
 def summary(result: FlowResult) -> str:

@@ -372,7 +372,8 @@ class Runner:
     def _start(self, rf: ResolvedFlow) -> StreamingQuery | None:
         """Check and lock the flow's checkpoint, then start it natively or through the
         flow writer. None when it failed to start (its result says why)."""
-        result = self.results.setdefault(rf.key, FlowResult(rf.key, describe(rf.dataset)))
+        result = self.results.setdefault(rf.key, FlowResult(
+            rf.key, describe(rf.dataset), whole=rf.output_mode == "complete"))
         key = rf.key
         # an observer written before batch_details existed still watches the other events
         report = getattr(self.observer, "batch_details", None)
@@ -410,12 +411,12 @@ class Runner:
             alongside = self._triggers.get(rf.key) is OVERLAP_TRIGGER
             self._status(rf.key, FlowStatus.RUNNING, native_read=native.name,
                          **({"alongside": native.name} if alongside else {}))
-            self.echo(f"started   {rf.key} ({dataset.output_mode}, native read of "
+            self.echo(f"started   {rf.key} ({_mode(rf)}, native read of "
                       f"{native.name}{', alongside it' if alongside else ''})")
         else:
             self._status(rf.key, FlowStatus.RUNNING)
             into = f"{dataset.format} sink, " if isinstance(dataset, Sink) else ""
-            self.echo(f"started   {rf.key} ({into}{dataset.output_mode}, checkpoint "
+            self.echo(f"started   {rf.key} ({into}{_mode(rf)}, checkpoint "
                       f"{Path(checkpoint).relative_to(self.lakehouse.state_dir)})")
         return query
 
@@ -645,6 +646,13 @@ def _clean_committed(query: StreamingQuery) -> None:
         return
     for index_path, seq in committed_offsets(progress.get("sources", []), "endOffset"):
         clean_quietly(index_path, seq)
+
+
+def _mode(rf: ResolvedFlow) -> str:
+    """The flow's output mode for the run's messages; says why when the query chose it."""
+    if rf.dataset.output_mode is None and rf.output_mode == "complete":
+        return "complete: an aggregation without watermark, rewritten whole each batch"
+    return rf.output_mode
 
 
 def _interval_seconds(trigger: dict[str, Any]) -> float:
