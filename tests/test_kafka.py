@@ -471,3 +471,29 @@ def test_options_dlt_notebooks_set_for_hosted_clusters():
             SourceOptions.parse({**base, **options}, streaming=True)
         assert wrong.value.code == code and words in str(wrong.value), (options, wrong.value)
         assert "S3CRET" not in str(wrong.value)
+
+
+def test_writer_alias_holds_with_and_without_a_lakehouse(spark, lake):
+    """The lakehouse hooks wrap the writers' format while a lakehouse is attached and put
+    the methods back when it is detached: "kafka" stays headwater's sink both ways."""
+    from headwater import messages
+
+    def refused() -> str:
+        with pytest.raises(HeadwaterError) as wrong:
+            (spark.createDataFrame([("x",)], "value string").write.format("kafka")
+             .option("kafka.bootstrap.servers", "127.0.0.1:9").option("topic", "t")
+             .mode("ignore").save())
+        return wrong.value.code
+
+    def stream_source() -> str:
+        writer = spark.readStream.format("rate").load().writeStream.format("KAFKA")
+        field = writer._jwrite.getClass().getDeclaredField("source")
+        field.setAccessible(True)
+        return str(field.get(writer._jwrite))
+
+    assert refused() == "HW_KAFKA_SAVE_MODE" and stream_source() == KAFKA
+    lake.detach()
+    assert refused() == "HW_KAFKA_SAVE_MODE" and stream_source() == KAFKA
+    messages.register_message_sources(spark)  # installing again adds nothing that breaks it
+    lake.attach()
+    assert refused() == "HW_KAFKA_SAVE_MODE" and stream_source() == KAFKA
