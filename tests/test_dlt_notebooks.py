@@ -4,8 +4,9 @@ runs those; they have no license, so CI runs these instead): ``COMMAND`` cells a
 lines, SQL cells without semicolons, ``LIVE.`` names, ``STREAMING LIVE TABLE``, ``SET`` and
 ``${...}`` parameters, ``cloud_files()`` and Auto Loader without a schema location,
 expectations on views, temporary tables, ``create_target_table``, APPLY CHANGES,
-``apply_changes_from_snapshot``, ``format("kafka")`` on readers and a Kafka sink
-(``dlt.create_sink(name, "kafka", ...)``), and the ``event_log`` table function.
+``apply_changes_from_snapshot``, ``format("kafka")`` on readers, a Kafka sink
+(``dlt.create_sink(name, "kafka", ...)``), ``read_kafka`` in SQL, and the ``event_log`` table
+function.
 
 Each notebook runs as a user runs it: in a spark-pipeline.yml project whose configuration
 holds the pipeline parameters, with the ``import dlt`` line as the only edit, twice (the
@@ -248,3 +249,55 @@ def test_a_kafka_notebook_reads_parses_and_writes_back_twice(spark, keep_lakehou
             == revenue
         sent = broker.consume_all(out, 1, expected=len(big))
         assert sorted((k.decode(), json.loads(v)) for _, _, k, v, _ in sent) == big, round_
+
+
+def test_a_sql_notebook_reads_kafka_with_read_kafka_twice(spark, keep_lakehouse, tmp_path,
+                                                         broker):
+    """Databricks' read_kafka: STREAM read_kafka in a streaming table, a batch read_kafka in a
+    materialized view; run, fed, run again."""
+    topic = f"sql-orders-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, 2)
+    root = notebook_project(tmp_path, "kafka_sql.sql",
+                            {"corpus.kafka": broker.servers, "corpus.topic": topic})
+    rng = random.Random(33)
+    produced = order_messages(rng, 0, 25)
+    broker.produce(topic, produced)
+    for round_ in (1, 2):
+        if round_ == 2:
+            more = order_messages(rng, 25, 12)
+            broker.produce(topic, more)
+            produced += more
+        run_ok(root)
+        orders, revenue, _ = kafka_answers(produced)
+        raw = rows(root, "sql_kafka_raw", ("partition", "offset", "key", "value"))
+        assert sorted((p, k, v) for p, _, k, v in raw) == sorted(produced), round_
+        assert rows(root, "sql_kafka_orders", ("eventId", "order_id", "customer", "amount")) \
+            == orders
+        assert [(c, round(r, 6), n) for c, r, n in
+                rows(root, "sql_kafka_revenue", ("customer", "revenue", "orders"))] == revenue
+        assert rows(root, "sql_kafka_records", ("records",)) == [(len(produced),)]
+
+
+def test_read_kafka_options_as_databricks_names_them(spark):
+    """bootstrapServers is kafka.bootstrap.servers, back-quoted names lose their quotes, values
+    are Spark's constants; positional arguments are an error."""
+    from headwater.errors import HeadwaterError
+    from headwater.pipeline.sql_dlt import file_reads
+    from headwater.pipeline.sql_files import tokens
+
+    sql = ("CREATE STREAMING TABLE t AS SELECT * FROM STREAM read_kafka(\n"
+           "  bootstrapServers => concat('h', ':9092'), subscribe => 'a,b',\n"
+           "  `kafka.security.protocol` => 'SSL', maxOffsetsPerTrigger => 10)")
+    text, reads = file_reads(sql, tokens(sql), Path("p.sql"), spark)
+    [read] = reads
+    assert read.options == {"kafka.bootstrap.servers": "h:9092", "subscribe": "a,b",
+                            "kafka.security.protocol": "SSL", "maxOffsetsPerTrigger": "10"}
+    assert read.format == "kafka" and read.streaming and read.path is None
+    assert text.rstrip("\n").endswith(f"FROM {read.view}")
+    assert text.count("\n") == sql.count("\n")  # line numbers stay the file's
+    batch = "CREATE MATERIALIZED VIEW m AS SELECT * FROM read_kafka(subscribe => 'a')"
+    assert not file_reads(batch, tokens(batch), Path("p.sql"), spark)[1][0].streaming
+    bad = "CREATE MATERIALIZED VIEW m AS SELECT * FROM read_kafka('h:9092')"
+    with pytest.raises(HeadwaterError) as wrong:
+        file_reads(bad, tokens(bad), Path("p.sql"), spark)
+    assert wrong.value.code == "HW_PIPELINE_SQL_INVALID" and "p.sql:1" in str(wrong.value)
