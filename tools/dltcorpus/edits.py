@@ -8,10 +8,12 @@
    ``/databricks-datasets/x`` -> ``<data>/databricks-datasets/x``, ``dbfs:/tmp/x`` ->
    ``<data>/tmp/x``, ``s3a://bucket/k`` -> ``<data>/s3/bucket/k``. The runner writes the
    generated inputs there.
-3. Kafka connection options: the security options of a hosted cluster (``kafka.security.*``,
-   ``kafka.sasl.*``, ``kafka.ssl.*``) are removed, since the test broker speaks plaintext, and a
-   literal ``kafka.bootstrap.servers`` becomes the test broker's address. (Servers read from
-   the pipeline configuration need no edit: the configuration names the test broker.)
+3. Kafka connection options: ``kafka.security.protocol`` (SSL / SASL_SSL for a hosted cluster)
+   is removed, since the test broker speaks plaintext, and a literal ``kafka.bootstrap.servers``
+   becomes the test broker's address. (Servers read from the pipeline configuration need no
+   edit: the configuration names the test broker.) The credentials (``kafka.sasl.*``, the JAAS
+   line) and ``kafka.ssl.*`` options stay: headwater translates or passes them on as it would
+   for the hosted cluster, and a plaintext connection does not use them.
 
 Configuration the notebooks read (``spark.conf.get``, ``${...}``) is not an edit: it goes into
 the project's spec, as a user sets it in the pipeline settings.
@@ -29,7 +31,7 @@ PREFIXES = ("/databricks-datasets/", "/Volumes/", "dbfs:/", "/dbfs/", "/tmp/", "
 PATH_LITERAL = re.compile(r"(?P<quote>[\"'`])(?P<path>(?:"
                           + "|".join(re.escape(p) for p in PREFIXES) + r")[^\"'`\n]*)")
 KAFKA_SECURITY = re.compile(
-    r"^[ \t]*\.option\(\s*[\"']kafka\.(?:security\.[\w.]+|sasl\.[\w.]+|ssl\.[\w.]+)[\"'].*\)"
+    r"^[ \t]*\.option\(\s*[\"']kafka\.security\.protocol[\"'].*\)"
     r"[ \t\\]*$\n?", re.M)
 KAFKA_SERVERS = re.compile(
     r"(?P<head>\.option\(\s*[\"']kafka\.bootstrap\.servers[\"']\s*,\s*)(?P<q>[\"'])"

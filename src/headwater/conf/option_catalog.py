@@ -199,12 +199,16 @@ CLOUD_FILES = OptionGroup(
 
 KAFKA_SOURCE = OptionGroup(
     key="kafka-source",
-    title="Kafka reader: spark.read / spark.readStream .format(\"headwater.kafka\")",
+    title="Kafka reader: spark.read / spark.readStream .format(\"kafka\") or "
+          ".format(\"headwater.kafka\")",
     usage='spark.readStream.format("headwater.kafka")'
           '.option("kafka.bootstrap.servers", servers).option("subscribe", "events").load()',
     modules=("messages/kafka_options.py", "messages/kafka_source.py"),
-    note="Spark's option names; `kafka.*` properties are librdkafka's (Java-only ones are "
-         "refused).",
+    note="Spark's option names; `kafka.*` properties are librdkafka's. A Java JAAS line "
+         "(`kafka.sasl.jaas.config`) with PlainLoginModule or ScramLoginModule becomes "
+         "`sasl.username` / `sasl.password`; other Java-only properties are refused "
+         "(HW_KAFKA_CLIENT_CONFIG), and so are minOffsetsPerTrigger, maxTriggerDelay and "
+         "maxRecordsPerPartition (HW_KAFKA_OPTION_UNSUPPORTED).",
     options=(
         Option("kafka.bootstrap.servers", "(required)", "text", "Brokers to connect to."),
         Option("kafka.<property>", "", "text",
@@ -221,6 +225,9 @@ KAFKA_SOURCE = OptionGroup(
                "Start every partition at this time; wins over startingOffsets."),
         Option("startingOffsetsByTimestamp", "none", "JSON",
                "Start time per partition; wins over startingOffsets."),
+        Option("startingOffsetsByTimestampStrategy", "latest", "latest",
+               "A partition without a record at or after the starting time starts at its "
+               "end (Spark's `latest`; Spark's default `error` is refused)."),
         Option("endingOffsets", "latest", "keyword or JSON",
                "Where a batch read ends (-1 latest).", applies="batch"),
         Option("endingTimestamp", "none", "ms since epoch", "Batch reads: end time.",
@@ -250,12 +257,14 @@ KAFKA_SOURCE = OptionGroup(
 
 KAFKA_SINK = OptionGroup(
     key="kafka-sink",
-    title="Kafka writer: df.write / df.writeStream .format(\"headwater.kafka\")",
-    usage='df.write.format("headwater.kafka").option("kafka.bootstrap.servers", servers)'
-          '.option("topic", "out").mode("append").save()',
+    title="Kafka writer: df.write / df.writeStream .format(\"kafka\") or "
+          ".format(\"headwater.kafka\")",
+    usage='df.write.format("kafka").option("kafka.bootstrap.servers", servers)'
+          '.option("topic", "out").save()',
     modules=("messages/kafka_options.py",),
     note="Rows need a `value` column (string or binary), optionally `key`, `topic`, "
-         "`partition`, `headers`.",
+         "`partition`, `headers`. Batch writes append (no mode, or append); overwrite and "
+         "ignore are HW_KAFKA_SAVE_MODE, as Spark's Kafka sink refuses them.",
     options=(
         Option("kafka.bootstrap.servers", "(required)", "text", "Brokers to connect to."),
         Option("kafka.<property>", "", "text",

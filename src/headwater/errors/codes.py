@@ -137,6 +137,10 @@ CODES: dict[str, str] = {
     "HW_KAFKA_SINK_SCHEMA": "A Kafka sink's input lacks value or has wrongly typed key/topic/"
                             "partition/headers columns.",
     "HW_KAFKA_PRODUCE_FAILED": "Kafka refused or did not acknowledge produced records.",
+    "HW_KAFKA_OPTION_UNSUPPORTED": "A Spark Kafka source option headwater does not implement "
+                                   "(minOffsetsPerTrigger, maxTriggerDelay, ...).",
+    "HW_KAFKA_SAVE_MODE": "A batch write to Kafka asks for save mode overwrite or ignore "
+                          "(a topic is appended to).",
     # --- changing tables: DML and maintenance --------------------------------------------
     "HW_DML_UNSUPPORTED_FEATURE": "DML on a table using a feature headwater cannot rewrite "
                                   "(column mapping, deletion vectors, constraints, generated "

@@ -1,5 +1,5 @@
 """Messages: Kafka as a Spark source and sink (``format("headwater.kafka")``, and
-``format("kafka")`` on readers when Spark has no Kafka connector: see kafka_alias.py).
+``format("kafka")`` on readers and writers when Spark has no Kafka connector: see kafka_alias.py).
 
 Imports nothing above ``headwater.errors``; clients are created only where they are used.
 """
@@ -24,7 +24,7 @@ _lock = threading.Lock()
 
 def register_message_sources(spark: SparkSession) -> None:
     """Make ``format("headwater.kafka")`` work on ``spark`` (once per session), and
-    ``format("kafka")`` on its readers."""
+    ``format("kafka")`` on its readers and writers."""
     kafka_alias.install()
     with _lock:
         if spark in _registered:

@@ -1,26 +1,36 @@
-"""``format("kafka")`` on readers is ``format("headwater.kafka")`` when Spark has no Kafka
-connector, so Databricks' and Spark's Kafka code runs unchanged:
+"""``format("kafka")`` is ``format("headwater.kafka")`` when Spark has no Kafka connector, on
+readers and writers, so Databricks' and Spark's Kafka code runs unchanged:
 ``spark.readStream.format("kafka").option("kafka.bootstrap.servers", ...).option("subscribe",
-...)``.
+...)``, ``df.writeStream.format("kafka").option("topic", ...)``, ``df.write.format("kafka")``.
 
 Why not register the data source as "kafka": Spark 4.3 looks the name "kafka" up before any
 Python data source, answers KAFKA_DATA_SOURCE_NOT_ENABLED without the spark-sql-kafka jar, and
-``spark.dataSource.register`` refuses the name (DATA_SOURCE_ALREADY_EXISTS). So
-``DataStreamReader.format`` and ``DataFrameReader.format`` are wrapped (once, class-level): the
-name "kafka" (any case) becomes headwater's source unless the session's JVM has Spark's own
-connector (``org.apache.spark.sql.kafka010.KafkaSourceProvider``), which then keeps the name.
-Writers are left alone (a sink's format is mapped where the pipeline declares it).
+``spark.dataSource.register`` refuses the name (DATA_SOURCE_ALREADY_EXISTS). So ``format`` of
+``DataStreamReader``, ``DataFrameReader``, ``DataStreamWriter`` and ``DataFrameWriter`` is
+wrapped (once, class-level): the name "kafka" (any case) becomes headwater's source unless the
+session's JVM has Spark's own connector (``org.apache.spark.sql.kafka010.KafkaSourceProvider``),
+which then keeps the name. (``load(format=...)``, ``save(format=...)`` and
+``start(format=...)`` call ``format`` too.)
+
+A batch write has one more difference: Spark's Kafka sink takes the default save mode
+(ErrorIfExists) as append, and refuses overwrite and ignore
+(https://spark.apache.org/docs/latest/structured-streaming-kafka-integration.html, "Writing
+the output of Batch Queries to Kafka"); Spark refuses ErrorIfExists for every Python data
+source. So ``DataFrameWriter.save`` is wrapped too: into headwater's Kafka sink (by either
+name), the default mode becomes append and overwrite / ignore are HW_KAFKA_SAVE_MODE.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql.readwriter import DataFrameReader
-from pyspark.sql.streaming.readwriter import DataStreamReader
+from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
+from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
+from headwater.messages.kafka_sink import save_mode_refused
 from headwater.messages.kafka_source import FORMAT_NAME
 
 SPARK_NAME = "kafka"
@@ -28,15 +38,24 @@ _CONNECTOR = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 _MARK = "_hw_kafka_alias"
 _guard = threading.Lock()
 _has_connector: dict[int, bool] = {}  # id of the JVM gateway -> Spark's connector is there
+# Batch writers whose format is headwater's Kafka sink (weak: writers are short-lived).
+_kafka_writers: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def install() -> None:
-    """Wrap the readers' ``format`` (idempotent)."""
+    """Wrap the readers' and writers' ``format`` and ``DataFrameWriter.save`` (idempotent).
+
+    Another wrapper installed over one of these (the lakehouse hooks wrap the writers'
+    ``format`` and ``save``) hides the mark: then a second layer is added, which does the
+    same mapping again (a no-op on an already mapped name)."""
     with _guard:
-        for cls in (DataStreamReader, DataFrameReader):
+        for cls in (DataStreamReader, DataFrameReader, DataStreamWriter, DataFrameWriter):
             current = cls.__dict__["format"]
             if not getattr(current, _MARK, False):
                 cls.format = _format(current)  # type: ignore[method-assign]
+        save = DataFrameWriter.__dict__["save"]
+        if not getattr(save, _MARK, False):
+            DataFrameWriter.save = _save(save)  # type: ignore[method-assign]
 
 
 def kafka_format(spark: Any, source: str, alias: str) -> str:
@@ -63,8 +82,44 @@ def spark_has_connector(spark: Any) -> bool:
 
 def _format(original: Callable[..., Any]) -> Callable[..., Any]:
     def format(self: Any, source: str) -> Any:  # noqa: A001 (Spark's name)
-        return original(self, kafka_format(self._spark, source, FORMAT_NAME))
+        mapped = kafka_format(self._spark, source, FORMAT_NAME)
+        if isinstance(self, DataFrameWriter):
+            if isinstance(mapped, str) and mapped.lower() == FORMAT_NAME:
+                _kafka_writers.add(self)
+            else:
+                _kafka_writers.discard(self)
+        return original(self, mapped)
 
     format.__doc__ = original.__doc__
     setattr(format, _MARK, True)
     return format
+
+
+def _save(original: Callable[..., Any]) -> Callable[..., Any]:
+    def save(self: Any, path: str | None = None, format: str | None = None,  # noqa: A002
+             mode: str | None = None, partitionBy: Any = None,  # noqa: N803 (Spark's name)
+             **options: Any) -> None:
+        if format is not None:
+            self.format(format)
+        if mode is not None:
+            self.mode(mode)
+        if self in _kafka_writers:
+            kafka_save_mode(self)
+        return original(self, path, partitionBy=partitionBy, **options)
+
+    save.__doc__ = original.__doc__
+    setattr(save, _MARK, True)
+    return save
+
+
+def kafka_save_mode(writer: Any) -> None:
+    """Spark's Kafka sink's save modes on a Python data source: errorifexists (the default)
+    writes as append; overwrite and ignore are refused, as Spark refuses them."""
+    jwrite = getattr(writer, "_jwrite", None)
+    if jwrite is None:
+        return
+    mode = str(jwrite.curmode().toString()).lower()
+    if mode in ("errorifexists", "error"):
+        writer.mode("append")
+    elif mode != "append":
+        raise save_mode_refused(mode)

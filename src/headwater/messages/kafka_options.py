@@ -30,6 +30,7 @@ from typing import Any
 
 from headwater.conf.options import parse_bool, parse_int
 from headwater.errors import HeadwaterError
+from headwater.messages.kafka_security import librdkafka_config
 
 EARLIEST = -2
 LATEST = -1
@@ -46,6 +47,26 @@ _SINK_FORBIDDEN = {
     "key.serializer": "key and value are written as the bytes of the key/value columns",
     "value.serializer": "key and value are written as the bytes of the key/value columns",
 }
+
+
+# Spark's source options headwater does not implement: refused, never silently ignored.
+_SOURCE_NOT_IMPLEMENTED = {
+    "minoffsetspertrigger": ("minOffsetsPerTrigger", "headwater starts a micro-batch whenever "
+                             "records are waiting; it never holds one back to gather more"),
+    "maxtriggerdelay": ("maxTriggerDelay", "it only bounds how long minOffsetsPerTrigger "
+                        "holds a batch back, which headwater does not do"),
+    "maxrecordsperpartition": ("maxRecordsPerPartition", "offset ranges are split only by "
+                               "minPartitions"),
+}
+
+
+def _not_implemented(option: str, why: str) -> HeadwaterError:
+    return HeadwaterError(
+        "HW_KAFKA_OPTION_UNSUPPORTED",
+        f"The Kafka option {option} is not supported by headwater's Kafka source.",
+        f"It changes how Spark's own connector plans reads, and {why}.",
+        f"Remove .option('{option}', ...) (minPartitions and maxOffsetsPerTrigger are "
+        "supported).")
 
 
 def _invalid(name: str, value: Any, why: str, fix: str) -> HeadwaterError:
@@ -70,7 +91,7 @@ def client_config(options: dict[str, str], forbidden: dict[str, str]) -> dict[st
         if key in config:
             raise _invalid(f"kafka.{key}", config[key], f"It is not supported: {why}.",
                            f"Remove kafka.{key}.")
-    return config
+    return librdkafka_config(config)
 
 
 def parse_partition_json(name: str, text: str) -> dict[tuple[str, int], int]:
@@ -189,6 +210,16 @@ class SourceOptions:
     @classmethod
     def parse(cls, options: dict[str, str], streaming: bool) -> SourceOptions:
         options = {k.lower(): v for k, v in options.items()}
+        for key, (name, why) in _SOURCE_NOT_IMPLEMENTED.items():
+            if key in options:
+                raise _not_implemented(name, why)
+        strategy = options.get("startingoffsetsbytimestampstrategy", "latest").lower()
+        if strategy != "latest":
+            raise _invalid("startingOffsetsByTimestampStrategy", strategy,
+                           "headwater starts a partition without a record at or after the "
+                           "starting timestamp at its end, which is Spark's 'latest' strategy; "
+                           "Spark's default 'error' (fail instead) is not implemented.",
+                           "Set it to 'latest', or remove it.")
         ending = (_offset_spec(options, "ending", "latest", ("latest",)) if not streaming
                   else OffsetSpec(keyword="latest"))
         if streaming and any(k in options for k in ("endingoffsets", "endingtimestamp",

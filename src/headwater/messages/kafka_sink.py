@@ -85,6 +85,16 @@ def check_schema(schema: StructType, topic_option: str | None) -> None:
                           "Build it as array(struct(k AS key, CAST(v AS BINARY) AS value)).")
 
 
+def save_mode_refused(mode: str) -> HeadwaterError:
+    """Spark's Kafka sink allows append and errorifexists (its default, also an append)."""
+    return HeadwaterError(
+        "HW_KAFKA_SAVE_MODE", f"Save mode {mode} is not allowed for Kafka.",
+        "A Kafka topic is an append-only log: a batch write adds records; nothing can be "
+        "overwritten or skipped (Spark's Kafka sink allows only append and errorifexists, its "
+        "default, too).",
+        "Remove .mode(...), or use .mode('append').")
+
+
 @dataclass
 class KafkaCommitMessage(WriterCommitMessage):
     records: int

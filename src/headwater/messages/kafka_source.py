@@ -44,7 +44,11 @@ from headwater.messages.kafka_options import (
     SourceOptions,
 )
 from headwater.messages.kafka_read import kafka_schema, read_range
-from headwater.messages.kafka_sink import KafkaBatchWriter, KafkaStreamWriter
+from headwater.messages.kafka_sink import (
+    KafkaBatchWriter,
+    KafkaStreamWriter,
+    save_mode_refused,
+)
 
 FORMAT_NAME = "headwater.kafka"
 
@@ -70,9 +74,13 @@ class KafkaDataSource(DataSource):
         return KafkaBatchReader(SourceOptions.parse(dict(self.options), streaming=False))
 
     def writer(self, schema: StructType, overwrite: bool):
+        if overwrite:
+            raise save_mode_refused("overwrite")
         return KafkaBatchWriter(SinkOptions.parse(dict(self.options)), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
+        # overwrite is the complete output mode: every batch's rows are produced, as Spark's
+        # Kafka sink does in that mode.
         return KafkaStreamWriter(SinkOptions.parse(dict(self.options)), schema)
 
 

@@ -17,6 +17,12 @@ point into the file):
   key => value, ...)`` (also inside ``STREAM(...)``): an Auto Loader stream,
   ``spark.readStream.format("cloudFiles")`` with those options, given a name the query reads.
   Its arguments are evaluated by Spark (literals, ``map(...)``, ``concat(...)``).
+- ``read_kafka(bootstrapServers => ..., subscribe => ..., ...)`` (Databricks' table-valued
+  function, https://docs.databricks.com/sql/language-manual/functions/read_kafka.html), with
+  ``STREAM`` a stream, without it a batch read: ``format("kafka")`` (headwater's Kafka source
+  without Spark's connector) with ``bootstrapServers`` as ``kafka.bootstrap.servers`` and every
+  other option (``subscribe``, ``startingOffsets``, `` `kafka.security.protocol` ``, ...) as
+  named; named the same way as the Auto Loader reads.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from headwater.pipeline.model import Location
 
 _VARIABLE = re.compile(r"\$\{([^}]*)\}")
 _CREATE_WORDS = {"TEMPORARY", "TEMP", "PRIVATE", "STREAMING", "INCREMENTAL", "LIVE"}
-_FILE_FUNCTIONS = ("CLOUD_FILES", "READ_FILES")
+_FILE_FUNCTIONS = ("CLOUD_FILES", "READ_FILES", "READ_KAFKA")
 
 
 # --- ${key} and SET ---------------------------------------------------------------------------
@@ -135,22 +141,25 @@ def legacy_create(text: str, toks: Sequence[Any]) -> tuple[str, bool]:
     return text[:start] + head + "\n" * old.count("\n") + text[toks[i].end:], temporary
 
 
-# --- cloud_files(...) / STREAM read_files(...) -------------------------------------------------
+# --- cloud_files(...) / STREAM read_files(...) / read_kafka(...) -------------------------------
 
 
 @dataclass(frozen=True)
 class FileRead:
-    """An Auto Loader read a SQL query names as ``view``: created when the flow runs."""
+    """An Auto Loader (or Kafka) read a SQL query names as ``view``: created when the flow
+    runs."""
 
     view: str
-    path: str
+    path: str | None
     options: dict[str, str] = field(default_factory=dict)
+    format: str = "cloudFiles"
+    streaming: bool = True
 
     def dataframe(self, spark: SparkSession) -> DataFrame:
-        reader = spark.readStream.format("cloudFiles")
+        reader: Any = (spark.readStream if self.streaming else spark.read).format(self.format)
         for key, value in self.options.items():
             reader = reader.option(key, value)
-        return reader.load(self.path)
+        return reader.load(self.path) if self.path is not None else reader.load()
 
     def register(self, spark: SparkSession) -> None:
         self.dataframe(spark).createOrReplaceTempView(self.view)
@@ -174,12 +183,13 @@ def file_reads(text: str, toks: Sequence[Any], file: Path,
             raise _invalid(where, f"{tok.text}( is never closed")
         start, end = tok.start, toks[close].end
         streaming = tok.upper == "CLOUD_FILES"
+        kafka = tok.upper == "READ_KAFKA"
         if i > 0 and toks[i - 1].upper == "STREAM":
             start, streaming = toks[i - 1].start, True
         elif i > 1 and toks[i - 1].text == "(" and toks[i - 2].upper == "STREAM" \
                 and close + 1 < len(toks) and toks[close + 1].text == ")":
             start, end, streaming = toks[i - 2].start, toks[close + 1].end, True
-        if not streaming:
+        if not streaming and not kafka:
             raise HeadwaterError(
                 "HW_PIPELINE_UNSUPPORTED", f"{where}: read_files(...) without STREAM (a batch "
                 "read of the files) is not supported.", "headwater reads files as Auto Loader "
@@ -187,7 +197,9 @@ def file_reads(text: str, toks: Sequence[Any], file: Path,
                 "Write STREAM read_files(...) in a streaming table.")
         args = _arguments(text, toks, i + 1, close)
         digest = hashlib.sha1(f"{file}:{tok.start}:{text}".encode()).hexdigest()[:12]
-        reads.append(_file_read(f"__hw_files_{digest}", tok.upper, args, spark, where))
+        view = f"__hw_{'kafka' if kafka else 'files'}_{digest}"
+        reads.append(_kafka_read(view, args, streaming, spark, where) if kafka
+                     else _file_read(view, tok.upper, args, spark, where))
         cuts.append((start, end, reads[-1].view))
         i = close + 1
     for start, end, name in reversed(cuts):
@@ -251,6 +263,22 @@ def _file_read(view: str, function: str, args: list[tuple[str | None, str]],
             key = "cloudFiles.format" if name.lower() == "format" else name
             options[key] = _value(spark, expr, where)
     return FileRead(view, path, options)
+
+
+def _kafka_read(view: str, args: list[tuple[str | None, str]], streaming: bool,
+                spark: SparkSession, where: Location) -> FileRead:
+    if any(name is None for name, _ in args):
+        raise HeadwaterError(
+            "HW_PIPELINE_SQL_INVALID", f"{where}: read_kafka takes named options only.",
+            "Databricks' read_kafka is called with option => value pairs.",
+            "e.g. STREAM read_kafka(bootstrapServers => 'host:9092', subscribe => 'events'); "
+            "options with dots in back quotes: `kafka.security.protocol` => 'SSL'.")
+    options: dict[str, str] = {}
+    for name, expr in args:
+        assert name is not None
+        key = "kafka.bootstrap.servers" if name.lower() == "bootstrapservers" else name
+        options[key] = _value(spark, expr, where)
+    return FileRead(view, None, options, format="kafka", streaming=streaming)
 
 
 def _evaluate(spark: SparkSession, expr: str, where: Location) -> Any:

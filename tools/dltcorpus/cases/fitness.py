@@ -6,7 +6,9 @@ topic, parses the payload in a temporary table, drops invalid readings with four
 and keeps global statistics. Round 2 produces more events.
 
 Configuration: KAFKA_SERVER (the test broker), confluentApiKey / confluentSecret (read by
-the notebook for its SASL options, which the edit removes; any text will do)."""
+the notebook into its JAAS line, which headwater turns into librdkafka's sasl.username /
+sasl.password; the edit removes only kafka.security.protocol, so the plaintext test broker
+never asks for them)."""
 
 from __future__ import annotations
 
