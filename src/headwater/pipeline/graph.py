@@ -63,11 +63,13 @@ from headwater.pipeline.model import (
     Location,
     as_materialized_view,
     describe,
+    flow_settings,
 )
 from headwater.pipeline.registry import Registry
 from headwater.pipeline.shape import check_kind, conform
 from headwater.pipeline.snapshot import snapshot_preview
 from headwater.spark.plan import Relation, substitute_reads, substitute_streams
+from headwater.spark.scoped_conf import scoped_conf
 from headwater.spark.session import activate
 
 if TYPE_CHECKING:
@@ -168,6 +170,21 @@ class Graph(GraphQueries):
             yield
 
     @contextlib.contextmanager
+    def flow_conf(self, dataset: Dataset, flow: Flow) -> Iterator[None]:
+        """The flow's own Spark settings (``spark_conf``) on the session while the block runs
+        (its definition, its query's start, a materialized view's recompute), put back
+        after. The graph's lock is held meanwhile, so no other flow's code runs on the session
+        with them (a native flow's micro-batch waits). Nothing is set, and no lock taken, for
+        a flow without settings."""
+        settings = flow_settings(dataset, flow)
+        if not settings:
+            yield
+            return
+        with self._lock, scoped_conf(self.lakehouse.spark, settings,
+                                     f"{flow.location}: flow {flow.name!r}"):
+            yield
+
+    @contextlib.contextmanager
     def _active(self) -> Iterator[None]:
         activate(self.lakehouse.spark)  # definitions may ask SparkSession.active()
         token = _current.set(self)
@@ -250,7 +267,8 @@ class Graph(GraphQueries):
         evaluation = _Evaluation(dataset.name, substitutes=substitutes)
         self._evaluations.append(evaluation)
         try:
-            with defining(DefinitionContext(dataset.name, self._ingest_root(dataset.name))):
+            with self.flow_conf(dataset, flow), \
+                    defining(DefinitionContext(dataset.name, self._ingest_root(dataset.name))):
                 # An AUTO CDC flow reads its source as headwater.read_stream would (the
                 # lakehouse's session, not whichever session is active).
                 source = getattr(flow.func, "cdc_source", None)
