@@ -127,6 +127,7 @@ def test_dlt_dialect_is_recognized_from_the_files(tmp_path, name, text, found):
 TZ = "spark.sql.session.timeZone"
 
 PER_FLOW = """
+import headwater
 from pyspark import pipelines as dp
 from pyspark.sql import functions as F
 
@@ -160,6 +161,16 @@ dp.create_streaming_table("merged")
 @dp.append_flow(target="merged", spark_conf={"spark.sql.session.timeZone": "Asia/Kolkata"})
 def kolkata():
     return zones(landing())
+
+# reads a dataset defined further down: that one is defined while this one's definition runs,
+# and must not see this one's settings; this flow runs natively (a plain Delta input)
+@dp.table(spark_conf={"spark.sql.session.timeZone": "Asia/Seoul"})
+def early_reader():
+    return zones(headwater.read_stream("late_source"))
+
+@dp.table
+def late_source():
+    return zones(landing())
 """
 
 
@@ -170,9 +181,12 @@ def test_each_flow_defines_and_runs_with_its_own_spark_conf(spark, keep_lakehous
     root = spec_project(tmp_path, {"zones.py": PER_FLOW}, {"t.landing": str(landing)})
     outcome = run_project(root, echo=lambda _: None)
     assert outcome.ok, [(r.key, r.error) for r in outcome.failed]
+    assert {r.key: r.kind for r in outcome.results}["early_reader"] == \
+        "streaming table, native read"
     for table, expected in (("tokyo", "Asia/Tokyo"), ("new_york", "America/New_York"),
                             ("plain", zone), ("paris", "Europe/Paris"),
-                            ("merged", "Asia/Kolkata")):
+                            ("merged", "Asia/Kolkata"), ("early_reader", "Asia/Seoul"),
+                            ("late_source", zone)):
         assert rows(root, table) == [{"id": 1, "defined": expected, "ran": expected}], table
     assert spark.conf.get(TZ) == zone  # nothing leaked into the session
 

@@ -63,7 +63,9 @@ class Flow:
 
     sql: the SELECT text for flows defined in SQL files (None for Python functions).
     once: a flow that runs one time (a backfill) instead of following its input.
-    spark_conf: Spark settings the flow asks for while it runs (SDP's ``spark_conf``).
+    spark_conf: Spark SQL settings for this flow's query only (SDP's and DLT's ``spark_conf``):
+        on the session while it is defined and while it starts (its micro-batches keep them),
+        put back after (see :meth:`headwater.pipeline.graph.Graph.flow_conf`).
     cdc: an AUTO CDC flow's semantics (a ``headwater.delta.cdc.CdcSpec``): its function
         returns the change events, which are applied to the target instead of appended.
     snapshot: an AUTO CDC FROM SNAPSHOT flow's source and semantics

@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 
 
 @contextlib.contextmanager
-def scoped_conf(spark: SparkSession, settings: Mapping[str, str], what: str = "") -> Iterator[None]:
-    """Set ``settings`` on ``spark``'s runtime configuration while the block runs.
+def scoped_conf(spark: SparkSession, settings: Mapping[str, str | None],
+                what: str = "") -> Iterator[None]:
+    """Set ``settings`` on ``spark``'s runtime configuration while the block runs (a None
+    value: the key unset meanwhile, so it reads Spark's default).
 
     what: whose settings these are, for the error naming a setting Spark refuses to change
     at runtime (a static or core setting: HW_OPTION_INVALID).
@@ -41,7 +43,10 @@ def scoped_conf(spark: SparkSession, settings: Mapping[str, str], what: str = ""
         for key, value in settings.items():
             before[key] = conf.get(key, None)  # None: not set (Spark's default applies)
             try:
-                conf.set(key, str(value))
+                if value is None:
+                    conf.unset(key)
+                else:
+                    conf.set(key, str(value))
             except Exception as exc:  # noqa: BLE001 - Spark's CANNOT_MODIFY_CONFIG and kin
                 before.pop(key)
                 raise HeadwaterError(
