@@ -335,7 +335,7 @@ def test_dlt_options_headwater_cannot_honour_are_refused():
     import headwater.dlt as dlt
 
     for kwargs in ({"path": "/mnt/x"}, {"cluster_by": ["a"]},
-                   {"row_filter": "f"}, {"spark_conf": {"a": "b"}}):
+                   {"row_filter": "f"}):
         with pytest.raises(HeadwaterError) as info:
             dlt.table(**kwargs)
         assert info.value.code == "HW_PIPELINE_UNSUPPORTED"

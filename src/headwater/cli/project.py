@@ -72,9 +72,12 @@ def validate(project_dir: str, conf: tuple[str, ...]) -> None:
     """Check the graph and every streaming query before anything runs."""
     try:
         loaded = load_project(_with_conf(project_dir, conf))
-        report = validate_project(loaded.registry, loaded.lakehouse)
+        with loaded.session_scope():
+            report = validate_project(loaded.registry, loaded.lakehouse)
     except HeadwaterError as exc:
         fail(exc)
+    for note in loaded.defaults.notes:
+        click.echo(note)
     for line in report.lines:
         click.echo(line)
     for warning in loaded.registry.warnings + report.warnings:

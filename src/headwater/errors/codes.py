@@ -81,8 +81,12 @@ CODES: dict[str, str] = {
                                 "stops to restart with them.",
     # --- pipelines --------------------------------------------------------------------------
     "HW_PIPELINE_DEFINITION_FAILED": "Running a definition file or function raised an error.",
-    "HW_PIPELINE_CONF_MISSING": "Pipeline SQL names a ${key} that the pipeline's "
-                                "configuration does not set.",
+    "HW_PIPELINE_CONF_MISSING": "Pipeline SQL names a ${key} (or dbutils.widgets.get a "
+                                "name) that the pipeline's configuration does not set.",
+    "HW_DBUTILS_UNSUPPORTED": "Definition code called a dbutils utility headwater has no "
+                              "equivalent for (secrets, DBFS paths, notebook workflows).",
+    "HW_DBUTILS_INVALID": "A dbutils.fs call cannot do what it was asked (a directory "
+                          "without recurse=True, a file that exists without overwrite=True).",
     "HW_PIPELINE_SQL_INVALID": "A SQL pipeline file has a statement that is not a pipeline "
                                "statement or does not parse.",
     "HW_PIPELINE_NOT_LOADING": "A pipeline decorator was used outside a pipeline run.",

@@ -43,7 +43,8 @@ def location_of(func: Callable[..., Any]) -> Location:
 
 
 def _register(dataset: Callable[[Callable[..., Any], Location], model.Dataset], what: str,
-              func: Callable[..., Any] | None, flow_name: str | None = None) -> Any:
+              func: Callable[..., Any] | None,
+              spark_conf: Mapping[str, str] | None = None) -> Any:
     def register(f: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(f):
             raise HeadwaterError(
@@ -55,10 +56,23 @@ def _register(dataset: Callable[[Callable[..., Any], Location], model.Dataset], 
         element = dataset(f, where)
         registry.add_dataset(element)
         registry.add_flow(model.Flow(name=element.name, target=element.name, func=f,
-                                     location=where))
+                                     location=where, spark_conf=_settings(spark_conf, where)))
         return f
 
     return register(func) if func is not None else register
+
+
+def _settings(spark_conf: Mapping[str, str] | None, where: Location) -> dict[str, str]:
+    """``spark_conf`` as a dict of strings (Spark settings are strings)."""
+    if spark_conf is None:
+        return {}
+    if not isinstance(spark_conf, Mapping):
+        raise HeadwaterError(
+            "HW_OPTION_INVALID", f"{where}: spark_conf is a {type(spark_conf).__name__}.",
+            "spark_conf maps Spark setting names to values.",
+            'Pass a dict, e.g. spark_conf={"spark.sql.shuffle.partitions": "4"}.')
+    return {str(k): str(v).lower() if isinstance(v, bool) else str(v)
+            for k, v in spark_conf.items()}
 
 
 @overload
@@ -69,13 +83,14 @@ def table(*, name: str | None = None,
           keys: Iterable[str] | None = None, partition_by: Iterable[str] | None = None,
           comment: str | None = None, table_properties: Mapping[str, str] | None = None,
           keep_late_rows: bool = False, schema: StructType | str | None = None,
-          temporary: bool = False) -> AnyDecorator: ...
+          temporary: bool = False,
+          spark_conf: Mapping[str, str] | None = None) -> AnyDecorator: ...
 def table(func: Callable[..., Any] | None = None, *, name: str | None = None,
           output_mode: str | None = None,
           keys: Iterable[str] | None = None, partition_by: Iterable[str] | None = None,
           comment: str | None = None, table_properties: Mapping[str, str] | None = None,
           keep_late_rows: bool = False, schema: StructType | str | None = None,
-          temporary: bool = False) -> Any:
+          temporary: bool = False, spark_conf: Mapping[str, str] | None = None) -> Any:
     """A streaming table: the function returns a streaming DataFrame.
 
     name: default the function's name (``schema.table`` allowed).
@@ -89,6 +104,9 @@ def table(func: Callable[..., Any] | None = None, *, name: str | None = None,
     schema: the table's columns (StructType or DDL); default the query's own schema.
     temporary: stored, but not published to the lakehouse's catalog (DLT's TEMPORARY / private
         table): only this pipeline reads it, by name; default False.
+    spark_conf: Spark SQL settings for this table's query only (SDP's and DLT's spark_conf):
+        in force while its DataFrame is defined and while its query starts, so its
+        micro-batches and writer run with them; other flows do not see them. Default none.
     """
     def build(f: Callable[..., Any], where: Location) -> model.Dataset:
         table_name = name or f.__name__
@@ -104,7 +122,7 @@ def table(func: Callable[..., Any] | None = None, *, name: str | None = None,
             keys=tuple(keys) if keys else None, keep_late_rows=bool(keep_late_rows),
             temporary=bool(temporary))
 
-    return _register(build, "table", func)
+    return _register(build, "table", func, spark_conf)
 
 
 @overload
@@ -114,32 +132,38 @@ def materialized_view(*, name: str | None = None, partition_by: Iterable[str] | 
                       comment: str | None = None,
                       table_properties: Mapping[str, str] | None = None,
                       schema: StructType | str | None = None,
-                      temporary: bool = False) -> AnyDecorator: ...
+                      temporary: bool = False,
+                      spark_conf: Mapping[str, str] | None = None) -> AnyDecorator: ...
 def materialized_view(func: Callable[..., Any] | None = None, *, name: str | None = None,
                       partition_by: Iterable[str] | None = None, comment: str | None = None,
                       table_properties: Mapping[str, str] | None = None,
-                      schema: StructType | str | None = None, temporary: bool = False) -> Any:
+                      schema: StructType | str | None = None, temporary: bool = False,
+                      spark_conf: Mapping[str, str] | None = None) -> Any:
     """A table recomputed from batch reads each run, committed as one overwrite.
 
-    name, partition_by, comment (default the docstring), table_properties, schema, temporary:
-    as for :func:`table`."""
+    name, partition_by, comment (default the docstring), table_properties, schema, temporary,
+    spark_conf (in force while it is recomputed): as for :func:`table`."""
     return _register(lambda f, where: model.MaterializedView(**stored_fields(
         name or f.__name__, where, comment or inspect.getdoc(f) or None, table_properties,
-        partition_by, None, schema, None), temporary=bool(temporary)), "materialized_view", func)
+        partition_by, None, schema, None), temporary=bool(temporary)), "materialized_view", func,
+        spark_conf)
 
 
 @overload
 def view(func: F) -> F: ...
 @overload
-def view(*, name: str | None = None, comment: str | None = None) -> AnyDecorator: ...
+def view(*, name: str | None = None, comment: str | None = None,
+         spark_conf: Mapping[str, str] | None = None) -> AnyDecorator: ...
 def view(func: Callable[..., Any] | None = None, *, name: str | None = None,
-         comment: str | None = None) -> Any:
+         comment: str | None = None, spark_conf: Mapping[str, str] | None = None) -> Any:
     """A named DataFrame other definitions read (also as a Spark temporary view); not stored.
 
-    name: default the function's name. comment: default the docstring."""
+    name: default the function's name. comment: default the docstring. spark_conf: Spark SQL
+    settings in force while the view's DataFrame is defined (the flows reading it run with
+    their own)."""
     return _register(lambda f, where: model.View(
         name=name or f.__name__, location=where, comment=comment or inspect.getdoc(f) or None),
-        "view", func)
+        "view", func, spark_conf)
 
 
 temporary_view = view
@@ -150,12 +174,13 @@ def append_flow(func: Callable[..., Any] | None = None, *, target: str, name: st
     """One more streaming flow into the streaming table ``target`` (its own checkpoint).
 
     name: default the function's name. once: run the flow one time only (a backfill; its
-    function may return a batch DataFrame). spark_conf: Spark settings for this flow."""
+    function may return a batch DataFrame). spark_conf: Spark SQL settings for this flow's
+    query only, as for :func:`table`."""
     def register(f: Callable[..., Any]) -> Callable[..., Any]:
         where = location_of(f)
         active_registry("append_flow", where).add_flow(model.Flow(
             name=name or f.__name__, target=target, func=f, location=where, once=bool(once),
-            spark_conf=dict(spark_conf or {})))
+            spark_conf=_settings(spark_conf, where)))
         return f
 
     return register(func) if func is not None else register
@@ -166,9 +191,11 @@ def create_streaming_table(name: str, *, comment: str | None = None,
                            partition_by: Iterable[str] | None = None,
                            schema: StructType | str | None = None,
                            output_mode: Literal["append", "complete", "update"] | None = None,
-                           keys: Iterable[str] | None = None, temporary: bool = False) -> None:
+                           keys: Iterable[str] | None = None, temporary: bool = False,
+                           spark_conf: Mapping[str, str] | None = None) -> None:
     """A streaming table without a query of its own: append flows fill it (temporary: as
-    for :func:`table`)."""
+    for :func:`table`). spark_conf: Spark SQL settings for every flow into it (a flow's own
+    spark_conf wins)."""
     where = caller_location()
     if output_mode is not None and output_mode not in OUTPUT_MODES:
         raise HeadwaterError(
@@ -178,7 +205,7 @@ def create_streaming_table(name: str, *, comment: str | None = None,
     active_registry("create_streaming_table", where).add_dataset(model.StreamingTable(
         **stored_fields(name, where, comment, table_properties, partition_by, None, schema,
                         None), output_mode=output_mode, keys=tuple(keys) if keys else None,
-        temporary=bool(temporary)))
+        temporary=bool(temporary), spark_conf=_settings(spark_conf, where)))
 
 
 def create_sink(name: str, format: str, options: Mapping[str, str] | None = None, *,

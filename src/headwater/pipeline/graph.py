@@ -64,12 +64,14 @@ from headwater.pipeline.model import (
     OutputMode,
     as_materialized_view,
     describe,
+    flow_settings,
 )
 from headwater.pipeline.output_mode import check_alone, flow_output_mode
 from headwater.pipeline.registry import Registry
 from headwater.pipeline.shape import check_kind, conform
 from headwater.pipeline.snapshot import snapshot_preview
 from headwater.spark.plan import Relation, substitute_reads, substitute_streams
+from headwater.spark.scoped_conf import scoped_conf
 from headwater.spark.session import activate
 
 if TYPE_CHECKING:
@@ -133,6 +135,12 @@ class Graph(GraphQueries):
         self._evaluations: list[_Evaluation] = []
         self._scratch: Lakehouse | None = None
         self._lock = threading.RLock()  # foreachBatch calls of concurrent flows rebuild too
+        # spark_conf of flows: does any flow have settings; the keys a flow_conf block of this
+        # thread set, with the session's value before it (see flow_conf)
+        self._with_settings = any(
+            flow_settings(self.registry.datasets[f.target], f) for f in self.registry.flows
+            if f.target in self.registry.datasets)
+        self._overlaid: dict[str, str | None] = {}
         # The pipeline's database is the session's current one from build() to close().
         self._database: contextlib.ExitStack | None = None
         self._keep_temporary_private()
@@ -173,6 +181,33 @@ class Graph(GraphQueries):
         current for headwater.read*, its session active, its lock held."""
         with self._lock, self._active():
             yield
+
+    @contextlib.contextmanager
+    def flow_conf(self, dataset: Dataset, flow: Flow) -> Iterator[None]:
+        """The flow's own Spark settings (``spark_conf``) on the session while the block runs
+        (its definition, its query's start, a materialized view's recompute, a native flow's
+        batch), put back after. In a pipeline where some flow has settings, every such block
+        holds the graph's lock, so no flow's code runs on the session with another flow's
+        settings (a native flow's micro-batch waits meanwhile); a block inside another (a
+        definition reading a dataset not resolved yet) sees the session's own values of the
+        outer flow's keys. A pipeline without settings sets nothing and takes no lock."""
+        settings = flow_settings(dataset, flow)
+        if not settings and not self._with_settings:
+            yield
+            return
+        with self._lock:
+            conf = self.lakehouse.spark.conf
+            outer = dict(self._overlaid)  # only this thread's enclosing blocks (the lock)
+            added = {k: conf.get(k, None) for k in settings if k not in outer}
+            self._overlaid.update(added)
+            try:
+                with scoped_conf(self.lakehouse.spark,
+                                 {**{k: v for k, v in outer.items() if k not in settings},
+                                  **settings}, f"{flow.location}: flow {flow.name!r}"):
+                    yield
+            finally:
+                for key in added:
+                    self._overlaid.pop(key, None)
 
     @contextlib.contextmanager
     def _active(self) -> Iterator[None]:
@@ -259,7 +294,8 @@ class Graph(GraphQueries):
         evaluation = _Evaluation(dataset.name, substitutes=substitutes)
         self._evaluations.append(evaluation)
         try:
-            with defining(DefinitionContext(dataset.name, self._ingest_root(dataset.name))):
+            with self.flow_conf(dataset, flow), \
+                    defining(DefinitionContext(dataset.name, self._ingest_root(dataset.name))):
                 # An AUTO CDC flow reads its source as headwater.read_stream would (the
                 # lakehouse's session, not whichever session is active).
                 source = getattr(flow.func, "cdc_source", None)

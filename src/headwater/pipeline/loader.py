@@ -10,7 +10,8 @@ it), ``%run`` is an error (headwater loads the files the project lists), and any
 (``%sh``, ``%fs``, ``%scala``, ...) is not run, with a warning.
 
 ``import dlt`` in a definition file is :mod:`headwater.dlt` while the files load (the module
-Databricks' pipelines give that name)."""
+Databricks' pipelines give that name), and every Python definition file has a ``dbutils``
+global (:mod:`headwater.dlt.dbutils`), as Databricks' notebooks do."""
 
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
                 elif file.suffix == ".sql":
                     registry.register_sql(text, file)
                 else:
-                    _run_python_file(file, {"spark": spark} if spark is not None else {})
+                    _run_python_file(file, {**({"spark": spark} if spark is not None else {}),
+                                            "dbutils": _dbutils(spark)})
     finally:
         os.chdir(cwd)
         sys.path.remove(str(project.dir))
@@ -135,6 +137,12 @@ def _dlt_module() -> Iterator[None]:
             sys.modules["dlt"] = before  # type: ignore[assignment]
 
 
+def _dbutils(spark: SparkSession | None) -> Any:
+    """A definition file's ``dbutils``; imported by name, as :func:`_dlt_module` imports
+    headwater.dlt (a room above this one)."""
+    return importlib.import_module("headwater.dlt.dbutils").DBUtils(spark)
+
+
 def _no_display(*args: Any, **kwargs: Any) -> None:
     """A notebook's display()/displayHTML(): shows nothing in a pipeline run (as in DLT)."""
 
@@ -143,7 +151,8 @@ def _run_notebook(file: Path, text: str, registry: Registry, spark: SparkSession
     """A notebook's cells in order (see the module docstring)."""
     namespace: dict[str, Any] = {
         "__name__": f"headwater_pipeline.{file.stem}", "__file__": str(file),
-        "__builtins__": __builtins__, "display": _no_display, "displayHTML": _no_display}
+        "__builtins__": __builtins__, "display": _no_display, "displayHTML": _no_display,
+        "dbutils": _dbutils(spark)}
     if spark is not None:
         namespace["spark"] = spark
     for cell in notebook.cells(text):

@@ -63,7 +63,9 @@ class Flow:
 
     sql: the SELECT text for flows defined in SQL files (None for Python functions).
     once: a flow that runs one time (a backfill) instead of following its input.
-    spark_conf: Spark settings the flow asks for while it runs (SDP's ``spark_conf``).
+    spark_conf: Spark SQL settings for this flow's query only (SDP's and DLT's ``spark_conf``):
+        on the session while it is defined and while it starts (its micro-batches keep them),
+        put back after (see :meth:`headwater.pipeline.graph.Graph.flow_conf`).
     cdc: an AUTO CDC flow's semantics (a ``headwater.delta.cdc.CdcSpec``): its function
         returns the change events, which are applied to the target instead of appended.
     snapshot: an AUTO CDC FROM SNAPSHOT flow's source and semantics
@@ -100,6 +102,9 @@ class _Stored:
     # DLT's TEMPORARY (PRIVATE) table: stored in the lakehouse's own folder for the pipeline
     # (``_temporary/``), not published to its catalog: only the pipeline reads it by name.
     temporary: bool = False
+    # Spark settings for every flow into the table (DLT's create_streaming_table(spark_conf=));
+    # a flow's own spark_conf wins over them (see :func:`flow_settings`)
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def stored(self) -> bool:
@@ -222,7 +227,13 @@ def as_materialized_view(table: StreamingTable) -> MaterializedView:
     return MaterializedView(name=table.name, location=table.location, comment=table.comment,
                             properties=table.properties, partition_by=table.partition_by,
                             schema=table.schema, expectations=table.expectations,
-                            temporary=table.temporary)
+                            temporary=table.temporary, spark_conf=table.spark_conf)
+
+
+def flow_settings(dataset: Dataset, flow: Flow) -> dict[str, str]:
+    """The Spark settings ``flow`` runs with: its dataset's (a streaming table declared with
+    spark_conf), then its own (``@dlt.table(spark_conf=...)``, ``@dp.append_flow(spark_conf=...)``)."""
+    return {**dict(getattr(dataset, "spark_conf", None) or {}), **dict(flow.spark_conf)}
 
 
 def describe(dataset: Dataset) -> str:

@@ -106,10 +106,13 @@ def start_native(graph: Graph, rf: ResolvedFlow, checkpoint: str, read: Read,
         paths = [path for path, _ in found]
         if not paths:
             return  # no rows in, none out: an empty append commits nothing
-        rows = spark.read.schema(schema).parquet(*paths)
-        df = graph.rebuild(rf, {read.name: rows})
-        written = write_table(df, lake.path(name), "append", (app_id, batch_id),
-                              auto_compact=auto_compact)
+        # the batch is planned and written on the pipeline's session: with the flow's
+        # spark_conf, as a stream's micro-batch runs with the settings its query started with
+        with graph.flow_conf(rf.dataset, rf.flow):
+            rows = spark.read.schema(schema).parquet(*paths)
+            df = graph.rebuild(rf, {read.name: rows})
+            written = write_table(df, lake.path(name), "append", (app_id, batch_id),
+                                  auto_compact=auto_compact)
         result.rows_written += written
         result.report(batch_id, {"output_rows": written})
 

@@ -22,13 +22,17 @@ from headwater.errors import HeadwaterError
 from headwater.lakehouse import Lakehouse
 from headwater.lakehouse.session import spark_session
 from headwater.monitor.observer import FlowStatus
+from headwater.pipeline.dialect import SessionDefaults, session_defaults
 from headwater.pipeline.graph import Graph
 from headwater.pipeline.loader import load_definitions
 from headwater.pipeline.run.full_refresh import full_refresh as refresh_tables
 from headwater.pipeline.run.progress import FlowResult
 from headwater.pipeline.run.scheduler import Runner
+from headwater.spark.scoped_conf import scoped_conf
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from pyspark.sql import SparkSession
 
     from headwater.monitor.display import Display
@@ -39,12 +43,21 @@ CONTINUOUS = "continuous"  # the trigger spelling of a continuous run at Spark's
 
 @dataclass
 class LoadedProject:
-    """A project with its session started, lakehouse attached and definitions loaded."""
+    """A project with its session started, lakehouse attached and definitions loaded.
+
+    defaults: settings the session gets while the definitions load and the pipeline runs
+    (ANSI mode off for DLT code, see :mod:`headwater.pipeline.dialect`), with the lines
+    saying so."""
 
     project: Project
     spark: SparkSession
     lakehouse: Lakehouse
     registry: Registry
+    defaults: SessionDefaults = field(default_factory=SessionDefaults)
+
+    def session_scope(self) -> AbstractContextManager[None]:
+        """The pipeline's session defaults in force for a block (put back after it)."""
+        return scoped_conf(self.spark, self.defaults.settings, "the pipeline's defaults")
 
 
 @dataclass
@@ -89,8 +102,10 @@ def load_project(project: Project | str | os.PathLike[str] = ".",
                           conf=project.spark_conf, lakehouse=str(project.root),
                           lakehouse_state_dir=project.state_dir)
     lakehouse = _attached_lakehouse(spark)
-    registry = load_definitions(project, spark)
-    return LoadedProject(project, spark, lakehouse, registry)
+    defaults = session_defaults(project.files(), project.spark_conf)
+    with scoped_conf(spark, defaults.settings, "the pipeline's defaults"):
+        registry = load_definitions(project, spark)
+    return LoadedProject(project, spark, lakehouse, registry, defaults)
 
 
 def _attached_lakehouse(spark: SparkSession) -> Lakehouse:
@@ -132,7 +147,19 @@ def run_project(project: LoadedProject | Project | str | os.PathLike[str] = ".",
     conf = loaded.project
     for warning in loaded.registry.warnings:
         echo(f"warning: {warning}")
+    for note in loaded.defaults.notes:
+        echo(note)
     choice, kwargs, continuous = _choose_trigger(trigger, conf.trigger, continuous)
+    with loaded.session_scope():
+        return _run_loaded(loaded, choice, kwargs, continuous, full_refresh, select,
+                           event_log, display, echo, stop_event)
+
+
+def _run_loaded(loaded: LoadedProject, choice: str, kwargs: dict[str, Any], continuous: bool,
+                full_refresh: list[str] | Literal["all"] | None, select: list[str] | None,
+                event_log: bool | None, display: Display | None,
+                echo: Callable[[str], None], stop_event: threading.Event | None) -> RunOutcome:
+    conf = loaded.project
     graph = Graph(loaded.registry, loaded.lakehouse).build()
     try:
         if full_refresh:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import EXPECTATIONS_METRICS, LATE_SUFFIX, QUARANTINE_SUFFIX
+from headwater.conf.triggers import parse_interval
 from headwater.delta.log import open_table
 from headwater.errors import HeadwaterError, find_code, unwrap
 from headwater.errors.spark import is_worker_start_timeout, translate_flow_failure
@@ -30,7 +31,7 @@ from headwater.ingest.clean import clean_quietly, committed_offsets
 from headwater.monitor.observer import FlowStatus, RunDescription, RunObserver
 from headwater.monitor.run import RunMonitor
 from headwater.pipeline.graph import Graph, Read, ResolvedFlow
-from headwater.pipeline.model import MATERIALIZED_VIEW, SINK, TABLE, Sink, describe
+from headwater.pipeline.model import MATERIALIZED_VIEW, SINK, TABLE, Sink, describe, flow_settings
 from headwater.pipeline.run import compat
 from headwater.pipeline.run.flow_writer import start_stream
 from headwater.pipeline.run.native import native_input, read_through, start_native
@@ -63,6 +64,8 @@ OVERLAP_TRIGGER: dict[str, Any] = {"processingTime": "250 milliseconds"}
 IDLE_AFTER_INPUT_SECONDS = 10  # ... or once it found no new data this long after the input
 # Statuses of a flow that has no outcome yet.
 UNSETTLED = (FlowStatus.PENDING, FlowStatus.QUEUED, FlowStatus.RUNNING, FlowStatus.RESTARTING)
+# DLT's per-flow interval of a continuous run (a flow's spark_conf, or the configuration)
+TRIGGER_INTERVAL = "pipelines.trigger.interval"
 # Read options that make a stream's first batch depend on when it starts.
 STARTING_OPTIONS = ("startingversion", "startingtimestamp")
 
@@ -391,15 +394,18 @@ class Runner:
                           "ended abruptly recovered from the checkpoint")
             if dataset.stored:
                 self._remember_schemas(dataset.name)
-            trigger = self._triggers.get(rf.key, self.trigger)
-            if dataset.kind == SINK:
-                query = start_sink(self.graph, rf, checkpoint, trigger)
-            elif (native := native_input(self.graph, rf)) is not None:
-                query = start_native(self.graph, rf, checkpoint, native, trigger, result,
-                                     self.auto_compact)
-            else:
-                query = start_stream(self.graph, rf, checkpoint, trigger, result,
-                                     self.auto_compact)
+            trigger = self._trigger_of(rf)
+            # the flow's spark_conf while its query is defined and starts: Spark copies the
+            # session's settings into the query's own session at start
+            with self.graph.flow_conf(dataset, rf.flow):
+                if dataset.kind == SINK:
+                    query = start_sink(self.graph, rf, checkpoint, trigger)
+                elif (native := native_input(self.graph, rf)) is not None:
+                    query = start_native(self.graph, rf, checkpoint, native, trigger, result,
+                                         self.auto_compact)
+                else:
+                    query = start_stream(self.graph, rf, checkpoint, trigger, result,
+                                         self.auto_compact)
             self._locks[rf.key].watch(query)  # a lease taken over stops it (HW_LEASE_LOST)
             compat.save_state(rf, checkpoint)
         except Exception as exc:  # noqa: BLE001 - one flow's failure must not stop the others
@@ -419,6 +425,26 @@ class Runner:
             self.echo(f"started   {rf.key} ({into}{_mode(rf)}, checkpoint "
                       f"{Path(checkpoint).relative_to(self.lakehouse.state_dir)})")
         return query
+
+    def _trigger_of(self, rf: ResolvedFlow) -> dict[str, Any]:
+        """The flow's trigger: the run's, or in a continuous run the flow's
+        ``pipelines.trigger.interval`` (its spark_conf, else the pipeline's configuration),
+        as in Databricks' continuous pipelines
+        (https://docs.databricks.com/en/delta-live-tables/pipeline-mode.html); a triggered
+        run processes each flow to the end of its input, so the interval has no meaning there."""
+        trigger = self._triggers.get(rf.key, self.trigger)
+        if not self.continuous or rf.key in self._triggers:
+            return trigger
+        interval = flow_settings(rf.dataset, rf.flow).get(TRIGGER_INTERVAL) or \
+            self.lakehouse.spark.conf.get(TRIGGER_INTERVAL, None)
+        if not interval:
+            return trigger
+        try:
+            return {"processingTime": parse_interval(str(interval))}
+        except HeadwaterError as exc:
+            raise HeadwaterError(
+                exc.code, f"{rf.flow.location}: {TRIGGER_INTERVAL}={interval!r} of flow "
+                f"{rf.key}: {exc.what}", exc.why, exc.fix) from exc
 
     def _stop_all(self, running: dict[str, StreamingQuery]) -> None:
         """Stop each query between micro-batches (bounded wait for a running batch)."""
@@ -532,7 +558,8 @@ class Runner:
             if result.status != FlowStatus.RUNNING:
                 result.status = FlowStatus.RUNNING
                 self._status(rf.key, FlowStatus.RUNNING)
-            applied = apply_new_snapshots(self.graph, rf, checkpoint, self.stop_requested)
+            with self.graph.flow_conf(rf.dataset, rf.flow):
+                applied = apply_new_snapshots(self.graph, rf, checkpoint, self.stop_requested)
             rows, cdc = 0, {"upserted": 0, "deleted": 0, "history_rows": 0}
             for snapshot in applied:
                 result.batches += 1
@@ -563,7 +590,8 @@ class Runner:
         result = self.results.setdefault(rf.key, FlowResult(rf.key, "materialized view"))
         try:
             started = time.monotonic()
-            result.rows_written, counts = recompute(self.graph, rf)
+            with self.graph.flow_conf(rf.dataset, rf.flow):
+                result.rows_written, counts = recompute(self.graph, rf)
             for metrics_name, values in counts.items():
                 add_expectation_counts(result, metrics_name[len(EXPECTATIONS_METRICS):], values)
             result.status = FlowStatus.COMPLETED

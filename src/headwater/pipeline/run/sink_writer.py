@@ -7,6 +7,10 @@ Delta writer, which tags each commit with (query id, batch id) and skips a repea
 lists each batch's files once (exactly once for readers that honour the log, as Spark's
 file reader does); ``headwater.kafka`` delivers at least once. The sink is never created,
 truncated or conformed by the pipeline: it belongs to the external system.
+
+delta-spark's ``spark.databricks.delta.schema.autoMerge.enabled`` (the session's, or the flow's
+``spark_conf``: the flow starts with it set) makes a ``delta`` sink add the query's new columns
+to the table, as ``mergeSchema`` does, unless the sink's options say ``mergeSchema`` themselves.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from headwater.conf.layout import SINK_METRICS
+from headwater.conf.layout import DELTA_AUTO_MERGE_CONF, SINK_METRICS
+from headwater.conf.options import parse_bool
 from headwater.errors.spark import translate_sink_start
 from headwater.pipeline.model import Sink
 
@@ -33,9 +38,14 @@ def start_sink(graph: Graph, rf: ResolvedFlow, checkpoint: str,
     assert isinstance(sink, Sink)  # the scheduler sends only sinks' flows here
     # Spark's file sink reports no output count: the flow counts its rows itself.
     df = graph.rebuild(rf).observe(SINK_METRICS + rf.key, F.count(F.lit(1)).alias("rows"))
+    options = dict(sink.options)
+    if sink.format.lower() == "delta" and not any(k.lower() == "mergeschema" for k in options) \
+            and parse_bool(DELTA_AUTO_MERGE_CONF, graph.lakehouse.spark.conf.get(
+                DELTA_AUTO_MERGE_CONF, None), False):
+        options["mergeSchema"] = "true"
     writer = (df.writeStream.queryName(rf.key).trigger(**trigger)
               .option("checkpointLocation", checkpoint).outputMode("append")
-              .format(sink.format).options(**dict(sink.options)))
+              .format(sink.format).options(**options))
     try:
         return writer.start()
     except Exception as exc:

@@ -19,9 +19,15 @@ both spellings share one registry and one code path. What DLT means differently:
 - ``dlt.apply_changes_from_snapshot`` / ``dlt.create_auto_cdc_from_snapshot_flow`` go to
   headwater's AUTO CDC FROM SNAPSHOT flow (:mod:`headwater.pipeline.snapshot`).
 
+- ``spark_conf=`` on every decorator and ``create_streaming_table``: Spark SQL settings "for
+  the execution of this query only" (Databricks' words), in force while the query is defined
+  and while it starts; its micro-batches keep them (see :mod:`headwater.spark.scoped_conf`).
+  ``pipelines.trigger.interval`` there sets the flow's interval in a continuous run.
+- ``dbutils`` in definition files: :mod:`headwater.dlt.dbutils`.
+
 Refused with ``HW_PIPELINE_UNSUPPORTED`` (headwater has no equivalent): ``path=`` (tables live
-in the lakehouse), ``cluster_by``, ``row_filter``, ``spark_conf`` on datasets, expectations
-passed to ``create_streaming_table``.
+in the lakehouse), ``cluster_by``, ``row_filter``, expectations passed to
+``create_streaming_table``.
 """
 
 from __future__ import annotations
@@ -64,8 +70,7 @@ def _refuse(what: str, **given: Any) -> None:
             "HW_PIPELINE_UNSUPPORTED", f"{where}: dlt.{what}({', '.join(f'{k}=...' for k in used)}"
             ") is not supported by headwater.",
             "headwater stores every dataset as a Delta table in the pipeline's lakehouse; "
-            "external paths, liquid clustering, row filters and per-dataset Spark settings "
-            "have no equivalent there.",
+            "external paths, liquid clustering and row filters have no equivalent there.",
             f"Remove {', '.join(used)} (see docs/migrate/from-dlt.md).")
 
 
@@ -79,14 +84,13 @@ def table(query_function: Callable[..., Any] | None = None, *, name: str | None 
     a batch DataFrame. name (default the function's), comment (default the docstring),
     table_properties, partition_cols, schema: as in DLT. temporary: stored, but not published
     to the lakehouse's catalog (only the pipeline reads it)."""
-    _refuse("table", spark_conf=spark_conf, cluster_by=cluster_by, path=path,
-            row_filter=row_filter)
+    _refuse("table", cluster_by=cluster_by, path=path, row_filter=row_filter)
 
     def register(f: Callable[..., Any]) -> Callable[..., Any]:
         setattr(f, KIND_FROM_QUERY, True)
         return api.table(name=name, comment=comment, table_properties=table_properties,
                          partition_by=partition_cols, schema=schema,
-                         temporary=bool(temporary))(f)
+                         temporary=bool(temporary), spark_conf=spark_conf)(f)
 
     return register(query_function) if query_function is not None else register
 
@@ -102,11 +106,11 @@ def materialized_view(query_function: Callable[..., Any] | None = None, *,
                       cluster_by: Iterable[str] | None = None, path: str | None = None,
                       schema: Any = None, row_filter: str | None = None) -> Any:
     """DLT's ``@dlt.materialized_view``: recomputed from batch reads each run."""
-    _refuse("materialized_view", spark_conf=spark_conf, cluster_by=cluster_by, path=path,
-            row_filter=row_filter)
+    _refuse("materialized_view", cluster_by=cluster_by, path=path, row_filter=row_filter)
     decorator = api.materialized_view(name=name, comment=comment,
                                       table_properties=table_properties,
-                                      partition_by=partition_cols, schema=schema)
+                                      partition_by=partition_cols, schema=schema,
+                                      spark_conf=spark_conf)
     return decorator(query_function) if query_function is not None else decorator
 
 
@@ -114,8 +118,7 @@ def view(query_function: Callable[..., Any] | None = None, *, name: str | None =
          comment: str | None = None, spark_conf: Mapping[str, str] | None = None) -> Any:
     """DLT's ``@dlt.view``: a named query other datasets read; not stored. Its expectations
     are checked in each flow that reads it."""
-    _refuse("view", spark_conf=spark_conf)
-    decorator = api.view(name=name, comment=comment)
+    decorator = api.view(name=name, comment=comment, spark_conf=spark_conf)
     return decorator(query_function) if query_function is not None else decorator
 
 
@@ -143,11 +146,12 @@ def create_streaming_table(name: str, comment: str | None = None,
                            expect_all_or_fail: Mapping[str, str] | None = None,
                            row_filter: str | None = None) -> None:
     """DLT's ``dlt.create_streaming_table``: a table filled by append or AUTO CDC flows."""
-    _refuse("create_streaming_table", spark_conf=spark_conf, cluster_by=cluster_by, path=path,
+    _refuse("create_streaming_table", cluster_by=cluster_by, path=path,
             row_filter=row_filter, expect_all=expect_all,
             expect_all_or_drop=expect_all_or_drop, expect_all_or_fail=expect_all_or_fail)
     api.create_streaming_table(name, comment=comment, table_properties=table_properties,
-                               partition_by=partition_cols, schema=schema)
+                               partition_by=partition_cols, schema=schema,
+                               spark_conf=spark_conf)
 
 
 # DLT's earlier names for create_streaming_table
