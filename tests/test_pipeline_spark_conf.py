@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from headwater.conf.layout import ANSI_CONF
 from headwater.conf.project import Project
 from headwater.errors import HeadwaterError
-from headwater.pipeline.dialect import ANSI_CONF, dlt_evidence
+from headwater.pipeline.dialect import dlt_evidence
 from headwater.pipeline.graph import Graph
 from headwater.pipeline.run import Runner, load_project, run_project
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from headwater.conf.layout import (
+    ANSI_CONF,
     DELTA_USER_METADATA_CONF,
     LAKEHOUSE_ROOT_CONF,
     LOG_LEVEL_CONF,
@@ -308,6 +309,10 @@ SETTINGS: tuple[Setting, ...] = (
             "Spark's; headwater's native Delta writes give Spark's parquet writer "
             "TIMESTAMP_MICROS as a write option whatever it says (Delta readers expect "
             "microseconds), leaving the setting to other parquet writes."),
+    Setting(ANSI_CONF, "session", "true (Spark 4); false in pipelines written in DLT's dialect",
+            "Spark's ANSI SQL mode. `headwater run` turns it off for pipelines in DLT's "
+            "dialect (notebooks, `import dlt`, `LIVE.`), as the Databricks runtimes they were "
+            "written for did, unless the pipeline's configuration sets it."),
     Setting("spark.databricks.delta.retentionDurationCheck.enabled", "session", "true",
             "false allows VACUUM with a retention below the table's."),
     Setting("spark.databricks.delta.optimize.zorder.checkStatsCollection.enabled", "session",

@@ -279,7 +279,7 @@ class SecretsUtils:
             "headwater reads its settings from its own configuration and environment.",
             "Pass the value in the pipeline's configuration (spark.conf.get('mypipeline.key'); "
             "set it with `headwater run --conf mypipeline.key=...` or the spec's "
-            "`configuration:`), or read an environment variable (os.environ['KEY']); object "
+            "`configuration:`), or read an environment variable (os.getenv('KEY')); object "
             "store credentials go in the project's [storage] section.")
 
     def get(self, scope: str, key: str) -> str:

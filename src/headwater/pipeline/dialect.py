@@ -22,9 +22,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from headwater.conf.layout import ANSI_CONF
 from headwater.pipeline.notebook import notebook_language
 
-ANSI_CONF = "spark.sql.ansi.enabled"
 ANSI_DOCS = "https://docs.databricks.com/aws/en/sql/language-manual/sql-ref-ansi-compliance"
 
 _PYTHON_DLT = re.compile(
