@@ -53,6 +53,13 @@ def test_each_row_carries_its_own_files_metadata_on_the_fast_and_the_record_path
                      "file_modification_time": datetime.fromtimestamp(1_700_000_000, UTC)}
 
 
+def test_paths_are_written_as_spark_writes_them():
+    # Spark: file:/tmp/a%20b/x%20y.json (Hadoop's Path.toUri: reserved ASCII quoted)
+    assert file_uri("/tmp/a b/x y#1.json") == "file:/tmp/a%20b/x%20y%231.json"
+    assert file_uri("/tmp/caf\u00e9/a.json") == "file:/tmp/caf\u00e9/a.json"
+    assert file_uri("s3://bucket/in/a b.json") == "s3://bucket/in/a%20b.json"
+
+
 def test_csv_and_parquet_rows_carry_their_files_metadata(tmp):
     rows = _parse("id bigint, name string", {"/l/x.csv": b"id,name\n1,a\n2,b,extra\n"},
                   fmt="csv")

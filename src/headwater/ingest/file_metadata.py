@@ -44,12 +44,18 @@ _ARROW_TYPE = arrow_schema(StructType([METADATA_FIELD])).field(0).type
 _SAFE = "/!$&'()*+,;=:@-._~"
 
 
+def _quoted(path: str) -> str:
+    # java.net.URI quotes ASCII outside its safe set and keeps other printable characters
+    return "".join(c if ord(c) > 127 and c.isprintable() and not c.isspace()
+                   else quote(c, safe=_SAFE) for c in path)
+
+
 def file_uri(path: str) -> str:
     """``path`` as Spark's ``_metadata.file_path`` writes it."""
     if landing.is_remote(path):
         scheme, rest = path.split("://", 1)
-        return f"{scheme}://{quote(rest, safe=_SAFE)}"
-    return "file:" + quote(os.path.abspath(path), safe=_SAFE)
+        return f"{scheme}://{_quoted(rest)}"
+    return "file:" + _quoted(os.path.abspath(path))
 
 
 def metadata_array(files: Sequence[FileEntry], rows: Sequence[int]) -> pa.StructArray:
