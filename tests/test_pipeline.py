@@ -199,16 +199,6 @@ def test_graph_errors_point_at_the_users_file_and_line(spark, tmp_path):
             def a():
                 return headwater.read_stream("nowhere")
         """,
-        "HW_PIPELINE_BATCH_READ_OF_STREAM": """
-            @headwater.table
-            def a():
-                return spark.readStream.format("rate").load()
-
-            @headwater.table
-            def b():
-                return (spark.readStream.format("rate").load().select("value")
-                        .join(headwater.read("a").select("value"), "value"))
-        """,
         "HW_PIPELINE_NOT_A_STREAM": """
             @headwater.table
             def a():

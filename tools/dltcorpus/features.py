@@ -35,9 +35,6 @@ FEATURES: list[tuple[str, str]] = [
      "for)"),
     (r"_rescued_data", "Auto Loader's _rescued_data column"),
     (r"_metadata", "the _metadata column of read_files / Auto Loader (_metadata.file_name)"),
-    (r"HW_PIPELINE_BATCH_READ_OF_STREAM",
-     "a stream-static join with a streaming table of the same pipeline (DLT reads its "
-     "current rows)"),
     (r"event_log", "the event_log table function"),
     (r"elementType", "applyInPandasWithState with an ArrayType state field: fails in pyspark "
                      "4.3.0's Python worker (KeyError 'elementType'), without headwater too"),

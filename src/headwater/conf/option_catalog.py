@@ -189,9 +189,15 @@ CLOUD_FILES = OptionGroup(
                "Where cleanSource=archive moves files (keeping their relative paths).",
                aliases=("archiveDir",)),
         Option("schemaInference.sampleSize.numFiles", "1000", "whole number",
-               "Files sampled to infer the schema."),
+               "Files sampled to infer the schema (default from the session's "
+               "`spark.databricks.cloudFiles.schemaInference.sampleSize.numFiles`, as on "
+               "Databricks)."),
         Option("schemaInference.sampleSize.numBytes", "256m", "size",
-               "Bytes sampled to infer the schema."),
+               "Bytes sampled to infer the schema (session setting "
+               "`spark.databricks.cloudFiles.schemaInference.sampleSize.numBytes`)."),
+        Option("inferColumnTypes", "true", "boolean",
+               "Column types are always inferred: `true` is accepted, `false` (Auto "
+               "Loader's all-strings schema) is refused."),
         Option("ignoreMissingFiles", "false", "boolean",
                "Skip a listed file that vanished before it was read (otherwise the stream "
                "stops)."),
@@ -321,6 +327,11 @@ SETTINGS: tuple[Setting, ...] = (
             "OPTIMIZE compacts files smaller than this."),
     Setting("spark.databricks.delta.optimize.maxFileSize", "session", "1g",
             "Target size of the files OPTIMIZE writes."),
+    Setting("spark.databricks.cloudFiles.schemaInference.sampleSize.numFiles", "session",
+            "1000", "Default of the file streams' `schemaInference.sampleSize.numFiles` "
+            "(`SET` in a pipeline's SQL, as on Databricks)."),
+    Setting("spark.databricks.cloudFiles.schemaInference.sampleSize.numBytes", "session",
+            "256m", "Default of the file streams' `schemaInference.sampleSize.numBytes`."),
     Setting("pipelines.cdc.tombstoneGCThresholdInSeconds", "keyword", "172800 (two days)",
             "Databricks' name for how long AUTO CDC keeps a delete's tombstone; headwater "
             "takes it as `create_auto_cdc_flow(tombstone_gc_seconds=...)`."),

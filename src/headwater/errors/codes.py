@@ -95,8 +95,6 @@ CODES: dict[str, str] = {
                                  "have.",
     "HW_PIPELINE_CYCLE": "The pipeline's reads form a cycle.",
     "HW_PIPELINE_READ_MISMATCH": "read_stream() of a view over batch data.",
-    "HW_PIPELINE_BATCH_READ_OF_STREAM": "A batch read of a dataset that only exists as a "
-                                        "stream.",
     "HW_PIPELINE_NOT_A_DATAFRAME": "A definition returned something other than a DataFrame.",
     "HW_PIPELINE_NOT_A_STREAM": "A streaming table's definition returned a batch DataFrame.",
     "HW_PIPELINE_STREAM_IN_MATERIALIZED_VIEW": "A materialized view's query is a stream.",

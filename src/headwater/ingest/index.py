@@ -219,9 +219,12 @@ class FileIndex:
         return end if end > start else start
 
     def files_between(self, start: int, end: int) -> list[FileEntry]:
+        # (the file_paths view of indexes made before mtime_ns was read has no such column)
         rows = self.db.execute(
-            "SELECT seq, path, size, archived_to FROM file_paths "
-            "WHERE seq > ? AND seq <= ? AND state != 'skipped' ORDER BY seq", (start, end))
+            "SELECT f.seq, d.path || '/' || f.name, f.size, f.archived_to, f.mtime_ns "
+            "FROM files f JOIN dirs d ON d.id = f.dir "
+            "WHERE f.seq > ? AND f.seq <= ? AND f.state != 'skipped' ORDER BY f.seq",
+            (start, end))
         return [FileEntry(*r) for r in rows]
 
     def count(self) -> int:

@@ -23,6 +23,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from headwater.delta.schema import arrow_schema
 from headwater.errors import HeadwaterError
 from headwater.ingest.convert import Mismatch, converter
+from headwater.ingest.file_metadata import METADATA_FIELD, metadata_array
 from headwater.ingest.formats import csv as csv_format
 from headwater.ingest.formats import json as json_format
 from headwater.ingest.formats import parquet as parquet_format
@@ -40,11 +41,14 @@ from headwater.ingest.infer import infer_value, merge_types
 
 
 class RecordParser:
-    """Turns files into RecordBatches of ``schema`` (+ the rescued column, last)."""
+    """Turns files into RecordBatches of ``schema`` (+ the rescued column, + the ``_metadata``
+    column last when ``metadata``: see ingest/file_metadata.py)."""
 
-    def __init__(self, schema: StructType, settings: ParseSettings) -> None:
+    def __init__(self, schema: StructType, settings: ParseSettings,
+                 metadata: bool = False) -> None:
         self.schema = schema
         self.settings = settings
+        self.metadata = metadata
         self.names = schema.fieldNames()
         self.exact = {n: i for i, n in enumerate(self.names)}
         self.lower = {n.lower() for n in self.names}
@@ -53,12 +57,15 @@ class RecordParser:
         full = StructType(list(schema.fields))
         if settings.rescued_column:
             full = full.add(StructField(settings.rescued_column, StringType()))
+        if metadata:
+            full = full.add(METADATA_FIELD)
         self.out_schema = arrow_schema(full)
         self.data_schema = arrow_schema(schema)
         self.fast_schema = json_format.fast_schema(self.data_schema)
         self.observed = StructType([])  # fields seen that the schema lacks (for evolution)
         self.new_in: str | None = None  # first file with a new field
         self.rows = self.rescued_rows = self.malformed = 0
+        self._entry = FileEntry(0, "", 0)  # the file being read record by record
         self._reset()
 
     # --- output buffer ---------------------------------------------------------------
@@ -66,6 +73,7 @@ class RecordParser:
     def _reset(self) -> None:
         self.cols: list[list[Any]] = [[] for _ in self.names]
         self.rescued: list[str | None] = []
+        self.row_files: list[FileEntry] = []  # the file of each row (its _metadata)
 
     def _flush(self) -> pa.RecordBatch | None:
         if not self.rescued:
@@ -75,13 +83,27 @@ class RecordParser:
             arrays.append(pa.array(values, type=field.type))
         if self.settings.rescued_column:
             arrays.append(pa.array(self.rescued, type=pa.string()))
+        if self.metadata:
+            files: list[FileEntry] = []
+            counts: list[int] = []
+            for entry in self.row_files:  # runs of rows from one file
+                if files and files[-1] is entry:
+                    counts[-1] += 1
+                else:
+                    files.append(entry)
+                    counts.append(1)
+            arrays.append(metadata_array(files, counts))
         self._reset()
         return pa.RecordBatch.from_arrays(arrays, schema=self.out_schema)
 
-    def _whole(self, arrays: list, rows: int) -> list[pa.RecordBatch]:
-        """Batches of columns that needed no per-record look (the rescued column null)."""
+    def _whole(self, arrays: list, rows: int, files: Sequence[FileEntry],
+               counts: Sequence[int]) -> list[pa.RecordBatch]:
+        """Batches of columns that needed no per-record look (the rescued column null);
+        ``counts[i]`` of the rows came from ``files[i]``, in order."""
         if self.settings.rescued_column:
             arrays = [*arrays, pa.nulls(rows, pa.string())]
+        if self.metadata:
+            arrays = [*arrays, metadata_array(files, counts)]
         self.rows += rows
         return pa.Table.from_arrays(arrays, schema=self.out_schema) \
             .to_batches(max_chunksize=BATCH_ROWS)
@@ -100,8 +122,9 @@ class RecordParser:
                 data = read_bytes(entry)
                 if data is None:
                     continue
+                self._entry = entry
                 if settings.fmt == "parquet":
-                    yield from self._parquet_file(entry.path, data)
+                    yield from self._parquet_file(entry, data)
                 elif settings.fmt == "csv":
                     names = None if settings.header else self.names
                     self._records(entry.path, csv_format.records(
@@ -118,14 +141,16 @@ class RecordParser:
     def _json_lines_group(self, group: list[tuple[FileEntry, bytes]]) -> Iterator[pa.RecordBatch]:
         if not group:
             return
-        table = None
+        found = None
         if self.fast_schema is not None and \
                 sum(len(d) for _, d in group) < json_format.FAST_MAX_BYTES:
-            table = json_format.read_fast([d for _, d in group], self.fast_schema,
+            found = json_format.read_fast([d for _, d in group], self.fast_schema,
                                           self.data_schema)
-        if table is not None:
+        if found is not None:
+            table, counts = found
             if table.num_rows:
-                yield from self._whole(list(table.columns), table.num_rows)
+                yield from self._whole(list(table.columns), table.num_rows,
+                                       [f for f, _ in group], counts)
             return
         if len(group) > 1:
             middle = len(group) // 2
@@ -133,21 +158,22 @@ class RecordParser:
             yield from self._json_lines_group(group[middle:])
             return
         entry, data = group[0]
+        self._entry = entry
         self._records(entry.path, json_format.line_records(data), self.json_convs)
         if len(self.rescued) >= BATCH_ROWS:
             yield self._flush()
 
-    def _parquet_file(self, path: str, data: bytes) -> Iterator[pa.RecordBatch]:
+    def _parquet_file(self, entry: FileEntry, data: bytes) -> Iterator[pa.RecordBatch]:
         table = parquet_format.read_table(data)
         if isinstance(table, Malformed):
-            self._records(path, iter([table]), self.json_convs)
+            self._records(entry.path, iter([table]), self.json_convs)
             return
         arrays = parquet_format.cast_whole(table, self.data_schema)
         if arrays is not None:
-            yield from self._whole(arrays, table.num_rows)
+            yield from self._whole(arrays, table.num_rows, [entry], [table.num_rows])
             return
         for record in table.to_pylist():
-            self._record(record, path, self.json_convs)
+            self._record(record, entry.path, self.json_convs)
 
     # --- records -----------------------------------------------------------------------
 
@@ -179,6 +205,7 @@ class RecordParser:
             rescued[key] = value
         for column, value in zip(self.cols, row):
             column.append(value)
+        self.row_files.append(self._entry)
         self.rows += 1
         if rescued:
             self._rescue(rescued, path, line)
@@ -209,6 +236,7 @@ class RecordParser:
     def _malformed(self, path: str, bad: Malformed) -> None:
         for column in self.cols:
             column.append(None)
+        self.row_files.append(self._entry)
         self.rows += 1
         self.malformed += 1
         self._rescue({"_corrupt_record": bad.text, "_error": bad.why}, path, bad.line)

@@ -12,7 +12,9 @@ error asking for the option.
 
 For ``format("cloudFiles")`` the stream reader's ``format``, ``option``, ``options`` and
 ``load`` are wrapped (once, class-level; a reader of any other format is untouched) to
-remember what was set, because Spark keeps it on the JVM side only.
+remember what was set, because Spark keeps it on the JVM side only. The wrapped ``load`` is
+also where the session's Auto Loader settings become options (``session_options.py``) and
+where the stream's ``_metadata`` column is hidden (``file_metadata.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from pyspark.sql.streaming.readwriter import DataStreamReader
 from headwater.conf.context import current_definition, lakehouse_state_dir
 from headwater.conf.layout import INGEST
 from headwater.ingest import landing
+from headwater.ingest.file_metadata import hide_metadata
+from headwater.ingest.session_options import from_session
 from headwater.ingest.source import source_id
 
 SOURCE = "cloudfiles"
@@ -116,15 +120,19 @@ def _load(original: Callable[..., Any]) -> Callable[..., Any]:
         _remember(self, **options)
         settings = _settings.get(self, {})
         path_given = path if path is not None else settings.get("path")
-        if settings.get(_FORMAT, "").lower() == SOURCE and path_given \
-                and not any(k in settings for k in _LOCATION_KEYS):
+        files = settings.get(_FORMAT, "").lower() == SOURCE
+        if files and path_given and not any(k in settings for k in _LOCATION_KEYS):
             source = folder(path_given)
             fmt = settings.get("cloudfiles.format", settings.get("format", "json"))
             glob = settings.get("pathglobfilter", settings.get("cloudfiles.pathglobfilter"))
             location = default_location(source, fmt, glob, self._spark)
             if location is not None:
                 self.option("cloudFiles.schemaLocation", location)
-        return original(self, path, format, schema, **options)
+        if files:
+            for key, value in from_session(self._spark, set(settings)).items():
+                self.option(key, value)
+        df = original(self, path, format, schema, **options)
+        return hide_metadata(df) if files else df
 
     load.__doc__ = original.__doc__
     return load

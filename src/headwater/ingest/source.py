@@ -32,6 +32,7 @@ from headwater.errors import HeadwaterError
 from headwater.ingest import landing
 from headwater.ingest.clean import clean_quietly
 from headwater.ingest.ddl import apply_hints, parse_ddl
+from headwater.ingest.file_metadata import METADATA_COLUMN, METADATA_FIELD
 from headwater.ingest.formats.common import FileEntry, ParseSettings
 from headwater.ingest.index import FileIndex
 from headwater.ingest.infer import add_new_fields, infer_schema
@@ -100,6 +101,12 @@ class IngestOptions:
         if matched == "rescue" and rescued is None:
             raise _option_error("rescued_data_column", "is off while schema_evolution_mode is "
                                 "'rescue'", "Name a rescued data column, or pick another mode.")
+        if not parse_bool("inferColumnTypes", opts.get("infercolumntypes"), True):
+            # Auto Loader's default: JSON and CSV columns all strings. headwater always types
+            # them (https://docs.databricks.com/en/ingestion/cloud-object-storage/auto-loader/schema.html)
+            raise _option_error("inferColumnTypes", "is false", "headwater always infers "
+                                "column types (as inferColumnTypes=true): drop the option, "
+                                "or give string columns with schema_hints / schema.")
         clean = parse_choice("clean_source", opts.get("cleansource"), CLEAN_MODES, "off")
         archive = opts.get("sourcearchivedir") or opts.get("archivedir")
         root = landing.normalize(path)
@@ -218,9 +225,13 @@ class FilesDataSource(DataSource):
 
     def schema(self) -> StructType:
         schema = resolve_schema(self.opts)
+        names = schema.fieldNames()
         if self.opts.rescued_column:
             schema = StructType(list(schema.fields)).add(
                 StructField(self.opts.rescued_column, StringType()))
+        if METADATA_COLUMN not in names:  # a data column of that name wins, as in Spark
+            # last; hidden from SELECT * by the DataFrame headwater hands out (hidden_columns)
+            schema = StructType(list(schema.fields)).add(METADATA_FIELD)
         return schema
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
@@ -234,8 +245,11 @@ class FilesDataSource(DataSource):
             # ``.schema(...)``: Spark never asked schema(), so nothing was inferred or stored
             # and the given schema cannot evolve. Keep it, rescue unknown fields.
             opts = dataclasses.replace(opts, evolution="none")
-        data = StructType([f for f in schema.fields if f.name != opts.rescued_column])
-        reader = FilesStreamReader(opts, data, self.parallelism)
+        # ``_metadata`` is the source's when it is last and of its type (not a data column)
+        metadata = bool(schema.fields) and schema.fields[-1] == METADATA_FIELD
+        data = StructType([f for f in schema.fields[:len(schema.fields) - metadata]
+                           if f.name != opts.rescued_column])
+        reader = FilesStreamReader(opts, data, self.parallelism, metadata)
         reader.credentials = self.credentials
         return reader
 
@@ -248,10 +262,11 @@ class FilesPartition(InputPartition):
 
 class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: IngestOptions, schema: StructType,
-                 parallelism: int = MACHINE_PARALLELISM) -> None:
+                 parallelism: int = MACHINE_PARALLELISM, metadata: bool = False) -> None:
         self.opts = opts
         self.parallelism = parallelism
         self.schema = schema
+        self.metadata = metadata  # rows carry the _metadata column
         self.cap: int | None = None
         self._index = None
         self.credentials: list[storage.Credentials] = []
@@ -332,7 +347,7 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [FilesPartition(g) for g in groups if g]
 
     def read(self, partition: InputPartition) -> Iterator:
-        parser = RecordParser(self.schema, self.opts.settings())
+        parser = RecordParser(self.schema, self.opts.settings(), self.metadata)
         yield from parser.parse(partition.files, self._read_bytes)
         if parser.observed.fields:
             self._evolve(parser)

@@ -63,7 +63,6 @@ from headwater.pipeline.model import (
     Location,
     OutputMode,
     as_materialized_view,
-    describe,
     flow_settings,
 )
 from headwater.pipeline.output_mode import check_alone, flow_output_mode
@@ -252,12 +251,12 @@ class Graph(GraphQueries):
             raise HeadwaterError("HW_PIPELINE_DEFINITION_FAILED",
                                  f"{flow.location}: {dataset.name!r} never resolved.")
         dataset = self.registry.datasets[dataset.name]  # its kind may follow the query
+        # A streaming table's batch read of another dataset of the pipeline is a stream-static
+        # join, as in Databricks' pipelines: the read is an edge of the graph, so a triggered
+        # run starts the flow once that dataset is done, and each micro-batch reads the
+        # dataset's current version (https://docs.databricks.com/transform/join.html). A
+        # dataset that reads itself, or a loop of reads, is a cycle (_check_cycles).
         reads = self.names.reads(df, hints, flow.location)
-        if dataset.kind in (TABLE, SINK) and flow.snapshot is None:  # snapshots are batches
-            for read in reads:
-                if read.internal and not read.streaming and \
-                        self.registry.datasets[read.name].kind == TABLE:
-                    _batch_read_of_stream(dataset, read)
         if dataset.expectations:
             expect_mod.validate_rules(dataset.expectations, dataset.name, df)
         if dataset.kind == SINK:
@@ -528,16 +527,3 @@ def _user_line(exc: BaseException, fallback: Location) -> Location:
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if f.filename == fallback.file and f.lineno]
     return Location(fallback.file, frames[-1].lineno) if frames else fallback
-
-
-def _batch_read_of_stream(reader: Any, read: Read) -> None:
-    raise HeadwaterError(
-        "HW_PIPELINE_BATCH_READ_OF_STREAM",
-        f"{read.location}: {describe(reader)} {reader.name!r} makes a batch read of "
-        f"{read.name!r}, "
-        "which a stream of this pipeline writes in the same run.",
-        "The batch read would see whatever that stream happened to have committed when "
-        "each micro-batch started: results would depend on timing.",
-        f"Use headwater.read_stream({read.name!r}) / spark.readStream.table({read.name!r}) (a "
-        "stream-stream join needs watermarks), or read it from a materialized view, which runs "
-        "after its inputs.")

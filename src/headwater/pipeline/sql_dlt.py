@@ -16,7 +16,9 @@ point into the file):
 - ``cloud_files(path, format [, map(key, value, ...)])`` and ``STREAM read_files(path,
   key => value, ...)`` (also inside ``STREAM(...)``): an Auto Loader stream,
   ``spark.readStream.format("cloudFiles")`` with those options, given a name the query reads.
-  Its arguments are evaluated by Spark (literals, ``map(...)``, ``concat(...)``).
+  Its arguments are evaluated by Spark (literals, ``map(...)``, ``concat(...)``). A query
+  naming ``_metadata`` (the stream's hidden file metadata column) is analyzed with the
+  streams put in its plan (:func:`query_reading_files`): a temporary view would hide it.
 - ``read_kafka(bootstrapServers => ..., subscribe => ..., ...)`` (Databricks' table-valued
   function, https://docs.databricks.com/sql/language-manual/functions/read_kafka.html), with
   ``STREAM`` a stream, without it a batch read: ``format("kafka")`` (headwater's Kafka source
@@ -37,11 +39,15 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from headwater.errors import HeadwaterError
+from headwater.lakehouse.catalog import lakehouse_of
+from headwater.lakehouse.native_reads import with_native_reads
 from headwater.pipeline.model import Location
+from headwater.spark.hidden_columns import sql_with_relations
 
 _VARIABLE = re.compile(r"\$\{([^}]*)\}")
 _CREATE_WORDS = {"TEMPORARY", "TEMP", "PRIVATE", "STREAMING", "INCREMENTAL", "LIVE"}
 _FILE_FUNCTIONS = ("CLOUD_FILES", "READ_FILES", "READ_KAFKA")
+_METADATA = re.compile(r"(?<![\w$])`?_metadata\b", re.IGNORECASE)
 
 
 # --- ${key} and SET ---------------------------------------------------------------------------
@@ -161,8 +167,26 @@ class FileRead:
             reader = reader.option(key, value)
         return reader.load(self.path) if self.path is not None else reader.load()
 
-    def register(self, spark: SparkSession) -> None:
-        self.dataframe(spark).createOrReplaceTempView(self.view)
+    def register(self, spark: SparkSession) -> DataFrame:
+        df = self.dataframe(spark)
+        df.createOrReplaceTempView(self.view)
+        return df
+
+
+def query_reading_files(spark: SparkSession, query: str,
+                        streams: dict[str, DataFrame]) -> DataFrame:
+    """``query``'s DataFrame, its file reads (``streams``, by view name) registered already.
+
+    When the query names ``_metadata``, the streams go into the parsed plan where their
+    names are read (:func:`~headwater.spark.hidden_columns.sql_with_relations`) and the
+    lakehouse's batch reads are made native as its ``spark.sql`` does; the lakehouse's SQL
+    additions (time travel, table functions, ``:`` on JSON text) then do not apply to this
+    query. Otherwise it is plain ``spark.sql``."""
+    if not _METADATA.search(query):
+        return spark.sql(query)
+    df = sql_with_relations(spark, query, streams)
+    lake = lakehouse_of(spark)
+    return with_native_reads(lake, df) if lake is not None else df
 
 
 def file_reads(text: str, toks: Sequence[Any], file: Path,

@@ -44,6 +44,7 @@ from headwater.pipeline.sql_dlt import (
     drop_live,
     file_reads,
     legacy_create,
+    query_reading_files,
     substitute,
 )
 from headwater.pipeline.sql_snapshot import cut_snapshot_source, snapshot_flow_from_sql
@@ -369,9 +370,9 @@ def _add_query(registry: Registry, name: str, target: str, query: str,
 def _sql_function(query: str, reads: tuple[FileRead, ...] = ()) -> Callable[[], DataFrame]:
     def define() -> DataFrame:
         spark = SparkSession.active()
-        for read in reads:  # cloud_files(...) / STREAM read_files(...): named Auto Loader reads
-            read.register(spark)
-        return spark.sql(query)
+        # cloud_files(...) / STREAM read_files(...): named Auto Loader reads
+        streams = {read.view: read.register(spark) for read in reads}
+        return query_reading_files(spark, query, streams) if streams else spark.sql(query)
 
     return define
 

@@ -19,6 +19,7 @@ class FileEntry:
     path: str
     size: int
     archived_to: str | None = None
+    mtime_ns: int = 0  # when it was listed (the _metadata column's file_modification_time)
 
 
 @dataclass

@@ -104,9 +104,10 @@ def _has_naive_time(kind: pa.DataType) -> bool:
 
 
 def read_fast(contents: Sequence[bytes], parse_schema: pa.Schema,
-              data_schema: pa.Schema) -> pa.Table | None:
+              data_schema: pa.Schema) -> tuple[pa.Table, list[int]] | None:
     """Every record of ``contents`` as a table of ``data_schema``, parsed by pyarrow in one
-    call, or None if any record needs the per-record path.
+    call, with the number of records of each content (in order); or None if any record
+    needs the per-record path.
 
     pyarrow must agree with the per-record path on every record it accepts, so it only gets
     groups whose every line is one whole object (it would join an object broken across lines
@@ -114,22 +115,25 @@ def read_fast(contents: Sequence[bytes], parse_schema: pa.Schema,
     bytes silently) and reads dates and wall-clock timestamps as text (it would take a number
     as a date).
     """
-    parts, count = [], 0
+    parts, counts = [], []
     for data in contents:
         try:
             data.decode("utf-8")
         except UnicodeDecodeError:
             return None
+        count = 0
         for line in data.split(b"\n"):
             line = line.strip()
             if line:
                 if line[:1] != b"{" or line[-1:] != b"}":
                     return None
                 count += 1
+        counts.append(count)
         parts.append(data if data.endswith(b"\n") else data + b"\n")
     blob = b"".join(parts)
+    count = sum(counts)
     if not count:
-        return data_schema.empty_table()
+        return data_schema.empty_table(), counts
     if len(blob) >= FAST_MAX_BYTES or _SURROGATE.search(blob):
         return None
     try:
@@ -143,7 +147,7 @@ def read_fast(contents: Sequence[bytes], parse_schema: pa.Schema,
         arrays = [table.column(f.name).cast(f.type) for f in data_schema]
     except (pa.ArrowException, KeyError, ValueError, OverflowError):
         return None
-    return pa.Table.from_arrays(arrays, schema=data_schema)
+    return pa.Table.from_arrays(arrays, schema=data_schema), counts
 
 
 def _looks_like_json_lines(text: str) -> bool:

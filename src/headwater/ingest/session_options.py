@@ -1,0 +1,31 @@
+"""Auto Loader options Databricks also takes from the session's settings.
+
+Databricks documents two Spark settings for Auto Loader's schema inference
+(https://docs.databricks.com/en/ingestion/cloud-object-storage/auto-loader/schema.html):
+``spark.databricks.cloudFiles.schemaInference.sampleSize.numFiles`` and ``.numBytes``, so a
+pipeline's ``SET spark.databricks.cloudFiles.schemaInference.sampleSize.numFiles = 2`` makes
+every file stream it starts infer from two files. An option given on the read wins.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_PREFIX = "spark.databricks.cloudFiles."
+SESSION_OPTIONS = ("schemaInference.sampleSize.numFiles", "schemaInference.sampleSize.numBytes")
+
+
+def from_session(spark: SparkSession, given: set[str]) -> dict[str, str]:
+    """The session's Auto Loader settings for the options not in ``given`` (lower-cased
+    names, with or without ``cloudFiles.``), as ``cloudFiles.<option>`` options."""
+    found = {}
+    for option in SESSION_OPTIONS:
+        if option.lower() in given or f"cloudfiles.{option.lower()}" in given:
+            continue
+        value = spark.conf.get(_PREFIX + option, None)
+        if value is not None:
+            found[f"cloudFiles.{option}"] = value
+    return found
