@@ -15,7 +15,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _PREFIX = "spark.databricks.cloudFiles."
-SESSION_OPTIONS = ("schemaInference.sampleSize.numFiles", "schemaInference.sampleSize.numBytes")
+SAMPLE_FILES_CONF = "spark.databricks.cloudFiles.schemaInference.sampleSize.numFiles"
+SAMPLE_BYTES_CONF = "spark.databricks.cloudFiles.schemaInference.sampleSize.numBytes"
+SESSION_OPTIONS = tuple(conf.removeprefix(_PREFIX) for conf in (SAMPLE_FILES_CONF,
+                                                                 SAMPLE_BYTES_CONF))
 
 
 def from_session(spark: SparkSession, given: set[str]) -> dict[str, str]:
