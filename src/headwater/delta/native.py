@@ -51,6 +51,7 @@ from headwater.delta.batch import (
     parse_replace_where,
     replace_where_on_missing_table,
 )
+from headwater.delta.defaults import with_defaults
 from headwater.delta.file_index import DeltaFileIndex, native_frame
 from headwater.delta.files import FileWriter, file_stats
 from headwater.delta.generated import (
@@ -76,6 +77,7 @@ from headwater.delta.sink import (
     checkpoint_query_id,
     commit_files,
 )
+from headwater.delta.table_protocol import invalid_property, split_properties
 from headwater.delta.write_commit import commit_write, deltalake_writes
 from headwater.errors import HeadwaterError, translated
 
@@ -104,7 +106,8 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
                  merge_schema: bool = False, auto_compact: bool = False, *,
                  save_mode: str | None = None, replace_where: str | None = None,
                  options: dict[str, str] | None = None, user_metadata: str | None = None,
-                 faults: tuple[str, str] = NATIVE_FAULTS) -> int | None:
+                 faults: tuple[str, str] = NATIVE_FAULTS,
+                 properties: dict[str, str] | None = None) -> int | None:
     """Write ``df`` with Spark's parquet writer and commit it as one Delta transaction.
 
     mode: "append" or "overwrite" (the whole table, or the partitions ``replace_where``
@@ -119,6 +122,9 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
     options: the writer's options (lower-cased keys): ``compression`` and ``maxRecordsPerFile``
     reach Spark's parquet writer. user_metadata: the commitInfo's ``userMetadata`` (default
     the ``userMetadata`` option). faults: the crash-test fault points around the commit.
+    properties: the write's own table properties (delta-spark: a batch write's ``delta.*``
+    options) for a table this write creates, over the session's ``properties.defaults.*``
+    (read here, on the driver); an existing table keeps its own.
     """
     uri = normalize_uri(path)
     options = {k.lower(): v for k, v in (options or {}).items()}
@@ -159,6 +165,7 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
             filters = parse_replace_where(replace_where, existing)
     elif replace_where:
         raise replace_where_on_missing_table(uri)
+    new_properties = with_defaults(properties, df.sparkSession) if table is None else None
     adds = _stage_files(df, uri, partition_columns, options)
     try:
         if filters:
@@ -167,7 +174,7 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
         committed = commit_files(uri, adds, df.schema, mode, partition_columns, txn=txn,
                                  merge_schema=merge_schema, partition_filters=filters,
                                  auto_compact=auto_compact, save_mode=save_mode,
-                                 user_metadata=user_metadata)
+                                 user_metadata=user_metadata, properties=new_properties)
     except BaseException:
         _delete_staged(uri, _unreferenced(uri, adds))  # a failed commit leaves nothing behind
         raise
@@ -439,24 +446,6 @@ def _replace_staged(df: DataFrame, uri: str, schema, partition_columns: list[str
         _delete_staged(uri, _unreferenced(uri, adds))
         raise invalid_property(exc, path) from exc
     return sum(json.loads(a["stats"])["numRecords"] for a in adds)
-
-
-def split_properties(configuration: dict[str, str] | None) -> tuple[dict, dict]:
-    """(Delta's ``delta.*`` properties, the user's own): deltalake accepts only the first kind
-    when it creates or replaces a table, the second through ``alter.set_table_properties``."""
-    config = dict(configuration or {})
-    delta = {k: v for k, v in config.items() if k.startswith("delta.")}
-    return delta, {k: v for k, v in config.items() if k not in delta}
-
-
-def invalid_property(exc: BaseException, path: str) -> BaseException:
-    """deltalake's "Error parsing property" as an HW_ error; other errors unchanged."""
-    if "Error parsing property" not in str(exc):
-        return exc
-    return HeadwaterError(
-        "HW_TABLE_PROPERTY_INVALID", f"A table property of {path} is not valid: {exc}.",
-        "Delta checks the names and values of its own delta.* properties.",
-        "Use a property Delta knows with a valid value (e.g. 'delta.appendOnly'='true').")
 
 
 def _stage(df: DataFrame, uri: str, partition_columns: list[str],
