@@ -34,7 +34,12 @@ from headwater.delta.generated import declares_generation
 from headwater.delta.log import DeltaLog, filesystem_for, normalize_uri, open_table, resolve_file
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
 from headwater.delta.table_protocol import first_protocol, invalid_property, split_properties
-from headwater.delta.write_commit import deltalake_writes
+from headwater.delta.write_commit import (
+    StreamUpdate,
+    commit_write,
+    deltalake_writes,
+    own_commit_allowed,
+)
 from headwater.errors import HeadwaterError
 
 DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
@@ -187,6 +192,7 @@ def commit_files(
     save_mode: str | None = None,
     user_metadata: str | None = None,
     properties: dict[str, str] | None = None,
+    stream: StreamUpdate | None = None,
 ) -> bool:
     """Commit ``adds`` in one transaction. False when ``txn`` was already committed.
 
@@ -199,7 +205,10 @@ def commit_files(
     properties: the table properties of a table this commit creates (the session's
     ``properties.defaults.*`` and the write's ``delta.*`` options, resolved by the caller on
     the driver: :func:`headwater.delta.defaults.with_defaults`); an existing table keeps its
-    own."""
+    own. stream: the micro-batch of a streaming write this commit is: recorded as delta-spark
+    records it (STREAMING UPDATE) by headwater's own commit on a local table (deltalake
+    names every commit it writes itself: WRITE); object-store tables, and tables with
+    features such a commit does not follow, get deltalake's."""
     from deltalake import CommitProperties, Schema, Transaction  # noqa: PLC0415 - worker: deltalake only in the worker that commits
     from deltalake.exceptions import CommitFailedError, TableNotFoundError  # noqa: PLC0415 - worker: deltalake only in the worker that commits
     from deltalake.transaction import AddAction, create_table_with_add_actions  # noqa: PLC0415 - worker: deltalake only in the worker that commits
@@ -241,7 +250,10 @@ def commit_files(
             return True
         if create_with_write(path, schema.to_json(), adds, partition_by, txn,
                              SAVE_MODES.get((save_mode or mode).lower(), "Append"),
-                             user_metadata, properties):
+                             user_metadata, properties,
+                             None if stream is None else (
+                                 stream.OPERATION, stream.parameters(),
+                                 stream.metrics(adds, 0))):
             return True
         # another writer created the table first: add to it, unless the user's mode said
         # "only a new table" (checked before the write, lost since)
@@ -276,6 +288,9 @@ def commit_files(
         )
     table_schema = spark_schema(table.schema().to_json())
     new_columns = check_schema(path, table_schema, data_schema, merge_schema)
+    if stream is not None and "://" not in path and own_commit_allowed(table):
+        return _commit_stream(path, table, adds, mode, txn, stream, user_metadata,
+                              _merged(table_schema, data_schema, new_columns), auto_compact)
     if new_columns:
         from deltalake.schema import Field  # noqa: PLC0415 - worker: deltalake only in the worker that evolves the schema
 
@@ -306,6 +321,33 @@ def commit_files(
             check_partitioning(path, list(table.metadata().partition_columns), partition_by)
             check_schema(path, spark_schema(table.schema().to_json()), data_schema, merge_schema)
     if autocompact.enabled(config, auto_compact):
+        table.update_incremental()
+        autocompact.compact_if_due(table, auto_compact)
+    return True
+
+
+def _merged(table: StructType, data: StructType, new_columns: list[str]) -> StructType | None:
+    """The table's schema with the data's ``new_columns`` added at the end (nullable, as
+    mergeSchema adds them); None when there are none."""
+    if not new_columns:
+        return None
+    added = [f for f in data.fields if f.name in new_columns]
+    return StructType([*table.fields, *added])
+
+
+def _commit_stream(path: str, table: Any, adds: list[dict[str, Any]], mode: str,
+                   txn: tuple[str, int] | None, stream: StreamUpdate,
+                   user_metadata: str | None, schema: StructType | None,
+                   auto_compact: bool) -> bool:
+    """A micro-batch committed by headwater (:func:`headwater.delta.write_commit.commit_write`:
+    adds, the removes of a complete-mode batch, a new schema, the txn) as STREAMING UPDATE.
+    False when ``txn`` was committed before (its files deleted)."""
+    version = commit_write(path, table, adds, mode, txn, schema,
+                           cleanup=lambda: _delete_files(path, adds),
+                           user_metadata=user_metadata, stream=stream)
+    if version is None:
+        return False
+    if autocompact.enabled(table.metadata().configuration or {}, auto_compact):
         table.update_incremental()
         autocompact.compact_if_due(table, auto_compact)
     return True
@@ -408,7 +450,8 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
         self.schema = schema
         self.complete = overwrite
         self.checkpoint = options.get("checkpointlocation")
-        self.fallback_app_id = f"headwater-{uuid.uuid4()}"
+        self.fallback_query_id = str(uuid.uuid4())
+        self.fallback_app_id = f"headwater-{self.fallback_query_id}"
         # Resolved once on the driver and pickled to the tasks: no log replay per task.
         self.partition_columns = self._check_existing_table()
 
@@ -434,6 +477,9 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         adds = collect_adds(messages)
+        stream = StreamUpdate("Complete" if self.complete else "Append",
+                              checkpoint_query_id(self.checkpoint) or self.fallback_query_id,
+                              batchId)
         inject_fault("sink_before_commit")
         commit_files(
             self.opts.path, adds, self.schema,
@@ -441,6 +487,7 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
             partition_by=self.partition_columns, txn=(self.app_id(), batchId),
             merge_schema=self.opts.merge_schema, auto_compact=self.opts.auto_compact,
             user_metadata=self.opts.user_metadata, properties=self.opts.table_properties,
+            stream=stream,
         )
         inject_fault("sink_after_commit")
 
