@@ -30,7 +30,8 @@ LEGACY_WRITER = {2: {"appendOnly", "invariants"}, 3: {"checkConstraints"},
 LEGACY_READER = {2: {"columnMapping"}}
 
 
-def split_properties(configuration: dict[str, str] | None) -> tuple[dict, dict]:
+def split_properties(configuration: dict[str, str] | None
+                     ) -> tuple[dict[str, str], dict[str, str]]:
     """(Delta's ``delta.*`` properties, the user's own): deltalake accepts only the first kind
     when it creates or replaces a table, the second through ``alter.set_table_properties``."""
     config = dict(configuration or {})

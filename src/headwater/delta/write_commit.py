@@ -71,7 +71,7 @@ def own_commit_allowed(table: Any) -> bool:
             set(protocol.writer_features or []) - OWN_COMMIT_WRITER_FEATURES:
         return False
     config = table.metadata().configuration or {}
-    return config.get("delta.columnMapping.mode", "none") == "none"
+    return str(config.get("delta.columnMapping.mode", "none")) == "none"
 
 
 def deltalake_writes(table: Any) -> bool:
@@ -145,12 +145,12 @@ def commit_write(uri: str, table: Any, adds: list[dict[str, Any]], mode: str,
     if txn is not None:
         actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
     rows = sum(json.loads(a["stats"])["numRecords"] for a in adds if a.get("stats"))
-    operation, parameters, metrics, extra = "WRITE", {
-        "mode": "Overwrite" if mode == "overwrite" else "Append",
-        "partitionBy": list(meta.partition_columns)}, {
-        "numFiles": len(adds), "numOutputRows": rows,
-        "numOutputBytes": sum(int(a["size"]) for a in adds)}, {
-        "isBlindAppend": mode == "append" and schema is None}
+    operation = "WRITE"
+    parameters: dict[str, Any] = {"mode": "Overwrite" if mode == "overwrite" else "Append",
+                                  "partitionBy": list(meta.partition_columns)}
+    metrics: dict[str, Any] = {"numFiles": len(adds), "numOutputRows": rows,
+                               "numOutputBytes": sum(int(a["size"]) for a in adds)}
+    extra: dict[str, Any] = {"isBlindAppend": mode == "append" and schema is None}
     if stream is not None:  # delta-spark's DeltaSink: blind when it only adds files
         operation, parameters = stream.OPERATION, dict(stream.parameters())
         metrics = dict(stream.metrics(adds, len(read)))
