@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable as RsTable
-from tests.support import collected, commits
+from tests.support import GOLDEN, collected, commits
 
 from headwater import DeltaTable, HeadwaterError
 from headwater.delta.generated import IDENTITY_HIGH_WATER_MARK
-from headwater.delta.log import add_actions
+from headwater.delta.log import DeltaLog, add_actions
+from headwater.delta.restore import restore_table
+from headwater.delta.snapshot_adds import file_key, snapshot_adds
 
 
 def _identity_table(spark) -> str:
@@ -131,3 +134,40 @@ def test_restore_a_clustered_table_brings_its_clustering_back(spark, lake):
     assert next(a["protocol"] for a in actions if "protocol" in a) == protocol  # not lowered
     spark.sql("INSERT INTO c VALUES (4, 'w')")  # the restored table takes writes
     assert collected(spark.table("c")) == [(1, "x"), (2, "y"), (4, "w")]
+
+
+def test_restore_keys_files_by_path_and_deletion_vector_across_a_checkpoint(spark, tmp_path):
+    """delta-spark's golden table with deletion vectors and a checkpoint at version 10:
+    restoring version 15 to version 5 re-adds version 5's (file, deletion vector) pairs with
+    the add actions the log holds (read back from before the checkpoint) and removes the
+    current pairs, each remove naming its deletion vector; the rows are version 5's."""
+    golden = GOLDEN / "dv-partitioned-with-checkpoint"
+    if not golden.is_dir():
+        pytest.skip("the delta-golden tables are not on this machine")
+    path = tmp_path / "t"
+    shutil.copytree(golden, path)
+    uri = str(path)
+    log = DeltaLog(uri)
+    current, target = log.table(), log.table(5)
+    assert current.version() == 15
+    newest: dict[str, dict] = {}  # the newest add of each path up to version 5, by hand
+    for actions in commits(path)[:6]:
+        newest.update({a["add"]["path"]: a["add"] for a in actions if "add" in a})
+    live5 = set(add_actions(target).column("path").to_pylist())
+    adds5 = snapshot_adds(log, target)
+    assert {a["path"] for a in adds5} == live5
+    assert all(a == newest[a["path"]] for a in adds5)
+    assert any(a.get("deletionVector") for a in adds5)
+    adds15 = {file_key(a): a for a in snapshot_adds(log, current)}  # most from the checkpoint
+    assert any(a.get("deletionVector") for a in adds15.values())
+    expected = collected(spark.read.format("delta").option("versionAsOf", 5).load(uri))
+    assert collected(spark.read.format("delta").load(uri)) != expected  # a real change
+    result = restore_table(uri, current, 5, 5, None)
+    assert result["version"] == 16
+    actions = commits(path)[-1]
+    re_added = [a["add"] for a in actions if "add" in a]
+    removed = [a["remove"] for a in actions if "remove" in a]
+    assert {file_key(a) for a in re_added} == {file_key(a) for a in adds5} - set(adds15)
+    assert {file_key(r) for r in removed} == set(adds15) - {file_key(a) for a in adds5}
+    assert any(r.get("deletionVector") for r in removed)
+    assert collected(spark.read.format("delta").load(uri)) == expected  # deletion vectors held
