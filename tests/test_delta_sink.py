@@ -31,7 +31,8 @@ def test_complete_mode_replaces_the_table_in_one_commit(spark, tmp):
     assert sorted(rows(spark, str(dst), order="k")) == [("a", 3), ("b", 2), ("c", 2), ("d", 1)]
     table = DeltaTable(str(dst))
     last = table.history(1)[0]
-    assert last["operationParameters"]["mode"] == "Overwrite"
+    assert last["operation"] == "STREAMING UPDATE"  # as delta-spark's sink records it
+    assert last["operationParameters"]["outputMode"] == "Complete"
     assert len(table.file_uris()) >= 1
 
 

@@ -213,7 +213,7 @@ def test_native_sink_restarted_from_its_checkpoint_writes_no_duplicates(spark, t
     query_id = json.loads((cp / "metadata").read_text().splitlines()[0])["id"]
     assert table.transaction_version(f"headwater-stream-{query_id}") == 1
     assert table_files(dst) == referenced(dst)  # the replay's files were deleted
-    assert [h[0] for h in history(dst)] == ["WRITE", "WRITE"]
+    assert [h[0] for h in history(dst)] == ["STREAMING UPDATE", "STREAMING UPDATE"]
 
 
 def test_complete_mode_stream_overwrites_natively(spark, tmp, log):
@@ -225,7 +225,7 @@ def test_complete_mode_stream_overwrites_natively(spark, tmp, log):
      .awaitTermination())
     assert sorted(rows(spark, str(dst), order="k")) == [("a", 3), ("b", 2), ("c", 1)]
     assert any("the native sink" in r.getMessage() for r in log.records)
-    assert history(dst) == [("WRITE", "Overwrite")]
+    assert history(dst) == [("STREAMING UPDATE", None)]  # delta-spark's sink: no mode
 
 
 @pytest.fixture
@@ -268,7 +268,7 @@ def test_to_table_stream_uses_the_native_sink(spark, lake, tmp, log):
     query.awaitTermination()
     assert sorted(r.id for r in spark.table("copy").collect()) == [0, 1, 2, 3]
     assert any("the native sink" in r.getMessage() for r in log.records)
-    assert DeltaTable(lake.path("copy")).history(1)[0]["operation"] == "WRITE"
+    assert DeltaTable(lake.path("copy")).history(1)[0]["operation"] == "STREAMING UPDATE"
 
 
 def test_native_sink_schema_mismatch_is_a_clear_error(spark, tmp):

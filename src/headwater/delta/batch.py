@@ -326,7 +326,7 @@ class DeltaBatchWriter(DataSourceArrowWriter):
             partition_by=self.partition_columns, txn=self.txn,
             merge_schema=self.opts.merge_schema, partition_filters=self.filters,
             auto_compact=self.opts.auto_compact, save_mode=self.opts.save_mode,
-            user_metadata=self.opts.user_metadata,
+            user_metadata=self.opts.user_metadata, properties=self.opts.table_properties,
         )
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:

@@ -35,10 +35,18 @@ def clustering_columns(uri: str, table: Any = None) -> list[str]:
     """The table's clustering columns (top-level names), [] when it is not clustered.
 
     table: the deltalake table already open at ``uri`` (its latest version), if any."""
+    return clustering_domain(uri, table) or []
+
+
+def clustering_domain(uri: str, table: Any = None) -> list[str] | None:
+    """The columns of the table's clustering domain (a snapshot's live ``delta.clustering``
+    domainMetadata), None when it has none (not clustered, or the domain was removed).
+
+    table: the deltalake table open at ``uri`` (at the version wanted), if any."""
     log = DeltaLog(uri)
     table = table if table is not None else log.table()
     if "clustering" not in (table.protocol().writer_features or []):
-        return []  # no domain to look for
+        return None  # no domain to look for
     version = table.version()
     found: dict[str, Any] | None = None
     checkpoint = log.last_checkpoint_version()
@@ -50,7 +58,7 @@ def clustering_columns(uri: str, table: Any = None) -> list[str]:
             if domain and domain.get("domain") == DOMAIN:
                 found = domain
     if not found or found.get("removed"):
-        return []
+        return None
     paths = json.loads(found.get("configuration") or "{}").get("clusteringColumns", [])
     return [".".join(p) for p in paths]
 

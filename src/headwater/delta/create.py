@@ -13,8 +13,8 @@ from headwater.conf.storage import options_for
 from headwater.delta import definition
 from headwater.delta.defaults import with_defaults
 from headwater.delta.log import DeltaLog, open_table
-from headwater.delta.native import invalid_property, split_properties
 from headwater.delta.schema import arrow_schema
+from headwater.delta.table_protocol import invalid_property, split_properties
 
 
 def create_delta_table(path: str, schema: StructType, partition_by: list[str],

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from typing import Any
 from deltalake import DeltaTable, Schema
 from deltalake.transaction import create_table_with_add_actions
 from pyspark.sql import SparkSession
-from pyspark.sql.types import LongType, StructField, StructType
+from pyspark.sql.types import LongType, StructType
 
 from headwater.conf import storage
 from headwater.conf.layout import DELTA_LOG
@@ -45,16 +44,17 @@ from headwater.delta.generated import (
     declares_generation,
 )
 from headwater.delta.log import DeltaLog, add_actions, deletion_vector_paths, normalize_uri
-from headwater.delta.native import invalid_property, split_properties
 from headwater.delta.schema import format_partition_value
+from headwater.delta.table_protocol import (
+    as_action,
+    deltalake_protocol,
+    features,
+    invalid_property,
+    smallest,
+    split_properties,
+)
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError, DeltaUnsupportedOperationError
-
-# The table features each legacy writer / reader version implies (Delta's protocol).
-_LEGACY_WRITER = {2: {"appendOnly", "invariants"}, 3: {"checkConstraints"},
-                  4: {"changeDataFeed", "generatedColumns"}, 5: {"columnMapping"},
-                  6: {"identityColumns"}}
-_LEGACY_READER = {2: {"columnMapping"}}
 
 
 @dataclass(frozen=True)
@@ -213,7 +213,7 @@ def replace(spark: SparkSession | None, path: str, definition: TableDefinition, 
     if storage.bucket_of(uri) is not None:
         return _replace_through_deltalake(uri, definition, protocol, table)
     actions: list[dict[str, Any]] = []
-    if protocol != _as_action(old):
+    if protocol != as_action(old):
         actions.append({"protocol": protocol})
     actions.append(_metadata(definition, current.metadata().id))
     if definition.cluster_by is not None:
@@ -265,9 +265,9 @@ def _parameters(definition: TableDefinition, uri: str) -> dict[str, Any]:
 
 def _protocol(definition: TableDefinition, existing: Any) -> dict[str, Any]:
     """The protocol action a table of ``definition`` needs (at least ``existing``'s)."""
-    reader, writer = _features(_deltalake_protocol(definition))
+    reader, writer = features(_deltalake_protocol(definition))
     if existing is not None:
-        old_reader, old_writer = _features(existing)
+        old_reader, old_writer = features(existing)
         reader, writer = reader | old_reader, writer | old_writer
     generation = Generation.of(definition.schema)
     if generation.expressions:
@@ -276,67 +276,14 @@ def _protocol(definition: TableDefinition, existing: Any) -> dict[str, Any]:
         writer.add("identityColumns")
     if definition.cluster_by is not None:
         writer.update(clustering.FEATURES)
-    return _smallest(reader, writer)
-
-
-def _features(protocol: Any) -> tuple[set[str], set[str]]:
-    """(reader features, writer features) a protocol supports, legacy versions expanded."""
-    reader = set(protocol.reader_features or []) if protocol.min_reader_version >= 3 else \
-        {f for v, fs in _LEGACY_READER.items() if v <= protocol.min_reader_version for f in fs}
-    writer = set(protocol.writer_features or []) if protocol.min_writer_version >= 7 else \
-        {f for v, fs in _LEGACY_WRITER.items() if v <= protocol.min_writer_version for f in fs}
-    return reader, writer | reader
-
-
-def _smallest(reader: set[str], writer: set[str]) -> dict[str, Any]:
-    """The legacy versions that cover the features when some do, else table features."""
-    legacy_writer = next((v for v in range(1, 7) if writer <= _implied(_LEGACY_WRITER, v)),
-                         None)
-    legacy_reader = next((v for v in range(1, 3) if reader <= _implied(_LEGACY_READER, v)),
-                         None)
-    if legacy_writer is not None and legacy_reader is not None:
-        return {"minReaderVersion": legacy_reader, "minWriterVersion": legacy_writer}
-    action: dict[str, Any] = {"minReaderVersion": 3 if reader else 1, "minWriterVersion": 7}
-    if reader:
-        action["readerFeatures"] = sorted(reader)
-    action["writerFeatures"] = sorted(writer | reader)
-    return action
-
-
-def _implied(legacy: dict[int, set[str]], version: int) -> set[str]:
-    return {f for v, fs in legacy.items() if v <= version for f in fs}
-
-
-def _as_action(protocol: Any) -> dict[str, Any]:
-    action: dict[str, Any] = {"minReaderVersion": protocol.min_reader_version,
-                              "minWriterVersion": protocol.min_writer_version}
-    if protocol.min_reader_version >= 3:
-        action["readerFeatures"] = sorted(protocol.reader_features or [])
-    if protocol.min_writer_version >= 7:
-        action["writerFeatures"] = sorted(protocol.writer_features or [])
-    return action
+    return smallest(reader, writer)
 
 
 def _deltalake_protocol(definition: TableDefinition) -> Any:
     """The protocol deltalake gives a table of these column types and ``delta.*``
-    properties (created in a scratch folder: deltalake validates both there)."""
-    delta_keys, _ = split_properties(definition.properties)
-    with tempfile.TemporaryDirectory(prefix="hw-definition-") as scratch:
-        try:
-            made = DeltaTable.create(
-                scratch, _deltalake_schema(definition.schema),
-                partition_by=list(definition.partition_by) or None,
-                configuration=delta_keys or None)
-        except Exception as exc:  # noqa: BLE001 - deltalake's refusal, translated when known
-            raise invalid_property(exc, definition.name or "the new table") from exc
-        return made.protocol()
-
-
-def _deltalake_schema(schema: StructType) -> Schema:
-    """The schema for deltalake: column types only (generation and identity are added to
-    the protocol here; deltalake would read Spark's SQL expressions with its own dialect)."""
-    fields = [StructField(f.name, f.dataType, f.nullable) for f in schema.fields]
-    return Schema.from_json(StructType(fields).json())
+    properties (:func:`headwater.delta.table_protocol.deltalake_protocol`)."""
+    return deltalake_protocol(definition.schema, list(definition.partition_by),
+                              definition.properties, definition.name or "the new table")
 
 
 def _geospatial(node: Any) -> bool:

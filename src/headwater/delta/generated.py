@@ -40,6 +40,7 @@ IDENTITY_START = "delta.identity.start"
 IDENTITY_STEP = "delta.identity.step"
 IDENTITY_HIGH_WATER_MARK = "delta.identity.highWaterMark"
 IDENTITY_ALLOW_EXPLICIT_INSERT = "delta.identity.allowExplicitInsert"
+PHYSICAL_NAME = "delta.columnMapping.physicalName"
 # Bits of monotonically_increasing_id() below the partition index (Spark's layout).
 _ROW_BITS = 33
 
@@ -256,6 +257,30 @@ def raised_high_water_marks(schema: StructType, generated: Iterable[str],
             meta = dict(field.metadata or {})
             meta[IDENTITY_HIGH_WATER_MARK] = marks[field.name]
             field = StructField(field.name, field.dataType, field.nullable, meta)
+        fields.append(field)
+    return StructType(fields)
+
+
+def merged_high_water_marks(schema: StructType, other: StructType) -> StructType:
+    """``schema`` with each identity column's high-water mark raised to ``other``'s mark of
+    the same column (by physical name) where that is further along: delta-spark's
+    ``IdentityColumn.copySchemaWithMergedHighWaterMarks``, which RESTORE uses so that values
+    generated after a restore never repeat values generated before it."""
+    def physical(field: StructField) -> str:
+        return str((field.metadata or {}).get(PHYSICAL_NAME, field.name))
+
+    theirs = {physical(f): (f.metadata or {}).get(IDENTITY_HIGH_WATER_MARK)
+              for f in other.fields}
+    generation = Generation.of(schema)
+    fields = []
+    for field in schema.fields:
+        spec = generation.identity(field.name)
+        candidate = theirs.get(physical(field))
+        if spec is not None and candidate is not None:
+            mark = _valid_mark(spec, int(candidate))
+            if mark is not None:
+                field = StructField(field.name, field.dataType, field.nullable,
+                                    {**(field.metadata or {}), IDENTITY_HIGH_WATER_MARK: mark})
         fields.append(field)
     return StructType(fields)
 

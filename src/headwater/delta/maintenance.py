@@ -28,6 +28,7 @@ from headwater.conf.layout import CHECKPOINTS, DELTA_LOG
 from headwater.delta.clustering import clustering_columns
 from headwater.delta.log import DeltaLog, add_actions, filesystem_for, normalize_uri
 from headwater.delta.protocol import Protocol
+from headwater.delta.restore import restore_table
 from headwater.delta.schema import spark_schema
 from headwater.delta.write_commit import deltalake_writes
 from headwater.errors import HeadwaterError
@@ -413,13 +414,16 @@ def restore(path: str, version: int | None = None,
 
     A timestamp picks the last version committed at or before it (the commit times history()
     shows; an ISO string without a zone is UTC). Returns delta-spark's metrics
-    (num_removed_files, num_restored_files, ...)."""
+    (num_removed_files, num_restored_files, ...). Tables deltalake cannot commit to (identity
+    columns, clustering) are restored by headwater's own commit
+    (:mod:`headwater.delta.restore`), the others by delta-rs."""
     if (version is None) == (timestamp is None):
         raise HeadwaterError("HW_DML_INVALID", "RESTORE needs exactly one of version or "
                              "timestamp.", "It names the state to go back to.",
                              "Pass version=3 or timestamp='2024-01-01 00:00:00'.")
     table = _table(path)
     commits = commit_times(path, table)
+    when: dt.datetime | None = None
     if timestamp is not None:
         when = timestamp if isinstance(timestamp, dt.datetime) else \
             dt.datetime.fromisoformat(str(timestamp).replace("Z", "+00:00"))
@@ -433,16 +437,9 @@ def restore(path: str, version: int | None = None,
             f"{latest}].", "RESTORE goes back to a version the retained log still has.",
             "Pick a version listed by history().",
             error_class="DELTA_CANNOT_RESTORE_TABLE_VERSION")
-    if not deltalake_writes(table):
-        raise HeadwaterError(
-            "HW_DELTA_UNSUPPORTED_FEATURE",
-            f"RESTORE of {table.table_uri} to version {version}: the table has identity "
-            "columns or clustering, which headwater cannot restore yet.",
-            "delta-rs restores a table in one commit but refuses tables with these features; "
-            "headwater commits to them itself and has no RESTORE of its own yet.",
-            f"Read the version and overwrite the table: spark.read.format('delta')"
-            f".option('versionAsOf', {version}).load(path), then write it with "
-            "mode('overwrite').")
+    if not deltalake_writes(table):  # identity columns, clustering: headwater's own commit
+        return restore_table(normalize_uri(path), table, version,
+                             version if when is None else None, when)
     try:
         metrics = dict(table.restore(version))
     except Exception as exc:  # noqa: BLE001

@@ -55,6 +55,7 @@ from headwater.delta.batch import (
     parse_replace_where,
     replace_where_on_missing_table,
 )
+from headwater.delta.defaults import with_defaults
 from headwater.delta.file_index import DeltaFileIndex, native_frame
 from headwater.delta.files import FileWriter, file_stats
 from headwater.delta.generated import (
@@ -80,7 +81,8 @@ from headwater.delta.sink import (
     checkpoint_query_id,
     commit_files,
 )
-from headwater.delta.write_commit import commit_write, deltalake_writes
+from headwater.delta.table_protocol import invalid_property, split_properties
+from headwater.delta.write_commit import StreamUpdate, commit_write, deltalake_writes
 from headwater.errors import HeadwaterError, translated
 
 if TYPE_CHECKING:
@@ -107,7 +109,9 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
                  merge_schema: bool = False, auto_compact: bool = False, *,
                  save_mode: str | None = None, replace_where: str | None = None,
                  options: dict[str, str] | None = None, user_metadata: str | None = None,
-                 faults: tuple[str, str] = NATIVE_FAULTS) -> int | None:
+                 faults: tuple[str, str] = NATIVE_FAULTS,
+                 properties: dict[str, str] | None = None,
+                 stream: StreamUpdate | None = None) -> int | None:
     """Write ``df`` with Spark's parquet writer and commit it as one Delta transaction.
 
     mode: "append" or "overwrite" (the whole table, or the partitions ``replace_where``
@@ -122,6 +126,10 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
     options: the writer's options (lower-cased keys): ``compression`` and ``maxRecordsPerFile``
     reach Spark's parquet writer. user_metadata: the commitInfo's ``userMetadata`` (default
     the ``userMetadata`` option). faults: the crash-test fault points around the commit.
+    properties: the write's own table properties (delta-spark: a batch write's ``delta.*``
+    options) for a table this write creates, over the session's ``properties.defaults.*``
+    (read here, on the driver); an existing table keeps its own. stream: the micro-batch
+    of a streaming write this is (its history: STREAMING UPDATE, as delta-spark's sink).
     """
     uri = normalize_uri(path)
     options = {k.lower(): v for k, v in (options or {}).items()}
@@ -155,13 +163,15 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
                     "yet.", "Overwrite the table, or DELETE the rows and append the new ones.")
             log.debug("Delta write to %s: native, headwater's commit (generated / identity "
                       "columns or a feature deltalake cannot commit)", uri)
-            return _write_own(df, uri, table, generation, mode, txn, faults, user_metadata)
+            return _write_own(df, uri, table, generation, mode, txn, faults, user_metadata,
+                              stream)
         check_schema(uri, schema, df.schema, merge_schema)
         partition_columns = existing
         if replace_where:
             filters = parse_replace_where(replace_where, existing)
     elif replace_where:
         raise replace_where_on_missing_table(uri)
+    new_properties = with_defaults(properties, df.sparkSession) if table is None else None
     adds = _stage_files(df, uri, partition_columns, options)
     try:
         if filters:
@@ -170,7 +180,8 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
         committed = commit_files(uri, adds, df.schema, mode, partition_columns, txn=txn,
                                  merge_schema=merge_schema, partition_filters=filters,
                                  auto_compact=auto_compact, save_mode=save_mode,
-                                 user_metadata=user_metadata)
+                                 user_metadata=user_metadata, properties=new_properties,
+                                 stream=stream)
     except BaseException:
         _delete_staged(uri, _unreferenced(uri, adds))  # a failed commit leaves nothing behind
         raise
@@ -262,13 +273,14 @@ def batch_writer(path: str, checkpoint: str | None, complete: bool = False,
     :func:`write_rows` exactly once (a txn action keyed by the checkpoint's query id, as the
     Python sink does), replacing the rows in complete mode. settings: :func:`write_native`'s
     keyword arguments (partition_by, merge_schema, auto_compact, options)."""
-    fallback = f"headwater-stream-{uuid.uuid4()}"
+    fallback = str(uuid.uuid4())
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        query_id = checkpoint_query_id(checkpoint)
-        app_id = f"headwater-stream-{query_id}" if query_id else fallback
-        write_rows(batch, path, "overwrite" if complete else "append", txn=(app_id, batch_id),
-                   faults=SINK_FAULTS, **settings)
+        query_id = checkpoint_query_id(checkpoint) or fallback
+        stream = StreamUpdate("Complete" if complete else "Append", query_id, batch_id)
+        write_rows(batch, path, "overwrite" if complete else "append",
+                   txn=(f"headwater-stream-{query_id}", batch_id), faults=SINK_FAULTS,
+                   stream=stream, **settings)
 
     return write
 
@@ -306,7 +318,7 @@ def native_sink(df: DataFrame, path: str, options: dict[str, str], output_mode: 
 
 def _write_own(df: DataFrame, uri: str, table, generation: Generation, mode: str,
                txn: tuple[str, int] | None, faults: tuple[str, str] = NATIVE_FAULTS,
-               user_metadata: str | None = None) -> int:
+               user_metadata: str | None = None, stream: StreamUpdate | None = None) -> int:
     """A write into a table with generated / identity columns (their values added to ``df``
     first) or one deltalake cannot commit to: staged by Spark's parquet writer, committed by
     headwater (the identity high-water marks raised in the same commit)."""
@@ -322,7 +334,7 @@ def _write_own(df: DataFrame, uri: str, table, generation: Generation, mode: str
     version = commit_write(uri, table, adds, mode, txn,
                            raised_high_water_marks(schema, generated, adds),
                            cleanup=lambda: _delete_staged(uri, adds),
-                           user_metadata=user_metadata)
+                           user_metadata=user_metadata, stream=stream)
     _fault(faults[1], uri)
     if version is None:
         return 0
@@ -442,24 +454,6 @@ def _replace_staged(df: DataFrame, uri: str, schema, partition_columns: list[str
         _delete_staged(uri, _unreferenced(uri, adds))
         raise invalid_property(exc, path) from exc
     return sum(json.loads(a["stats"])["numRecords"] for a in adds)
-
-
-def split_properties(configuration: dict[str, str] | None) -> tuple[dict, dict]:
-    """(Delta's ``delta.*`` properties, the user's own): deltalake accepts only the first kind
-    when it creates or replaces a table, the second through ``alter.set_table_properties``."""
-    config = dict(configuration or {})
-    delta = {k: v for k, v in config.items() if k.startswith("delta.")}
-    return delta, {k: v for k, v in config.items() if k not in delta}
-
-
-def invalid_property(exc: BaseException, path: str) -> BaseException:
-    """deltalake's "Error parsing property" as an HW_ error; other errors unchanged."""
-    if "Error parsing property" not in str(exc):
-        return exc
-    return HeadwaterError(
-        "HW_TABLE_PROPERTY_INVALID", f"A table property of {path} is not valid: {exc}.",
-        "Delta checks the names and values of its own delta.* properties.",
-        "Use a property Delta knows with a valid value (e.g. 'delta.appendOnly'='true').")
 
 
 def _stage(df: DataFrame, uri: str, partition_columns: list[str],

@@ -33,13 +33,23 @@ from headwater.delta.files import collect_adds, write_task
 from headwater.delta.generated import declares_generation
 from headwater.delta.log import DeltaLog, filesystem_for, normalize_uri, open_table, resolve_file
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
-from headwater.delta.write_commit import deltalake_writes
+from headwater.delta.table_protocol import first_protocol, invalid_property, split_properties
+from headwater.delta.write_commit import (
+    StreamUpdate,
+    commit_write,
+    deltalake_writes,
+    own_commit_allowed,
+)
 from headwater.errors import HeadwaterError
 
 DEFAULT_TARGET_FILE_BYTES = 128 * 1024 * 1024
 # Internal writer option: the save mode the user asked for when headwater's path writer runs
 # it as an append (Spark refuses errorifexists / ignore for Python sources), for the history.
 SAVE_MODE_OPTION = "__hw_save_mode"
+# Internal writer option: the properties a table created by this write gets (JSON): the
+# session's properties.defaults.* under the write's own delta.* options, resolved on the driver
+# by headwater's hooks (the Python writer's commit runs in a worker, without the session).
+TABLE_PROPERTIES_OPTION = "__hw_table_properties"
 SAVE_MODES = {"append": "Append", "overwrite": "Overwrite", "errorifexists": "ErrorIfExists",
               "error": "ErrorIfExists", "ignore": "Ignore"}
 
@@ -54,6 +64,7 @@ class WriteOptions:
     auto_compact: bool = False  # compact small files after the commit (the table's property wins)
     save_mode: str | None = None  # the mode the user asked for (SAVE_MODE_OPTION)
     user_metadata: str | None = None  # delta-spark's userMetadata: kept in the commitInfo
+    table_properties: dict[str, str] = field(default_factory=dict)  # TABLE_PROPERTIES_OPTION
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> WriteOptions:
@@ -79,6 +90,7 @@ class WriteOptions:
             auto_compact=parse_bool("autoCompact", options.get("autocompact"), False),
             save_mode=options.get(SAVE_MODE_OPTION),
             user_metadata=options.get("usermetadata"),
+            table_properties=json.loads(options.get(TABLE_PROPERTIES_OPTION) or "{}"),
         )
 
 
@@ -179,6 +191,8 @@ def commit_files(
     auto_compact: bool = False,
     save_mode: str | None = None,
     user_metadata: str | None = None,
+    properties: dict[str, str] | None = None,
+    stream: StreamUpdate | None = None,
 ) -> bool:
     """Commit ``adds`` in one transaction. False when ``txn`` was already committed.
 
@@ -187,7 +201,14 @@ def commit_files(
     property decides; ``headwater run`` passes its pipeline setting). save_mode: the mode
     the user gave (errorifexists, ignore, ...) when it differs from ``mode``; a commit that
     creates a local table records it as delta-spark does (operation WRITE). user_metadata:
-    the commitInfo's ``userMetadata`` (delta-spark's writer option of that name)."""
+    the commitInfo's ``userMetadata`` (delta-spark's writer option of that name).
+    properties: the table properties of a table this commit creates (the session's
+    ``properties.defaults.*`` and the write's ``delta.*`` options, resolved by the caller on
+    the driver: :func:`headwater.delta.defaults.with_defaults`); an existing table keeps its
+    own. stream: the micro-batch of a streaming write this commit is: recorded as delta-spark
+    records it (STREAMING UPDATE) by headwater's own commit on a local table (deltalake
+    names every commit it writes itself: WRITE); object-store tables, and tables with
+    features such a commit does not follow, get deltalake's."""
     from deltalake import CommitProperties, Schema, Transaction  # noqa: PLC0415 - worker: deltalake only in the worker that commits
     from deltalake.exceptions import CommitFailedError, TableNotFoundError  # noqa: PLC0415 - worker: deltalake only in the worker that commits
     from deltalake.transaction import AddAction, create_table_with_add_actions  # noqa: PLC0415 - worker: deltalake only in the worker that commits
@@ -217,14 +238,22 @@ def commit_files(
                 )
         schema = Schema.from_arrow(arrow_schema(data_schema))
         if "://" in path:
-            create_table_with_add_actions(path, schema, actions, mode="append",
-                                          partition_by=partition_by or None,
-                                          storage_options=storage.options_for(path),
-                                          commit_properties=props)
+            delta_keys, _ = split_properties(properties)
+            try:
+                create_table_with_add_actions(path, schema, actions, mode="append",
+                                              partition_by=partition_by or None,
+                                              configuration=delta_keys or None,
+                                              storage_options=storage.options_for(path),
+                                              commit_properties=props)
+            except Exception as exc:
+                raise invalid_property(exc, path) from exc
             return True
         if create_with_write(path, schema.to_json(), adds, partition_by, txn,
                              SAVE_MODES.get((save_mode or mode).lower(), "Append"),
-                             user_metadata):
+                             user_metadata, properties,
+                             None if stream is None else (
+                                 stream.OPERATION, stream.parameters(),
+                                 stream.metrics(adds, 0))):
             return True
         # another writer created the table first: add to it, unless the user's mode said
         # "only a new table" (checked before the write, lost since)
@@ -259,6 +288,9 @@ def commit_files(
         )
     table_schema = spark_schema(table.schema().to_json())
     new_columns = check_schema(path, table_schema, data_schema, merge_schema)
+    if stream is not None and "://" not in path and own_commit_allowed(table):
+        return _commit_stream(path, table, adds, mode, txn, stream, user_metadata,
+                              _merged(table_schema, data_schema, new_columns), auto_compact)
     if new_columns:
         from deltalake.schema import Field  # noqa: PLC0415 - worker: deltalake only in the worker that evolves the schema
 
@@ -294,30 +326,66 @@ def commit_files(
     return True
 
 
+def _merged(table: StructType, data: StructType, new_columns: list[str]) -> StructType | None:
+    """The table's schema with the data's ``new_columns`` added at the end (nullable, as
+    mergeSchema adds them); None when there are none."""
+    if not new_columns:
+        return None
+    added = [f for f in data.fields if f.name in new_columns]
+    return StructType([*table.fields, *added])
+
+
+def _commit_stream(path: str, table: Any, adds: list[dict[str, Any]], mode: str,
+                   txn: tuple[str, int] | None, stream: StreamUpdate,
+                   user_metadata: str | None, schema: StructType | None,
+                   auto_compact: bool) -> bool:
+    """A micro-batch committed by headwater (:func:`headwater.delta.write_commit.commit_write`:
+    adds, the removes of a complete-mode batch, a new schema, the txn) as STREAMING UPDATE.
+    False when ``txn`` was committed before (its files deleted)."""
+    version = commit_write(path, table, adds, mode, txn, schema,
+                           cleanup=lambda: _delete_files(path, adds),
+                           user_metadata=user_metadata, stream=stream)
+    if version is None:
+        return False
+    if autocompact.enabled(table.metadata().configuration or {}, auto_compact):
+        table.update_incremental()
+        autocompact.compact_if_due(table, auto_compact)
+    return True
+
+
 def create_with_write(path: str, schema_json: str, adds: list[dict[str, Any]],
                       partition_by: list[str], txn: tuple[str, int] | None,
-                      mode_name: str, user_metadata: str | None = None) -> bool:
+                      mode_name: str, user_metadata: str | None = None,
+                      properties: dict[str, str] | None = None,
+                      operation: tuple[str, dict[str, str], dict[str, str]] | None = None
+                      ) -> bool:
     """Create the local table at ``path`` holding ``adds`` as version 0, recorded as
     delta-spark records a table's first write: operation WRITE with the user's mode
     (``ErrorIfExists`` for a plain ``save()``) and partitionBy (delta-rs would record CREATE
-    TABLE). False, with nothing written, when version 0 exists already."""
+    TABLE). False, with nothing written, when version 0 exists already. properties: the new
+    table's properties (its protocol follows from them, as deltalake's create computes it);
+    operation: (name, parameters, metrics) recorded instead of WRITE's (a stream's first
+    micro-batch: STREAMING UPDATE)."""
     now = int(time.time() * 1000)
     rows = sum(json.loads(a["stats"]).get("numRecords", 0) for a in adds if a.get("stats"))
+    name, parameters, metrics = operation or (
+        "WRITE", {"mode": mode_name, "partitionBy": json.dumps(list(partition_by))},
+        {"numFiles": str(len(adds)), "numOutputRows": str(rows),
+         "numOutputBytes": str(sum(int(a["size"]) for a in adds))})
+    properties = dict(properties or {})
+    protocol = first_protocol(spark_schema(schema_json), list(partition_by), properties, path)
     actions: list[dict[str, Any]] = [
         {"commitInfo": {
-            "timestamp": now, "operation": "WRITE",
-            "operationParameters": {"mode": mode_name,
-                                    "partitionBy": json.dumps(list(partition_by))},
+            "timestamp": now, "operation": name, "operationParameters": parameters,
             "isolationLevel": "Serializable", "isBlindAppend": True,
-            "operationMetrics": {"numFiles": str(len(adds)), "numOutputRows": str(rows),
-                                 "numOutputBytes": str(sum(int(a["size"]) for a in adds))},
+            "operationMetrics": metrics,
             "engineInfo": ENGINE_INFO, "txnId": str(uuid.uuid4()),
             **({"userMetadata": user_metadata} if user_metadata is not None else {})}},
-        {"protocol": _first_protocol(schema_json)},
+        {"protocol": protocol},
         {"metaData": {
             "id": str(uuid.uuid4()), "name": None, "description": None,
             "format": {"provider": "parquet", "options": {}}, "schemaString": schema_json,
-            "partitionColumns": list(partition_by), "configuration": {},
+            "partitionColumns": list(partition_by), "configuration": properties,
             "createdTime": now}},
         *({"add": {**a, "path": log_path(a["path"])}} for a in adds),
     ]
@@ -326,15 +394,6 @@ def create_with_write(path: str, schema_json: str, adds: list[dict[str, Any]],
     os.makedirs(os.path.join(path, DELTA_LOG), exist_ok=True)
     payload = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
     return put_if_absent(path, 0, payload.encode("utf-8"))
-
-
-def _first_protocol(schema_json: str) -> dict[str, Any]:
-    """A new table's protocol: (1, 2), or with the timestampNtz feature when a column (nested
-    ones too) is TIMESTAMP_NTZ, which readers refuse to open without it."""
-    if '"timestamp_ntz"' in schema_json:
-        return {"minReaderVersion": 3, "minWriterVersion": 7,
-                "readerFeatures": ["timestampNtz"], "writerFeatures": ["timestampNtz"]}
-    return {"minReaderVersion": 1, "minWriterVersion": 2}
 
 
 def inject_fault(point: str) -> None:
@@ -391,7 +450,8 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
         self.schema = schema
         self.complete = overwrite
         self.checkpoint = options.get("checkpointlocation")
-        self.fallback_app_id = f"headwater-{uuid.uuid4()}"
+        self.fallback_query_id = str(uuid.uuid4())
+        self.fallback_app_id = f"headwater-{self.fallback_query_id}"
         # Resolved once on the driver and pickled to the tasks: no log replay per task.
         self.partition_columns = self._check_existing_table()
 
@@ -417,13 +477,17 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         adds = collect_adds(messages)
+        stream = StreamUpdate("Complete" if self.complete else "Append",
+                              checkpoint_query_id(self.checkpoint) or self.fallback_query_id,
+                              batchId)
         inject_fault("sink_before_commit")
         commit_files(
             self.opts.path, adds, self.schema,
             mode="overwrite" if self.complete else "append",
             partition_by=self.partition_columns, txn=(self.app_id(), batchId),
             merge_schema=self.opts.merge_schema, auto_compact=self.opts.auto_compact,
-            user_metadata=self.opts.user_metadata,
+            user_metadata=self.opts.user_metadata, properties=self.opts.table_properties,
+            stream=stream,
         )
         inject_fault("sink_after_commit")
 

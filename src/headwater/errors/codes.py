@@ -148,6 +148,8 @@ CODES: dict[str, str] = {
                                   "(column mapping, deletion vectors, constraints, generated "
                                   "columns).",
     "HW_DML_APPEND_ONLY": "DML on a table with delta.appendOnly=true.",
+    "HW_DELTA_APPEND_ONLY": "An overwrite (or a complete-mode stream) would remove files of a "
+    "table with delta.appendOnly=true.",
     "HW_DML_INVALID": "A DML or RESTORE statement is incomplete or its condition/value does "
                       "not parse.",
     "HW_DML_UNKNOWN_COLUMN": "An assignment names a column the table does not have.",

@@ -297,6 +297,13 @@ class DeltaTable:
         return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=int(micros))
 
     def _restore(self, metrics: dict[str, Any]) -> DataFrame:
+        # a lakehouse table's catalog entry keeps the schema it saw: the restored version's
+        # schema may differ (an overwriteSchema, a replace or ADD COLUMNS since)
+        lakehouse = lakehouse_of(self._spark)
+        if lakehouse is not None:
+            for name in lakehouse.tables():
+                if normalize_uri(str(lakehouse.path(name))) == self._path:
+                    lakehouse.register(name)
         keys = ["table_size_after_restore", "num_of_files_after_restore", "num_removed_files",
                 "num_restored_files", "removed_files_size", "restored_files_size"]
         row = tuple(int(metrics.get(k) or 0) for k in keys)

@@ -21,6 +21,7 @@ delta keeps Spark's own behaviour, except into an existing lakehouse table, whic
 
 from __future__ import annotations
 
+import json
 import threading
 import weakref
 from collections.abc import Callable
@@ -34,9 +35,10 @@ from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 from headwater.conf.layout import DELTA_AUTO_MERGE_CONF, DELTA_USER_METADATA_CONF
 from headwater.conf.options import parse_bool
 from headwater.delta.batch import txn_option
+from headwater.delta.defaults import with_defaults
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.native import native_sink, replace_native, write_native
-from headwater.delta.sink import SAVE_MODE_OPTION, WriteOptions
+from headwater.delta.sink import SAVE_MODE_OPTION, TABLE_PROPERTIES_OPTION, WriteOptions
 from headwater.errors import HeadwaterError, translated
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.ingest.registration import register_sources
@@ -173,6 +175,8 @@ def _start(original: Callable) -> Callable:
             target = path or next((v for k, v in settings.items() if k.lower() == "path"), None)
             if target is not None and _driver_stream(self, target, settings):
                 return original(self)
+            if target is not None:  # the Python sink: a new table gets the session's defaults
+                _new_table_properties(self, self._spark, target, {})
         return original(self, path)
 
     start.__doc__ = original.__doc__
@@ -271,8 +275,11 @@ def _save(original: Callable) -> Callable:
 def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
     spark = writer._spark
     jwrite = writer._jwrite
-    options = {k.lower(): v for k, v in _java_map(spark, jwrite.extraOptions().originalMap())
-               .items()}
+    given = _java_map(spark, jwrite.extraOptions().originalMap())
+    options = {k.lower(): v for k, v in given.items()}
+    # delta-spark (DeltaDataSource.createRelation): a batch write's delta.* options are the
+    # properties of the table it creates, over the session's properties.defaults.*
+    explicit = {k: v for k, v in given.items() if k.startswith("delta.")}
     target = path or options.get("path")
     mode = str(jwrite.curmode().toString()).lower()
     parts = jwrite.partitioningColumns()
@@ -310,18 +317,36 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
         replace_native(writer._df, normalize_uri(target), partition_by or None)
         return None
     if mode in ("append", "overwrite") and _save_native(writer, target, mode, options,
-                                                         partition_by, save_mode):
+                                                         partition_by, save_mode, explicit):
         return None
     if save_mode is not None:  # Spark refuses these modes for a Python data source
         writer.mode("append").option(SAVE_MODE_OPTION, save_mode)  # for the history
+    _new_table_properties(writer, spark, target, explicit)
     return original(writer, path)
 
 
+def _new_table_properties(writer: Any, spark: SparkSession, target: str,
+                          explicit: dict[str, str]) -> None:
+    """For the Python data source writer, whose commit runs in a worker without the
+    session: the properties of a table it would create (the session's properties.defaults.*
+    under the write's ``explicit`` ones) as an internal option, resolved here on the driver.
+    Nothing for an existing table (it keeps its own) or an object store's (not opened here:
+    its credentials may reach this process only as the writer's options)."""
+    uri = normalize_uri(target)
+    if "://" not in uri and DeltaLog(uri).exists():
+        return
+    properties = with_defaults(explicit, spark)
+    if properties:
+        writer.option(TABLE_PROPERTIES_OPTION, json.dumps(properties))
+
+
 def _save_native(writer: Any, target: str, mode: str, options: dict[str, str],
-                 partition_by: list[str], save_mode: str | None) -> bool:
+                 partition_by: list[str], save_mode: str | None,
+                 properties: dict[str, str]) -> bool:
     """The write through Spark's parquet writer and one driver commit
     (:func:`headwater.delta.native.write_native`); False when the Python data source writer
-    must do it (the reason on the ``headwater.delta.write`` debug log)."""
+    must do it (the reason on the ``headwater.delta.write`` debug log). properties: the
+    write's own ``delta.*`` options, for a table it creates."""
     opts = WriteOptions.from_options({**options, "path": target})
     merge_schema = opts.merge_schema or parse_bool(
         DELTA_AUTO_MERGE_CONF, writer._spark.conf.get(DELTA_AUTO_MERGE_CONF, None), False)
@@ -329,7 +354,8 @@ def _save_native(writer: Any, target: str, mode: str, options: dict[str, str],
         written = write_native(
             writer._df, opts.path, mode, txn_option(options), partition_by or opts.partition_by,
             merge_schema=merge_schema, auto_compact=opts.auto_compact, save_mode=save_mode,
-            replace_where=options.get("replacewhere"), options=options)
+            replace_where=options.get("replacewhere"), options=options,
+            properties=properties)
     return written is not None
 
 

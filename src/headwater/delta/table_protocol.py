@@ -1,0 +1,121 @@
+"""The protocol a new table needs for its columns and properties, as delta-spark computes it.
+
+deltalake is the judge of the ``delta.*`` properties it knows: they and the column types are
+handed to its ``DeltaTable.create`` in a scratch folder, which refuses a bad property value
+and says which protocol they need (``delta.enableChangeDataFeed`` -> writer 4, deletion
+vectors -> table features...). Features deltalake's create does not know about (generated or
+identity columns, clustering) are added by the callers; the result is written as the
+smallest protocol that covers the features: legacy versions when some do, else table
+features, as delta-spark writes it.
+
+Used by every path that writes a table's first commit itself: CREATE TABLE with a full
+definition (:mod:`headwater.delta.definition`) and a first write that creates the table with
+properties (the session's ``properties.defaults.*``, :func:`headwater.delta.sink.commit_files`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+from deltalake import DeltaTable, Schema
+from pyspark.sql.types import StructField, StructType
+
+from headwater.errors import HeadwaterError
+
+# The table features each legacy writer / reader version implies (Delta's protocol).
+LEGACY_WRITER = {2: {"appendOnly", "invariants"}, 3: {"checkConstraints"},
+                 4: {"changeDataFeed", "generatedColumns"}, 5: {"columnMapping"},
+                 6: {"identityColumns"}}
+LEGACY_READER = {2: {"columnMapping"}}
+
+
+def split_properties(configuration: dict[str, str] | None
+                     ) -> tuple[dict[str, str], dict[str, str]]:
+    """(Delta's ``delta.*`` properties, the user's own): deltalake accepts only the first kind
+    when it creates or replaces a table, the second through ``alter.set_table_properties``."""
+    config = dict(configuration or {})
+    delta = {k: v for k, v in config.items() if k.startswith("delta.")}
+    return delta, {k: v for k, v in config.items() if k not in delta}
+
+
+def invalid_property(exc: BaseException, path: str) -> BaseException:
+    """deltalake's "Error parsing property" as an HW_ error; other errors unchanged."""
+    if "Error parsing property" not in str(exc):
+        return exc
+    return HeadwaterError(
+        "HW_TABLE_PROPERTY_INVALID", f"A table property of {path} is not valid: {exc}.",
+        "Delta checks the names and values of its own delta.* properties.",
+        "Use a property Delta knows with a valid value (e.g. 'delta.appendOnly'='true').")
+
+
+def deltalake_protocol(schema: StructType, partition_by: list[str],
+                       properties: dict[str, str] | None, label: str) -> Any:
+    """The protocol deltalake gives a table of these column types and ``delta.*``
+    properties (created in a scratch folder: deltalake validates both there). label: the
+    table's name or path, for the error a bad property raises."""
+    delta_keys, _ = split_properties(properties)
+    # column types only: generation and identity are the callers' to add (deltalake would
+    # read Spark's SQL expressions with its own dialect)
+    fields = [StructField(f.name, f.dataType, f.nullable) for f in schema.fields]
+    with tempfile.TemporaryDirectory(prefix="hw-definition-") as scratch:
+        try:
+            made = DeltaTable.create(
+                scratch, Schema.from_json(StructType(fields).json()),
+                partition_by=list(partition_by) or None, configuration=delta_keys or None)
+        except Exception as exc:  # noqa: BLE001 - deltalake's refusal, translated when known
+            raise invalid_property(exc, label) from exc
+        return made.protocol()
+
+
+def features(protocol: Any) -> tuple[set[str], set[str]]:
+    """(reader features, writer features) a protocol supports, legacy versions expanded."""
+    reader = set(protocol.reader_features or []) if protocol.min_reader_version >= 3 else \
+        {f for v, fs in LEGACY_READER.items() if v <= protocol.min_reader_version for f in fs}
+    writer = set(protocol.writer_features or []) if protocol.min_writer_version >= 7 else \
+        {f for v, fs in LEGACY_WRITER.items() if v <= protocol.min_writer_version for f in fs}
+    return reader, writer | reader
+
+
+def smallest(reader: set[str], writer: set[str]) -> dict[str, Any]:
+    """The legacy versions that cover the features when some do, else table features."""
+    legacy_writer = next((v for v in range(1, 7) if writer <= _implied(LEGACY_WRITER, v)),
+                         None)
+    legacy_reader = next((v for v in range(1, 3) if reader <= _implied(LEGACY_READER, v)),
+                         None)
+    if legacy_writer is not None and legacy_reader is not None:
+        return {"minReaderVersion": legacy_reader, "minWriterVersion": legacy_writer}
+    action: dict[str, Any] = {"minReaderVersion": 3 if reader else 1, "minWriterVersion": 7}
+    if reader:
+        action["readerFeatures"] = sorted(reader)
+    action["writerFeatures"] = sorted(writer | reader)
+    return action
+
+
+def _implied(legacy: dict[int, set[str]], version: int) -> set[str]:
+    return {f for v, fs in legacy.items() if v <= version for f in fs}
+
+
+def as_action(protocol: Any) -> dict[str, Any]:
+    """A deltalake protocol as the log's ``protocol`` action."""
+    action: dict[str, Any] = {"minReaderVersion": protocol.min_reader_version,
+                              "minWriterVersion": protocol.min_writer_version}
+    if protocol.min_reader_version >= 3:
+        action["readerFeatures"] = sorted(protocol.reader_features or [])
+    if protocol.min_writer_version >= 7:
+        action["writerFeatures"] = sorted(protocol.writer_features or [])
+    return action
+
+
+def first_protocol(schema: StructType, partition_by: list[str],
+                   properties: dict[str, str] | None, label: str) -> dict[str, Any]:
+    """The protocol action of a new table of ``schema`` with ``properties`` (a first write):
+    (1, 2) for plain columns and no properties, else what deltalake's rules say, written as
+    the smallest protocol covering it (at least writer 2, delta-spark's minimum)."""
+    if not properties:  # no scratch table needed
+        if '"timestamp_ntz"' in schema.json():  # readers refuse the type without the feature
+            return {"minReaderVersion": 3, "minWriterVersion": 7,
+                    "readerFeatures": ["timestampNtz"], "writerFeatures": ["timestampNtz"]}
+        return {"minReaderVersion": 1, "minWriterVersion": 2}
+    reader, writer = features(deltalake_protocol(schema, partition_by, properties, label))
+    return smallest(reader, writer | LEGACY_WRITER[2])
