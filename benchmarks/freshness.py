@@ -508,7 +508,7 @@ def record(rows: list[dict], run: results_file.Run) -> bool:
              "landings": r["landings"]}, samples, values))
     if not variants:
         return False
-    run.table("A landed file -> its rows in gold: p50 / p99 (nearest rank) and median hops",
+    run.table("Landing to gold: p50 / p99 (nearest rank), median hops",
               ["scenario", "tool", "mode", "landings", "p50 s", "p99 s",
                *(f"{hop} s" for hop in HOPS)], variants,
               chart={"kind": "grouped", "label": ["scenario", "tool", "mode"],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -138,9 +139,11 @@ def draw(result: dict[str, Any], table: dict[str, Any], image: str = "svg") -> b
         ax.set_ylabel(spec["y"])
         ax.legend(frameon=False)
     else:
-        labels = [_label(r, columns, spec["label"]) for r in cells]
+        labels = [textwrap.fill(_label(r, columns, spec["label"]), 40) for r in cells]
+        lines = max(label.count("\n") + 1 for label in labels)
         series = [spec["value"]] if kind == "bar" else spec["series"]
-        height = max(2.2, 0.42 * len(cells) * (1 if kind == "bar" else 0.6 + 0.3 * len(series)))
+        height = max(2.2, 0.42 * len(cells) * max(lines * 0.7, 1 if kind == "bar"
+                                                  else 0.6 + 0.3 * len(series)))
         fig, ax = plt.subplots(figsize=(7.5, height))
         band = 0.8 / len(series)
         for i, name in enumerate(series):
