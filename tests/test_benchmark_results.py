@@ -109,3 +109,13 @@ def test_the_page_shows_each_files_command_machine_and_older_runs() -> None:
     for data in fresh:
         assert docs_page.machine_line(data) in page
         assert data["machine"]["git_commit"][:10] in page
+
+
+def test_an_invalid_results_file_fails_the_page(tmp_path: Path, monkeypatch) -> None:
+    """What `bash dev.sh docs` builds from: a file missing a required field is an error."""
+    data = json.loads((results.RESULTS / "dml.json").read_text())
+    del data["machine"]["git_commit"]
+    (tmp_path / "dml.json").write_text(json.dumps(data))
+    monkeypatch.setattr(docs_page, "RESULTS", tmp_path)
+    with pytest.raises(ValueError, match="machine: missing 'git_commit'"):
+        docs_page.page()
