@@ -12,6 +12,11 @@
 #   bash dev.sh bench-cdc        AUTO CDC vs a hand-written deltalake MERGE, SCD1 and 2 (outside CI)
 #   bash dev.sh bench-dml        MERGE / DELETE: Spark vs delta-rs vs hand-written deltalake (outside CI)
 #   bash dev.sh bench-builder    DeltaTable.create + first write vs a plain df.write.format("delta") (outside CI)
+#   bash dev.sh bench-kafka      Kafka -> Delta vs the Python transfer limit, broker on this machine (outside CI)
+#   bash dev.sh bench-s3         the Delta sink on S3 (moto) vs a local folder (outside CI)
+#   bash dev.sh bench-autocompact  files after 1,000 micro-batches, with and without auto compaction
+#   bash dev.sh bench-all        every bench-* command at full size, each writing benchmarks/results/*.json
+#                                (any bench-* command: --json writes its results file, --smoke is quick)
 #   bash dev.sh conformance      delta-spark's own Python tests and examples on headwater, pass counts
 #   bash dev.sh docs             the docs site, built in strict mode into site/ (`docs serve`: preview)
 #   bash dev.sh corpus PATH      Databricks' DLT notebooks (a snapshot of delta-live-tables-notebooks) on headwater
@@ -50,10 +55,20 @@ case "$cmd" in
   bench-cdc) exec .venv/bin/python benchmarks/cdc_apply.py "$@" ;;
   bench-dml) exec .venv/bin/python benchmarks/dml.py "$@" ;;
   bench-builder) exec .venv/bin/python benchmarks/table_builder.py "$@" ;;
+  bench-kafka) exec .venv/bin/python benchmarks/kafka_throughput.py "$@" ;;
+  bench-s3) exec .venv/bin/python benchmarks/s3_sink.py "$@" ;;
+  bench-autocompact) exec .venv/bin/python benchmarks/autocompact_files.py "$@" ;;
+  bench-all)  # one after another (they share the machine badly); a failure does not stop the rest
+         failed=()
+         for c in $(sed -n 's/^  \(bench-[a-z0-9-]*\)) exec .*/\1/p' dev.sh; sed -n 's/^  \(bench\)) exec .*/\1/p' dev.sh); do
+           echo "== bash dev.sh $c --json $*" >&2
+           bash dev.sh "$c" --json "$@" || failed+=("$c")
+         done
+         if [ ${#failed[@]} -gt 0 ]; then echo "bench-all: failed: ${failed[*]}" >&2; exit 1; fi ;;
   conformance) exec .venv/bin/python tools/delta_conformance.py "$@" ;;
   docs)  export NO_MKDOCS_2_WARNING=1  # mkdocs-material's banner about a successor
          if [ "${1:-}" = serve ]; then shift; exec .venv/bin/mkdocs serve "$@"; fi
          exec .venv/bin/mkdocs build --strict "$@" ;;
   corpus) exec .venv/bin/python tools/dlt_corpus.py "$@" ;;
-  *) echo "usage: bash dev.sh demo|test|fast|lint|docs|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-freshness|bench-cdc|bench-dml|bench-builder|conformance|corpus" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh demo|test|fast|lint|docs|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-freshness|bench-cdc|bench-dml|bench-builder|bench-kafka|bench-s3|bench-autocompact|bench-all|conformance|corpus" >&2; exit 2 ;;
 esac

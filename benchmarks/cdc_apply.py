@@ -1,7 +1,9 @@
 """AUTO CDC against a hand-written foreachBatch + deltalake MERGE, in the same run.
 
     .venv/bin/python benchmarks/cdc_apply.py [--events 1000000] [--keys 1000000]
-        [--batch 100000] [--runs 3] [--scd 1,2]
+        [--batch 100000] [--runs 3] [--scd 1,2] [--smoke] [--json [PATH]]
+
+``--json`` writes benchmarks/results/cdc_apply.json (format: benchmarks/results.py).
 
 The events (upserts and 10% deletes, keys drawn at random from ``--keys``, one sequence number
 per event, increasing) are written once as one parquet file per batch. Every variant reads the
@@ -41,10 +43,22 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).parent))
 import headwater  # noqa: E402
+import results as results_file  # noqa: E402 - benchmarks/results.py
 from delta_io import tree_cpu_seconds  # noqa: E402
 from headwater.delta.cdc import CdcSpec, apply_changes_batch  # noqa: E402
 
 COLUMNS = ["id", "name", "city", "amount", "seq"]
+METRICS = {"wall s": "wall", "CPU s": "cpu", "driver peak MB": "driver_mb",
+           "JVM peak MB": "jvm_mb"}  # the results file's columns: run_variant's keys
+SETUP = (
+    "Change events (10% deletes, keys at random) in batches, applied by headwater "
+    "(`apply_changes_batch`, what a pipeline's `create_auto_cdc_flow` runs: tombstones, "
+    "out-of-order safety, txn-tagged exactly-once commits) and by the foreachBatch + "
+    "deltalake MERGE a data engineer writes (in-order events only), in the same run; every "
+    "target is compared row for row with headwater's. headwater's targets write their change "
+    "data feed by default, so the hand-written code also runs on a target with the feed on, "
+    "the like-for-like comparison. One discarded warm-up, then the median of the interleaved "
+    "runs; CPU of the process tree; peak RSS of the driver and the JVM.")
 CITIES = np.array(["Lisbon", "Oslo", "Quito", "Lagos", "Hanoi", "Perth", "Lima", "Accra"])
 
 
@@ -189,9 +203,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--scd", default="1,2")
     parser.add_argument("--smoke", action="store_true", help="20k events in batches of 5k, 1 run")
+    results_file.add_json_argument(parser, __file__)
     args = parser.parse_args()
     if args.smoke:
         args.events, args.keys, args.batch, args.runs = 20_000, 20_000, 5_000, 1
+    run = results_file.Run(
+        __file__, "AUTO CDC against a hand-written foreachBatch + MERGE", SETUP, order=6,
+        parameters={"events": args.events, "keys": args.keys, "batch": args.batch,
+                    "runs": args.runs, "scd": args.scd, "smoke": args.smoke})
+    table_rows_out = []
     spark = headwater.spark_session("local[2]", conf={"spark.sql.shuffle.partitions": "2",
                                                       "spark.ui.enabled": "false"})
     base = Path(tempfile.mkdtemp(prefix="hw-cdc-bench-"))
@@ -224,6 +244,17 @@ def main() -> None:
                 print(f"| {scd} | {name} | {args.events / m['wall']:,.0f} | {m['wall']:.1f} | "
                       f"{m['cpu']:.1f} | {m['driver_mb']:.0f} | {m['jvm_mb']:.0f} | "
                       f"{'' if name == 'headwater' else f'{ratio:.2f}x'} |")
+                table_rows_out.append(results_file.variant(
+                    {"SCD": scd, "variant": name},
+                    {key: [r[k] for r in got[name]] for key, k in METRICS.items()},
+                    {"events/s": args.events / m["wall"]}))
+                if name != "headwater":
+                    run.ratio(f"SCD{scd}: headwater ÷ {name}", ratio, basis="throughput")
+        run.table(f"{args.events:,} events over {args.keys:,} keys, batches of "
+                  f"{args.batch:,}: medians", ["SCD", "variant", "events/s", *METRICS],
+                  table_rows_out, chart={"kind": "bar", "label": ["SCD", "variant"],
+                                         "value": "events/s"})
+        run.write(args.json)
     finally:
         shutil.rmtree(base, ignore_errors=True)
         headwater.stop_spark()

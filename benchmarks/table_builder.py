@@ -2,6 +2,7 @@
 
     bash dev.sh bench-builder                  # 2M rows, warm-up + 3 interleaved runs
     bash dev.sh bench-builder --smoke          # 100k rows, 1 run
+    bash dev.sh bench-builder --json           # into benchmarks/results/table_builder.json
 
 The same rows (id long, n int, x double, s 40-char string) on both sides, one Spark session
 (``local[2]``), each variant into a fresh folder:
@@ -29,10 +30,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import headwater  # noqa: E402
+import results as results_file  # noqa: E402 - benchmarks/results.py
 from delta_io import tree_cpu_seconds  # noqa: E402
 from headwater import DeltaTable  # noqa: E402
 
 VARIANTS = ("plain", "builder", "builder + generated")
+SETUP = (
+    "The same rows (id long, n int, x double, 40-char string), one `local[2]` session, each "
+    "variant into a fresh folder: `df.write.format(\"delta\").save(path)` (plain) against "
+    "`DeltaTable.create(spark).location(path).addColumns(schema).execute()` then an append "
+    "(builder), and the same with a `GENERATED ALWAYS AS (n * 2)` column. One discarded "
+    "warm-up round, then the median of the rotating rounds; CPU of the process tree.")
 
 
 def rows(spark, count: int):
@@ -63,10 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="100k rows, 1 run")
+    results_file.add_json_argument(parser, __file__)
     args = parser.parse_args(argv)
     if args.smoke:
         args.rows, args.runs = 100_000, 1
+    record = results_file.Run(
+        __file__, "DeltaTable.create + first write vs a plain write", SETUP, order=8,
+        parameters={"rows": args.rows, "runs": args.runs, "smoke": args.smoke}, argv=argv)
     spark = headwater.spark_session("local[2]", conf={"spark.ui.enabled": "false"})
     folder = Path(tempfile.mkdtemp(prefix="hw-bench-builder-"))
     df = rows(spark, args.rows).cache()
@@ -83,11 +95,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{args.rows:,} rows, median of {args.runs} after a warm-up\n")
     print("| variant | wall s | CPU s | ÷ plain (wall) |")
     print("|---|---:|---:|---:|")
+    variants = []
     for variant in VARIANTS:
         wall = statistics.median(w for w, _ in results[variant])
         cpu = statistics.median(c for _, c in results[variant])
         print(f"| {variant} | {wall:.2f} | {cpu:.1f} | {wall / plain:.2f}x |")
+        variants.append(results_file.variant(
+            {"variant": variant}, {"wall s": [w for w, _ in results[variant]],
+                                   "CPU s": [c for _, c in results[variant]]},
+            {"÷ plain": wall / plain}))
+        if variant != "plain":
+            record.ratio(f"{variant} ÷ plain", wall / plain, basis="wall time")
+    record.table(f"{args.rows:,} rows: medians", ["variant", "wall s", "÷ plain", "CPU s"],
+                 variants, chart={"kind": "bar", "label": ["variant"], "value": "wall s"},
+                 formats={"÷ plain": "{:.2f}x"})
     headwater.stop_spark()
+    record.write(args.json)
     return 0
 
 

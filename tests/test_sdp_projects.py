@@ -5,6 +5,8 @@ what `spark-pipelines run` writes."""
 
 from __future__ import annotations
 
+import json
+import sys
 import textwrap
 from pathlib import Path
 
@@ -508,3 +510,85 @@ def test_the_benchmarks_sdp_project_runs_unchanged_twice_like_spark_pipelines(tm
     assert second == first  # the second run is incremental: nothing appended twice
     for table in ("silver", "gold"):
         assert first[table] == sdp_rows(tmp_path / "sdp", table), table
+
+
+RELATIVE_PATHS = """
+import os
+
+from pyspark import pipelines as dp
+from pyspark.sql import functions as F
+
+LOADED_IN = os.getcwd()  # Python runs the file in the spec's folder
+
+
+@dp.materialized_view
+def batch_read():
+    return spark.read.json("data").withColumn("loaded_in", F.lit(LOADED_IN))  # noqa: F821
+
+
+@dp.table
+def stream_read():
+    return spark.readStream.schema("where string").json("data")  # noqa: F821
+
+
+dp.create_sink("out", format="json", options={"path": "sink_out"})
+
+
+@dp.append_flow(target="out")
+def to_out():
+    return spark.readStream.table("stream_read")  # noqa: F821
+"""
+
+
+def relative_paths_project(launch: Path) -> Path:
+    """``launch/proj``: a spec whose definitions read ``data`` and sink into ``sink_out``
+    (both relative), with a ``data`` folder in the spec's folder and one in ``launch``."""
+    project = launch / "proj"
+    (project / "transformations").mkdir(parents=True)
+    (project / "transformations" / "t.py").write_text(RELATIVE_PATHS)
+    (project / "spark-pipeline.yml").write_text(
+        f"name: relpaths\nstorage: {(launch / 'storage').as_uri()}\n"
+        "libraries:\n  - glob:\n      include: transformations/**\n")
+    for folder, where in ((project / "data", "spec folder"), (launch / "data", "launch dir")):
+        folder.mkdir()
+        (folder / "a.json").write_text(f'{{"where": "{where}"}}\n')
+    return project
+
+
+@pytest.mark.procs
+def test_relative_paths_in_definitions_resolve_as_under_spark_pipelines(tmp_path):
+    """`spark-pipelines run --spec proj/spark-pipeline.yml` from another folder: the definition
+    files run in the spec's folder (pyspark/pipelines/cli.py's change_dir), but the paths
+    Spark resolves, a reader's and a sink's, are taken from the folder the run was launched
+    in (Spark's working directory). headwater resolves them the same way."""
+    import subprocess
+
+    from tests.support import CALL_TIMEOUT, HEADWATER, show
+
+    sdp_launch, hw_launch = tmp_path / "sdp", tmp_path / "hw"
+    relative_paths_project(sdp_launch)
+    project = relative_paths_project(hw_launch)
+    log = open(sdp_launch / "sdp.log", "wb")  # noqa: SIM115 - closed after the wait
+    sdp = subprocess.Popen(
+        [str(Path(sys.executable).with_name("spark-pipelines")), "--conf",
+         f"spark.sql.warehouse.dir={sdp_launch / 'warehouse'}", "run", "--spec",
+         "proj/spark-pipeline.yml"], cwd=sdp_launch, env=sdp_env(), stdout=log,
+        stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        ran = subprocess.run([*HEADWATER, "run", "--plain", "--project", "proj"],
+                             cwd=hw_launch, capture_output=True, text=True,
+                             timeout=CALL_TIMEOUT, env=sdp_env(), start_new_session=True)
+        assert ran.returncode == 0, show(ran)
+    finally:
+        log.close()
+        wait_sdp(sdp, sdp_launch)
+    want_batch = [("launch dir", str(sdp_launch / "proj"))]
+    assert sdp_rows(sdp_launch, "batch_read") == want_batch
+    assert hw_rows(hw_launch / "storage", "batch_read") == [("launch dir", str(project))]
+    assert sdp_rows(sdp_launch, "stream_read") == hw_rows(hw_launch / "storage",
+                                                          "stream_read") == [("launch dir",)]
+    for launch in (sdp_launch, hw_launch):  # the sink's relative path: the launch folder
+        assert not (launch / "proj" / "sink_out").exists(), launch
+        written = [json.loads(line) for f in (launch / "sink_out").glob("part-*.json")
+                   for line in f.read_text().splitlines()]
+        assert written == [{"where": "launch dir"}], launch

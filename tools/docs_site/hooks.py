@@ -3,7 +3,8 @@
 - ``<!-- generated: NAME -->`` in a page is replaced by ``reference.GENERATORS[NAME]()``
   (error codes, options, settings, project files, names, SQL) or, for ``benchmarks``, by the
   results in benchmarks/results/*.json; an unknown NAME fails the build.
-- the benchmark charts (SVG, matplotlib) are added as files of the site.
+- the benchmark charts (SVG, matplotlib) are added as files of the site; a results file that
+  does not match benchmarks/results.py's schema fails the build.
 - after the pages are read, every error code, option and setting the code declares must be in
   the built reference, and every public name of ``headwater`` in the API reference; anything
   missing fails the build (tests/test_docs_reference.py checks the same without mkdocs).
@@ -31,7 +32,10 @@ _cache: dict[str, str] = {}
 def generated(name: str, page_uri: str) -> str:
     if name == "benchmarks":
         prefix = posixpath.relpath(".", posixpath.dirname(page_uri) or ".") + "/"
-        return benchmarks.page("" if prefix == "./" else prefix)
+        try:
+            return benchmarks.page("" if prefix == "./" else prefix)
+        except ValueError as exc:  # a results file that does not match benchmarks/results.py
+            raise PluginError(str(exc)) from exc
     if name not in reference.GENERATORS:
         raise PluginError(f"{page_uri}: unknown generated section {name!r}; known: "
                           f"{sorted(reference.GENERATORS)} and 'benchmarks'")
@@ -41,7 +45,11 @@ def generated(name: str, page_uri: str) -> str:
 
 
 def on_files(files: Files, config: Any) -> Files:
-    for chart in benchmarks.charts():
+    try:
+        charts = benchmarks.charts()
+    except ValueError as exc:  # a results file that does not match benchmarks/results.py
+        raise PluginError(str(exc)) from exc
+    for chart in charts:
         files.append(File.generated(config, chart.path, content=chart.svg))
     return files
 

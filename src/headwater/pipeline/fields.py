@@ -4,6 +4,7 @@ SDP registry, headwater's decorators and SQL files; and a sink's checked fields.
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -14,6 +15,13 @@ from headwater.ingest.ddl import parse_ddl
 from headwater.messages import FORMAT_NAME as KAFKA
 from headwater.messages.kafka_alias import kafka_format
 from headwater.pipeline.model import Location
+
+# The folder the run was launched from, while a spark-pipeline.yml project's definitions load
+# in the spec's folder (pipeline.loader). Spark takes a relative path from the folder it was
+# launched in (its JVM's working directory), not from Python's, so a sink's relative path is
+# made absolute against this one, as `spark-pipelines run` does (pyspark/pipelines/cli.py
+# changes only Python's working directory while it loads the definitions).
+LAUNCH_DIR: ContextVar[str | None] = ContextVar("headwater_launch_dir", default=None)
 
 
 def stored_fields(name: str, where: Location, comment: str | None, properties: Any,
@@ -59,8 +67,9 @@ PATH_FORMATS = ("delta", "parquet", "json", "csv", "orc", "text")
 def sink_fields(name: str, where: Location, format: str, options: Any,
                 comment: str | None = None) -> dict[str, Any]:
     """A sink's fields, checked: a format, string options, and a ``path`` where the format
-    writes files, made absolute now (against the working directory while definitions load:
-    a spark-pipeline.yml project's folder, as under SDP), so runs do not depend on it."""
+    writes files, made absolute now (against the folder the run was launched from, as Spark
+    and SDP take it, even while a spark-pipeline.yml project loads in its spec's folder), so
+    runs do not depend on the working directory."""
     format = str(format or "").strip()
     spark = SparkSession.getActiveSession()
     if spark is not None:  # "kafka" without Spark's connector: headwater's Kafka sink
@@ -79,5 +88,6 @@ def sink_fields(name: str, where: Location, format: str, options: Any,
                 "no 'path' option.", f"A {format} sink writes files into a folder.",
                 f"Pass options={{'path': '/data/{name}'}} to create_sink.")
         if "://" not in opts[path_key]:
-            opts[path_key] = os.path.abspath(opts[path_key])
+            opts[path_key] = os.path.abspath(
+                os.path.join(LAUNCH_DIR.get() or os.getcwd(), opts[path_key]))
     return dict(name=name, location=where, comment=comment, format=format, options=opts)

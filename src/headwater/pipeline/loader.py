@@ -33,6 +33,7 @@ from headwater.conf.project import Project
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.database import using_database
 from headwater.pipeline import api, notebook
+from headwater.pipeline.fields import LAUNCH_DIR
 from headwater.pipeline.registry import Registry, collecting
 from headwater.spark.session import activate, thread_session
 
@@ -46,7 +47,9 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     spark: the pipeline's session (its lakehouse's); default this thread's active session. It is made
     the active one while the files run, so ``SparkSession.active()`` in them returns it.
     Python files see it as a global ``spark``, as SDP's CLI injects one; a project read from
-    a spark-pipeline.yml also loads with its folder as the working directory, as SDP does.
+    a spark-pipeline.yml also loads with its folder as Python's working directory, as SDP
+    does, while the paths Spark resolves (a reader's, a sink's) stay relative to the folder
+    the run was launched from, as under SDP (docs/guides/sdp-projects.md).
     The project's ``database`` is the session's current database while they run."""
     registry = Registry(project.database)
     sys.path.insert(0, str(project.dir))
@@ -54,6 +57,7 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     if spark is not None:
         activate(spark)
     cwd = os.getcwd()
+    launched = LAUNCH_DIR.set(cwd)
     try:
         if project.spec is not None:
             os.chdir(project.dir)
@@ -75,6 +79,7 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
                                             "dbutils": _dbutils(spark)})
     finally:
         os.chdir(cwd)
+        LAUNCH_DIR.reset(launched)
         sys.path.remove(str(project.dir))
     return registry.finish()
 
