@@ -394,6 +394,36 @@ def wait_for(condition, timeout: float, proc: subprocess.Popen, what: str,
         time.sleep(1)
 
 
+def test_ctrl_c_stops_a_continuous_run_cleanly(tmp_path):
+    """Ctrl-C (SIGINT) stops each flow after its micro-batch and exits 0: pyspark's
+    SparkContext replaces the SIGINT handler with one that cancels every job and raises
+    KeyboardInterrupt ("Aborted!", exit 1); the run's own handler must survive it."""
+    init = cli("init", "live", cwd=tmp_path)
+    assert init.returncode == 0, show(init)
+    project = tmp_path / "live"
+    initial = landed(project)
+    out_file, err_file = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with open(out_file, "w") as out, open(err_file, "w") as err:
+        proc = subprocess.Popen(HEADWATER + ["run", "--trigger", "1 second"], cwd=project,
+                                stdout=out, stderr=err, env=_env(), start_new_session=True)
+    try:
+        wait_for(lambda: count(project, "bronze") == len(initial), 180, proc,
+                 "bronze to hold the landed rows", out_file)
+        proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"no exit within 60 s of SIGINT:\n{out_file.read_text()}")
+        stdout, stderr = out_file.read_text(), err_file.read_text()
+        assert code == 0, f"exit {code}\n{stdout}\n{stderr[-4000:]}"
+        assert "SIGINT: stopping every flow after its current micro-batch" in stdout
+        assert "(stopped on request)" in stdout and "Aborted" not in stdout + stderr
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def test_continuous_run_stops_cleanly_on_sigterm(tmp_path):
     init = cli("init", "live", cwd=tmp_path)
     assert init.returncode == 0, show(init)

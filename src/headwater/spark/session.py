@@ -140,7 +140,13 @@ def build_session(
     for key, value in settings.items():
         if key.startswith("spark."):
             builder = builder.config(key, value)
+    caller_sigint = _own_sigint_handler()
     spark = builder.getOrCreate()
+    if caller_sigint is not None:
+        # pyspark's SparkContext replaces the SIGINT handler with one that cancels every job
+        # and raises KeyboardInterrupt; a caller that installed its own (`headwater run`:
+        # stop each flow after its micro-batch, exit 0) keeps it.
+        signal.signal(signal.SIGINT, caller_sigint)
     # Keys outside spark.* (a pipeline's configuration: mypipeline.source_path, ...) go on the
     # session once it runs: given to the builder, spark-submit would print "Warning: Ignoring
     # non-Spark config property" for each. spark.conf.get sees them either way.
@@ -218,6 +224,17 @@ def stop_spark() -> None:
         except Exception:  # noqa: BLE001 - best effort at exit
             pass
     spark.stop()
+
+
+def _own_sigint_handler() -> Any:
+    """The SIGINT handler the caller installed (None: Python's default, or not the main
+    thread, where handlers cannot be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    handler = signal.getsignal(signal.SIGINT)
+    if handler in (signal.default_int_handler, signal.SIG_DFL, signal.SIG_IGN, None):
+        return None
+    return handler
 
 
 def _register_stop() -> None:
