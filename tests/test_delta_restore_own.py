@@ -113,13 +113,16 @@ def test_restore_refuses_a_version_whose_files_are_gone(spark, lake):
     assert collected(spark.table("t").select("v")) == [("b",), ("c",)]
 
 
-def test_restore_a_clustered_table_brings_its_clustering_back(spark, lake):
+@pytest.mark.parametrize("checkpoint", [False, True], ids=["log", "after-a-checkpoint"])
+def test_restore_a_clustered_table_brings_its_clustering_back(spark, lake, checkpoint):
     (DeltaTable.create(spark).tableName("c").addColumn("a", "INT").addColumn("b", "STRING")
      .clusterBy("a").execute())                                            # version 0
     spark.sql("INSERT INTO c VALUES (1, 'x'), (2, 'y')")                   # version 1
     (DeltaTable.createOrReplace(spark).tableName("c").addColumn("a", "INT")
      .addColumn("b", "STRING").addColumn("n", "DOUBLE").clusterBy("b").execute())  # version 2
     spark.sql("INSERT INTO c VALUES (3, 'z', 1.5)")                        # version 3
+    if checkpoint:  # a checkpoint newer than the version restored (delta-spark: every 10)
+        RsTable(lake.path("c")).create_checkpoint()
     assert spark.sql("DESCRIBE DETAIL c").first().clusteringColumns == ["b"]
     protocol = [a["protocol"] for v in commits(lake.path("c")) for a in v if "protocol" in a][-1]
     DeltaTable.forName(spark, "c").restoreToVersion(1)

@@ -10,6 +10,7 @@ from deltalake import DeltaTable
 from tests.support import collected, commits
 
 from headwater import DeltaTable as HwDeltaTable
+from headwater import translated
 
 DEFAULTS = "spark.databricks.delta.properties.defaults."
 
@@ -85,3 +86,17 @@ def test_first_stream_write_takes_the_session_defaults(spark, tmp_path, defaults
         assert _first_commit(target)["protocol"]["minWriterVersion"] >= 4
         assert collected(spark.read.format("delta").load(str(target))) == [
             (0,), (1,), (2,), (3,)]
+
+
+def test_a_column_mapping_default_is_refused_on_a_first_write(spark, tmp_path):
+    """The first-write commit gives columns no physical names: a table with column mapping
+    would be unreadable, so the write is refused and nothing is created."""
+    spark.conf.set(DEFAULTS + "columnMapping.mode", "name")
+    try:
+        for path, extra in ((tmp_path / "native", {}),
+                            (tmp_path / "python", {"targetFileSize": "1mb"})):
+            with pytest.raises(Exception, match="HW_DELTA_UNSUPPORTED_FEATURE"), translated():
+                spark.range(3).write.format("delta").options(**extra).save(str(path))
+            assert not (path / "_delta_log" / "00000000000000000000.json").exists()
+    finally:
+        spark.conf.unset(DEFAULTS + "columnMapping.mode")

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
 from tests.pipelines import project, run
 from tests.test_ingest import land
 
@@ -90,7 +91,7 @@ def _expected(path: Path) -> dict:
     st = path.stat()
     return {"file_path": file_uri(str(path)), "file_name": path.name, "file_size": st.st_size,
             "file_block_start": 0, "file_block_length": st.st_size,
-            "file_modification_time": datetime.fromtimestamp(st.st_mtime_ns // 1000 / 1e6, UTC)}
+            "file_modification_time": datetime.fromtimestamp(st.st_mtime_ns // 1_000_000 / 1e3, UTC)}
 
 
 def test_read_files_hides_metadata_from_star_and_resolves_it_by_name(spark, tmp):
@@ -118,6 +119,23 @@ def test_format_cloudfiles_has_metadata_too(spark, tmp):
     out = _collect(df.withColumn("path", df["_metadata"]["file_path"]), tmp, "cf")
     assert [(r["id"], r["path"]) for r in out] == [(1, _expected(a)["file_path"])]
     assert "_metadata" not in out[0]
+
+
+def test_a_given_schema_keeps_the_metadata_column(spark, tmp):
+    """Auto Loader with .schema(...): Spark never asks the source its schema, so headwater
+    adds the hidden column to the given one (DDL or StructType, before or after format)."""
+    a = land(tmp / "landing", "a.json", '{"id": 1}\n')
+    ddl = (spark.readStream.format("cloudFiles").option("cloudFiles.format", "json")
+           .option("cloudFiles.schemaLocation", str(tmp / "s1"))
+           .schema("id BIGINT").load(str(tmp / "landing")))
+    struct = (spark.readStream.schema(StructType([StructField("id", LongType())]))
+              .format("cloudFiles").option("cloudFiles.format", "json")
+              .option("cloudFiles.schemaLocation", str(tmp / "s2"))
+              .load(str(tmp / "landing")))
+    for name, df in (("ddl", ddl), ("struct", struct)):
+        assert df.columns == ["id"], name
+        out = _collect(df.select("*", F.col("_metadata.file_name").alias("file")), tmp, name)
+        assert [(r["id"], r["file"]) for r in out] == [(1, a.name)], name
 
 
 def test_a_data_column_named_metadata_is_the_files_own(spark, tmp):

@@ -90,6 +90,7 @@ def _shape(graph: Graph) -> dict:
     names = sorted(graph.registry.datasets)
     return {"upstream": {n: sorted(graph.upstream(n)) for n in names},
             "downstream": {n: sorted(graph.downstream(n)) for n in names},
+            "streamed_by": {n: sorted(graph.streaming_downstream(n)) for n in names},
             "waves": runner._depths()}
 
 
@@ -107,6 +108,10 @@ def test_spark_reads_sql_views_and_paths_give_the_same_graph(spark, tmp_path):
                for up in graphs[1].upstream(name) if up in order)
     # full refresh of bronze cascades to everything that reads it
     assert got["downstream"]["bronze"] == ["from_view", "gold", "platinum", "recent", "silver"]
+    # a full refresh of bronze resets only what streams it (through the view too): the
+    # materialized views keep no offsets
+    assert got["streamed_by"]["bronze"] == ["from_view", "recent", "silver"]
+    assert got["streamed_by"]["silver"] == []
     reads = {r.name: r for r in graphs[1].flows["silver"].reads}
     assert reads["bronze"].streaming and reads["bronze"].internal
     assert {r.name for r in graphs[1].flows["bronze"].reads} == {"src"}  # an existing table

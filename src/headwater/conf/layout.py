@@ -108,6 +108,8 @@ DML_ENGINE_CONF = "headwater.dml.engine"
 DELTA_AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
 # delta-spark's session conf: the userMetadata of every commit that sets none as an option.
 DELTA_USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+# Spark's: RESTORE re-adds a version's files even when some are missing (delta/restore.py)
+IGNORE_MISSING_FILES_CONF = "spark.sql.files.ignoreMissingFiles"
 # Spark's ANSI SQL mode: off by default for pipelines in DLT's dialect (pipeline/dialect.py)
 ANSI_CONF = "spark.sql.ansi.enabled"
 # Spark's parquet timestamp encoding; native Delta writes pass TIMESTAMP_MICROS as a write option

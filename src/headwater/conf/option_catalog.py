@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from headwater.conf.layout import (
     ANSI_CONF,
     DELTA_USER_METADATA_CONF,
+    IGNORE_MISSING_FILES_CONF,
     LAKEHOUSE_ROOT_CONF,
     LOG_LEVEL_CONF,
     TIMESTAMP_TYPE_CONF,
@@ -319,6 +320,10 @@ SETTINGS: tuple[Setting, ...] = (
             "Spark's ANSI SQL mode. `headwater run` turns it off for pipelines in DLT's "
             "dialect (notebooks, `import dlt`, `LIVE.`), as the Databricks runtimes they were "
             "written for did, unless the pipeline's configuration sets it."),
+    Setting(IGNORE_MISSING_FILES_CONF, "session", "false",
+            "Spark's; RESTORE of a table headwater commits itself (identity columns, "
+            "clustering) re-adds a version's files even when some are gone (otherwise "
+            "HW_DELTA_FILE_NOT_FOUND), as delta-spark does."),
     Setting("spark.databricks.delta.retentionDurationCheck.enabled", "session", "true",
             "false allows VACUUM with a retention below the table's."),
     Setting("spark.databricks.delta.optimize.zorder.checkStatsCollection.enabled", "session",

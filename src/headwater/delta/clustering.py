@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from headwater.conf.layout import DELTA_LOG
 from headwater.delta.log import DeltaLog
+from headwater.delta.snapshot_adds import checkpoint_at_or_before
 
 DOMAIN = "delta.clustering"
 FEATURES = ("clustering", "domainMetadata")
@@ -49,8 +50,11 @@ def clustering_domain(uri: str, table: Any = None) -> list[str] | None:
         return None  # no domain to look for
     version = table.version()
     found: dict[str, Any] | None = None
-    checkpoint = log.last_checkpoint_version()
-    if checkpoint is not None and checkpoint <= version:
+    # the newest checkpoint at or before ``version`` (a RESTORE reads an older version than
+    # the last checkpoint: starting there would skip the domain), then the commits after it
+    at = checkpoint_at_or_before(log, version)
+    checkpoint = at[0] if at is not None else None
+    if checkpoint is not None:
         found = _from_checkpoint(log, checkpoint)
     for v in range(-1 if checkpoint is None else checkpoint, version):
         for action in log.read_commit(v + 1) or []:

@@ -299,7 +299,16 @@ def native_sink(df: DataFrame, path: str, options: dict[str, str], output_mode: 
     lowered = {k.lower(): v for k, v in options.items()}
     opts = WriteOptions.from_options({**lowered, "path": uri})
     partition_by = list(partition_by) or opts.partition_by
-    if output_mode not in ("append", "complete") and not written_on_driver(uri):
+    if output_mode not in ("append", "complete"):
+        if written_on_driver(uri):  # its micro-batches would be appended: duplicates
+            raise HeadwaterError(
+                "HW_SINK_OUTPUT_MODE",
+                f"A stream in {output_mode} mode into the table at {path}, which has generated "
+                "or identity columns (or clustering).",
+                "Such a table is written on the driver, batch by batch, in append or complete "
+                "mode only (delta-spark's Delta sink takes these two modes only).",
+                "Write it in append or complete mode, or MERGE each micro-batch yourself in "
+                "foreachBatch.", error_class="DELTA_UNSUPPORTED_OUTPUT_MODE")
         log.debug("Delta stream into %s: the Python sink (%s output mode)", uri, output_mode)
         return None
     table = None

@@ -33,6 +33,7 @@ from typing import Any
 import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
 
+from headwater.conf.layout import IGNORE_MISSING_FILES_CONF
 from headwater.delta import clustering
 from headwater.delta.commit import Transaction, commit
 from headwater.delta.generated import merged_high_water_marks
@@ -42,7 +43,6 @@ from headwater.delta.schema import spark_schema
 from headwater.delta.snapshot_adds import file_key, snapshot_adds
 from headwater.errors import HeadwaterError
 
-IGNORE_MISSING_FILES_CONF = "spark.sql.files.ignoreMissingFiles"
 # Fields of an add action a remove of the same file repeats (delta-spark's removeWithTimestamp).
 _REMOVE_KEEPS = ("partitionValues", "size", "tags", "deletionVector", "baseRowId",
                  "defaultRowCommitVersion", "stats")

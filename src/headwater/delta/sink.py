@@ -373,6 +373,18 @@ def create_with_write(path: str, schema_json: str, adds: list[dict[str, Any]],
         {"numFiles": str(len(adds)), "numOutputRows": str(rows),
          "numOutputBytes": str(sum(int(a["size"]) for a in adds))})
     properties = dict(properties or {})
+    mapping = properties.get("delta.columnMapping.mode", "none").lower()
+    if mapping != "none":  # the files would need physical names and ids in the schema
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"The first write into {path} would create a table with "
+            f"delta.columnMapping.mode={mapping} (from the write's options or the session's "
+            "spark.databricks.delta.properties.defaults.columnMapping.mode).",
+            "headwater's first-write commit does not give columns the physical names and ids "
+            "column mapping needs; the table would be unreadable.",
+            "Unset the column-mapping default (or option) for this write, or create the "
+            "table with column mapping elsewhere (delta-spark) and append to it.",
+            error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
     protocol = first_protocol(spark_schema(schema_json), list(partition_by), properties, path)
     actions: list[dict[str, Any]] = [
         {"commitInfo": {

@@ -49,7 +49,7 @@ def snapshot_adds(log: DeltaLog, table: Any) -> list[dict[str, Any]]:
     wanted = {unquote(row["path"]): row for row in listed}
     found: dict[str, dict[str, Any]] = {}
     version = table.version()
-    checkpoint = _checkpoint_at_or_before(log, version)
+    checkpoint = checkpoint_at_or_before(log, version)
     for v in range(version, (-1 if checkpoint is None else checkpoint[0]), -1):
         actions = log.read_commit(v)
         if actions is None:
@@ -86,7 +86,7 @@ def _take(found: dict[str, dict[str, Any]], wanted: dict[str, Any],
             found[path] = add
 
 
-def _checkpoint_at_or_before(log: DeltaLog, version: int) -> tuple[int, list[str]] | None:
+def checkpoint_at_or_before(log: DeltaLog, version: int) -> tuple[int, list[str]] | None:
     """(version, files) of the newest checkpoint at or before ``version``; None when none."""
     try:
         infos = log.fs.get_file_info(pafs.FileSelector(f"{log.root}/{DELTA_LOG}"))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import tempfile
 from typing import Any
 
-from deltalake import DeltaTable, Schema
 from pyspark.sql.types import StructField, StructType
 
 from headwater.errors import HeadwaterError
@@ -54,6 +53,8 @@ def deltalake_protocol(schema: StructType, partition_by: list[str],
     """The protocol deltalake gives a table of these column types and ``delta.*``
     properties (created in a scratch folder: deltalake validates both there). label: the
     table's name or path, for the error a bad property raises."""
+    from deltalake import DeltaTable, Schema  # noqa: PLC0415 - worker: deltalake only in the worker that commits
+
     delta_keys, _ = split_properties(properties)
     # column types only: generation and identity are the callers' to add (deltalake would
     # read Spark's SQL expressions with its own dialect)

@@ -52,6 +52,7 @@ CODES: dict[str, str] = {
     # --- writing Delta ----------------------------------------------------------------------
     "HW_SINK_NO_PATH": "A Delta write arrived without a table path.",
     "HW_SINK_SCHEMA_MISMATCH": "Written data does not fit the table's schema.",
+    "HW_SINK_OUTPUT_MODE": "A stream's output mode the Delta sink cannot write into this table.",
     "HW_SINK_PARTITION_MISMATCH": "Requested partition columns differ from the table's or are "
                                   "not columns of the data.",
     "HW_REPLACE_WHERE_UNSUPPORTED": "A replaceWhere condition is not on partition columns.",

@@ -68,7 +68,9 @@ def metadata_array(files: Sequence[FileEntry], rows: Sequence[int]) -> pa.Struct
         pa.array([f.size for f in files], pa.int64()),
         pa.array([0] * len(files), pa.int64()),
         pa.array([f.size for f in files], pa.int64()),
-        pa.array([f.mtime_ns // 1000 for f in files], pa.int64()).cast(_ARROW_TYPE[5].type),
+        # milliseconds, as Spark keeps them (modificationTime * 1000 microseconds)
+        pa.array([f.mtime_ns // 1_000_000 * 1000 for f in files],
+                 pa.int64()).cast(_ARROW_TYPE[5].type),
     ], fields=list(_ARROW_TYPE))
     which = pa.array([i for i, n in enumerate(rows) for _ in range(n)], pa.int32())
     return distinct.take(which)

@@ -28,11 +28,12 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamReader
+from pyspark.sql.types import StructType, _parse_datatype_string
 
 from headwater.conf.context import current_definition, lakehouse_state_dir
 from headwater.conf.layout import INGEST
 from headwater.ingest import landing
-from headwater.ingest.file_metadata import hide_metadata
+from headwater.ingest.file_metadata import METADATA_COLUMN, METADATA_FIELD, hide_metadata
 from headwater.ingest.session_options import from_session
 from headwater.ingest.source import source_id
 
@@ -41,6 +42,9 @@ _FORMAT = "\0format"  # the reader's format() among its options (no option has t
 _LOCATION_KEYS = ("cloudfiles.schemalocation", "schemalocation")
 
 _settings: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+# the schema a reader was given (.schema(...)), and DataStreamReader.schema itself
+_schemas: weakref.WeakKeyDictionary[Any, StructType | str] = weakref.WeakKeyDictionary()
+_original_schema: list[Callable[..., Any]] = []
 _guard = threading.Lock()
 _installed = False
 
@@ -68,13 +72,14 @@ def default_location(source: str, fmt: str, glob: str | None,
 
 
 def install() -> None:
-    """Wrap DataStreamReader's format/option/options/load (idempotent)."""
+    """Wrap DataStreamReader's format/option/options/schema/load (idempotent)."""
     global _installed
     with _guard:
         if _installed:
             return
+        _original_schema.append(DataStreamReader.schema)
         for attr, wrap in (("format", _format), ("option", _option), ("options", _options),
-                           ("load", _load)):
+                           ("load", _load), ("schema", _schema)):
             setattr(DataStreamReader, attr, wrap(getattr(DataStreamReader, attr)))
         _installed = True
 
@@ -112,6 +117,23 @@ def _options(original: Callable[..., Any]) -> Callable[..., Any]:
     return options
 
 
+def _schema(original: Callable[..., Any]) -> Callable[..., Any]:
+    def schema(self: Any, schema: StructType | str) -> Any:
+        _schemas[self] = schema
+        return original(self, schema)
+
+    schema.__doc__ = original.__doc__
+    return schema
+
+
+def _with_metadata(reader: Any, schema: StructType | str) -> None:
+    """A file stream given a schema: the source's ``_metadata`` column added to it (Spark
+    never asks the source its schema then, so the column would be missing)."""
+    struct = schema if isinstance(schema, StructType) else _parse_datatype_string(schema)
+    if isinstance(struct, StructType) and METADATA_COLUMN not in struct.fieldNames():
+        _original_schema[0](reader, StructType(list(struct.fields)).add(METADATA_FIELD))
+
+
 def _load(original: Callable[..., Any]) -> Callable[..., Any]:
     def load(self: Any, path: str | None = None, format: str | None = None,  # noqa: A002
              schema: Any = None, **options: Any) -> Any:
@@ -131,6 +153,10 @@ def _load(original: Callable[..., Any]) -> Callable[..., Any]:
         if files:
             for key, value in from_session(self._spark, set(settings)).items():
                 self.option(key, value)
+            given = schema if schema is not None else _schemas.get(self)
+            if given is not None:
+                _with_metadata(self, given)
+                schema = None
         df = original(self, path, format, schema, **options)
         return hide_metadata(df) if files else df
 

@@ -27,7 +27,8 @@ _PAIR = re.compile(r"(?P<key>[\w.]+)\s*=\s*(?:\"(?P<dq>[^\"]*)\"|'(?P<sq>[^']*)'
 
 
 def _refused(value: str, why: str, fix: str) -> HeadwaterError:
-    shown = re.sub(r"(password\s*=\s*)(\"[^\"]*\"|'[^']*'|\S+)", r"\1***", value)
+    # every value masked (passwords, client secrets, tokens): only the module and the keys
+    shown = re.sub(r"([\w.]+\s*=\s*)(\"[^\"]*\"|'[^']*'|[^\s;]+)", r"\1***", value)
     return HeadwaterError("HW_KAFKA_CLIENT_CONFIG",
                           f"The Kafka option kafka.{JAAS}={shown!r} cannot be used.", why, fix)
 

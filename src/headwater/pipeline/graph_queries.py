@@ -43,6 +43,34 @@ class GraphQueries:
                     frontier.append(other)
         return found
 
+    def streaming_downstream(self, name: str) -> set[str]:
+        """Datasets that read ``name`` as a stream, directly or through views, transitively:
+        the ones whose checkpoints hold offsets into it (a full refresh of ``name`` must
+        reset them). A batch read (a stream-static join, a materialized view) keeps none."""
+        found: set[str] = set()
+        frontier = [name]
+        while frontier:
+            current = frontier.pop()
+            for other in self.registry.datasets:
+                if other not in found and other != name and current in self._streamed(other):
+                    found.add(other)
+                    frontier.append(other)
+        return found
+
+    def _streamed(self, name: str) -> set[str]:
+        """Pipeline datasets ``name``'s flows read as streams (a streamed view: what the
+        view reads)."""
+        result: set[str] = set()
+        for resolved in self.flows_of(name):
+            for read in resolved.reads:
+                if not read.internal or read.name == name or not read.streaming:
+                    continue
+                if self.registry.datasets[read.name].kind == VIEW:
+                    result |= {read.name} | self.upstream(read.name)
+                else:
+                    result.add(read.name)
+        return result
+
     def datasets_named(self, names: list[str], option: str) -> list[str]:
         """Qualified names of these pipeline datasets; an error naming ``option`` otherwise."""
         chosen = [self.registry.qualify(n) for n in names]

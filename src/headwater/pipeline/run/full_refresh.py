@@ -20,14 +20,16 @@ from headwater.spark.checkpoint_lock import CheckpointLock
 
 
 def full_refresh(graph: Graph, targets: list[str], echo: Callable[[str], None] = print) -> Graph:
-    """Drop ``targets`` (and the streaming tables downstream of them): tables, side tables
+    """Drop ``targets`` (and the streaming tables that stream from them): tables, side tables
     and checkpoints; print what goes through ``echo``. Returns the graph built anew.
 
     Refused with HW_CHECKPOINT_IN_USE, before anything is deleted, while a running pipeline
     holds one of the flows' checkpoints.
     """
     chosen = graph.datasets_named(targets, "--full-refresh")
-    cascade = sorted({d for t in chosen for d in graph.downstream(t)
+    # only streams keep offsets into a table: a stream-static join or a materialized view
+    # reading it is left alone (rebuilding it could lose input its source no longer has)
+    cascade = sorted({d for t in chosen for d in graph.streaming_downstream(t)
                       if graph.registry.datasets[d].kind in (TABLE, SINK)} - set(chosen))
     echo(f"full refresh: {', '.join(chosen)}"
          + (f" (+ downstream streaming tables: {', '.join(cascade)})" if cascade else ""))

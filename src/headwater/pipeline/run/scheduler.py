@@ -194,6 +194,8 @@ class Runner:
             for name in order:
                 if name in started:
                     continue
+                if self.stop_requested.is_set():
+                    break  # a stop asked mid-pass starts nothing more
                 if ups[name] <= done:
                     started.add(name)
                     self._begin(name, running, snapshots)
@@ -649,7 +651,10 @@ class Runner:
         if not failed:
             return False
         for rf in self.graph.flows_of(name):
-            if rf.key not in self.results:
+            earlier = self.results.get(rf.key)
+            # no result yet, or queued again (a flow started alongside its input whose worker
+            # missed its start window waits for the input): settle it, or the run never ends
+            if earlier is None or earlier.status in (FlowStatus.QUEUED, FlowStatus.PENDING):
                 self.results[rf.key] = FlowResult(rf.key, rf.dataset.kind, FlowStatus.SKIPPED,
                                                   f"upstream failed: {', '.join(failed)}")
                 self._status(rf.key, FlowStatus.SKIPPED, f"upstream failed: {', '.join(failed)}")
