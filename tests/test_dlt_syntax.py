@@ -103,8 +103,11 @@ def rows(path: Path, *columns: str) -> list[tuple]:
     return sorted(tuple(r[c] for c in columns) for r in table.to_pylist())
 
 
-def test_dlt_notebooks_run_twice_incrementally(spark, keep_lakehouse, tmp_path):
+def test_dlt_notebooks_run_twice_incrementally(spark, keep_lakehouse, tmp_path, monkeypatch):
     root, landing = project_copy(tmp_path)
+    # run from the project folder, as `headwater run` is: the sink's relative path is taken
+    # from there (the launch folder, as under spark-pipelines)
+    monkeypatch.chdir(root)
     store = root / "storage"
     lines: list[str] = []
     land(landing, 0)
