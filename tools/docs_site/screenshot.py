@@ -60,7 +60,7 @@ def main() -> None:
             page.screenshot(path=str(out / "guide.png"))
             shots.append(("guide.png", None))
             page.goto(f"{base}/benchmarks/")
-            page.locator("img[src*='charts/ingest-0.svg']").scroll_into_view_if_needed()
+            page.locator("img[src*='charts/pipeline_vs_sdp-0.svg']").scroll_into_view_if_needed()
             page.wait_for_timeout(500)
             page.screenshot(path=str(out / "benchmarks.png"))
             shots.append(("benchmarks.png", None))
