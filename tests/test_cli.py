@@ -394,10 +394,9 @@ def wait_for(condition, timeout: float, proc: subprocess.Popen, what: str,
         time.sleep(1)
 
 
-def test_ctrl_c_stops_a_continuous_run_cleanly(tmp_path):
-    """Ctrl-C (SIGINT) stops each flow after its micro-batch and exits 0: pyspark's
-    SparkContext replaces the SIGINT handler with one that cancels every job and raises
-    KeyboardInterrupt ("Aborted!", exit 1); the run's own handler must survive it."""
+def _live_run(tmp_path: Path) -> tuple[Path, list, subprocess.Popen, Path, Path]:
+    """A scaffolded project running continuously (1 s trigger) in its own session: the
+    project, its landed records, the process and its stdout / stderr files."""
     init = cli("init", "live", cwd=tmp_path)
     assert init.returncode == 0, show(init)
     project = tmp_path / "live"
@@ -406,6 +405,14 @@ def test_ctrl_c_stops_a_continuous_run_cleanly(tmp_path):
     with open(out_file, "w") as out, open(err_file, "w") as err:
         proc = subprocess.Popen(HEADWATER + ["run", "--trigger", "1 second"], cwd=project,
                                 stdout=out, stderr=err, env=_env(), start_new_session=True)
+    return project, initial, proc, out_file, err_file
+
+
+def test_ctrl_c_stops_a_continuous_run_cleanly(tmp_path):
+    """Ctrl-C (SIGINT) stops each flow after its micro-batch and exits 0: pyspark's
+    SparkContext replaces the SIGINT handler with one that cancels every job and raises
+    KeyboardInterrupt ("Aborted!", exit 1); the run's own handler must survive it."""
+    project, initial, proc, out_file, err_file = _live_run(tmp_path)
     try:
         wait_for(lambda: count(project, "bronze") == len(initial), 180, proc,
                  "bronze to hold the landed rows", out_file)
@@ -425,14 +432,7 @@ def test_ctrl_c_stops_a_continuous_run_cleanly(tmp_path):
 
 
 def test_continuous_run_stops_cleanly_on_sigterm(tmp_path):
-    init = cli("init", "live", cwd=tmp_path)
-    assert init.returncode == 0, show(init)
-    project = tmp_path / "live"
-    initial = landed(project)
-    out_file, err_file = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
-    with open(out_file, "w") as out, open(err_file, "w") as err:
-        proc = subprocess.Popen(HEADWATER + ["run", "--trigger", "1 second"], cwd=project,
-                                stdout=out, stderr=err, env=_env(), start_new_session=True)
+    project, initial, proc, out_file, err_file = _live_run(tmp_path)
     group_gone = False
     try:
         wait_for(lambda: count(project, "bronze") == len(initial), 180, proc,
