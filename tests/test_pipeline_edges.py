@@ -90,7 +90,7 @@ def _shape(graph: Graph) -> dict:
     names = sorted(graph.registry.datasets)
     return {"upstream": {n: sorted(graph.upstream(n)) for n in names},
             "downstream": {n: sorted(graph.downstream(n)) for n in names},
-            "streamed_by": {n: sorted(graph.streaming_downstream(n)) for n in names},
+            "streamed_by": {n: sorted(graph.downstream(n, streams_only=True)) for n in names},
             "waves": runner._depths()}
 
 

@@ -18,12 +18,13 @@ class GraphQueries:
     registry: Any
     flows: dict[str, ResolvedFlow]
 
-    def upstream(self, name: str) -> set[str]:
-        """Pipeline datasets ``name`` reads, directly or through views."""
+    def upstream(self, name: str, streams_only: bool = False) -> set[str]:
+        """Pipeline datasets ``name`` reads, directly or through views; streams_only: only
+        those it reads as a stream (a streamed view: everything the view reads)."""
         result: set[str] = set()
         for resolved in self.flows_of(name):
             for read in resolved.reads:
-                if not read.internal or read.name == name:
+                if not read.internal or read.name == name or (streams_only and not read.streaming):
                     continue
                 if self.registry.datasets[read.name].kind == VIEW:
                     result |= {read.name} | self.upstream(read.name)
@@ -31,45 +32,20 @@ class GraphQueries:
                     result.add(read.name)
         return result
 
-    def downstream(self, name: str) -> set[str]:
-        """Stored datasets that read ``name``, transitively."""
+    def downstream(self, name: str, streams_only: bool = False) -> set[str]:
+        """Stored datasets that read ``name``, transitively. streams_only: those that read it
+        as a stream, the ones whose checkpoints hold offsets into it (a full refresh of
+        ``name`` must reset them); a batch read (a stream-static join, a materialized view)
+        keeps none."""
         found: set[str] = set()
         frontier = [name]
         while frontier:
             current = frontier.pop()
             for other in self.registry.datasets:
-                if other not in found and current in self.upstream(other):
+                if other not in found and current in self.upstream(other, streams_only):
                     found.add(other)
                     frontier.append(other)
         return found
-
-    def streaming_downstream(self, name: str) -> set[str]:
-        """Datasets that read ``name`` as a stream, directly or through views, transitively:
-        the ones whose checkpoints hold offsets into it (a full refresh of ``name`` must
-        reset them). A batch read (a stream-static join, a materialized view) keeps none."""
-        found: set[str] = set()
-        frontier = [name]
-        while frontier:
-            current = frontier.pop()
-            for other in self.registry.datasets:
-                if other not in found and other != name and current in self._streamed(other):
-                    found.add(other)
-                    frontier.append(other)
-        return found
-
-    def _streamed(self, name: str) -> set[str]:
-        """Pipeline datasets ``name``'s flows read as streams (a streamed view: what the
-        view reads)."""
-        result: set[str] = set()
-        for resolved in self.flows_of(name):
-            for read in resolved.reads:
-                if not read.internal or read.name == name or not read.streaming:
-                    continue
-                if self.registry.datasets[read.name].kind == VIEW:
-                    result |= {read.name} | self.upstream(read.name)
-                else:
-                    result.add(read.name)
-        return result
 
     def datasets_named(self, names: list[str], option: str) -> list[str]:
         """Qualified names of these pipeline datasets; an error naming ``option`` otherwise."""

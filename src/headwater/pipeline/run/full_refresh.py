@@ -29,7 +29,7 @@ def full_refresh(graph: Graph, targets: list[str], echo: Callable[[str], None] =
     chosen = graph.datasets_named(targets, "--full-refresh")
     # only streams keep offsets into a table: a stream-static join or a materialized view
     # reading it is left alone (rebuilding it could lose input its source no longer has)
-    cascade = sorted({d for t in chosen for d in graph.streaming_downstream(t)
+    cascade = sorted({d for t in chosen for d in graph.downstream(t, streams_only=True)
                       if graph.registry.datasets[d].kind in (TABLE, SINK)} - set(chosen))
     echo(f"full refresh: {', '.join(chosen)}"
          + (f" (+ downstream streaming tables: {', '.join(cascade)})" if cascade else ""))
