@@ -35,6 +35,7 @@ from headwater.conf.layout import DELTA_LOG
 from headwater.delta.commit import Transaction, commit, log_path
 from headwater.delta.files import file_stats
 from headwater.delta.log import (
+    FILE_COLUMNS,
     DeltaLog,
     add_actions,
     deletion_vector_paths,
@@ -134,7 +135,7 @@ def clone(source: str, target: str, version: int | None = None, shallow: bool = 
     removed_bytes = 0
     if existing is not None:
         protocol = Protocol.of_table(existing).merge(protocol)
-        for row in add_actions(existing).to_pylist():
+        for row in add_actions(existing, columns=FILE_COLUMNS).to_pylist():
             values = row.get("partition") or {}
             removes.append({"remove": {
                 "path": row["path"], "dataChange": True, "deletionTimestamp": now,

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
+from headwater.spark.jvm import conf_with_prefix
+
 PREFIX = "spark.databricks.delta.properties.defaults."
 
 
@@ -23,8 +25,8 @@ def table_defaults(spark: SparkSession | None = None) -> dict[str, str]:
     session = spark or SparkSession.getActiveSession()
     if session is None:
         return {}
-    return {f"delta.{key[len(PREFIX):]}": str(value)
-            for key, value in session.conf.getAll.items() if key.startswith(PREFIX)}
+    return {f"delta.{key[len(PREFIX):]}": value
+            for key, value in conf_with_prefix(session, PREFIX).items()}
 
 
 def with_defaults(properties: Mapping[str, str] | None,

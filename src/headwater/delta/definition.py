@@ -43,7 +43,13 @@ from headwater.delta.generated import (
     check_expressions,
     declares_generation,
 )
-from headwater.delta.log import DeltaLog, add_actions, deletion_vector_paths, normalize_uri
+from headwater.delta.log import (
+    FILE_COLUMNS,
+    DeltaLog,
+    add_actions,
+    deletion_vector_paths,
+    normalize_uri,
+)
 from headwater.delta.schema import format_partition_value
 from headwater.delta.table_protocol import (
     as_action,
@@ -233,7 +239,7 @@ def _removes(table: Any) -> tuple[list[dict[str, Any]], list[str]]:
     partition_columns = list(table.metadata().partition_columns)
     now = int(time.time() * 1000)
     removes, paths = [], []
-    for row in add_actions(table).to_pylist():
+    for row in add_actions(table, columns=FILE_COLUMNS).to_pylist():
         values = row.get("partition") or {}
         removes.append({"remove": {
             "path": row["path"], "dataChange": True, "deletionTimestamp": now,

@@ -17,6 +17,7 @@ import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
 
 from headwater.delta.log import (
+    FILE_COLUMNS,
     DeltaLog,
     add_actions,
     deletion_vector_paths,
@@ -78,7 +79,7 @@ def generate(spark: SparkSession, path: str, mode: str) -> list[str]:
     assert jvm is not None  # a classic session (Spark Connect has no JVM here)
     escape = jvm.org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils
     groups: dict[str, list[str]] = {}
-    for row in add_actions(table).to_pylist():
+    for row in add_actions(table, columns=FILE_COLUMNS).to_pylist():
         values = row.get("partition") or {}
         folder = "/".join(str(escape.getPartitionPathString(c, format_partition_value(
             values.get(c)))) for c in partition_columns)

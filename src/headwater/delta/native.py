@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import time
 import uuid
@@ -480,12 +481,30 @@ def _stage(df: DataFrame, uri: str, partition_columns: list[str],
               .option(TIMESTAMP_TYPE_CONF, "TIMESTAMP_MICROS"))
     if options.get("maxrecordsperfile") is not None:
         writer = writer.option("maxRecordsPerFile", str(options["maxrecordsperfile"]))
+    if _one_attempt_per_task(df.sparkSession):
+        # Hadoop's committer v1 renames every file twice (task, then job commit) and writes a
+        # _SUCCESS marker: ~5% of a 3 M-row write here. v2 moves each file once, at task
+        # commit. Its known risk (a task attempt that fails mid-commit and is retried leaves
+        # files of both attempts) cannot happen where a failed task fails the job: the staging
+        # folder is then deleted, never committed.
+        writer = (writer.option("mapreduce.fileoutputcommitter.algorithm.version", "2")
+                  .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"))
     try:
         writer.parquet(f"{uri}/{staging}")
         return staging, _adds(uri, staging, df, partition_columns)
     except BaseException:
         _remove_dir(uri, staging)
         raise
+
+
+_LOCAL_MASTER = re.compile(r"local(\[(\d+|\*)\])?")  # local[N, F] retries failed tasks
+
+
+def _one_attempt_per_task(spark: SparkSession) -> bool:
+    """True when a task runs once: Spark's local master without retries (``local``,
+    ``local[N]``, ``local[*]``), speculation off; a failed task then fails the job."""
+    return (_LOCAL_MASTER.fullmatch(spark.sparkContext.master or "") is not None
+            and str(spark.conf.get("spark.speculation", "false")).lower() != "true")
 
 
 def _stage_files(df: DataFrame, uri: str, partition_columns: list[str],

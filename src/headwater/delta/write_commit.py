@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from pyspark.sql.types import StructType
 
 from headwater.delta.commit import Transaction, commit, log_path
-from headwater.delta.log import add_actions, deletion_vector_paths
+from headwater.delta.log import FILE_COLUMNS, add_actions, deletion_vector_paths
 from headwater.delta.schema import format_partition_value
 from headwater.errors import HeadwaterError
 
@@ -133,7 +133,7 @@ def commit_write(uri: str, table: Any, adds: list[dict[str, Any]], mode: str,
                 "does not report.", "Purge them first (REORG TABLE ... APPLY (PURGE) in "
                 "delta-spark), or delete the rows with DELETE and append.")
         partition_columns = list(meta.partition_columns)
-        for row in add_actions(table).to_pylist():
+        for row in add_actions(table, columns=FILE_COLUMNS).to_pylist():
             values = row.get("partition") or {}
             actions.append({"remove": {
                 "path": row["path"], "dataChange": True, "deletionTimestamp": now,

@@ -48,6 +48,7 @@ from headwater.lakehouse.native_reads import load as native_load
 from headwater.lakehouse.native_reads import read_table as native_table
 from headwater.lakehouse.native_reads import with_native_reads
 from headwater.messages import register_message_sources
+from headwater.spark.jvm import java_map, private_field, set_private_field
 from headwater.spark.session import activate, active_in_thread
 
 if TYPE_CHECKING:
@@ -169,8 +170,8 @@ def _start(original: Callable) -> Callable:
         # What Spark's start does first: every argument goes onto the writer.
         _onto_stream_writer(self, options, outputMode, partitionBy, format, queryName)
         jwrite = getattr(self, "_jwrite", None)
-        if jwrite is not None and str(_private_field(jwrite, "source")).lower() == "delta":
-            settings = _java_map(self._spark, _private_field(jwrite, "extraOptions")
+        if jwrite is not None and str(private_field(jwrite, "source")).lower() == "delta":
+            settings = java_map(self._spark, private_field(jwrite, "extraOptions")
                                  .originalMap())
             target = path or next((v for k, v in settings.items() if k.lower() == "path"), None)
             if target is not None and _driver_stream(self, target, settings):
@@ -189,14 +190,14 @@ def _driver_stream(writer: Any, path: str, settings: dict[str, str]) -> bool:
     (:func:`headwater.delta.native.native_sink`); False (the writer untouched: the Python
     sink) where that sink cannot write the table or output mode."""
     jwrite = writer._jwrite
-    parts = _private_field(jwrite, "partitioningColumns")
+    parts = private_field(jwrite, "partitioningColumns")
     sink = native_sink(writer._df, path, settings,
-                       str(_private_field(jwrite, "outputMode")).lower(),
+                       str(private_field(jwrite, "outputMode")).lower(),
                        _strings(writer._spark, parts.get()) if parts.isDefined() else [])
     if sink is None:
         return False
     # the sink partitions the table itself; Spark's foreachBatch refuses partitionBy
-    _set_private_field(jwrite, "partitioningColumns", writer._spark._jvm.scala.Option.empty())
+    set_private_field(jwrite, "partitioningColumns", writer._spark._jvm.scala.Option.empty())
     writer.foreachBatch(sink)
     return True
 
@@ -238,7 +239,7 @@ def _load(original: Callable) -> Callable:
         jreader = getattr(self, "_jreader", None)
         if jreader is not None and str(jreader.source()).lower() == "delta" \
                 and not jreader.userSpecifiedSchema().isDefined():
-            settings = _java_map(self._spark, jreader.extraOptions().originalMap())
+            settings = java_map(self._spark, jreader.extraOptions().originalMap())
             target = path if isinstance(path, str) else None
             if path is None:
                 target = next((v for k, v in settings.items() if k.lower() == "path"), None)
@@ -263,7 +264,7 @@ def _save(original: Callable) -> Callable:
         if format is not None:
             self.format(format)
         jwrite = getattr(self, "_jwrite", None)
-        if jwrite is None or str(_private_field(jwrite, "source")).lower() != "delta":
+        if jwrite is None or str(private_field(jwrite, "source")).lower() != "delta":
             return original(self, path)
         with active_in_thread(self._spark):  # Spark finds "delta" in the thread's session
             return _save_delta(self, original, path)
@@ -275,7 +276,7 @@ def _save(original: Callable) -> Callable:
 def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
     spark = writer._spark
     jwrite = writer._jwrite
-    given = _java_map(spark, jwrite.extraOptions().originalMap())
+    given = java_map(spark, jwrite.extraOptions().originalMap())
     options = {k.lower(): v for k, v in given.items()}
     # delta-spark (DeltaDataSource.createRelation): a batch write's delta.* options are the
     # properties of the table it creates, over the session's properties.defaults.*
@@ -287,7 +288,7 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
     if partition_by:  # the Delta writer's option; Spark must not see a Python source partitioned
         if "partitionby" not in options:
             writer.option("partitionBy", ",".join(partition_by))
-        _set_private_field(jwrite, "partitioningColumns", spark._jvm.scala.Option.empty())
+        set_private_field(jwrite, "partitioningColumns", spark._jvm.scala.Option.empty())
     if "mergeschema" not in options and parse_bool(
             DELTA_AUTO_MERGE_CONF, spark.conf.get(DELTA_AUTO_MERGE_CONF, None), False):
         writer.option("mergeSchema", "true")  # delta-spark's session-wide schema evolution
@@ -436,7 +437,7 @@ def _save_as_table(original: Callable) -> Callable:
         lake.save_as_table(
             self._df, name, mode=jwrite.curmode().toString().lower(),
             partition_by=_strings(self._spark, parts.get()) if parts.isDefined() else [],
-            options=_java_map(self._spark, jwrite.extraOptions().originalMap()))
+            options=java_map(self._spark, jwrite.extraOptions().originalMap()))
         return None
 
     saveAsTable.__doc__ = original.__doc__
@@ -457,7 +458,7 @@ def _insert_into(original: Callable) -> Callable:
         if replace:
             refuse_dynamic_overwrite(self._spark, None, tableName)
         lake.insert_into(self._df, tableName, overwrite=replace,
-                         options=_java_map(self._spark, jwrite.extraOptions().originalMap()))
+                         options=java_map(self._spark, jwrite.extraOptions().originalMap()))
         return None
 
     insertInto.__doc__ = original.__doc__
@@ -476,15 +477,15 @@ def _to_table(original: Callable) -> Callable:
         _onto_stream_writer(self, options, outputMode, partitionBy, format, queryName)
         if not _delta_or_unset(self, lake, tableName):
             return original(self, tableName)
-        parts = _private_field(self._jwrite, "partitioningColumns")
+        parts = private_field(self._jwrite, "partitioningColumns")
         lake.create_table(tableName, self._df.schema,
                           partition_by=_strings(self._spark, parts.get()) if parts.isDefined()
                           else [])
         # The Delta table now carries the partitioning; Spark's writer into a (partitionless)
         # Python table must not be given it again.
-        _set_private_field(self._jwrite, "partitioningColumns",
+        set_private_field(self._jwrite, "partitioningColumns",
                            self._spark._jvm.scala.Option.empty())
-        settings = _java_map(self._spark, _private_field(self._jwrite, "extraOptions")
+        settings = java_map(self._spark, private_field(self._jwrite, "extraOptions")
                              .originalMap())
         if _driver_stream(self, lake.path(tableName), settings):  # generated / identity
             return self.start()
@@ -509,7 +510,7 @@ def _read_table(original: Callable) -> Callable:
         if lake is None:
             return original(self, tableName)
         if _lakehouse_table(lake, tableName):
-            options = _java_map(self._spark, _private_field(self._jreader, "extraOptions")
+            options = java_map(self._spark, private_field(self._jreader, "extraOptions")
                                 .originalMap())
             # a change feed read, or time travel (delta-spark: .option("versionAsOf", 0)
             # .table(t)): Spark refuses both on a catalog table of a Python data source
@@ -574,42 +575,3 @@ def _strings(spark: SparkSession, seq: Any) -> list[str]:
     return [str(s) for s in spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq)]
 
 
-_SEP = "\u0001"  # between the keys (and the values) of a map read in one call
-
-
-def _java_map(spark: SparkSession, scala_map: Any) -> dict[str, str]:
-    """A Scala Map[String, String] as a dict, in three py4j calls (iterating it through py4j
-    costs two calls per entry and an exception at its end, ~0.1 s on a loaded machine)."""
-    if scala_map.isEmpty():
-        return {}
-    keys = str(scala_map.keys().mkString(_SEP)).split(_SEP)
-    values = str(scala_map.values().mkString(_SEP)).split(_SEP)
-    if len(keys) == len(values) == scala_map.size():
-        return dict(zip(keys, values))
-    converted = spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(scala_map)
-    return {str(k): str(v) for k, v in dict(converted).items()}
-
-
-def _declared_field(obj: Any, name: str) -> Any:
-    """The JVM field ``name`` of ``obj``, made accessible: DataStreamWriter keeps its settings
-    in private fields (DataFrameWriter has accessors), and the field may live in a superclass
-    (the readers' extraOptions, Spark 4's classic writers)."""
-    cls = obj.getClass()
-    while True:
-        try:
-            field = cls.getDeclaredField(name)
-            break
-        except Exception:  # noqa: BLE001 - py4j's wrapped NoSuchFieldException
-            cls = cls.getSuperclass()
-            if cls is None:
-                raise
-    field.setAccessible(True)
-    return field
-
-
-def _private_field(obj: Any, name: str) -> Any:
-    return _declared_field(obj, name).get(obj)
-
-
-def _set_private_field(obj: Any, name: str, value: Any) -> None:
-    _declared_field(obj, name).set(obj, value)
