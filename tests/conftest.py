@@ -28,6 +28,12 @@ os.environ.setdefault("JDK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSeria
                       "-Dspark.sql.codegen.wholeStage=false")
 
 
+# No JVM class archive (headwater.spark.class_archive): each run's SPARK_HOME below is a new
+# temporary folder, so every run would write its own 150 MB archive; test_class_archive.py
+# checks the archive in a folder of its own.
+os.environ.setdefault("HEADWATER_CLASS_ARCHIVE", "0")
+
+
 def _spark_home_whose_workers_import_installed_pyspark() -> None:
     """Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on every Python worker's path.
     Python compiles modules imported from a zip on every start (no .pyc cache) and re-reads
