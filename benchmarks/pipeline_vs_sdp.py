@@ -102,6 +102,10 @@ FLOW_EVENTS = [
     (re.compile(r"Flow (?:[\w`]+\.)*([\w`]+) has COMPLETED"), "end"),
 ]
 HW, SDP = "headwater", "SDP"
+# headwater with its JVM class archive off (HEADWATER_CLASS_ARCHIVE=0): what a first session
+# on a machine costs, and what the archive is worth
+HW_COLD = "headwater, no class archive"
+TOOLS = (HW, HW_COLD, SDP)
 TARGET = 0.85  # headwater wall time ÷ SDP's, at most (issue 27)
 SETUP = (
     "The same 3-layer pipeline on the same generated nested JSON orders (bronze → silver with "
@@ -219,7 +223,8 @@ def sdp_project_copy(project: Path, storage: Path, sql_conf: dict[str, str]) -> 
 class Headwater(Tool):
     name = HW
 
-    def __init__(self, workdir: Path, settings: dict[str, str]) -> None:
+    def __init__(self, workdir: Path, settings: dict[str, str], name: str = HW) -> None:
+        self.name = name
         # The SDP project, unchanged; the settings SDP gets on its command line (master,
         # driver memory) go in a headwater.toml beside the spec, which holds only those.
         self.project = workdir / "headwater"
@@ -501,11 +506,13 @@ def summarize(runs: list[dict], orders: int, silver_rows: int) -> dict:
 def flow_breakdown(summary: dict) -> list[str]:
     """Text rows: per flow, each tool's start and duration; then the time before the first
     flow (registration, analysis) and after the last (shutdown)."""
-    tools = [t for t in (HW, SDP) if t in summary and summary[t].get("flows")]
+    tools = [t for t in TOOLS if t in summary and summary[t].get("flows")]
     if not tools:
         return []
     names = list(dict.fromkeys(n for t in tools for n in summary[t]["flows"]))
-    rows = ["{:<24}".format("") + "".join(f"{t + ' start':>16}{t + ' s':>12}" for t in tools)]
+    short = {HW: "headwater", HW_COLD: "no archive", SDP: "SDP"}
+    rows = ["{:<24}".format("") + "".join(f"{short[t] + ' start':>18}{short[t] + ' s':>14}"
+                                          for t in tools)]
 
     def cell(v) -> str:
         return "-" if v is None else f"{v:.2f}"
@@ -514,11 +521,11 @@ def flow_breakdown(summary: dict) -> list[str]:
         row = f"{name:<24}"
         for t in tools:
             f = summary[t]["flows"].get(name, {})
-            row += f"{cell(f.get('start_s')):>16}{cell(f.get('seconds')):>12}"
+            row += f"{cell(f.get('start_s')):>18}{cell(f.get('seconds')):>14}"
         rows.append(row)
     for key, label in (("before_first_flow_s", "before the first flow"),
                        ("after_last_flow_s", "after the last flow")):
-        rows.append(f"{label:<24}" + "".join(f"{'':>16}{cell(summary[t].get(key)):>12}"
+        rows.append(f"{label:<24}" + "".join(f"{'':>18}{cell(summary[t].get(key)):>14}"
                                              for t in tools))
     return rows
 
@@ -526,8 +533,8 @@ def flow_breakdown(summary: dict) -> list[str]:
 def record(summary: dict, results: dict[str, list[dict]], status: dict,
            run: results_file.Run) -> bool:
     """The medians, every run's numbers and the ratios into ``run``; False: nothing ran."""
-    tools = [t for t in (HW, SDP) if t in summary]
-    for tool in (HW, SDP):
+    tools = [t for t in TOOLS if t in summary]
+    for tool in TOOLS:
         if status[tool] != "ok":
             run.note(f"{tool}: {status[tool]}")
     if not tools:
@@ -566,13 +573,18 @@ def record(summary: dict, results: dict[str, list[dict]], status: dict,
                   ["tool", "flow", "start s", "seconds"], flows,
                   chart={"kind": "grouped", "label": ["tool", "flow"],
                          "series": ["start s", "seconds"]})
-    if len(tools) == 2:
+    if HW in summary and SDP in summary:
         for key, label in (("wall_s", "wall time"), ("startup_s", "startup"),
                            ("pipeline_s", "pipeline time"), ("cpu_s", "CPU")):
             a, b = summary[HW][key], summary[SDP][key]
             run.ratio(f"headwater ÷ SDP {label}", a / b if a is not None and b else None,
                       TARGET if key == "wall_s" else None,
                       "at most" if key == "wall_s" else None, label)
+    if HW_COLD in summary and SDP in summary:
+        for key, label in (("wall_s", "wall time"), ("startup_s", "startup")):
+            a, b = summary[HW_COLD][key], summary[SDP][key]
+            run.ratio(f"headwater (no class archive) ÷ SDP {label}",
+                      a / b if a is not None and b else None, None, None, label)
     return True
 
 
@@ -583,7 +595,9 @@ def report(summary: dict, status: dict, info: dict) -> None:
     header = ("tool", "wall s", "startup s", "pipeline s", "orders/s", "silver rows/s",
               "CPU s", "correct")
     lines = []
-    for tool in (HW, SDP):
+    for tool in TOOLS:
+        if tool not in summary and status[tool] == "not run":
+            continue
         s = summary.get(tool)
         if s is None:
             lines.append((tool, "-", "-", "-", "-", "-", "-", status[tool]))
@@ -628,6 +642,9 @@ def report(summary: dict, status: dict, info: dict) -> None:
             *(f(ratios[k], ".2f") for k in ("startup_s", "pipeline_s", "cpu_s"))))
     else:
         emit(f"headwater ÷ SDP wall time: n/a (headwater: {status[HW]}; SDP: {status[SDP]})")
+    if HW_COLD in summary and SDP in summary:
+        emit("headwater without its JVM class archive ÷ SDP wall time: "
+             f"{summary[HW_COLD]['wall_s'] / summary[SDP]['wall_s']:.2f}")
 
 
 # --- main ---------------------------------------------------------------------------------
@@ -643,8 +660,9 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path,
                         default=Path(tempfile.gettempdir()) / "headwater-pipeline-vs-sdp",
                         help="input data (reused), projects, outputs and logs")
-    parser.add_argument("--tools", default="headwater,sdp",
-                        help="comma-separated subset of headwater,sdp")
+    parser.add_argument("--tools", default="headwater,headwater-cold,sdp",
+                        help="comma-separated subset of headwater,headwater-cold,sdp "
+                             "(headwater-cold: HEADWATER_CLASS_ARCHIVE=0)")
     parser.add_argument("--no-warmup", action="store_true", help="skip the warm-up runs")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     results_file.add_json_argument(parser, __file__)
@@ -680,7 +698,7 @@ def main() -> int:
         return env
 
     tools: dict[str, tuple[Tool, dict]] = {}
-    status: dict[str, str] = {HW: "not run", SDP: "not run"}
+    status: dict[str, str] = {name: "not run" for name in TOOLS}
     if "headwater" in wanted:
         env = env_with([])
         probe = subprocess.run([sys.executable, "-c", "import headwater.cli"], env=env,
@@ -690,6 +708,9 @@ def main() -> int:
             print(f"headwater: not available yet: {probe.stderr.strip().splitlines()[-1]}")
         else:
             tools[HW] = (Headwater(workdir, settings), env)
+            if "headwater-cold" in wanted:
+                tools[HW_COLD] = (Headwater(workdir, settings, HW_COLD),
+                                  {**env, "HEADWATER_CLASS_ARCHIVE": "0"})
     if "sdp" in wanted:
         tools[SDP] = (Sdp(workdir, settings), env_with(sdp_pythonpath(workdir)))
     subreaper = make_subreaper()
@@ -708,19 +729,20 @@ def main() -> int:
 
     def attempt(name: str, label: str) -> dict | None:
         tool, env = tools[name]
-        r = run_once(tool, env, logs / f"{name.lower()}-{label}.log", args.timeout)
-        print(f"  {name:<9} {label:<7} rc={r['rc']} wall={r.get('wall_s', 0):6.1f}s "
+        slug = re.sub(r"[^a-z]+", "-", name.lower()).strip("-")
+        r = run_once(tool, env, logs / f"{slug}-{label}.log", args.timeout)
+        print(f"  {name:<27} {label:<7} rc={r['rc']} wall={r.get('wall_s', 0):6.1f}s "
               f"startup={r.get('startup_s') or 0:5.1f}s cpu={r.get('cpu_s', 0):6.1f}s",
               flush=True)
         problem = None
         if r["rc"] != 0:
             text = Path(r["log"]).read_text(errors="replace") if "wall_s" in r else ""
             missing = NOT_AVAILABLE.search(text)
-            if name == HW and (missing or "wall_s" not in r):
-                status[HW] = "not available yet: " + (
+            if name in (HW, HW_COLD) and (missing or "wall_s" not in r):
+                status[name] = "not available yet: " + (
                     missing.group(0) if missing else r.get("error", "no headwater command"))
-                print(f"headwater: {status[HW]}")
-                del tools[HW]
+                print(f"{name}: {status[name]}")
+                del tools[name]
                 return None
             problem = f"exit {r['rc']}, see {r['log']}"
             print(f"{name} run failed ({problem}); last lines:\n"
@@ -743,7 +765,7 @@ def main() -> int:
         status[name] = "ok"
         return r
 
-    order = [name for name in (HW, SDP) if name in tools]
+    order = [name for name in TOOLS if name in tools]
     print(f"{orders:,} orders, {files} files, {expected['silver_rows']:,} silver rows; "
           f"tools: {', '.join(order) or 'none'}; work dir {workdir}")
     if not args.no_warmup:
@@ -774,8 +796,9 @@ def main() -> int:
         print("no tool ran to the end: no results file written")
     elif args.json:
         run.write(args.json)
-    ok = status.get(SDP) in ("ok", "not run") and (
-        status[HW] in ("ok", "not run") or status[HW].startswith("not available"))
+    ok = status.get(SDP) in ("ok", "not run") and all(
+        status[t] in ("ok", "not run") or status[t].startswith("not available")
+        for t in (HW, HW_COLD))
     return 0 if ok else 1
 
 
