@@ -362,7 +362,8 @@ GROUPS = [  # the results file's tables: (caption, the variants' names)
 SETUP = (
     "The rules of DESIGN.md: the same rows (long, int, double, timestamp, 40-char string) in 4 "
     "snappy files on both sides, 2 task slots (`local[2]`), one discarded warm-up per variant, "
-    "then the median of the interleaved runs; CPU of all processes (driver, JVM, Python "
+    "then the median of the interleaved runs (the streams --runs times, the batch writes and "
+    "reads, about 1 s each, --batch-runs times); CPU of all processes (driver, JVM, Python "
     "workers). Streams: one availableNow query per variant (Delta sink and source against "
     "Spark's parquet sink and source, and against the limit of any Python data source: a "
     "sink that discards its Arrow batches, a source serving the same files from pyarrow). "
@@ -425,6 +426,9 @@ def main() -> None:
     parser.add_argument("--read-rows", type=int, default=3_000_000,
                         help="rows of the batch-read aggregate (4 columns)")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--batch-runs", type=int, default=9,
+                        help="runs of each batch write and read (about 1 s each: more runs "
+                             "than the streams, so their medians hold still)")
     parser.add_argument("--only", metavar="WORDS",
                         help="comma-separated words: run the variants whose name has one "
                              "(e.g. 'sink,batch')")
@@ -433,14 +437,15 @@ def main() -> None:
                         help="only the batch reads (no sink / source streams)")
     results_file.add_json_argument(parser, __file__)
     args = parser.parse_args()
-    rows, batch_rows, read_rows, runs = (200_000, 200_000, 200_000, 1) if args.smoke else \
-        (args.rows, args.batch_rows, args.read_rows, args.runs)
+    rows, batch_rows, read_rows, runs, batch_runs = (200_000, 200_000, 200_000, 1, 1) \
+        if args.smoke else (args.rows, args.batch_rows, args.read_rows, args.runs,
+                            max(args.runs, args.batch_runs))
     words = [w.strip().lower() for w in (args.only or "").split(",") if w.strip()]
     # other work on the machine skews wall times: the results file shows the load around it
     run_record = results_file.Run(
         __file__, "Delta source and sink, batch writes and reads", SETUP, order=1,
         parameters={"rows": rows, "batch_rows": batch_rows, "read_rows": read_rows,
-                    "runs": runs, "files": FILES, "task_slots": TASKS,
+                    "runs": runs, "batch_runs": batch_runs, "files": FILES, "task_slots": TASKS,
                     "only": args.only, "reads_only": args.reads_only, "smoke": args.smoke})
 
     spark = headwater.spark_session(
@@ -467,8 +472,11 @@ def main() -> None:
         for run, _ in todo.values():  # warm-up: JIT, Python worker daemon, page cache
             run()
         results = {name: {"wall_s": [], "cpu_s": [], "rows": n} for name, (_, n) in todo.items()}
-        for _ in range(runs):  # interleaved, so drift in machine load hits every variant
+        batch = {name for name in todo if "batch" in name}
+        for i in range(batch_runs):  # interleaved, so drift in machine load hits every variant
             for name, (run, _) in todo.items():
+                if i >= runs and name not in batch:
+                    continue  # the streams: --runs; the batch writes and reads: --batch-runs
                 wall, cpu = run()
                 results[name]["wall_s"].append(wall)
                 results[name]["cpu_s"].append(cpu)

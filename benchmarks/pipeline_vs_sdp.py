@@ -105,7 +105,20 @@ HW, SDP = "headwater", "SDP"
 # headwater with its JVM class archive off (HEADWATER_CLASS_ARCHIVE=0): what a first session
 # on a machine costs, and what the archive is worth
 HW_COLD = "headwater, no class archive"
-TOOLS = (HW, HW_COLD, SDP)
+# headwater with one of its defaults off: what that default costs (--tools to include them)
+HW_NO_EVENT_LOG = "headwater, no event log"
+HW_NO_COMPACT = "headwater, no auto compaction"
+TOOLS = (HW, HW_COLD, HW_NO_EVENT_LOG, HW_NO_COMPACT, SDP)
+HEADWATERS = TOOLS[:-1]
+# --tools word -> (tool, project folder, [pipeline] keys, environment)
+VARIANTS: dict[str, tuple[str, str, dict[str, bool], dict[str, str]]] = {
+    "headwater": (HW, "headwater", {}, {}),
+    "headwater-cold": (HW_COLD, "headwater", {}, {"HEADWATER_CLASS_ARCHIVE": "0"}),
+    "headwater-no-event-log": (HW_NO_EVENT_LOG, "headwater-no-event-log",
+                               {"event_log": False}, {}),
+    "headwater-no-auto-compact": (HW_NO_COMPACT, "headwater-no-auto-compact",
+                                  {"auto_compact": False}, {}),
+}
 TARGET = 0.85  # headwater wall time ÷ SDP's, at most (issue 27)
 SETUP = (
     "The same 3-layer pipeline on the same generated nested JSON orders (bronze → silver with "
@@ -223,18 +236,21 @@ def sdp_project_copy(project: Path, storage: Path, sql_conf: dict[str, str]) -> 
 class Headwater(Tool):
     name = HW
 
-    def __init__(self, workdir: Path, settings: dict[str, str], name: str = HW) -> None:
+    def __init__(self, workdir: Path, settings: dict[str, str], name: str = HW,
+                 folder: str = "headwater", pipeline: dict[str, bool] | None = None) -> None:
         self.name = name
         # The SDP project, unchanged; the settings SDP gets on its command line (master,
         # driver memory) go in a headwater.toml beside the spec, which holds only those.
-        self.project = workdir / "headwater"
+        self.project = workdir / folder
         self.root = self.project / "storage"
         sdp_project_copy(self.project, self.root,
                          {k: v for k, v in settings.items() if k.startswith("spark.sql.")})
         conf = "\n".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in settings.items())
         (self.project / "headwater.toml").write_text(
             "# Written by benchmarks/pipeline_vs_sdp.py: headwater's keys beside the spec.\n"
-            f'[pipeline]\ntrigger = "available-now"\n\n[spark]\n{conf}\n')
+            '[pipeline]\ntrigger = "available-now"\n'
+            + "".join(f"{k} = {str(v).lower()}\n" for k, v in (pipeline or {}).items())
+            + f'\n[spark]\n{conf}\n')
 
     def clean(self) -> None:
         for path in (self.root, self.project / "spark-warehouse", self.project / "metastore_db"):
@@ -510,7 +526,8 @@ def flow_breakdown(summary: dict) -> list[str]:
     if not tools:
         return []
     names = list(dict.fromkeys(n for t in tools for n in summary[t]["flows"]))
-    short = {HW: "headwater", HW_COLD: "no archive", SDP: "SDP"}
+    short = {HW: "headwater", HW_COLD: "no archive", HW_NO_EVENT_LOG: "no ev. log",
+             HW_NO_COMPACT: "no compact.", SDP: "SDP"}
     rows = ["{:<24}".format("") + "".join(f"{short[t] + ' start':>18}{short[t] + ' s':>14}"
                                           for t in tools)]
 
@@ -585,6 +602,11 @@ def record(summary: dict, results: dict[str, list[dict]], status: dict,
             a, b = summary[HW_COLD][key], summary[SDP][key]
             run.ratio(f"headwater (no class archive) ÷ SDP {label}",
                       a / b if a is not None and b else None, None, None, label)
+    for tool, default in ((HW_COLD, "the class archive"), (HW_NO_EVENT_LOG, "the event log"),
+                          (HW_NO_COMPACT, "auto compaction")):
+        if tool in summary and HW in summary:  # what headwater's default costs (< 1: saves)
+            run.ratio(f"headwater ÷ {tool} wall time (what {default} costs)",
+                      summary[HW]["wall_s"] / summary[tool]["wall_s"], None, None, "wall time")
     return True
 
 
@@ -645,6 +667,10 @@ def report(summary: dict, status: dict, info: dict) -> None:
     if HW_COLD in summary and SDP in summary:
         emit("headwater without its JVM class archive ÷ SDP wall time: "
              f"{summary[HW_COLD]['wall_s'] / summary[SDP]['wall_s']:.2f}")
+    for tool in HEADWATERS[1:]:
+        if tool in summary and HW in summary:
+            emit(f"headwater ÷ {tool}: {summary[HW]['wall_s'] / summary[tool]['wall_s']:.3f} "
+                 "wall time (what that default costs)")
 
 
 # --- main ---------------------------------------------------------------------------------
@@ -661,8 +687,9 @@ def main() -> int:
                         default=Path(tempfile.gettempdir()) / "headwater-pipeline-vs-sdp",
                         help="input data (reused), projects, outputs and logs")
     parser.add_argument("--tools", default="headwater,headwater-cold,sdp",
-                        help="comma-separated subset of headwater,headwater-cold,sdp "
-                             "(headwater-cold: HEADWATER_CLASS_ARCHIVE=0)")
+                        help="comma-separated subset of sdp and "
+                             f"{','.join(VARIANTS)} (headwater-cold: "
+                             "HEADWATER_CLASS_ARCHIVE=0; the last two: that default off)")
     parser.add_argument("--no-warmup", action="store_true", help="skip the warm-up runs")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     results_file.add_json_argument(parser, __file__)
@@ -699,7 +726,7 @@ def main() -> int:
 
     tools: dict[str, tuple[Tool, dict]] = {}
     status: dict[str, str] = {name: "not run" for name in TOOLS}
-    if "headwater" in wanted:
+    if wanted & set(VARIANTS):
         env = env_with([])
         probe = subprocess.run([sys.executable, "-c", "import headwater.cli"], env=env,
                                capture_output=True, text=True, check=False)
@@ -707,10 +734,10 @@ def main() -> int:
             status[HW] = "not available yet (no headwater.cli)"
             print(f"headwater: not available yet: {probe.stderr.strip().splitlines()[-1]}")
         else:
-            tools[HW] = (Headwater(workdir, settings), env)
-            if "headwater-cold" in wanted:
-                tools[HW_COLD] = (Headwater(workdir, settings, HW_COLD),
-                                  {**env, "HEADWATER_CLASS_ARCHIVE": "0"})
+            for word, (name, folder, pipeline, extra) in VARIANTS.items():
+                if word in wanted:
+                    tools[name] = (Headwater(workdir, settings, name, folder, pipeline),
+                                   {**env, **extra})
     if "sdp" in wanted:
         tools[SDP] = (Sdp(workdir, settings), env_with(sdp_pythonpath(workdir)))
     subreaper = make_subreaper()
@@ -738,7 +765,7 @@ def main() -> int:
         if r["rc"] != 0:
             text = Path(r["log"]).read_text(errors="replace") if "wall_s" in r else ""
             missing = NOT_AVAILABLE.search(text)
-            if name in (HW, HW_COLD) and (missing or "wall_s" not in r):
+            if name in HEADWATERS and (missing or "wall_s" not in r):
                 status[name] = "not available yet: " + (
                     missing.group(0) if missing else r.get("error", "no headwater command"))
                 print(f"{name}: {status[name]}")
@@ -798,7 +825,7 @@ def main() -> int:
         run.write(args.json)
     ok = status.get(SDP) in ("ok", "not run") and all(
         status[t] in ("ok", "not run") or status[t].startswith("not available")
-        for t in (HW, HW_COLD))
+        for t in HEADWATERS)
     return 0 if ok else 1
 
 
