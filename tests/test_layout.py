@@ -60,11 +60,15 @@ def test_reserved_names_are_spelled_only_in_conf_layout():
 
 
 def test_no_configuration_through_environment_or_session_attributes():
-    """Env vars read by headwater are test hooks documented in conf/layout.py; nothing is
-    set on SparkSession (spark._headwater_...)."""
+    """Env vars read by headwater are test hooks documented in conf/layout.py, and the one
+    setting read before the JVM starts (the class archive); nothing is set on SparkSession
+    (spark._headwater_...)."""
     hooks = {layout.FAULT_ENV, layout.FAULT_TABLE_ENV, layout.EVENT_FLUSH_SECONDS_ENV,
-             layout.KAFKA_FLUSH_TIMEOUT_ENV, layout.LEASE_ALWAYS_ENV, layout.LEASE_TTL_ENV}
-    spark_env = {"PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "JAVA_HOME"}  # Spark's own
+             layout.KAFKA_FLUSH_TIMEOUT_ENV, layout.LEASE_ALWAYS_ENV, layout.LEASE_TTL_ENV,
+             layout.CLASS_ARCHIVE_ENV}
+    spark_env = {"PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "JAVA_HOME",  # Spark's own
+                 "XDG_CACHE_HOME",  # where the class archive goes by default
+                 "name"}  # class_archive.JVM_ENV: what shapes the JVM (its archive's key)
     problems = []
     for path in sorted(SRC.rglob("*.py")):
         rel = path.relative_to(SRC).as_posix()

@@ -122,6 +122,11 @@ AUTO_COMPACT_PROPERTY = "delta.autoOptimize.autoCompact"
 AUTO_COMPACT_MIN_FILES_PROPERTY = "headwater.autoCompact.minNumFiles"
 AUTO_COMPACT_MAX_FILE_SIZE_PROPERTY = "headwater.autoCompact.maxFileSize"
 
+# --- environment variables ---------------------------------------------------------------------
+# The driver JVM's class archive (spark/class_archive.py): "0" off, a folder to keep it in
+# (default $XDG_CACHE_HOME/headwater). Read before the JVM starts, so not a session setting.
+CLASS_ARCHIVE_ENV = "HEADWATER_CLASS_ARCHIVE"
+
 # --- environment variables: test hooks, not configuration ------------------------------------
 # Seconds between event-log appends (default 3); crash and CLI tests shorten it.
 EVENT_FLUSH_SECONDS_ENV = "HEADWATER_EVENT_FLUSH_SECONDS"

@@ -29,7 +29,9 @@ from typing import Any
 
 import pyspark
 
-ENV = "HEADWATER_CLASS_ARCHIVE"
+from headwater.conf.layout import CLASS_ARCHIVE_ENV
+
+ENV = CLASS_ARCHIVE_ENV
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # no JVM warnings on the user's console
 MIN_JAVA = 13  # -XX:ArchiveClassesAtExit
 WAIT_SECONDS = 120  # longest wait at exit for the JVM to write its archive
@@ -50,7 +52,7 @@ _pending: _Pending | None = None
 
 def folder() -> Path | None:
     """Where archives live; None when turned off."""
-    setting = os.environ.get(ENV, "").strip()
+    setting = os.environ.get(CLASS_ARCHIVE_ENV, "").strip()
     if setting.lower() in ("0", "false", "off", "no"):
         return None
     if setting and setting not in ("1", "true", "on", "yes"):
@@ -63,7 +65,7 @@ def _key(java_version: str, settings: dict[str, str]) -> str:
     """What the archive depends on: the JDK, pyspark's jars and the class path settings."""
     jars = sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
     parts = [java_version, importlib.metadata.version("pyspark"),
-             *(os.environ.get(v, "") for v in JVM_ENV), *jars,
+             *(os.environ.get(name, "") for name in JVM_ENV), *jars,
              *(f"{k}={settings.get(k, '')}" for k in CLASS_PATH_SETTINGS)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
