@@ -484,9 +484,11 @@ def _stage(df: DataFrame, uri: str, partition_columns: list[str],
     if _one_attempt_per_task(df.sparkSession):
         # Hadoop's committer v1 renames every file twice (task, then job commit) and writes a
         # _SUCCESS marker: ~5% of a 3 M-row write here. v2 moves each file once, at task
-        # commit. Its known risk (a task attempt that fails mid-commit and is retried leaves
-        # files of both attempts) cannot happen where a failed task fails the job: the staging
-        # folder is then deleted, never committed.
+        # commit. Its known risk is a task attempt that fails mid-commit and is retried,
+        # leaving files of both attempts. Here a failed task fails the job (the staging
+        # folder is then deleted, never committed); only attempts Spark retries without
+        # counting a failure (a killed attempt, a stage retried after a fetch failure) get
+        # another try, and they write the same part-file names, which v2 overwrites.
         writer = (writer.option("mapreduce.fileoutputcommitter.algorithm.version", "2")
                   .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"))
     try:

@@ -37,7 +37,10 @@ def java_map(spark: SparkSession, scala_map: Any) -> dict[str, str]:
 def conf_with_prefix(spark: SparkSession, prefix: str) -> dict[str, str]:
     """The session's SQL settings whose key starts with ``prefix`` (``spark.conf.getAll``
     walks every setting through py4j: ~20 ms per call)."""
-    settings = java_map(spark, spark._jsparkSession.conf().getAll())
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jsession is None:  # a Spark Connect session: no JVM here
+        return {k: v for k, v in spark.conf.getAll.items() if k.startswith(prefix)}
+    settings = java_map(spark, jsession.conf().getAll())
     return {k: v for k, v in settings.items() if k.startswith(prefix)}
 
 
@@ -65,8 +68,10 @@ def declared_field(obj: Any, name: str) -> Any:
 
 
 def private_field(obj: Any, name: str) -> Any:
+    """The value of ``obj``'s (private) JVM field ``name``."""
     return declared_field(obj, name).get(obj)
 
 
 def set_private_field(obj: Any, name: str, value: Any) -> None:
+    """Set ``obj``'s (private) JVM field ``name`` to ``value``."""
     declared_field(obj, name).set(obj, value)

@@ -164,7 +164,9 @@ def build_session(
     fresh = SparkContext._active_spark_context is None
     spark = builder.getOrCreate()
     if fresh:
-        _warm_up(spark)
+        class_archive.check_started(SparkContext._gateway)
+        _warm_up(spark, "spark.sql.warehouse.dir" in settings and str(settings.get(
+            "spark.sql.catalogImplementation", "in-memory")).lower() != "hive")
     if caller_sigint is not None:
         # pyspark's SparkContext replaces the SIGINT handler with one that cancels every job
         # and raises KeyboardInterrupt; a caller that installed its own (`headwater run`:
@@ -181,7 +183,7 @@ def build_session(
     return spark
 
 
-def _warm_up(spark: SparkSession) -> None:
+def _warm_up(spark: SparkSession, catalog: bool) -> None:
     """Initialise Spark's SQL parser, analyzer and catalog on a background thread, while the
     caller's thread goes on (registering headwater's Python data sources, loading a
     pipeline's definitions).
@@ -190,12 +192,17 @@ def _warm_up(spark: SparkSession) -> None:
     and the first Python data source ~1.2 s (Spark starts a Python process that looks for
     ``pyspark_*`` packages on the path). One after the other they were 2.6 s from the session
     being up to a pipeline's first CREATE TABLE on 2 cores; side by side 1.9-2.1 s.
-    ``SHOW TABLES`` reads the catalog and changes nothing; it runs in the JVM directly (no
-    headwater hook routes it). A failure here only means no warm-up (e.g. the session was
-    stopped first)."""
+    ``SHOW TABLES`` reads the catalog and changes nothing, but the first catalog access creates
+    the warehouse folder: only where the caller chose that folder (``catalog``; a lakehouse,
+    a pipeline run), else ``SELECT 1`` warms the parser and analyzer alone, leaving no
+    ``spark-warehouse`` (or Hive's ``metastore_db``) in the working directory. It runs in the
+    JVM directly (no headwater hook routes it). A failure here only means no warm-up (e.g.
+    the session was stopped first)."""
+    statement = "SHOW TABLES" if catalog else "SELECT 1"
+
     def run() -> None:
         try:
-            spark._jsparkSession.sql("SHOW TABLES").collect()
+            spark._jsparkSession.sql(statement).collect()
         except Exception:  # noqa: BLE001 - see the docstring
             pass
 
@@ -271,8 +278,10 @@ def stop_spark() -> None:
 
 
 def _at_exit() -> None:
-    stop_spark()
-    class_archive.finish(SparkContext._gateway)  # a class archive this JVM was asked to write
+    try:
+        stop_spark()
+    finally:
+        class_archive.finish(SparkContext._gateway)  # an archive this JVM was asked to write
 
 
 def _own_sigint_handler() -> Any:
@@ -301,4 +310,5 @@ def _register_stop() -> None:
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    class_archive.discard()  # no waiting ~10 s for the JVM's class archive: exit now
     raise SystemExit(128 + signum)
