@@ -119,7 +119,7 @@ VARIANTS: dict[str, tuple[str, str, dict[str, bool], dict[str, str]]] = {
     "headwater-no-auto-compact": (HW_NO_COMPACT, "headwater-no-auto-compact",
                                   {"auto_compact": False}, {}),
 }
-TARGET = 0.85  # headwater wall time ÷ SDP's, at most (issue 27)
+TARGET = 0.85  # headwater wall time ÷ SDP's, at most (issue 26)
 SETUP = (
     "The same 3-layer pipeline on the same generated nested JSON orders (bronze → silver with "
     "two `explode_outer` → gold revenue per country), `headwater run` (Delta) against "
