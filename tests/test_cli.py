@@ -408,6 +408,18 @@ def _live_run(tmp_path: Path) -> tuple[Path, list, subprocess.Popen, Path, Path]
     return project, initial, proc, out_file, err_file
 
 
+def _exited_0(proc: subprocess.Popen, out_file: Path, err_file: Path,
+              signal_name: str) -> tuple[str, str]:
+    """(stdout, stderr) of ``proc`` once it exited 0 within 60 s of ``signal_name``."""
+    try:
+        code = proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"no exit within 60 s of {signal_name}:\n{out_file.read_text()}")
+    stdout, stderr = out_file.read_text(), err_file.read_text()
+    assert code == 0, f"exit {code}\n{stdout}\n{stderr[-4000:]}"
+    return stdout, stderr
+
+
 def test_ctrl_c_stops_a_continuous_run_cleanly(tmp_path):
     """Ctrl-C (SIGINT) stops each flow after its micro-batch and exits 0: pyspark's
     SparkContext replaces the SIGINT handler with one that cancels every job and raises
@@ -417,12 +429,7 @@ def test_ctrl_c_stops_a_continuous_run_cleanly(tmp_path):
         wait_for(lambda: count(project, "bronze") == len(initial), 180, proc,
                  "bronze to hold the landed rows", out_file)
         proc.send_signal(signal.SIGINT)
-        try:
-            code = proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"no exit within 60 s of SIGINT:\n{out_file.read_text()}")
-        stdout, stderr = out_file.read_text(), err_file.read_text()
-        assert code == 0, f"exit {code}\n{stdout}\n{stderr[-4000:]}"
+        stdout, stderr = _exited_0(proc, out_file, err_file, "SIGINT")
         assert "SIGINT: stopping every flow after its current micro-batch" in stdout
         assert "(stopped on request)" in stdout and "Aborted" not in stdout + stderr
     finally:
@@ -464,12 +471,7 @@ def test_continuous_run_stops_cleanly_on_sigterm(tmp_path):
         assert stopped.returncode == 0, show(stopped)
         assert f"stopping pipeline live (pid {proc.pid}" in stopped.stdout
         assert "stopped 1 pipeline process(es)" in stopped.stdout
-        try:
-            code = proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"no exit within 60 s of SIGTERM:\n{out_file.read_text()}")
-        stdout, stderr = out_file.read_text(), err_file.read_text()
-        assert code == 0, f"exit {code}\n{stdout}\n{stderr[-4000:]}"
+        stdout, stderr = _exited_0(proc, out_file, err_file, "SIGTERM")
         assert "SIGTERM: stopping every flow after its current micro-batch" in stdout
         assert "4 flows ok, 0 failed or skipped (stopped on request)" in stdout
         assert "Traceback" not in stderr, stderr[-4000:]
