@@ -504,9 +504,9 @@ _LOCAL_MASTER = re.compile(r"local(\[(\d+|\*)\])?")  # local[N, F] retries faile
 
 def _one_attempt_per_task(spark: SparkSession) -> bool:
     """True when a task runs once: Spark's local master without retries (``local``,
-    ``local[N]``, ``local[*]``), speculation off; a failed task then fails the job."""
-    return (_LOCAL_MASTER.fullmatch(spark.sparkContext.master or "") is not None
-            and str(spark.conf.get("spark.speculation", "false")).lower() != "true")
+    ``local[N]``, ``local[*]``); a failed task then fails the job. (Spark never speculates
+    in local mode: TaskSchedulerImpl starts speculation only when not local.)"""
+    return _LOCAL_MASTER.fullmatch(spark.sparkContext.master or "") is not None
 
 
 def _stage_files(df: DataFrame, uri: str, partition_columns: list[str],
