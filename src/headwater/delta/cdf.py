@@ -26,7 +26,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from headwater.conf.options import parse_bool, parse_int
+from headwater.conf.options import parse_int
 from headwater.delta.files import read_entries
 from headwater.delta.log import DeltaLog, FileEntry, deletion_vectors, resolve_file
 from headwater.delta.schema import arrow_schema, parse_partition_value
@@ -55,12 +55,6 @@ class ChangeFile(FileEntry):
 
     change_type: str | None = None
     commit_ms: int = 0
-
-
-def reads_change_feed(options: dict[str, Any]) -> bool:
-    """``readChangeFeed`` (also delta-spark's alias ``readChangeData``), default false."""
-    value = options.get("readchangefeed", options.get("readchangedata"))
-    return parse_bool("readChangeFeed", value, False)
 
 
 def change_feed_schema(table_schema: StructType) -> StructType:

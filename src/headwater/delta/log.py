@@ -12,6 +12,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,6 +105,11 @@ def resolve_file(table_root: str, log_path: str) -> str:
     return f"{table_root.rstrip('/')}/{unquote(log_path)}"
 
 
+# A commit (00000000000000000010.json) or a checkpoint (...checkpoint.parquet, multi-part or
+# v2): the names that make a version; .crc files, log compactions and temp files do not.
+_VERSIONED_LOG_FILE = re.compile(r"^(\d{20})\.(?:json$|checkpoint\.)")
+
+
 class DeltaLog:
     """Access to one table's log. ``reads`` counts the log files opened (for tests)."""
 
@@ -170,6 +176,14 @@ class DeltaLog:
         from deltalake.exceptions import TableNotFoundError  # noqa: PLC0415 - worker: deltalake only in the workers that open a snapshot
 
         try:
+            if isinstance(version, int) and not isinstance(version, bool):
+                try:  # the version's log segment only, not the latest snapshot and then it
+                    return DeltaTable(self.uri, version=version,
+                                      storage_options=self.storage_options)
+                except TableNotFoundError:
+                    raise
+                except Exception:  # noqa: BLE001 - load_as_version below says what is wrong
+                    pass
             table = DeltaTable(self.uri, storage_options=self.storage_options)
         except TableNotFoundError as exc:
             raise HeadwaterError(
@@ -199,7 +213,15 @@ class DeltaLog:
         return table
 
     def latest_version(self) -> int:
-        return self.table().version()
+        """The newest version, from the log folder's listing as delta-spark finds it: opening
+        the snapshot to ask replays the log (O(files), and imports delta-rs into the fresh
+        process that plans every Delta stream)."""
+        selector = pafs.FileSelector(f"{self.root}/{DELTA_LOG}", allow_not_found=True)
+        versions = [int(match.group(1)) for info in self.fs.get_file_info(selector)
+                    if (match := _VERSIONED_LOG_FILE.match(info.base_name))]
+        if not versions:  # no commit yet: delta-rs says why (missing folder, unreadable log)
+            return self.table().version()
+        return max(versions)
 
     def snapshot_files(self, table) -> list[FileEntry]:
         """Data files of a loaded snapshot, in delta-spark's stream order (mtime, path)."""

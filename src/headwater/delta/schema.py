@@ -13,7 +13,6 @@ import json
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     BinaryType,
@@ -161,7 +160,7 @@ def _conform(arr: pa.Array, dtype: DataType, target: pa.DataType) -> pa.Array:
     if pa.types.is_timestamp(target):
         if pa.types.is_timestamp(arr.type):
             # INT96 / nanosecond files: truncate to Spark's microseconds, keep the instant.
-            return pc.cast(arr, target, safe=False)
+            return arr.cast(target, safe=False)
     return arr.cast(target)
 
 

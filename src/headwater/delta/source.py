@@ -32,7 +32,6 @@ from pyspark.sql.types import StructType
 
 from headwater.conf.options import parse_bool, parse_int, parse_size
 from headwater.conf.read_limits import default_read_limit, limits_of
-from headwater.delta.files import read_entries
 from headwater.delta.log import DeltaLog, FileEntry, deletion_vectors, resolve_file
 from headwater.delta.schema import (
     arrow_schema,
@@ -467,6 +466,10 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [DeltaInputPartition(group) for group in groups]
 
     def read(self, partition: InputPartition) -> Iterator:
+        # Spark's planner process unpickles this reader too, at every query start, but never
+        # reads rows: the reading stack (pyarrow.parquet, pyarrow.compute: ~40 ms) is imported
+        # only in the workers that do.
+        from headwater.delta.files import read_entries  # noqa: PLC0415 - worker: pyarrow.parquet only where rows are read
         entries = partition.entries
         dvs = None
         if any(e.has_dv for e in entries):  # only snapshot files carry them here
