@@ -18,7 +18,11 @@ Scenarios (each its own `headwater run` process; this one only lands files and w
 - orders, a run per landing (``--per-run``): what a pipeline without a continuous mode does
   at best, a triggered run launched as each file lands: headwater (`headwater run`) and Spark
   Declarative Pipelines (`spark-pipelines run`, its tables kept in a Hive metastore so that
-  each run is incremental: SDP's default in-memory catalog forgets them on exit).
+  each run is incremental: SDP's default in-memory catalog forgets them on exit). SDP starts
+  a run's flows together, each downstream flow reading what its input had committed when it
+  started, so one run can leave a landing short of gold: SDP's runs are repeated until gold
+  has the landing (at most 4), the latency counts them all and their number is noted.
+  headwater runs the flows in graph order, so one run must bring a landing to gold.
 
 SDP cannot run either pipeline continuously: `spark-pipelines run` (pyspark 4.3) performs one
 triggered update and exits; it has no continuous mode. The demo pipeline also uses what SDP
@@ -145,6 +149,7 @@ class Landing:
     gold: float | None = None
     bronze: float | None = None
     silver: float | None = None
+    runs: int = 0  # triggered runs until gold had it (a run per landing)
 
     @property
     def latency(self) -> float | None:
@@ -405,6 +410,7 @@ def headwater_per_run(work: Path, landings: int, timeout: float, logs: Path,
         if i:
             pause()
         x = files.land(landing)
+        x.runs = 1  # one run must bring it to gold: headwater runs the flows in graph order
         proc = Process(headwater_cmd(project, None), project, env, logs / f"per-run-hw-{i}.log")
         code = proc.wait(timeout)
         if code != 0 or not watcher.wait(x, files.landed_lines, 5, lambda: False):
@@ -435,26 +441,37 @@ def sdp_per_run(work: Path, landings: int, timeout: float, logs: Path,
     # run is incremental
     cmd[run_at:run_at] = ["--conf", "spark.sql.catalogImplementation=hive"]
     success = sdp.warehouse / "gold" / "_SUCCESS"
+    # SDP starts a run's flows together: silver and gold read what bronze had committed when
+    # they started, so one run can leave a landing short of gold (seen: every time). Runs are
+    # repeated until gold has the landing; the latency counts them all, and their number is
+    # reported.
     for i in range(landings + 1):
         if i:
             pause()
         x = files.land(landing)
-        proc = Process(cmd, sdp.project, env, logs / f"per-run-sdp-{i}.log")
-        code = proc.wait(timeout)
-        if code != 0 or not success.exists():
-            scenario.status = f"FAILED: run {i} exit {code} (see {proc.log})"
-            break
-        lines = sum(int(r["lines"] or 0) for r in sdp.gold())
+        lines = 0
+        while x.runs < SDP_MAX_RUNS_PER_LANDING and lines < files.landed_lines:
+            x.runs += 1
+            proc = Process(cmd, sdp.project, env, logs / f"per-run-sdp-{i}-{x.runs}.log")
+            code = proc.wait(timeout)
+            if code != 0 or not success.exists():
+                scenario.status = f"FAILED: landing {i} run {x.runs} exit {code} " \
+                                  f"(see {proc.log})"
+                return scenario
+            lines = sum(int(r["lines"] or 0) for r in sdp.gold())
         if lines < files.landed_lines:
-            scenario.status = f"FAILED: run {i}: gold has {lines} lines, " \
-                              f"expected {files.landed_lines}"
+            scenario.status = f"FAILED: landing {i}: after {x.runs} runs gold has {lines} " \
+                              f"lines, expected {files.landed_lines}"
             break
         x.gold = success.stat().st_mtime
         scenario.landings.append(x)
         if i:
-            print(f"  SDP       a run per landing   landing {i:3}: {x.latency:6.2f} s",
-                  flush=True)
+            print(f"  SDP       a run per landing   landing {i:3}: {x.latency:6.2f} s "
+                  f"({x.runs} runs)", flush=True)
     return scenario
+
+
+SDP_MAX_RUNS_PER_LANDING = 4  # three hops: at most one run each, and one more
 
 
 # --- report -------------------------------------------------------------------------------
@@ -469,7 +486,8 @@ def summary(s: Scenario) -> dict:
     counted = s.counted()
     out: dict = {"scenario": s.name, "tool": s.tool, "mode": s.mode, "status": s.status,
                  "landings": len(counted),
-                 "latencies_s": [round(x.latency, 3) for x in counted]}
+                 "latencies_s": [round(x.latency, 3) for x in counted],
+                 "runs": [x.runs for x in counted if x.runs]}
     if counted:
         lat = [x.latency for x in counted]
         out.update({"p50_s": percentile(lat, 0.5), "p99_s": percentile(lat, 0.99),
@@ -499,6 +517,9 @@ def record(rows: list[dict], run: results_file.Run) -> bool:
         if r["status"] != "ok":
             run.note(f"{r['scenario']}, {r['tool']}, {r['mode']}: {r['status']} (after "
                      f"{r['landings']} landings)")
+        if r.get("runs") and max(r["runs"]) > 1:
+            run.note(f"{r['scenario']}, {r['tool']}, {r['mode']}: triggered runs until gold "
+                     f"had each landing: {r['runs']} (the latency counts them all)")
         samples = {"latency s": r["latencies_s"],
                    **{f"{hop} s": r.get("hops_s", {}).get(hop, []) for hop in HOPS}}
         values = {f"{hop} s": None for hop in HOPS if not samples[f"{hop} s"]}
