@@ -160,6 +160,27 @@ def test_table_recreated_is_a_clear_error(spark, tmp):
     assert err.value.code == "HW_SOURCE_TABLE_RECREATED"
 
 
+def test_a_dataframe_restarted_on_a_recreated_table_is_a_clear_error(spark, tmp):
+    """The data source keeps the table's id from when the DataFrame was made; a query started
+    again from that DataFrame, after the table was recreated at the same version number, must
+    still see the new id."""
+    src, dst, cp = tmp / "src", tmp / "dst", tmp / "cp"
+    write(src, ids(0, 5))
+    df = spark.readStream.format("delta").load(str(src))
+
+    def run() -> None:
+        (df.writeStream.format("delta").option("checkpointLocation", str(cp))
+         .trigger(availableNow=True).start(str(dst)).awaitTermination(120))
+
+    run()
+    shutil.rmtree(src)
+    write(src, ids(10, 15))  # version 0 again, a new table id
+    with pytest.raises(headwater.HeadwaterError) as err, headwater.translated():
+        run()
+    assert err.value.code == "HW_SOURCE_TABLE_RECREATED"
+    assert [r[0] for r in rows(spark, str(dst))] == list(range(5))
+
+
 def test_schema_change_is_a_clear_error(spark, tmp):
     src, dst, cp = tmp / "src", tmp / "dst", tmp / "cp"
     write(src, ids(0, 5))
@@ -312,3 +333,23 @@ print(rows, "pandas" in sys.modules)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["6", "False"]
+
+
+def test_a_cleaned_up_version_is_version_not_found_and_latest_is_listed(tmp):
+    """A version whose commits log cleanup removed is a missing version, not a missing table;
+    the latest version comes from the log's file names (commits and checkpoints)."""
+    src = tmp / "src"
+    for i in range(5):
+        write(src, ids(i, i + 1))
+    DeltaTable(str(src)).create_checkpoint()
+    for v in range(3):
+        os.remove(src / "_delta_log" / f"{v:020d}.json")
+    log = DeltaLog(str(src))
+    assert log.latest_version() == 4
+    assert log.table(4).version() == 4
+    with pytest.raises(headwater.HeadwaterError) as err:
+        log.table(1)
+    assert err.value.code == "HW_DELTA_VERSION_NOT_FOUND"
+    with pytest.raises(headwater.HeadwaterError) as err:
+        DeltaLog(str(tmp / "nothing")).latest_version()
+    assert err.value.code == "HW_DELTA_TABLE_NOT_FOUND"

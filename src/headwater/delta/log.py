@@ -180,10 +180,8 @@ class DeltaLog:
                 try:  # the version's log segment only, not the latest snapshot and then it
                     return DeltaTable(self.uri, version=version,
                                       storage_options=self.storage_options)
-                except TableNotFoundError:
-                    raise
-                except Exception:  # noqa: BLE001 - load_as_version below says what is wrong
-                    pass
+                except Exception:  # noqa: BLE001 - the path below says what is wrong (a
+                    pass  # cleaned-up version is TableNotFoundError here, not a missing table)
             table = DeltaTable(self.uri, storage_options=self.storage_options)
         except TableNotFoundError as exc:
             raise HeadwaterError(
@@ -217,7 +215,11 @@ class DeltaLog:
         the snapshot to ask replays the log (O(files), and imports delta-rs into the fresh
         process that plans every Delta stream)."""
         selector = pafs.FileSelector(f"{self.root}/{DELTA_LOG}", allow_not_found=True)
-        versions = [int(match.group(1)) for info in self.fs.get_file_info(selector)
+        try:  # one LIST per 1,000 log files on an object store: still less than a snapshot
+            infos = self.fs.get_file_info(selector)
+        except OSError:  # not a folder, no permission: delta-rs says what is wrong
+            return self.table().version()
+        versions = [int(match.group(1)) for info in infos
                     if (match := _VERSIONED_LOG_FILE.match(info.base_name))]
         if not versions:  # no commit yet: delta-rs says why (missing folder, unreadable log)
             return self.table().version()
