@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 from tests.support import GOLDEN, rows, write
 
@@ -269,6 +270,48 @@ def test_to_table_stream_uses_the_native_sink(spark, lake, tmp, log):
     assert sorted(r.id for r in spark.table("copy").collect()) == [0, 1, 2, 3]
     assert any("the native sink" in r.getMessage() for r in log.records)
     assert DeltaTable(lake.path("copy")).history(1)[0]["operation"] == "STREAMING UPDATE"
+
+
+def test_native_sink_writes_each_micro_batch_with_sparks_parquet_sink(spark, tmp):
+    """The micro-batch reaches the sink with its own plan (no foreachBatch copy): Spark's
+    parquet sink writes it, timestamps as INT64 microseconds with statistics, and only the
+    data files end up in the table (the staging folder and its sink log are gone)."""
+    src, dst, cp = tmp / "src", tmp / "dst", tmp / "cp"
+    spark.range(0, 1000, 1, 2).select(F.col("id"), F.timestamp_seconds("id").alias("ts")) \
+        .write.format("delta").save(str(src))
+    query = (spark.readStream.format("delta").load(str(src)).writeStream.format("delta")
+             .option("checkpointLocation", str(cp)).trigger(availableNow=True).start(str(dst)))
+    query.awaitTermination()
+    assert query.lastProgress["sink"]["description"] == f"DeltaSink[{dst}]"
+    assert sorted(r.id for r in spark.read.format("delta").load(str(dst)).collect()) == \
+        list(range(1000))
+    assert sorted(p.name for p in dst.iterdir() if not p.name.endswith(".parquet")) == \
+        ["_delta_log"]
+    stats = [json.loads(a["stats"]) for a in _adds_of(dst)]
+    assert sum(s["numRecords"] for s in stats) == 1000
+    assert all("ts" in s["minValues"] for s in stats)
+
+
+def _adds_of(table: Path) -> list[dict]:
+    adds = []
+    for commit in sorted((table / "_delta_log").glob("*.json")):
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            if "add" in action:
+                adds.append(action["add"])
+    return adds
+
+
+def test_a_native_sink_without_checkpoint_is_sparks_own_error(spark, tmp):
+    """Spark's own check (a checkpoint is needed) surfaces as Spark raises it for any sink,
+    not wrapped by the reflection that starts the query."""
+    src = tmp / "src"
+    write(src, {"id": pa.array([1], pa.int64())})
+    with pytest.raises(AnalysisException) as err:
+        (spark.readStream.format("delta").load(str(src)).writeStream.format("delta")
+         .trigger(availableNow=True).start(str(tmp / "dst")))
+    assert "checkpointLocation" in str(err.value)
+    assert "InvocationTargetException" not in str(err.value)
 
 
 def test_native_sink_schema_mismatch_is_a_clear_error(spark, tmp):

@@ -2,7 +2,7 @@
 
 The Python data source path moves every row through Arrow between the JVM and Python. For batch
 writes (``df.write.format("delta")``, saveAsTable, insertInto, INSERT), the streaming sink
-(:func:`native_sink`: a ``foreachBatch`` writer) and pipeline flows, headwater instead lets
+(:func:`native_sink`: Spark's parquet sink, then a driver commit) and pipeline flows, headwater instead lets
 Spark's own parquet writer write the files (into a fresh folder under the table) and then
 commits them to the Delta log from the driver, with stats read from the parquet footers and the
 same ``txn`` exactly-once check as the Python sink. Batch reads of a table without column
@@ -85,11 +85,14 @@ from headwater.delta.sink import (
 from headwater.delta.table_protocol import invalid_property, split_properties
 from headwater.delta.write_commit import StreamUpdate, commit_write, deltalake_writes
 from headwater.errors import HeadwaterError, translated
+from headwater.spark.micro_batch_sink import MicroBatch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+# writes rows as parquet into a new folder: (folder, partition columns, writer options)
+Stager = Callable[[str, list[str], dict[str, str]], None]
 log = logging.getLogger("headwater.delta.write")
 read_log = logging.getLogger("headwater.delta.native")  # reads: file_index, native_reads
 # crash-test fault points (FAULT_ENV) around the commit: a batch write / pipeline, a stream
@@ -112,7 +115,8 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
                  options: dict[str, str] | None = None, user_metadata: str | None = None,
                  faults: tuple[str, str] = NATIVE_FAULTS,
                  properties: dict[str, str] | None = None,
-                 stream: StreamUpdate | None = None) -> int | None:
+                 stream: StreamUpdate | None = None,
+                 stage: Stager | None = None) -> int | None:
     """Write ``df`` with Spark's parquet writer and commit it as one Delta transaction.
 
     mode: "append" or "overwrite" (the whole table, or the partitions ``replace_where``
@@ -131,6 +135,9 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
     options) for a table this write creates, over the session's ``properties.defaults.*``
     (read here, on the driver); an existing table keeps its own. stream: the micro-batch
     of a streaming write this is (its history: STREAMING UPDATE, as delta-spark's sink).
+    stage: writes ``df``'s rows as parquet into a new folder, instead of ``df.write``
+    (a micro-batch written by Spark's parquet sink: :func:`micro_batch_writer`); the writes
+    that compute columns first (generated / identity) use ``df``.
     """
     uri = normalize_uri(path)
     options = {k.lower(): v for k, v in (options or {}).items()}
@@ -173,7 +180,7 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
     elif replace_where:
         raise replace_where_on_missing_table(uri)
     new_properties = with_defaults(properties, df.sparkSession) if table is None else None
-    adds = _stage_files(df, uri, partition_columns, options)
+    adds = _stage_files(df, uri, partition_columns, options, stage)
     try:
         if filters:
             check_replace_where(uri, adds, df.schema, filters, str(replace_where))
@@ -268,28 +275,30 @@ def write_rows(df: DataFrame, path: str, mode: str = "append",
     return written
 
 
-def batch_writer(path: str, checkpoint: str | None, complete: bool = False,
-                 **settings: Any) -> Callable[[DataFrame, int], None]:
-    """A ``foreachBatch`` function: the native Delta sink. Each micro-batch goes through
-    :func:`write_rows` exactly once (a txn action keyed by the checkpoint's query id, as the
-    Python sink does), replacing the rows in complete mode. settings: :func:`write_native`'s
-    keyword arguments (partition_by, merge_schema, auto_compact, options)."""
+def micro_batch_writer(path: str, checkpoint: str | None, complete: bool = False,
+                       **settings: Any) -> Callable[[MicroBatch], None]:
+    """The native Delta sink's handler of each micro-batch
+    (:func:`headwater.spark.micro_batch_sink.start_with_sink`): written by Spark's parquet
+    sink from the batch's own plan, then through :func:`write_rows` exactly once (a txn
+    action keyed by the checkpoint's query id, as the Python sink does), replacing the rows in
+    complete mode. settings: :func:`write_native`'s keyword arguments (partition_by,
+    merge_schema, auto_compact, options)."""
     fallback = str(uuid.uuid4())
 
-    def write(batch: DataFrame, batch_id: int) -> None:
+    def write(batch: MicroBatch) -> None:
         query_id = checkpoint_query_id(checkpoint) or fallback
-        stream = StreamUpdate("Complete" if complete else "Append", query_id, batch_id)
-        write_rows(batch, path, "overwrite" if complete else "append",
-                   txn=(f"headwater-stream-{query_id}", batch_id), faults=SINK_FAULTS,
-                   stream=stream, **settings)
+        stream = StreamUpdate("Complete" if complete else "Append", query_id, batch.batch_id)
+        write_rows(batch.frame(), path, "overwrite" if complete else "append",
+                   txn=(f"headwater-stream-{query_id}", batch.batch_id), faults=SINK_FAULTS,
+                   stream=stream, stage=batch.write_parquet, **settings)
 
     return write
 
 
 def native_sink(df: DataFrame, path: str, options: dict[str, str], output_mode: str,
-                partition_by: list[str]) -> Callable[[DataFrame, int], None] | None:
-    """The native Delta sink of a stream of ``df`` into the table at ``path``: a
-    ``foreachBatch`` function (:func:`batch_writer`), or None when the Python sink must
+                partition_by: list[str]) -> Callable[[MicroBatch], None] | None:
+    """The native Delta sink of a stream of ``df`` into the table at ``path``: the handler of
+    each micro-batch (:func:`micro_batch_writer`), or None when the Python sink must
     write (update mode, or :func:`python_writer_reason`; logged at debug level).
 
     options: the stream writer's options (``checkpointLocation`` gives the txn's appId,
@@ -319,9 +328,9 @@ def native_sink(df: DataFrame, path: str, options: dict[str, str], output_mode: 
     if reason is not None:
         log.debug("Delta stream into %s: the Python sink (%s)", uri, reason)
         return None
-    log.debug("Delta stream into %s: the native sink (foreachBatch: Spark's parquet writer, "
-              "one driver commit per micro-batch)", uri)
-    return batch_writer(uri, lowered.get("checkpointlocation"), output_mode == "complete",
+    log.debug("Delta stream into %s: the native sink (Spark's parquet sink, one driver "
+              "commit per micro-batch)", uri)
+    return micro_batch_writer(uri, lowered.get("checkpointlocation"), output_mode == "complete",
                         partition_by=partition_by, merge_schema=opts.merge_schema,
                         auto_compact=opts.auto_compact, options=lowered)
 
@@ -467,13 +476,25 @@ def _replace_staged(df: DataFrame, uri: str, schema, partition_columns: list[str
 
 
 def _stage(df: DataFrame, uri: str, partition_columns: list[str],
-           options: dict[str, str] | None = None) -> tuple[str, list[dict]]:
+           options: dict[str, str] | None = None,
+           stage: Stager | None = None) -> tuple[str, list[dict]]:
     """Write ``df`` with Spark's parquet writer into a fresh folder under the table; return the
     folder and the add actions of its files. A failed write leaves no folder behind.
     options (lower-cased): ``compression`` (default snappy) and ``maxrecordsperfile`` reach
-    Spark's writer."""
+    Spark's writer. stage: writes the rows instead of ``df.write`` (same options)."""
     options = options or {}
     staging = f"hw-{int(time.time())}-{uuid.uuid4().hex[:12]}"
+    if stage is not None:
+        settings = {"compression": str(options.get("compression", "snappy")).lower(),
+                    TIMESTAMP_TYPE_CONF: "TIMESTAMP_MICROS"}
+        if options.get("maxrecordsperfile") is not None:
+            settings["maxRecordsPerFile"] = str(options["maxrecordsperfile"])
+        try:
+            stage(f"{uri}/{staging}", partition_columns, settings)
+            return staging, _adds(uri, staging, df, partition_columns)
+        except BaseException:
+            _remove_dir(uri, staging)
+            raise
     writer = (df.write.mode("errorifexists").partitionBy(*partition_columns)
               .option("compression", str(options.get("compression", "snappy")).lower())
               # INT64 microseconds (with min/max stats), not Spark's INT96 default; a write
@@ -510,12 +531,12 @@ def _one_attempt_per_task(spark: SparkSession) -> bool:
 
 
 def _stage_files(df: DataFrame, uri: str, partition_columns: list[str],
-                 options: dict[str, str]) -> list[dict]:
+                 options: dict[str, str], stage: Stager | None = None) -> list[dict]:
     """:func:`_stage`, then the files moved beside the table's others (``part-*.parquet`` at
     the root, or under their ``col=value`` folders) and the staging folder removed; returns
     their add actions. Spark names each file with its job's UUID: no clash with other files.
     A failure deletes whatever was staged or moved."""
-    staging, adds = _stage(df, uri, partition_columns, options)
+    staging, adds = _stage(df, uri, partition_columns, options, stage)
     fs, root = filesystem_for(uri)
     moved: list[dict] = []
     made: set[str] = set()

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import SparkSession
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 from pyspark.sql.sql_formatter import SQLStringFormatter
+from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
 from headwater.conf.layout import DELTA_AUTO_MERGE_CONF, DELTA_USER_METADATA_CONF
@@ -49,6 +50,7 @@ from headwater.lakehouse.native_reads import read_table as native_table
 from headwater.lakehouse.native_reads import with_native_reads
 from headwater.messages import register_message_sources
 from headwater.spark.jvm import java_map, private_field, set_private_field
+from headwater.spark.micro_batch_sink import start_with_sink
 from headwater.spark.session import activate, active_in_thread
 
 if TYPE_CHECKING:
@@ -125,7 +127,7 @@ def install_path_writer() -> None:
       (:func:`headwater.delta.native.write_native`; generated / identity values computed on
       the DataFrame first) wherever that writer can write the table, else through the Python
       data source writer; ``writeStream.format("delta").start(path)`` in append or complete
-      mode writes each micro-batch that way (foreachBatch, exactly once).
+      mode writes each micro-batch that way (Spark's parquet sink, exactly once).
     Other formats go to Spark's save / start unchanged.
 
     And ``DataFrameReader.load`` for ``format("delta")``: a batch read through Spark's parquet
@@ -174,8 +176,10 @@ def _start(original: Callable) -> Callable:
             settings = java_map(self._spark, private_field(jwrite, "extraOptions")
                                  .originalMap())
             target = path or next((v for k, v in settings.items() if k.lower() == "path"), None)
-            if target is not None and _driver_stream(self, target, settings):
-                return original(self)
+            if target is not None:
+                query = _driver_stream(self, target, settings)
+                if query is not None:
+                    return query
             if target is not None:  # the Python sink: a new table gets the session's defaults
                 _new_table_properties(self, self._spark, target, {})
         return original(self, path)
@@ -184,10 +188,10 @@ def _start(original: Callable) -> Callable:
     return start
 
 
-def _driver_stream(writer: Any, path: str, settings: dict[str, str]) -> bool:
-    """Make ``writer`` the native Delta sink: foreachBatch, each micro-batch through Spark's
-    parquet writer and one driver commit, exactly once
-    (:func:`headwater.delta.native.native_sink`); False (the writer untouched: the Python
+def _driver_stream(writer: Any, path: str, settings: dict[str, str]) -> StreamingQuery | None:
+    """Start ``writer``'s query on the native Delta sink: each micro-batch through Spark's
+    parquet sink and one driver commit, exactly once
+    (:func:`headwater.delta.native.native_sink`); None (the writer untouched: the Python
     sink) where that sink cannot write the table or output mode."""
     jwrite = writer._jwrite
     parts = private_field(jwrite, "partitioningColumns")
@@ -195,11 +199,8 @@ def _driver_stream(writer: Any, path: str, settings: dict[str, str]) -> bool:
                        str(private_field(jwrite, "outputMode")).lower(),
                        _strings(writer._spark, parts.get()) if parts.isDefined() else [])
     if sink is None:
-        return False
-    # the sink partitions the table itself; Spark's foreachBatch refuses partitionBy
-    set_private_field(jwrite, "partitioningColumns", writer._spark._jvm.scala.Option.empty())
-    writer.foreachBatch(sink)
-    return True
+        return None
+    return start_with_sink(writer, f"DeltaSink[{path}]", sink)
 
 
 def _new_session(original: Callable) -> Callable:
@@ -487,8 +488,9 @@ def _to_table(original: Callable) -> Callable:
                            self._spark._jvm.scala.Option.empty())
         settings = java_map(self._spark, private_field(self._jwrite, "extraOptions")
                              .originalMap())
-        if _driver_stream(self, lake.path(tableName), settings):  # generated / identity
-            return self.start()
+        query = _driver_stream(self, lake.path(tableName), settings)
+        if query is not None:
+            return query
         return original(self, tableName)
 
     toTable.__doc__ = original.__doc__

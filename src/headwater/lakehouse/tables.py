@@ -66,6 +66,7 @@ from headwater.lakehouse.sources import start_session
 from headwater.lakehouse.sql import run_sql
 from headwater.spark.catalog_ddl import columns_sql
 from headwater.spark.checkpoint_lock import CheckpointLock, guarded
+from headwater.spark.micro_batch_sink import start_with_sink
 from headwater.spark.plan import group_keys
 from headwater.spark.session import session_parallelism
 
@@ -544,8 +545,9 @@ class Lakehouse:
                 sink = native_sink(df, self.path(name),
                                    {**_strs(options), "checkpointLocation": checkpoint}, mode,
                                    [])
-                if sink is not None:  # foreachBatch: Spark's parquet writer, driver commits
-                    query = writer.outputMode(mode).foreachBatch(sink).start()
+                if sink is not None:  # Spark's parquet sink, driver commits
+                    query = start_with_sink(writer.outputMode(mode),
+                                            f"DeltaSink[{self.path(name)}]", sink)
                 else:
                     query = (writer.format(tname.source_name).outputMode(mode)
                              .options(**_strs(options)).start())
