@@ -91,8 +91,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
-# writes rows as parquet into a new folder: (folder, partition columns, writer options)
-Stager = Callable[[str, list[str], dict[str, str]], None]
+# writes rows as parquet into a new folder: (folder, partition columns, writer options) ->
+# the files written (filesystem paths); only those are committed
+Stager = Callable[[str, list[str], dict[str, str]], list[str]]
 log = logging.getLogger("headwater.delta.write")
 read_log = logging.getLogger("headwater.delta.native")  # reads: file_index, native_reads
 # crash-test fault points (FAULT_ENV) around the commit: a batch write / pipeline, a stream
@@ -286,7 +287,10 @@ def micro_batch_writer(path: str, checkpoint: str | None, complete: bool = False
     fallback = str(uuid.uuid4())
 
     def write(batch: MicroBatch) -> None:
-        query_id = checkpoint_query_id(checkpoint) or fallback
+        # the query's id: in its checkpoint's metadata, which Spark also sets on the stream's
+        # thread (a checkpoint given by spark.sql.streaming.checkpointLocation + a name)
+        query_id = checkpoint_query_id(checkpoint) or batch.spark.sparkContext \
+            .getLocalProperty("sql.streaming.queryId") or fallback
         stream = StreamUpdate("Complete" if complete else "Append", query_id, batch.batch_id)
         write_rows(batch.frame(), path, "overwrite" if complete else "append",
                    txn=(f"headwater-stream-{query_id}", batch.batch_id), faults=SINK_FAULTS,
@@ -490,8 +494,8 @@ def _stage(df: DataFrame, uri: str, partition_columns: list[str],
         if options.get("maxrecordsperfile") is not None:
             settings["maxRecordsPerFile"] = str(options["maxrecordsperfile"])
         try:
-            stage(f"{uri}/{staging}", partition_columns, settings)
-            return staging, _adds(uri, staging, df, partition_columns)
+            written = stage(f"{uri}/{staging}", partition_columns, settings)
+            return staging, _adds(uri, staging, df, partition_columns, set(written))
         except BaseException:
             _remove_dir(uri, staging)
             raise
@@ -567,7 +571,10 @@ def _delete_staged(uri: str, adds: list[dict]) -> None:
             pass
 
 
-def _adds(uri: str, staging: str, df: DataFrame, partition_columns: list[str]) -> list[dict]:
+def _adds(uri: str, staging: str, df: DataFrame, partition_columns: list[str],
+          written: set[str] | None = None) -> list[dict]:
+    """The add actions of the parquet files under ``staging`` (all, or those in
+    ``written``: filesystem paths; the others are deleted with the folder)."""
     fs, root = filesystem_for(uri)
     data_fields = [f for f in df.schema.fields if f.name not in partition_columns]
     schema = arrow_schema(StructType(data_fields))
@@ -578,6 +585,8 @@ def _adds(uri: str, staging: str, df: DataFrame, partition_columns: list[str]) -
         name = info.path.rsplit("/", 1)[-1]
         if info.type != pafs.FileType.File or not name.endswith(".parquet") \
                 or name.startswith((".", "_")):
+            continue
+        if written is not None and info.path not in written:
             continue
         with fs.open_input_file(info.path) as handle:
             meta = pq.read_metadata(handle)

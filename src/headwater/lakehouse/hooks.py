@@ -194,6 +194,8 @@ def _driver_stream(writer: Any, path: str, settings: dict[str, str]) -> Streamin
     (:func:`headwater.delta.native.native_sink`); None (the writer untouched: the Python
     sink) where that sink cannot write the table or output mode."""
     jwrite = writer._jwrite
+    if "Continuous" in str(private_field(jwrite, "trigger").getClass().getName()):
+        return None  # a micro-batch sink: Spark says what a continuous trigger supports
     parts = private_field(jwrite, "partitioningColumns")
     sink = native_sink(writer._df, path, settings,
                        str(private_field(jwrite, "outputMode")).lower(),

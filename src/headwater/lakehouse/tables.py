@@ -545,7 +545,8 @@ class Lakehouse:
                 sink = native_sink(df, self.path(name),
                                    {**_strs(options), "checkpointLocation": checkpoint}, mode,
                                    [])
-                if sink is not None:  # Spark's parquet sink, driver commits
+                if sink is not None and getattr(writer, "_jwrite", None) is not None:
+                    # Spark's parquet sink, driver commits (Spark Connect: the Python sink)
                     query = start_with_sink(writer.outputMode(mode),
                                             f"DeltaSink[{self.path(name)}]", sink)
                 else:

@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from py4j.protocol import Py4JJavaError
-from pyspark.errors.exceptions.captured import convert_exception
+from pyspark.errors.exceptions.captured import UnknownException, convert_exception
 from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
@@ -64,9 +65,11 @@ class MicroBatch:
         return DataFrame(dataset.ofRows(self.spark._jsparkSession, node), self.spark)
 
     def write_parquet(self, folder: str, partition_columns: list[str],
-                      options: dict[str, str]) -> None:
-        """Write the batch's rows into ``folder`` (new) with Spark's parquet sink, which also
-        writes its own log there (``_spark_metadata``: not data files)."""
+                      options: dict[str, str]) -> list[str]:
+        """Write the batch's rows into ``folder`` (new) with Spark's parquet sink; the files
+        its log (``_spark_metadata``) lists, as filesystem paths. Only those hold the batch:
+        an attempt whose task result Spark discarded (a lost executor, a speculative or
+        retried attempt) may leave a file beside them, which the sink never lists."""
         jvm = self.spark._jvm
         utils = jvm.org.apache.spark.api.python.PythonUtils
         columns = jvm.java.util.ArrayList()
@@ -82,6 +85,10 @@ class MicroBatch:
         # batch 0 of the folder's own log (every folder is new): a later id would make the
         # sink compact log entries this folder never had
         sink.addBatch(0, self.jdata)
+        entries = jvm.org.apache.spark.sql.execution.streaming.sinks.FileStreamSinkLog(
+            1, self.spark._jsparkSession, f"{folder}/_spark_metadata",
+            jvm.scala.Option.empty()).allFiles()
+        return [unquote(urlparse(str(entry.path())).path) for entry in entries]
 
 
 class _Sink:
@@ -143,6 +150,7 @@ def start_with_sink(writer: DataStreamWriter, name: str,
         return StreamingQuery(method.invoke(jwrite, arguments.toArray()))
     except Py4JJavaError as exc:  # Spark's own error (no checkpoint, ...), not reflection's
         cause = exc.java_exception.getCause()
-        if cause is None:
-            raise
-        raise convert_exception(cause) from None
+        converted = None if cause is None else convert_exception(cause)
+        if converted is None or isinstance(converted, UnknownException):
+            raise  # as pyspark does with a JVM error it has no class for
+        raise converted from None
