@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from pyspark.errors import AnalysisException
@@ -19,6 +20,7 @@ from tests.support import GOLDEN, rows, write
 
 import headwater
 from headwater import HeadwaterError, Lakehouse
+from headwater.delta.native import _adds
 from headwater.errors.delta import DeltaConcurrentModificationException
 
 WRITE_LOG = "headwater.delta.write"
@@ -323,3 +325,19 @@ def test_native_sink_schema_mismatch_is_a_clear_error(spark, tmp):
     assert err.value.code == "HW_SINK_SCHEMA_MISMATCH"
     assert "name (table string, data double)" in str(err.value)
     assert DeltaTable(str(dst)).version() == 0 and table_files(dst) == referenced(dst)
+
+
+def test_staged_files_are_only_those_the_sink_listed_and_all_of_them(spark, tmp):
+    """A file Spark's sink did not list (a discarded attempt's) is not committed; a listed
+    file that is not there is an error, never a commit without its rows."""
+    staging = tmp / "table" / "hw-stage"
+    staging.mkdir(parents=True)
+    for name in ("part-a.parquet", "part-stray.parquet"):
+        pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64())}), staging / name)
+    df = spark.createDataFrame([(1,)], "id long")
+    kept = _adds(str(tmp / "table"), "hw-stage", df, [], {str(staging / "part-a.parquet")})
+    assert [a["path"] for a in kept] == ["hw-stage/part-a.parquet"]
+    with pytest.raises(HeadwaterError) as err:
+        _adds(str(tmp / "table"), "hw-stage", df, [],
+              {str(staging / "part-a.parquet"), str(staging / "part-gone.parquet")})
+    assert err.value.code == "HW_DELTA_FILE_NOT_FOUND"

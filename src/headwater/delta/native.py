@@ -607,6 +607,14 @@ def _adds(uri: str, staging: str, df: DataFrame, partition_columns: list[str],
             "dataChange": True,
             "stats": json.dumps(file_stats(meta, schema), separators=(",", ":")),
         })
+    listed = {info.path for info in infos}
+    if written is not None and not written <= listed:  # never commit less than was written
+        raise HeadwaterError(
+            "HW_DELTA_FILE_NOT_FOUND",
+            f"Spark's parquet sink listed files that are not in the staging folder {staging} "
+            f"of {uri}: {sorted(written - listed)[:3]}.",
+            "Committing the files found would drop the rows of the others.",
+            "Retry the stream; if it happens again, report it with the table's path layout.")
     return adds
 
 
