@@ -26,7 +26,6 @@ from pyspark.errors.exceptions.captured import UnknownException, convert_excepti
 from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
-from pyspark.sql.types import StructType
 
 from headwater.spark.jvm import private_field
 
@@ -48,10 +47,6 @@ class MicroBatch:
     spark: SparkSession
     jdata: Any  # the JVM Dataset[Row] of the batch: its plan runs once, where it is written
     batch_id: int
-
-    @property
-    def schema(self) -> StructType:
-        return DataFrame(self.jdata, self.spark).schema
 
     def frame(self) -> DataFrame:
         """The batch as foreachBatch's DataFrame: a plain batch DataFrame over the micro-batch's
