@@ -117,7 +117,7 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
                  faults: tuple[str, str] = NATIVE_FAULTS,
                  properties: dict[str, str] | None = None,
                  stream: StreamUpdate | None = None,
-                 stage: Stager | None = None) -> int | None:
+                 batch: MicroBatch | None = None) -> int | None:
     """Write ``df`` with Spark's parquet writer and commit it as one Delta transaction.
 
     mode: "append" or "overwrite" (the whole table, or the partitions ``replace_where``
@@ -136,9 +136,10 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
     options) for a table this write creates, over the session's ``properties.defaults.*``
     (read here, on the driver); an existing table keeps its own. stream: the micro-batch
     of a streaming write this is (its history: STREAMING UPDATE, as delta-spark's sink).
-    stage: writes ``df``'s rows as parquet into a new folder, instead of ``df.write``
-    (a micro-batch written by Spark's parquet sink: :func:`micro_batch_writer`); the writes
-    that compute columns first (generated / identity) use ``df``.
+    batch: the streaming micro-batch ``df`` is (:meth:`MicroBatch.own_frame`: its schema and
+    session): Spark's parquet sink writes its rows (:meth:`MicroBatch.write_parquet`, not
+    ``df.write``), and the writes that compute columns first (generated / identity) take
+    :meth:`MicroBatch.frame`.
     """
     uri = normalize_uri(path)
     options = {k.lower(): v for k, v in (options or {}).items()}
@@ -172,8 +173,8 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
                     "yet.", "Overwrite the table, or DELETE the rows and append the new ones.")
             log.debug("Delta write to %s: native, headwater's commit (generated / identity "
                       "columns or a feature deltalake cannot commit)", uri)
-            return _write_own(df, uri, table, generation, mode, txn, faults, user_metadata,
-                              stream)
+            return _write_own(df if batch is None else batch.frame(), uri, table, generation,
+                              mode, txn, faults, user_metadata, stream)
         check_schema(uri, schema, df.schema, merge_schema)
         partition_columns = existing
         if replace_where:
@@ -181,7 +182,8 @@ def write_native(df: DataFrame, path: str, mode: str = "append",
     elif replace_where:
         raise replace_where_on_missing_table(uri)
     new_properties = with_defaults(properties, df.sparkSession) if table is None else None
-    adds = _stage_files(df, uri, partition_columns, options, stage)
+    adds = _stage_files(df, uri, partition_columns, options,
+                        None if batch is None else batch.write_parquet)
     try:
         if filters:
             check_replace_where(uri, adds, df.schema, filters, str(replace_where))
@@ -292,9 +294,11 @@ def micro_batch_writer(path: str, checkpoint: str | None, complete: bool = False
         query_id = checkpoint_query_id(checkpoint) or batch.spark.sparkContext \
             .getLocalProperty("sql.streaming.queryId") or fallback
         stream = StreamUpdate("Complete" if complete else "Append", query_id, batch.batch_id)
-        write_rows(batch.frame(), path, "overwrite" if complete else "append",
+        # the batch's own plan, run once by Spark's parquet sink; foreachBatch's copy of its
+        # rows (MicroBatch.frame) only for a table whose writes compute columns first
+        write_rows(batch.own_frame(), path, "overwrite" if complete else "append",
                    txn=(f"headwater-stream-{query_id}", batch.batch_id), faults=SINK_FAULTS,
-                   stream=stream, stage=batch.write_parquet, **settings)
+                   stream=stream, batch=batch, **settings)
 
     return write
 

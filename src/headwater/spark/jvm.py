@@ -13,11 +13,19 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from py4j.java_gateway import JavaClass
 from pyspark.sql import SparkSession
 
 _SEP = "\u0001"  # between the keys (and the values) of a map read in one call
 _fields: dict[tuple[int, str, str], Any] = {}  # (gateway, class, field) -> java.lang.reflect.Field
 _fields_lock = threading.Lock()
+
+
+def java_class(gateway_client: Any, name: str) -> JavaClass:
+    """The JVM class ``name`` (fully qualified), in no py4j call: ``spark._jvm.a.b.C`` makes
+    one call per dotted part to tell packages from classes. Calling it constructs an
+    instance; its static members cost a call each, as through ``spark._jvm``."""
+    return JavaClass(name, gateway_client)
 
 
 def java_map(spark: SparkSession, scala_map: Any) -> dict[str, str]:
