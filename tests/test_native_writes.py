@@ -21,6 +21,7 @@ from tests.support import GOLDEN, rows, write
 import headwater
 from headwater import HeadwaterError, Lakehouse
 from headwater.delta.native import _adds
+from headwater.spark.micro_batch_sink import _logged_files, start_with_sink
 from headwater.errors.delta import DeltaConcurrentModificationException
 
 WRITE_LOG = "headwater.delta.write"
@@ -292,6 +293,31 @@ def test_native_sink_writes_each_micro_batch_with_sparks_parquet_sink(spark, tmp
     stats = [json.loads(a["stats"]) for a in _adds_of(dst)]
     assert sum(s["numRecords"] for s in stats) == 1000
     assert all("ts" in s["minValues"] for s in stats)
+
+
+def test_the_staging_sinks_log_is_read_as_spark_reads_it(spark, tmp):
+    """The files a micro-batch's staging folder holds, read from its sink log's file, are the
+    ones Spark's own FileStreamSinkLog lists, partition values that need escaping included;
+    a log of another version is left to Spark."""
+    src, cp, staged = tmp / "src", tmp / "cp", tmp / "staged"
+    spark.createDataFrame([(1, "a b"), (2, "c%d"), (3, "é/f")], "id long, p string") \
+        .write.format("delta").save(str(src))
+    listed: list[str] = []
+    writer = (spark.readStream.format("delta").load(str(src)).writeStream
+              .option("checkpointLocation", str(cp)).trigger(availableNow=True))
+    query = start_with_sink(writer, "test", lambda batch: listed.extend(
+        batch.write_parquet(str(staged), ["p"], {"compression": "snappy"})))
+    query.awaitTermination()
+    jvm = spark._jvm
+    entries = jvm.org.apache.spark.sql.execution.streaming.sinks.FileStreamSinkLog(
+        1, spark._jsparkSession, str(staged / "_spark_metadata"),
+        jvm.scala.Option.empty()).allFiles()
+    by_spark = {str(jvm.java.net.URI(e.path()).getPath()) for e in entries}  # decoded
+    on_disk = {str(f) for f in staged.rglob("*.parquet")}
+    assert len(listed) == 3 and set(listed) == by_spark == on_disk
+    log = staged / "_spark_metadata" / "0"
+    log.write_text(log.read_text().replace("v1", "v2", 1))
+    assert _logged_files(str(staged)) is None
 
 
 def _adds_of(table: Path) -> list[dict]:
