@@ -21,8 +21,8 @@ from tests.support import GOLDEN, rows, write
 import headwater
 from headwater import HeadwaterError, Lakehouse
 from headwater.delta.native import _adds
-from headwater.spark.micro_batch_sink import _logged_files, start_with_sink
 from headwater.errors.delta import DeltaConcurrentModificationException
+from headwater.spark.micro_batch_sink import _logged_files, start_with_sink
 
 WRITE_LOG = "headwater.delta.write"
 
