@@ -425,7 +425,9 @@ def main() -> None:
                         help="rows of the batch writes")
     parser.add_argument("--read-rows", type=int, default=3_000_000,
                         help="rows of the batch-read aggregate (4 columns)")
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=9,
+                        help="runs of each stream (~2.5 s each; run-to-run noise on 2 cores is "
+                             "about ±4%%: with fewer runs one slow run moves a median)")
     parser.add_argument("--batch-runs", type=int, default=9,
                         help="runs of each batch write and read (about 1 s each: more runs "
                              "than the streams, so their medians hold still)")
