@@ -22,7 +22,7 @@ import headwater
 from headwater import HeadwaterError, Lakehouse
 from headwater.delta.native import _adds
 from headwater.errors.delta import DeltaConcurrentModificationException
-from headwater.spark.micro_batch_sink import _logged_files, start_with_sink
+from headwater.spark.micro_batch_sink import MicroBatch, _logged_files, start_with_sink
 
 WRITE_LOG = "headwater.delta.write"
 
@@ -318,6 +318,36 @@ def test_the_staging_sinks_log_is_read_as_spark_reads_it(spark, tmp):
     log = staged / "_spark_metadata" / "0"
     log.write_text(log.read_text().replace("v1", "v2", 1))
     assert _logged_files(str(staged)) is None
+
+
+def test_a_staging_sink_log_python_does_not_read_is_read_by_spark(spark, tmp, monkeypatch):
+    """With a compact interval of 1, the staging sink's first log file is ``0.compact``:
+    headwater leaves it to Spark's FileStreamSinkLog, and the batch's files are still all
+    listed and committed."""
+    src, dst, cp = tmp / "src", tmp / "dst", tmp / "cp"
+    spark.range(0, 100, 1, 2).write.format("delta").save(str(src))
+    seen: list[list[str]] = []
+    original = MicroBatch.write_parquet
+
+    def write_parquet(batch, folder, partition_columns, options):
+        files = original(batch, folder, partition_columns, options)
+        seen.append(sorted(p.name for p in Path(folder, "_spark_metadata").iterdir()
+                           if not p.name.startswith(".")))
+        return files
+
+    monkeypatch.setattr(MicroBatch, "write_parquet", write_parquet)
+    key = "spark.sql.streaming.fileSink.log.compactInterval"
+    spark.conf.set(key, "1")
+    try:
+        query = (spark.readStream.format("delta").load(str(src)).writeStream.format("delta")
+                 .option("checkpointLocation", str(cp)).trigger(availableNow=True)
+                 .start(str(dst)))
+        query.awaitTermination()
+    finally:
+        spark.conf.unset(key)
+    assert seen == [["0.compact"]]
+    assert sorted(r.id for r in spark.read.format("delta").load(str(dst)).collect()) == \
+        list(range(100))
 
 
 def _adds_of(table: Path) -> list[dict]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from py4j.java_gateway import JavaClass
+from py4j.java_gateway import GatewayClient, JavaClass
 from pyspark.sql import SparkSession
 
 _SEP = "\u0001"  # between the keys (and the values) of a map read in one call
@@ -21,10 +21,11 @@ _fields: dict[tuple[int, str, str], Any] = {}  # (gateway, class, field) -> java
 _fields_lock = threading.Lock()
 
 
-def java_class(gateway_client: Any, name: str) -> JavaClass:
+def java_class(gateway_client: GatewayClient, name: str) -> JavaClass:
     """The JVM class ``name`` (fully qualified), in no py4j call: ``spark._jvm.a.b.C`` makes
     one call per dotted part to tell packages from classes. Calling it constructs an
-    instance; its static members cost a call each, as through ``spark._jvm``."""
+    instance in one call; a static method costs two (its lookup, then the call), as through
+    ``spark._jvm``."""
     return JavaClass(name, gateway_client)
 
 

@@ -103,18 +103,18 @@ class MicroBatch:
 def _logged_files(folder: str) -> list[str] | None:
     """The files batch 0 of a local folder's sink log lists (filesystem paths), read as
     Spark's ``FileStreamSinkLog`` reads it (a ``v1`` line, then one JSON object per file);
-    None for another version or a folder that is not a local path (the JVM then reads it):
-    one file read instead of ~10 py4j calls."""
+    None for another version or layout, or a folder that is not a local path (Spark's reader
+    then reads it): one file read instead of ~10 py4j calls."""
     if "://" in folder:
         return None
     try:
         with open(os.path.join(folder, _SINK_LOG, "0"), encoding="utf-8") as handle:
             lines = handle.read().splitlines()
-    except OSError:
-        return None
-    if not lines or lines[0] != "v1":
-        return None
-    return [unquote(urlparse(json.loads(line)["path"]).path) for line in lines[1:] if line]
+        if not lines or lines[0] != "v1":
+            return None
+        return [unquote(urlparse(json.loads(line)["path"]).path) for line in lines[1:] if line]
+    except (OSError, ValueError, KeyError, TypeError):  # no such file (0.compact), or odd
+        return None  # Spark's own reader decides, or says what is wrong
 
 
 class _Sink:
