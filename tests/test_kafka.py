@@ -14,6 +14,7 @@ import pytest
 from tests.support import REPO, run_script
 
 from headwater.errors import HeadwaterError, unwrap
+from headwater.messages.kafka_client import unanswered
 from kafka_broker import Broker
 
 KAFKA = "headwater.kafka"
@@ -382,6 +383,17 @@ def test_no_leaders_found_after_retries_is_the_brokers_being_unavailable():
     with pytest.raises(KafkaException):
         broker._retrying(failing("No such entry"))
     assert len(calls) == 4
+
+
+def test_offsets_a_lost_broker_did_not_return_are_no_answer_not_data_loss():
+    """librdkafka gives -1001 (OFFSET_INVALID) for a partition whose broker was killed
+    mid-request (seen in CI): no answer (retried, then HW_KAFKA_UNAVAILABLE), never an offset
+    that "went back"; a timestamp lookup's -1 (no record at or after it) is an answer."""
+    a0, a1 = ("a", 0), ("a", 1)
+    assert unanswered({a0: 5, a1: -1001}, by_timestamp=False) == [a1]
+    assert unanswered({a0: 0, a1: -1}, by_timestamp=False) == [a1]
+    assert unanswered({a0: 0, a1: -1}, by_timestamp=True) == []
+    assert unanswered({a0: -1001, a1: 3}, by_timestamp=True) == [a0]
 
 
 def test_spark_kafka_writers_without_the_connector_write_through_headwater(spark, broker, tmp):

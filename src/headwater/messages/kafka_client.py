@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from headwater.errors import HeadwaterError
@@ -39,6 +39,14 @@ def error_name(exc: BaseException) -> str:
     err = args[0] if args else None
     name = getattr(err, "name", None)
     return name() if callable(name) else ""
+
+
+def unanswered(offsets: dict[TP, int], by_timestamp: bool) -> list[TP]:
+    """The partitions a ListOffsets answer has no offset for. librdkafka returns -1001
+    (OFFSET_INVALID) for a partition whose broker went away mid-request, not an error (seen
+    in CI with the broker killed): read as an offset, it looked like "offsets went back"
+    (HW_KAFKA_DATA_LOSS). A timestamp lookup's -1 is an answer: no record at or after it."""
+    return sorted(tp for tp, off in offsets.items() if off < 0 and not (by_timestamp and off == -1))
 
 
 def unavailable(servers: str, exc: BaseException) -> HeadwaterError:
@@ -134,7 +142,13 @@ class KafkaBroker:
             futures = self.admin.list_offsets(
                 request, isolation_level=getattr(IsolationLevel, self._isolation),
                 request_timeout=self.timeout)
-            return {(tp.topic, tp.partition): fut.result().offset for tp, fut in futures.items()}
+            result = {(tp.topic, tp.partition): fut.result().offset
+                      for tp, fut in futures.items()}
+            missing = unanswered(result, by_timestamp=isinstance(spec, dict))
+            if missing:  # retried, then HW_KAFKA_UNAVAILABLE, as a transport error
+                raise KafkaException(KafkaError(
+                    KafkaError._TRANSPORT, f"no offsets returned for {missing}"))
+            return result
 
         result = self._retrying(ask)
         if isinstance(spec, dict):  # no record at/after the timestamp: start at the end
