@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import json
 import math
+import resource
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -40,10 +42,25 @@ def _open_data_file(fs: pafs.FileSystem, path: str) -> pa.NativeFile:
     """A data file to read: memory-mapped when it is local, so pages are decompressed
     straight from the page cache instead of first being copied into read buffers (5-8% of a
     Delta stream's read, benchmarks/delta_io.py). Delta never rewrites a data file in place,
-    and a file VACUUM unlinks stays readable while mapped."""
-    if isinstance(fs, pafs.LocalFileSystem):
-        return pa.memory_map(path)
+    and a file VACUUM unlinks stays readable while mapped.
+
+    Not mapped when the worker's address space is limited (``spark.executor.pyspark.memory``
+    sets RLIMIT_AS, and a map takes the whole file's size of it), nor when mapping fails:
+    the plain reader then reads it. The trade-off: an I/O error under a mapped file (a
+    network or FUSE mount) ends the worker with SIGBUS instead of raising an OSError."""
+    if isinstance(fs, pafs.LocalFileSystem) and _address_space_unlimited():
+        try:
+            return pa.memory_map(path)
+        except FileNotFoundError:
+            raise
+        except OSError:
+            pass
     return fs.open_input_file(path)
+
+
+@functools.cache
+def _address_space_unlimited() -> bool:
+    return resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY
 
 
 def read_entries(
