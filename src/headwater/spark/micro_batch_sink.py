@@ -97,7 +97,13 @@ class MicroBatch:
         entries = java_class(client, _FILE_SINK_LOG)(
             1, self.spark._jsparkSession, f"{folder}/{_SINK_LOG}",
             java_class(client, "scala.Option").empty()).allFiles()
-        return [unquote(urlparse(str(entry.path())).path) for entry in entries]
+        return [_file_path(str(entry.path())) for entry in entries]
+
+
+def _file_path(uri: str) -> str:
+    """A sink log entry's file (a ``file:`` URI, escaped as Hadoop's Path.toUri escapes it) as
+    a filesystem path."""
+    return unquote(urlparse(uri).path)
 
 
 def _logged_files(folder: str) -> list[str] | None:
@@ -112,7 +118,7 @@ def _logged_files(folder: str) -> list[str] | None:
             lines = handle.read().splitlines()
         if not lines or lines[0] != "v1":
             return None
-        return [unquote(urlparse(json.loads(line)["path"]).path) for line in lines[1:] if line]
+        return [_file_path(json.loads(line)["path"]) for line in lines[1:] if line]
     except (OSError, ValueError, KeyError, TypeError):  # no such file (0.compact), or odd
         return None  # Spark's own reader decides, or says what is wrong
 
