@@ -25,7 +25,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import results as results_file  # noqa: E402 - benchmarks/results.py
 from headwater.delta.files import write_task  # noqa: E402
-from headwater.delta.sink import commit_files  # noqa: E402
+from headwater.delta.write.commit import commit_files  # noqa: E402
+from headwater.delta.write.request import WriteRequest  # noqa: E402
 
 SETUP = (
     "Micro-batches of a few rows appended to one table through the Delta sink's own code "
@@ -46,8 +47,7 @@ def run(path: Path, batches: int, rows: int, auto_compact: bool) -> tuple[int, i
         batch = pa.RecordBatch.from_arrays([ids, pa.compute.cast(ids, pa.string())],
                                            names=["id", "v"])
         message = write_task(str(path), [], 128 << 20, "snappy", [batch])
-        commit_files(str(path), message.adds, SCHEMA, "append", [],
-                     txn=("bench", b))
+        commit_files(WriteRequest(path=str(path), txn=("bench", b)), message.adds, SCHEMA)
     seconds = time.perf_counter() - start
     table = DeltaTable(str(path))
     count = len(table.file_uris())

@@ -201,8 +201,9 @@ def test_a_blind_append_commits_after_a_concurrent_delete(tmp, monkeypatch):
     The race is made real and certain: the sink is handed the snapshot it would have opened."""
     from pyspark.sql.types import LongType, StructField, StructType
 
-    import headwater.delta.sink as sink
+    import headwater.delta.write.commit as sink
     from headwater.delta.files import FileWriter
+    from headwater.delta.write.request import WriteRequest
 
     path = str(tmp / "t")
     write(path, {"id": list(range(10))})
@@ -215,7 +216,7 @@ def test_a_blind_append_commits_after_a_concurrent_delete(tmp, monkeypatch):
     real_open = sink.open_table
     monkeypatch.setattr(sink, "open_table", lambda p: next(opened, None) or real_open(p))
     schema = StructType([StructField("id", LongType())])
-    assert sink.commit_files(path, adds, schema, "append", [], txn=("q", 0))
+    assert sink.commit_files(WriteRequest(path=path, txn=("q", 0)), adds, schema)
     table = DeltaTable(path)
     ids = sorted(table.to_pyarrow_dataset().to_table().column("id").to_pylist())
     assert ids == [5, 6, 7, 8, 9, 100, 101]
@@ -228,8 +229,9 @@ def test_a_blind_append_retry_skips_a_batch_another_writer_committed_meanwhile(t
     so the sink must not commit the batch a second time, and its own files are deleted."""
     from pyspark.sql.types import LongType, StructField, StructType
 
-    import headwater.delta.sink as sink
+    import headwater.delta.write.commit as sink
     from headwater.delta.files import FileWriter
+    from headwater.delta.write.request import WriteRequest
 
     path = str(tmp / "t")
     write(path, {"id": list(range(10))})
@@ -242,12 +244,12 @@ def test_a_blind_append_retry_skips_a_batch_another_writer_committed_meanwhile(t
         writer.write(pa.record_batch({"id": pa.array(ids, pa.int64())}))
         return writer.close().adds
 
-    assert sink.commit_files(path, adds_of([100, 101]), schema, "append", [], txn=("q", 0))
+    assert sink.commit_files(WriteRequest(path=path, txn=("q", 0)), adds_of([100, 101]), schema)
     mine = adds_of([100, 101])
     opened = iter([stale])
     real_open = sink.open_table
     monkeypatch.setattr(sink, "open_table", lambda p: next(opened, None) or real_open(p))
-    assert not sink.commit_files(path, mine, schema, "append", [], txn=("q", 0))
+    assert not sink.commit_files(WriteRequest(path=path, txn=("q", 0)), mine, schema)
     table = DeltaTable(path)
     ids = sorted(table.to_pyarrow_dataset().to_table().column("id").to_pylist())
     assert ids == [5, 6, 7, 8, 9, 100, 101]

@@ -20,7 +20,7 @@ from tests.support import GOLDEN, rows, write
 
 import headwater
 from headwater import HeadwaterError, Lakehouse
-from headwater.delta.native import _adds
+from headwater.delta.write.staging import staged_adds
 from headwater.errors.delta import DeltaConcurrentModificationException
 from headwater.spark.micro_batch_sink import MicroBatch, _logged_files, start_with_sink
 
@@ -138,7 +138,7 @@ def test_replayed_txn_version_writes_nothing_and_user_metadata_is_kept(spark, tm
 
 
 def test_a_failing_dataframe_or_a_conflicting_commit_leaves_no_files(spark, tmp, monkeypatch):
-    import headwater.delta.sink as sink
+    import headwater.delta.write.commit as sink
 
     path = tmp / "t"
     write(path, {"id": pa.array(range(10), pa.int64())})
@@ -391,9 +391,9 @@ def test_staged_files_are_only_those_the_sink_listed_and_all_of_them(spark, tmp)
     for name in ("part-a.parquet", "part-stray.parquet"):
         pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64())}), staging / name)
     df = spark.createDataFrame([(1,)], "id long")
-    kept = _adds(str(tmp / "table"), "hw-stage", df, [], {str(staging / "part-a.parquet")})
+    kept = staged_adds(str(tmp / "table"), "hw-stage", df, [], {str(staging / "part-a.parquet")})
     assert [a["path"] for a in kept] == ["hw-stage/part-a.parquet"]
     with pytest.raises(HeadwaterError) as err:
-        _adds(str(tmp / "table"), "hw-stage", df, [],
+        staged_adds(str(tmp / "table"), "hw-stage", df, [],
               {str(staging / "part-a.parquet"), str(staging / "part-gone.parquet")})
     assert err.value.code == "HW_DELTA_FILE_NOT_FOUND"

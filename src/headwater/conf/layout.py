@@ -108,6 +108,16 @@ DML_ENGINE_CONF = "headwater.dml.engine"
 DELTA_AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
 # delta-spark's session conf: the userMetadata of every commit that sets none as an option.
 DELTA_USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+# delta-spark's session confs of an idempotent write (the writer options txnAppId / txnVersion
+# win); with autoReset on, txnVersion is cleared after each write that used it.
+DELTA_TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
+DELTA_TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+DELTA_TXN_AUTO_RESET_CONF = "spark.databricks.delta.write.txnVersion.autoReset.enabled"
+# Spark's: `dynamic` makes an overwrite of a partitioned table replace only the partitions the
+# data has (the writer option partitionOverwriteMode wins), as delta-spark does.
+PARTITION_OVERWRITE_CONF = "spark.sql.sources.partitionOverwriteMode"
+# delta-spark's: false refuses dynamic partition overwrite (default true).
+DELTA_DYNAMIC_OVERWRITE_CONF = "spark.databricks.delta.dynamicPartitionOverwrite.enabled"
 # Spark's: RESTORE re-adds a version's files even when some are missing (delta/restore.py)
 IGNORE_MISSING_FILES_CONF = "spark.sql.files.ignoreMissingFiles"
 # Spark's ANSI SQL mode: off by default for pipelines in DLT's dialect (pipeline/dialect.py)

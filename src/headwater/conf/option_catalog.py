@@ -18,10 +18,15 @@ from dataclasses import dataclass
 
 from headwater.conf.layout import (
     ANSI_CONF,
+    DELTA_DYNAMIC_OVERWRITE_CONF,
+    DELTA_TXN_APP_ID_CONF,
+    DELTA_TXN_AUTO_RESET_CONF,
+    DELTA_TXN_VERSION_CONF,
     DELTA_USER_METADATA_CONF,
     IGNORE_MISSING_FILES_CONF,
     LAKEHOUSE_ROOT_CONF,
     LOG_LEVEL_CONF,
+    PARTITION_OVERWRITE_CONF,
     TIMESTAMP_TYPE_CONF,
 )
 
@@ -108,8 +113,9 @@ DELTA_WRITE = OptionGroup(
     key="delta-write",
     title="Delta writer: df.write / df.writeStream .format(\"delta\")",
     usage='df.writeStream.format("delta").option("checkpointLocation", cp).start(path)',
-    modules=("delta/sink.py", "delta/batch.py", "lakehouse/hooks.py"),
-    internal=("path", "__partition_columns", "checkpointlocation"),
+    modules=("delta/sink.py", "delta/batch.py", "delta/write/request.py", "lakehouse/hooks.py"),
+    internal=("path", "__partition_columns", "checkpointlocation", "__hw_dynamic_from_conf",
+              "__hw_dynamic_enabled"),
     note="`checkpointLocation` is Spark's own streaming option; headwater reads it to name "
          "the query's Delta transactions.",
     options=(
@@ -131,11 +137,22 @@ DELTA_WRITE = OptionGroup(
                "property `delta.autoOptimize.autoCompact` does; the property wins when set.",
                applies="stream, batch"),
         Option("replaceWhere", "none", "SQL condition",
-               "With mode overwrite: replace only the rows matching this condition on "
-               "partition columns.", applies="batch"),
+               "With mode overwrite: replace only the rows matching this condition (any "
+               "columns; every written row must match it, else DELTA_REPLACE_WHERE_MISMATCH "
+               "and nothing is written). One commit.", applies="batch"),
+        Option("dataChange", "true", "boolean",
+               "`false` marks a write that only rearranges the table's rows (compaction by "
+               "hand): its add and remove actions carry dataChange=false, so streams reading "
+               "the table skip it. Refused where it would change the table's metadata.",
+               applies="batch"),
+        Option("maxRecordsPerFile", "none", "whole number",
+               "At most this many rows per parquet file (Spark's parquet writer).",
+               applies="stream, batch"),
         Option("txnAppId", "none", "text",
                "With txnVersion: an idempotent write; a repeated (txnAppId, txnVersion) "
-               "pair writes nothing (how foreachBatch writes exactly once).", applies="batch"),
+               "pair writes nothing (how foreachBatch writes exactly once). The session "
+               "settings `spark.databricks.delta.write.txnAppId` / `txnVersion` give them to "
+               "writes and SQL INSERTs that set none.", applies="batch"),
         Option("txnVersion", "none", "whole number",
                "The version of the write for txnAppId (e.g. the micro-batch id).",
                applies="batch"),
@@ -144,8 +161,16 @@ DELTA_WRITE = OptionGroup(
                "setting `spark.databricks.delta.commitInfo.userMetadata` gives a default.",
                applies="stream, batch"),
         Option("partitionOverwriteMode", "static", "choice",
-               "`dynamic` is refused (headwater's overwrite replaces the whole table): use "
-               "replaceWhere.", applies="batch"),
+               "`dynamic`: an overwrite replaces only the partitions the written rows fall "
+               "in (an unpartitioned table whole, as delta-spark); default from Spark's "
+               "`spark.sql.sources.partitionOverwriteMode`. Not with replaceWhere.",
+               applies="batch"),
+        Option("replaceUsing", "none", "refused",
+               "Databricks' overwrite by key columns: refused (HW_OPTION_UNSUPPORTED), never "
+               "ignored into a whole-table overwrite.", applies="batch"),
+        Option("replaceOn", "none", "refused",
+               "Databricks' overwrite by a join condition: refused (HW_OPTION_UNSUPPORTED).",
+               applies="batch"),
     ),
 )
 
@@ -312,6 +337,20 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(DELTA_USER_METADATA_CONF, "session", "none",
             "delta-spark's: the `userMetadata` of every commit the session writes (the "
             "writer's `userMetadata` option wins)."),
+    Setting(DELTA_TXN_APP_ID_CONF, "session", "none",
+            "delta-spark's: with txnVersion, the idempotent-write id of every write and SQL "
+            "INSERT in the session that sets no txnAppId option (a repeated pair writes "
+            "nothing)."),
+    Setting(DELTA_TXN_VERSION_CONF, "session", "none",
+            "delta-spark's: the version of the session's idempotent writes (see txnAppId)."),
+    Setting(DELTA_TXN_AUTO_RESET_CONF, "session", "false",
+            "delta-spark's: true clears the session's txnVersion after each write that used "
+            "it."),
+    Setting(PARTITION_OVERWRITE_CONF, "session", "static",
+            "Spark's: `dynamic` makes overwrites (df.write, saveAsTable, insertInto, INSERT "
+            "OVERWRITE) of partitioned Delta tables replace only the partitions written."),
+    Setting(DELTA_DYNAMIC_OVERWRITE_CONF, "session", "true",
+            "delta-spark's: false refuses dynamic partition overwrites."),
     Setting(TIMESTAMP_TYPE_CONF, "session", "INT96 (Spark's default)",
             "Spark's; headwater's native Delta writes give Spark's parquet writer "
             "TIMESTAMP_MICROS as a write option whatever it says (Delta readers expect "

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 import threading
 import zlib
 from collections.abc import Iterable, Iterator
@@ -28,19 +27,20 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from headwater.conf.options import parse_int
+from headwater.delta.constraints import Constraints, refuse_checks_on_python_writer
 from headwater.delta.files import collect_adds, read_entries, write_task
 from headwater.delta.log import DeltaLog, FileEntry, deletion_vectors
-from headwater.delta.schema import arrow_schema, parse_partition_value, spark_schema
-from headwater.delta.sink import (
-    WriteOptions,
-    _delete_files,
-    check_partitioning,
-    check_schema,
-    commit_files,
-    refuse_driver_only,
-)
+from headwater.delta.schema import arrow_schema, spark_schema
 from headwater.delta.source import MACHINE_PARALLELISM, split_entries
+from headwater.delta.write.checks import check_partitioning, check_schema, refuse_driver_only
+from headwater.delta.write.commit import commit_files, delete_files
+from headwater.delta.write.request import WriteRequest
+from headwater.delta.write.selective import (
+    check_replace_where,
+    parse_replace_where,
+    partition_removes,
+    replace_where_on_missing_table,
+)
 from headwater.errors import HeadwaterError
 
 # --- reading -------------------------------------------------------------------------------
@@ -173,162 +173,62 @@ class DeltaBatchReader(DataSourceReader):
 
 # --- writing -------------------------------------------------------------------------------
 
-_CONDITION = re.compile(
-    r"^\s*`?(?P<col>[A-Za-z_][A-Za-z0-9_]*)`?\s*(?P<op>=|==|!=|<>|>=|<=|>|<|\bin\b|\bnot\s+in\b)"
-    r"\s*(?P<value>.+?)\s*$",
-    re.IGNORECASE,
-)
-
-
-def _literal(text: str) -> str:
-    text = text.strip()
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
-    return text
-
-
-def parse_replace_where(predicate: str, partition_columns: list[str]) -> list[tuple[str, str, Any]]:
-    """``col = 'x' AND col2 IN (1, 2)`` on partition columns -> delta-rs partition filters."""
-    filters: list[tuple[str, str, Any]] = []
-    lowered = {c.lower(): c for c in partition_columns}
-    for part in re.split(r"\s+and\s+", predicate.strip(), flags=re.IGNORECASE):
-        match = _CONDITION.match(part)
-        column = lowered.get(match.group("col").lower()) if match else None
-        if match is None or column is None:
-            raise HeadwaterError(
-                "HW_REPLACE_WHERE_UNSUPPORTED",
-                f"replaceWhere condition {part.strip()!r} is not a comparison on a partition "
-                f"column ({', '.join(partition_columns) or 'the table has none'}).",
-                "headwater replaces whole partitions atomically; conditions on other columns "
-                "would need a row-level rewrite.",
-                "Use conditions like \"date = '2026-01-01'\" or \"region IN ('eu', 'us')\" "
-                "joined with AND, on partition columns.",
-            )
-        op = re.sub(r"\s+", " ", match.group("op").lower())
-        op = {"==": "=", "<>": "!="}.get(op, op)
-        value = match.group("value")
-        if op in ("in", "not in"):
-            inner = value.strip()
-            if not (inner.startswith("(") and inner.endswith(")")):
-                raise HeadwaterError(
-                    "HW_REPLACE_WHERE_UNSUPPORTED",
-                    f"replaceWhere IN list {value!r} must be in parentheses.",
-                    "The list of partition values is parsed literally.",
-                    "Write e.g. region IN ('eu', 'us').",
-                )
-            filters.append((column, op, [_literal(v) for v in inner[1:-1].split(",")]))
-        else:
-            filters.append((column, op, _literal(value)))
-    return filters
-
-
-def _satisfies(raw_values: dict[str, str | None], filters, types: dict[str, Any]) -> bool:
-    for column, op, expected in filters:
-        dtype = types[column]
-        actual = parse_partition_value(raw_values.get(column), dtype)
-        if op in ("in", "not in"):
-            members = [parse_partition_value(v, dtype) for v in expected]
-            if (actual in members) != (op == "in"):
-                return False
-            continue
-        target = parse_partition_value(expected, dtype)
-        checks = {"=": actual == target, "!=": actual != target}
-        if op in checks:
-            if not checks[op]:
-                return False
-        elif actual is None or not {">": actual > target, ">=": actual >= target,
-                                    "<": actual < target, "<=": actual <= target}[op]:
-            return False
-    return True
-
-
-def txn_option(options: dict[str, str]) -> tuple[str, int] | None:
-    """(txnAppId, txnVersion) from lower-cased writer options: Delta's idempotent writes."""
-    app_id, version = options.get("txnappid"), options.get("txnversion")
-    if (app_id is None) != (version is None):
-        raise HeadwaterError(
-            "HW_OPTION_CONFLICT",
-            "txnAppId and txnVersion must be given together.",
-            "Together they identify one write, so a repeated write is skipped.",
-            "Set both options, e.g. txnAppId=<job id> and txnVersion=<batch id>.",
-        )
-    if app_id is None:
-        return None
-    return (str(app_id), parse_int("txnVersion", version, 0, minimum=0))
-
-
-def check_replace_where(path: str, adds: list[dict[str, Any]], schema: StructType,
-                        filters: list[tuple[str, str, Any]], predicate: str) -> None:
-    """Refuse files whose partition lies outside ``replaceWhere`` (HW_REPLACE_WHERE_MISMATCH);
-    the caller deletes them."""
-    types = {f.name: f.dataType for f in schema.fields}
-    outside = [a for a in adds if not _satisfies(a["partitionValues"], filters, types)]
-    if outside:
-        raise HeadwaterError(
-            "HW_REPLACE_WHERE_MISMATCH",
-            f"Rows written to {path} fall outside replaceWhere "
-            f"{predicate!r} (e.g. partition {outside[0]['partitionValues']}).",
-            "replaceWhere must replace exactly the rows it names; other rows would be "
-            "lost or duplicated.",
-            "Filter the DataFrame with the same condition before writing.",
-        )
-
-
-def replace_where_on_missing_table(path: str) -> HeadwaterError:
-    return HeadwaterError(
-        "HW_DELTA_TABLE_NOT_FOUND",
-        f"replaceWhere needs an existing table at {path}.",
-        "There is nothing to replace in a table that does not exist.",
-        "Write the table first without replaceWhere.",
-    )
-
 
 class DeltaBatchWriter(DataSourceArrowWriter):
+    """The Python data source writer of ``df.write.format("delta")`` (and of lakehouse tables'
+    sources) where Spark's parquet writer cannot write the table (an object store, column
+    mapping, targetFileSize, a codec): executors write files, the driver commits them through
+    the one commit of every write (:func:`headwater.delta.write.commit.commit_files`)."""
+
     def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
-        self.opts = WriteOptions.from_options(options)
+        self.request = WriteRequest.from_options(
+            options, mode="overwrite" if overwrite else "append")
         self.schema = schema
-        self.overwrite = overwrite
-        self.replace_where = options.get("replacewhere")
-        self.txn = txn_option(options)
-        self.partition_columns = list(self.opts.partition_by)
         self.filters: list[tuple[str, str, Any]] | None = None
-        log = DeltaLog(self.opts.path)
+        self.constraints = Constraints()
+        path = self.request.path
+        log = DeltaLog(path)
         if log.exists():
             table = log.table()
-            refuse_driver_only(self.opts.path, table)
+            refuse_driver_only(path, table)
+            refuse_checks_on_python_writer(table, path, "Python data source writer")
+            self.constraints = Constraints.of_table(table)
             existing = list(table.metadata().partition_columns)
-            check_partitioning(self.opts.path, existing, self.opts.partition_by)
+            check_partitioning(path, existing, list(self.request.partition_by))
             # Overwrites too: delta-rs keeps the table's schema, so data must fit it.
-            check_schema(self.opts.path, spark_schema(table.schema().to_json()), schema,
-                         self.opts.merge_schema)
-            self.partition_columns = existing
-            if self.replace_where:
-                self.filters = parse_replace_where(self.replace_where, existing)
-        elif self.replace_where:
-            raise replace_where_on_missing_table(self.opts.path)
+            check_schema(path, spark_schema(table.schema().to_json()), schema,
+                         self.request.merge_schema)
+            self.request = self.request.but(partition_by=tuple(existing))
+            if self.request.replace_where is not None:
+                self.filters = parse_replace_where(self.request.replace_where, existing)
+        elif self.request.replace_where is not None:
+            raise replace_where_on_missing_table(path)
 
     def write(self, iterator: Iterator) -> WriterCommitMessage:
-        return write_task(self.opts.path, self.partition_columns, self.opts.target_file_bytes,
-                          self.opts.codec, iterator)
+        return write_task(self.request.path, list(self.request.partition_by),
+                          self.request.file_bytes, self.request.codec,
+                          self.constraints.checked(iterator, self.request.path))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         adds = collect_adds(messages)
-        if self.filters:
-            try:
-                check_replace_where(self.opts.path, adds, self.schema, self.filters,
-                                    str(self.replace_where))
-            except HeadwaterError:
-                _delete_files(self.opts.path, adds)
-                raise
-        commit_files(
-            self.opts.path, adds, self.schema,
-            mode="overwrite" if self.overwrite else "append",
-            partition_by=self.partition_columns, txn=self.txn,
-            merge_schema=self.opts.merge_schema, partition_filters=self.filters,
-            auto_compact=self.opts.auto_compact, save_mode=self.opts.save_mode,
-            user_metadata=self.opts.user_metadata, properties=self.opts.table_properties,
-        )
+        request = self.request
+        removes = None
+        try:
+            if self.filters:
+                check_replace_where(request.path, adds, self.schema, self.filters,
+                                    str(request.replace_where))
+            elif request.dynamic_partitions and request.partition_by:
+                table = DeltaLog(request.path).table() if DeltaLog(request.path).exists() \
+                    else None
+                if table is not None:
+                    types = {f.name: f.dataType
+                             for f in spark_schema(table.schema().to_json()).fields}
+                    removes = partition_removes(table, adds, types)
+        except HeadwaterError:
+            delete_files(request.path, adds)
+            raise
+        commit_files(request, adds, self.schema, partition_filters=self.filters,
+                     removes=removes)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        _delete_files(self.opts.path,
-                      collect_adds(messages))
+        delete_files(self.request.path, collect_adds(messages))

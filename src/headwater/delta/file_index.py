@@ -27,7 +27,7 @@ What the index answers, per query (Spark calls ``listFiles`` while planning, on 
 
 A snapshot Spark's reader cannot read as it is (deletion vectors, column mapping, a changed
 schema, missing files) is a HeadwaterError at planning, never wrong rows; whether a table is
-read this way at all is :func:`headwater.delta.native.natively_readable`'s decision.
+read this way at all is :func:`headwater.delta.native_read.natively_readable`'s decision.
 """
 
 from __future__ import annotations

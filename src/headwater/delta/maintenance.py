@@ -30,7 +30,7 @@ from headwater.delta.log import DeltaLog, add_actions, filesystem_for, normalize
 from headwater.delta.protocol import Protocol
 from headwater.delta.restore import restore_table
 from headwater.delta.schema import spark_schema
-from headwater.delta.write_commit import deltalake_writes
+from headwater.delta.write.checks import deltalake_writes
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
 

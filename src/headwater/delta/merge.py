@@ -21,8 +21,7 @@ from headwater.delta import autocompact
 from headwater.delta.commit import delta_rs_conflict
 from headwater.delta.log import normalize_uri, open_table
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
-from headwater.delta.sink import check_schema
-from headwater.delta.write_commit import deltalake_writes
+from headwater.delta.write.checks import check_schema, deltalake_writes
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:

@@ -65,7 +65,7 @@ def change_metadata(path: str, operation: str, parameters: dict[str, str],
 # --- ALTER TABLE on tables deltalake does not commit to ---------------------------------
 # deltalake refuses every commit to a table with identity columns or clustering ("Unsupported
 # table features required"), metadata changes included; headwater commits those itself
-# (:func:`headwater.delta.write_commit.deltalake_writes` decides). These write the commit
+# (:func:`headwater.delta.write.checks.deltalake_writes` decides). These write the commit
 # delta-spark writes for the statement.
 
 # Properties whose value turns on a table feature: setting one on such a table needs the

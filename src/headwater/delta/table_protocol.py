@@ -10,7 +10,7 @@ features, as delta-spark writes it.
 
 Used by every path that writes a table's first commit itself: CREATE TABLE with a full
 definition (:mod:`headwater.delta.definition`) and a first write that creates the table with
-properties (the session's ``properties.defaults.*``, :func:`headwater.delta.sink.commit_files`).
+properties (the session's ``properties.defaults.*``, :func:`headwater.delta.write.commit.commit_files`).
 """
 
 from __future__ import annotations

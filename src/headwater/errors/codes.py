@@ -15,6 +15,8 @@ CODES: dict[str, str] = {
                          "that is not true/false, a size without a known suffix, an unknown "
                          "mode, a missing required option).",
     "HW_OPTION_CONFLICT": "Two options were given that exclude each other.",
+    "HW_OPTION_UNSUPPORTED": "A writer option headwater does not implement, which would "
+                             "widen the write if ignored (replaceUsing, replaceOn).",
     "HW_TRIGGER_INVALID": "A trigger is not one of available-now, once, an interval or a "
                           "PySpark trigger dict.",
     "HW_PROJECT_NOT_FOUND": "No headwater.toml where a project was expected (and no --root).",
@@ -55,7 +57,10 @@ CODES: dict[str, str] = {
     "HW_SINK_OUTPUT_MODE": "A stream's output mode the Delta sink cannot write into this table.",
     "HW_SINK_PARTITION_MISMATCH": "Requested partition columns differ from the table's or are "
                                   "not columns of the data.",
-    "HW_REPLACE_WHERE_UNSUPPORTED": "A replaceWhere condition is not on partition columns.",
+    "HW_REPLACE_WHERE_UNSUPPORTED": "A selective overwrite headwater cannot honour on this "
+                                    "table or write path (refused, never widened).",
+    "HW_CONSTRAINT_VIOLATED": "A row breaks a table's NOT NULL or CHECK constraint (or a new "
+                              "constraint breaks existing rows); nothing was written.",
     "HW_REPLACE_WHERE_MISMATCH": "Rows written with replaceWhere fall outside its condition.",
     "HW_MERGE_KEYS_INVALID": "Update mode / MERGE has no usable key columns.",
     "HW_CHECKPOINT_IN_USE": "Another running query holds the same checkpoint.",

@@ -34,13 +34,12 @@ from headwater.delta.generated import (
 )
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.delta.metadata import change_metadata, unset_table_properties
-from headwater.delta.native import replace_native
 from headwater.delta.protocol import Protocol
 from headwater.delta.schema import arrow_schema
-from headwater.delta.write_commit import deltalake_writes
+from headwater.delta.write.checks import deltalake_writes
+from headwater.delta.write.replace_table import replace_native
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
-from headwater.lakehouse.hooks import refuse_dynamic_overwrite
 from headwater.lakehouse.locations import check_location
 from headwater.lakehouse.names import parse_name
 from headwater.lakehouse.statements import (
@@ -142,7 +141,8 @@ def create(lake: Lakehouse, st: Statement) -> DataFrame | None:
         schema = _schema(seq(plan.columns()), label, st.text)
         if not replace:
             if name is not None and where is None:
-                lake.create_table(name, schema, partition_by, comment, properties)
+                lake.create_table(name, schema, partition_by, comment, properties,
+                                  declared=True)
             else:
                 _check_new_columns(label, schema, partition_by)
                 create_delta_table(path, schema, partition_by, parts[-1], comment, properties)
@@ -575,8 +575,6 @@ def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
     if relation.getClass().getSimpleName() != "UnresolvedRelation":
         return None
     parts = [str(p) for p in seq(relation.multipartIdentifier())]
-    if plan.overwrite() and (is_delta_path(parts) or lakehouse_table(lake, parts)):
-        refuse_dynamic_overwrite(spark, None, ".".join(parts))
     if not is_delta_path(parts):
         return None
     path = normalize_uri(parts[1])

@@ -33,13 +33,18 @@ from pyspark.sql.sql_formatter import SQLStringFormatter
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
-from headwater.conf.layout import DELTA_AUTO_MERGE_CONF, DELTA_USER_METADATA_CONF
 from headwater.conf.options import parse_bool
-from headwater.delta.batch import txn_option
 from headwater.delta.defaults import with_defaults
 from headwater.delta.log import DeltaLog, normalize_uri
-from headwater.delta.native import native_sink, replace_native, write_native
-from headwater.delta.sink import SAVE_MODE_OPTION, TABLE_PROPERTIES_OPTION, WriteOptions
+from headwater.delta.write.native import native_sink, write_native
+from headwater.delta.write.replace_table import replace_native
+from headwater.delta.write.request import (
+    SAVE_MODE_OPTION,
+    TABLE_PROPERTIES_OPTION,
+    WriteRequest,
+    reset_session_txn,
+    with_session_settings,
+)
 from headwater.errors import HeadwaterError, translated
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.ingest.registration import register_sources
@@ -124,7 +129,7 @@ def install_path_writer() -> None:
     - ``.mode("overwrite").option("overwriteSchema", "true")``: the table is replaced in one
       commit (schema and partitioning too), as delta-spark does.
     - the rows go through Spark's parquet writer and one driver commit
-      (:func:`headwater.delta.native.write_native`; generated / identity values computed on
+      (:func:`headwater.delta.write.native.write_native`; generated / identity values computed on
       the DataFrame first) wherever that writer can write the table, else through the Python
       data source writer; ``writeStream.format("delta").start(path)`` in append or complete
       mode writes each micro-batch that way (Spark's parquet sink, exactly once).
@@ -191,7 +196,7 @@ def _start(original: Callable) -> Callable:
 def _driver_stream(writer: Any, path: str, settings: dict[str, str]) -> StreamingQuery | None:
     """Start ``writer``'s query on the native Delta sink: each micro-batch through Spark's
     parquet sink and one driver commit, exactly once
-    (:func:`headwater.delta.native.native_sink`); None (the writer untouched: the Python
+    (:func:`headwater.delta.write.native.native_sink`); None (the writer untouched: the Python
     sink) where that sink cannot write the table or output mode."""
     jwrite = writer._jwrite
     if "Continuous" in str(private_field(jwrite, "trigger").getClass().getName()):
@@ -280,30 +285,31 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
     spark = writer._spark
     jwrite = writer._jwrite
     given = java_map(spark, jwrite.extraOptions().originalMap())
-    options = {k.lower(): v for k, v in given.items()}
+    mode = str(jwrite.curmode().toString()).lower()
+    # delta-spark's session settings (autoMerge, userMetadata, txnAppId / txnVersion,
+    # partitionOverwriteMode) where the writer sets none, onto the writer too: the Python data
+    # source writer reads only its options
+    options = with_session_settings(given, spark.conf, overwrite=mode == "overwrite")
+    given_keys = {k.lower() for k in given}
+    for key, value in options.items():
+        if key not in given_keys:
+            writer.option(key, value)
     # delta-spark (DeltaDataSource.createRelation): a batch write's delta.* options are the
     # properties of the table it creates, over the session's properties.defaults.*
     explicit = {k: v for k, v in given.items() if k.startswith("delta.")}
     target = path or options.get("path")
-    mode = str(jwrite.curmode().toString()).lower()
     parts = jwrite.partitioningColumns()
     partition_by = _strings(spark, parts.get()) if parts.isDefined() else []
     if partition_by:  # the Delta writer's option; Spark must not see a Python source partitioned
         if "partitionby" not in options:
             writer.option("partitionBy", ",".join(partition_by))
         set_private_field(jwrite, "partitioningColumns", spark._jvm.scala.Option.empty())
-    if "mergeschema" not in options and parse_bool(
-            DELTA_AUTO_MERGE_CONF, spark.conf.get(DELTA_AUTO_MERGE_CONF, None), False):
-        writer.option("mergeSchema", "true")  # delta-spark's session-wide schema evolution
-    user_metadata = spark.conf.get(DELTA_USER_METADATA_CONF, None)
-    if "usermetadata" not in options and user_metadata:  # delta-spark's session default
-        writer.option("userMetadata", user_metadata)
-        options["usermetadata"] = user_metadata
-    if mode == "overwrite":
-        refuse_dynamic_overwrite(spark, options.get("partitionoverwritemode"), str(target))
     overwrite_schema = parse_bool("overwriteSchema", options.get("overwriteschema"), False)
     if target is None:
         return original(writer, path)  # the Python writer's HW_SINK_NO_PATH
+    # every option checked before anything is written (a refused one never widens the write)
+    request = WriteRequest.from_options(options, path=target, mode=mode,
+                                        partition_by=partition_by)
     save_mode = None
     if mode in ("errorifexists", "error", "ignore"):
         if DeltaLog(normalize_uri(target)).exists():
@@ -317,16 +323,31 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
                 "or .mode('ignore') to skip the write when the table exists.",
                 error_class="DELTA_PATH_EXISTS")
         save_mode, mode = ("Ignore" if mode == "ignore" else "ErrorIfExists"), "append"
-    elif mode == "overwrite" and overwrite_schema and DeltaLog(normalize_uri(target)).exists():
+        request = request.but(mode="append", save_mode=save_mode)
+    elif mode == "overwrite" and overwrite_schema and request.replace_where is None \
+            and DeltaLog(normalize_uri(target)).exists():
+        # (delta-spark ignores overwriteSchema with replaceWhere: the schema is enforced)
         replace_native(writer._df, normalize_uri(target), partition_by or None)
         return None
-    if mode in ("append", "overwrite") and _save_native(writer, target, mode, options,
-                                                         partition_by, save_mode, explicit):
-        return None
+    if mode in ("append", "overwrite"):
+        with translated():
+            written = write_native(writer._df, request.but(properties=explicit or None))
+        if written is not None:
+            _after_write(spark, given_keys, options)
+            return None
     if save_mode is not None:  # Spark refuses these modes for a Python data source
         writer.mode("append").option(SAVE_MODE_OPTION, save_mode)  # for the history
     _new_table_properties(writer, spark, target, explicit)
-    return original(writer, path)
+    original(writer, path)
+    _after_write(spark, given_keys, options)
+    return None
+
+
+def _after_write(spark: SparkSession, given_keys: set[str], options: dict[str, str]) -> None:
+    """delta-spark's txnVersion.autoReset: a txn taken from the session is cleared after the
+    write that used it."""
+    if "txnappid" not in given_keys and "txnappid" in options:
+        reset_session_txn(spark.conf)
 
 
 def _new_table_properties(writer: Any, spark: SparkSession, target: str,
@@ -342,39 +363,6 @@ def _new_table_properties(writer: Any, spark: SparkSession, target: str,
     properties = with_defaults(explicit, spark)
     if properties:
         writer.option(TABLE_PROPERTIES_OPTION, json.dumps(properties))
-
-
-def _save_native(writer: Any, target: str, mode: str, options: dict[str, str],
-                 partition_by: list[str], save_mode: str | None,
-                 properties: dict[str, str]) -> bool:
-    """The write through Spark's parquet writer and one driver commit
-    (:func:`headwater.delta.native.write_native`); False when the Python data source writer
-    must do it (the reason on the ``headwater.delta.write`` debug log). properties: the
-    write's own ``delta.*`` options, for a table it creates."""
-    opts = WriteOptions.from_options({**options, "path": target})
-    merge_schema = opts.merge_schema or parse_bool(
-        DELTA_AUTO_MERGE_CONF, writer._spark.conf.get(DELTA_AUTO_MERGE_CONF, None), False)
-    with translated():
-        written = write_native(
-            writer._df, opts.path, mode, txn_option(options), partition_by or opts.partition_by,
-            merge_schema=merge_schema, auto_compact=opts.auto_compact, save_mode=save_mode,
-            replace_where=options.get("replacewhere"), options=options,
-            properties=properties)
-    return written is not None
-
-
-def refuse_dynamic_overwrite(spark: SparkSession, option: str | None, target: str) -> None:
-    """Dynamic partition overwrite (``partitionOverwriteMode=dynamic``, as option or Spark
-    conf) replaces only the partitions the data has; headwater's overwrite replaces the whole
-    table, so it refuses rather than delete partitions the user meant to keep."""
-    mode = option or spark.conf.get("spark.sql.sources.partitionOverwriteMode", "static")
-    if str(mode).lower() == "dynamic":
-        raise HeadwaterError(
-            "HW_SQL_UNSUPPORTED", f"Dynamic partition overwrite of {target} is not supported "
-            "yet.", "headwater's overwrite replaces every partition of the table; with "
-            "partitionOverwriteMode=dynamic you expect the others kept.",
-            "Use replaceWhere with the partitions to replace (.option('replaceWhere', "
-            "\"day = '2024-01-01'\")), or set partitionOverwriteMode to static.")
 
 
 def uninstall() -> None:
@@ -458,8 +446,6 @@ def _insert_into(original: Callable) -> Callable:
         if jwrite.partitioningColumns().isDefined():
             return original(self, tableName)  # Spark's own error: insertInto with partitionBy
         replace = str(jwrite.curmode().toString()).lower() == "overwrite"
-        if replace:
-            refuse_dynamic_overwrite(self._spark, None, tableName)
         lake.insert_into(self._df, tableName, overwrite=replace,
                          options=java_map(self._spark, jwrite.extraOptions().originalMap()))
         return None

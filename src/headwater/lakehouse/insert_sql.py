@@ -5,7 +5,7 @@ which moves every row through Python, and writes the rows it is handed: wrong fo
 generated or identity columns, whose values Spark would leave NULL (delta-spark computes them,
 and raises an identity column's high-water mark in the same commit). So inserts into a
 lakehouse table (and into ``delta.`path``` tables with such columns) go through
-:func:`headwater.delta.native.write_native`: values computed by Spark's SQL on the driver's
+:func:`headwater.delta.write.native.write_native`: values computed by Spark's SQL on the driver's
 DataFrame, files written by Spark's parquet writer, one commit. Where that writer cannot write
 the table (an object store, column mapping) Spark's INSERT runs as before; other inserts into
 ``delta.`path``` go to :func:`headwater.lakehouse.ddl.insert` (``format("delta")``).
@@ -18,21 +18,21 @@ to the table's types.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
 from headwater.conf import storage
 from headwater.delta.generated import Generation
 from headwater.delta.log import DeltaLog
-from headwater.delta.native import write_native, write_rows, written_on_driver
 from headwater.delta.schema import spark_schema
+from headwater.delta.write.native import write_native, write_rows, written_on_driver
+from headwater.delta.write.request import WriteRequest, with_session_settings
 from headwater.errors import HeadwaterError, translated
 from headwater.lakehouse import ddl
 from headwater.lakehouse.ddl import dataframe, done, is_delta_path
-from headwater.lakehouse.delta_sql import table_path, unsupported
-from headwater.lakehouse.hooks import refuse_dynamic_overwrite
-from headwater.lakehouse.statements import Statement, seq
+from headwater.lakehouse.delta_sql import expression_text, table_path, unsupported
+from headwater.lakehouse.statements import Statement, option, seq
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -42,11 +42,14 @@ if TYPE_CHECKING:
 
 
 def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
-    """INSERT into a lakehouse table: the rows through Spark's parquet writer and one driver
-    commit (:func:`headwater.delta.native.write_native`; generated / identity values computed
-    first), Spark's own INSERT where the native writer cannot write the table (an object
-    store, column mapping) or a plain table's PARTITION clause; ``delta.`path``` goes to
-    :func:`headwater.lakehouse.ddl.insert` (``format("delta")``, native there too)."""
+    """INSERT into a Delta table (a lakehouse table or ``delta.`path```): the rows through
+    Spark's parquet writer and one driver commit
+    (:func:`headwater.delta.write.native.write_native`; generated / identity values computed
+    first), the Python data source writer where the native writer cannot write the table (an
+    object store, column mapping). ``INSERT INTO t REPLACE WHERE pred``, ``INSERT OVERWRITE
+    t PARTITION (p = v)`` (static values: a replaceWhere on them; the values fill the
+    columns) and the session's dynamic partition overwrite replace only what they name;
+    ``INSERT WITH SCHEMA EVOLUTION`` adds the query's new columns."""
     plan = st.plan
     relation = plan.table()
     if relation.getClass().getSimpleName() != "UnresolvedRelation":
@@ -55,44 +58,124 @@ def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
     path = table_path(lake, parts)
     if path is None or not DeltaLog(path).exists():
         return ddl.insert(lake, st)  # not a Delta table (yet): ddl's error, or Spark's
-    if plan.overwrite():
-        refuse_dynamic_overwrite(st.session, None, ".".join(parts))
+    spec = _partition_spec(plan)
+    criteria = option(plan.replaceCriteriaOpt())
+    replace_where = None if criteria is None else expression_text(st, criteria.condition())
+    evolve = bool(plan.withSchemaEvolution())
+    plain = not spec and replace_where is None and not evolve
     driver = written_on_driver(path)
-    if not driver and (is_delta_path(parts) or plan.partitionSpec().size() > 0
-                       or storage.bucket_of(path) is not None):
-        # delta.`path`: ddl's; a PARTITION clause or an object store: Spark's INSERT
+    if not driver and plain and (is_delta_path(parts) or storage.bucket_of(path) is not None):
+        # delta.`path`: ddl's (format("delta")); an object store: Spark's INSERT
         return ddl.insert(lake, st)
-    schema = spark_schema(DeltaLog(path).table().schema().to_json())
+    table = DeltaLog(path).table()
+    schema = spark_schema(table.schema().to_json())
     generation = Generation.of(schema)
-    if plan.partitionSpec().size() > 0:
-        raise unsupported("a PARTITION clause", st)
     target = ".".join(parts)
+    static = _static_values(st, spec, schema, list(table.metadata().partition_columns), target)
     rows = dataframe(st.session, plan.query())
-    names = _target_columns(st, rows, schema, generation, target,
-                            [str(c) for c in seq(plan.userSpecifiedCols())], plan.byName())
-    types = {f.name: f.dataType for f in schema.fields}
-    rows = rows.toDF(*names).select(*[F.col(f"`{n}`").cast(types[n]).alias(n) for n in names])
-    mode = "overwrite" if plan.overwrite() else "append"
+    if evolve:
+        names = list(rows.columns)
+        known = {f.name.lower(): f.name for f in schema.fields}
+        rows = rows.select(*[F.col(f"`{c}`").cast(schema[known[c.lower()]].dataType)
+                             .alias(known[c.lower()]) if c.lower() in known
+                             else F.col(f"`{c}`") for c in names])
+    else:
+        names = _target_columns(st, rows, schema, generation, target,
+                                [str(c) for c in seq(plan.userSpecifiedCols())], plan.byName(),
+                                exclude=set(static))
+        types = {f.name: f.dataType for f in schema.fields}
+        rows = rows.toDF(*names).select(
+            *[F.col(f"`{n}`").cast(types[n]).alias(n) for n in names],
+            *[F.lit(v).cast(types[c]).alias(c) for c, v in static.items()])
+    overwrite = bool(plan.overwrite()) or replace_where is not None
+    if static and overwrite:
+        if replace_where is not None:
+            raise unsupported("REPLACE WHERE with a PARTITION clause", st)
+        replace_where = " AND ".join(f"`{c}` = {_sql_literal(v)}" for c, v in static.items())
+    if overwrite and any(v is None for v in spec.values()) and static:
+        raise unsupported("a PARTITION clause mixing static and dynamic partition columns "
+                          "in INSERT OVERWRITE", st)
+    request = sql_write_request(st, path, "overwrite" if overwrite else "append",
+                                replace_where, merge_schema=evolve)
     if driver:
-        write_rows(rows, path, mode)
+        write_rows(rows, request)
         return done(st.session)
     with translated():
-        written = write_native(rows, path, mode)
-    if written is None:  # the table's Python data source writer (Spark's INSERT)
-        return ddl.insert(lake, st)
+        written = write_native(rows, request)
+    if written is None:  # the Python data source writer, with the same request's options
+        options = {"replaceWhere": request.replace_where} if request.replace_where else {}
+        if request.dynamic_partitions:
+            options["partitionOverwriteMode"] = "dynamic"
+        if evolve:
+            options["mergeSchema"] = "true"
+        rows.write.format("delta").mode(request.mode).options(**options).save(path)
     return done(st.session)
 
 
+def _partition_spec(plan: Any) -> dict[str, str | None]:
+    """The PARTITION clause: column -> static value (text), or None for a dynamic one."""
+    spec: dict[str, str | None] = {}
+    entries = plan.partitionSpec().toList()
+    for entry in seq(entries):
+        value = option(entry._2())
+        spec[str(entry._1())] = None if value is None else str(value)
+    return spec
+
+
+def _static_values(st: Statement, spec: dict[str, str | None], schema: StructType,
+                   partition_columns: list[str], target: str) -> dict[str, str]:
+    """The static values of the PARTITION clause, by the table's spelling of each column;
+    a column that is not a partition column is refused (as Spark does)."""
+    spelled = {c.lower(): c for c in partition_columns}
+    static: dict[str, str] = {}
+    for column, value in spec.items():
+        name = spelled.get(column.lower())
+        if name is None:
+            raise HeadwaterError(
+                "HW_SQL_UNSUPPORTED", f"INSERT into {target}: {column} in the PARTITION clause "
+                f"is not a partition column of the table ({', '.join(partition_columns) or 'none'}).",
+                "A PARTITION clause names partition columns only.",
+                "Select the column's values in the query instead.",
+                error_class="PARTITIONS_NOT_FOUND")
+        if value is not None:
+            static[name] = value
+    return static
+
+
+def _sql_literal(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def sql_write_request(st: Statement, path: str, mode: str,
+                      replace_where: str | None = None, merge_schema: bool = False
+                      ) -> WriteRequest:
+    """The write request of a SQL INSERT into the table at ``path``: delta-spark's session
+    settings (``SET spark.databricks.delta.write.txnAppId`` / ``txnVersion``,
+    ``commitInfo.userMetadata``, ``autoMerge``, Spark's ``partitionOverwriteMode``) are what
+    a SQL statement has for writer options."""
+    options = with_session_settings({}, st.session.conf, overwrite=mode == "overwrite")
+    if replace_where is not None:
+        options["replacewhere"] = replace_where
+        options.pop("partitionoverwritemode", None)  # the statement says what it replaces
+    if merge_schema:
+        options["mergeschema"] = "true"
+    return WriteRequest.from_options(options, path=path, mode=mode)
+
+
 def _target_columns(st: Statement, rows: DataFrame, schema: StructType, generation: Generation,
-                    target: str, listed: list[str], by_name: bool) -> list[str]:
-    """The table column each of the query's columns goes to (the table's spelling)."""
-    by_lower = {f.name.lower(): f.name for f in schema.fields}
+                    target: str, listed: list[str], by_name: bool,
+                    exclude: set[str] | None = None) -> list[str]:
+    """The table column each of the query's columns goes to (the table's spelling);
+    ``exclude``: columns a PARTITION clause gives values to."""
+    exclude = exclude or set()
+    by_lower = {f.name.lower(): f.name for f in schema.fields if f.name not in exclude}
     if by_name:
         listed = list(rows.columns)
     elif not listed:
         automatic = set(generation.expressions) | {i.name for i in generation.identities}
-        plain = [f.name for f in schema.fields if f.name not in automatic]
-        listed = schema.fieldNames() if len(rows.columns) == len(schema.fields) else plain
+        fields = [f.name for f in schema.fields if f.name not in exclude]
+        plain = [n for n in fields if n not in automatic]
+        listed = fields if len(rows.columns) == len(fields) else plain
     unknown = [c for c in listed if c.lower() not in by_lower]
     if unknown:
         raise HeadwaterError(

@@ -1,7 +1,7 @@
 """Batch reads of Delta tables through Spark's parquet reader, wherever a read starts.
 
 A Delta read through headwater's Python data source moves every row through Arrow into
-Python; :func:`headwater.delta.native.read_native` gives the same rows through Spark's own
+Python; :func:`headwater.delta.native_read.read_native` gives the same rows through Spark's own
 parquet reader (a file index over the Delta log). This module sends the ways users read a
 table there:
 
@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame
 from headwater.delta.datasource import version_spec
 from headwater.delta.file_index import scala_map
 from headwater.delta.log import DeltaLog, normalize_uri
-from headwater.delta.native import read_native
+from headwater.delta.native_read import read_native
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.names import parse_name
 from headwater.spark.plan import analyzed, node_name

@@ -32,7 +32,7 @@ from pyspark.errors import AnalysisException, ParseException
 
 from headwater.delta.log import DeltaLog
 from headwater.errors import HeadwaterError
-from headwater.lakehouse import ddl, delta_admin_sql, delta_sql, insert_sql, json_paths
+from headwater.lakehouse import constraint_sql, ddl, delta_admin_sql, delta_sql, insert_sql, json_paths
 from headwater.lakehouse.delta_sql import expression_text, table_path
 from headwater.lakehouse.event_log import event_log_sql
 from headwater.lakehouse.hooks import raw_sql
@@ -72,6 +72,8 @@ HANDLERS: dict[str, Handler] = {
     "CommentOnTable": ddl.comment_on,
     "DescribeRelation": ddl.describe,
     "InsertIntoStatement": insert_sql.insert,  # tables with generated columns, else ddl.insert
+    "AddCheckConstraint": constraint_sql.add_constraint,
+    "DropConstraint": constraint_sql.drop_constraint,
     # DML (delta_sql.py)
     "DeleteFromTable": delta_sql.delete,
     "UpdateTable": delta_sql.update,
@@ -146,7 +148,7 @@ def parse(lake: Lakehouse, spark: SparkSession, query: str) -> Statement:
         replaced = _with_time_travel(lake, spark, text, plan)
         if replaced != text:
             text, plan = replaced, parser.parsePlan(replaced)
-    if "delta." in text.lower():
+    if "delta." in text.lower() and kind not in _TABLE_AS_READ:
         replaced = _with_delta_paths(spark, text, plan)
         if replaced != text:
             text, plan = replaced, parser.parsePlan(replaced)
@@ -155,6 +157,11 @@ def parse(lake: Lakehouse, spark: SparkSession, query: str) -> Statement:
         if replaced != text:
             text, plan = replaced, parser.parsePlan(replaced)
     return Statement(text, kind, plan, spark)
+
+
+# Kinds whose parsed plan reads the table they change (ADD CONSTRAINT's check of the rows is
+# a Filter over it): its delta.`path` stays the target, not a temp view.
+_TABLE_AS_READ = {"AddCheckConstraint"}
 
 
 def _delta_kind(text: str) -> str | None:

@@ -48,14 +48,15 @@ from headwater.conf.location import AnyPath, location, remove_tree, state_folder
 from headwater.conf.options import parse_bool
 from headwater.conf.triggers import Trigger, trigger_kwargs
 from headwater.delta import definition
-from headwater.delta.batch import txn_option
 from headwater.delta.create import create_delta_table
 from headwater.delta.generated import Generation
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.delta.merge import merge_batch
-from headwater.delta.native import native_sink, replace_native, write_native, write_rows
 from headwater.delta.schema import as_nullable, spark_schema, strip_field_metadata
-from headwater.delta.sink import WriteOptions, check_partitioning
+from headwater.delta.write.checks import check_partitioning
+from headwater.delta.write.native import native_sink, write_native, write_rows
+from headwater.delta.write.replace_table import replace_native
+from headwater.delta.write.request import WriteRequest, reset_session_txn, with_session_settings
 from headwater.errors import HeadwaterError, translated
 from headwater.lakehouse import catalog, external, hooks, native_reads
 from headwater.lakehouse.catalog import columns_option as _columns
@@ -322,16 +323,23 @@ class Lakehouse:
         partition_by: Iterable[str] = (),
         comment: str | None = None,
         properties: dict[str, str] | None = None,
+        declared: bool = False,
     ) -> str:
-        """Create an empty Delta table (all columns nullable) unless it exists; return its path.
+        """Create an empty Delta table unless it exists; return its path.
 
-        An existing table is kept as it is; its partitioning must match ``partition_by``.
+        declared: ``schema`` is a declaration (CREATE TABLE's columns, a pipeline's schema):
+        its NOT NULL columns are recorded (``nullable: false``) and enforced on every write;
+        otherwise it is a DataFrame's and every column is nullable, as delta-spark creates
+        tables from data. An existing table is kept as it is; its partitioning must match
+        ``partition_by``.
         """
         with self._create_lock:
-            return self._create_table(name, schema, partition_by, comment, properties)
+            return self._create_table(name, schema, partition_by, comment, properties,
+                                      declared)
 
     def _create_table(self, name: str, schema: StructType, partition_by: Iterable[str],
-                      comment: str | None, properties: dict[str, str] | None) -> str:
+                      comment: str | None, properties: dict[str, str] | None,
+                      declared: bool = False) -> str:
         tname = parse_name(name)
         path = self.path(name)
         partition_by = list(partition_by)
@@ -342,7 +350,8 @@ class Lakehouse:
         else:
             _check_new_table(tname, schema, partition_by)
             # generated / identity columns: the definition as declared, NOT NULL included
-            create_delta_table(path, schema if definition.needs_definition(schema) else as_nullable(schema),
+            keep = declared or definition.needs_definition(schema)
+            create_delta_table(path, schema if keep else as_nullable(schema),
                                partition_by, tname.table, comment, properties)
         if tname.qualified not in self._registered:
             self.register(name)
@@ -390,7 +399,7 @@ class Lakehouse:
                 definition.replace(self.spark, path, table_def, tname.qualified, or_create=True)
             else:
                 definition.create(self.spark, path, table_def, tname.qualified)
-            rows = write_rows(df, path) if not df.isEmpty() else 0
+            rows = write_rows(df, WriteRequest(path=normalize_uri(path))) if not df.isEmpty() else 0
             self.register(tname.qualified)
         return rows
 
@@ -433,23 +442,29 @@ class Lakehouse:
         options: Delta writer options, e.g. ``mergeSchema="true"``.
 
         The rows go through Spark's parquet writer and one driver commit
-        (:func:`headwater.delta.native.write_native`), or the table's Python data source
+        (:func:`headwater.delta.write.native.write_native`), or the table's Python data source
         writer where that cannot write the table (an object store, column mapping, ...).
         """
         tname = parse_name(name)
         partition_by = list(partition_by) or _columns(options.pop("partitionBy", None))
-        self.create_table(name, df.schema, partition_by=partition_by)
         path = self.path(name)
-        lowered = {k.lower(): v for k, v in _strs(options).items()}
-        settings = WriteOptions.from_options({**lowered, "path": path})
+        overwrite = mode == "overwrite"
+        # delta-spark's session settings (autoMerge, userMetadata, txn, partitionOverwriteMode)
+        # under the writer's options; the request checks them all before the table is touched
+        lowered = with_session_settings(_strs(options), self.spark.conf, overwrite=overwrite)
+        request = WriteRequest.from_options(lowered, path=path,
+                                            mode="overwrite" if overwrite else "append",
+                                            partition_by=partition_by)
+        existed = self.exists(name)
+        self.create_table(name, df.schema, partition_by=partition_by)
         with translated():
-            written = write_native(  # Spark's parquet writer and one driver commit
-                df, path, "overwrite" if mode == "overwrite" else "append",
-                txn_option(lowered), merge_schema=settings.merge_schema,
-                auto_compact=settings.auto_compact, replace_where=lowered.get("replacewhere"),
-                options=lowered)
+            written = write_native(df, request)  # Spark's parquet writer and one driver commit
         if written is None:  # what only the Python writer does (an object store, ...)
-            df.write.format(tname.source_name).mode(mode).options(**_strs(options)).save()
+            df.write.format(tname.source_name).mode(mode).options(**lowered).save()
+        if "txnappid" not in {k.lower() for k in options} and request.txn is not None:
+            reset_session_txn(self.spark.conf)
+        if existed and request.merge_schema:
+            self.register(name)  # the catalog copy gets the evolved schema
 
     def insert_into(self, df: DataFrame, name: str, overwrite: bool = False,
                     options: dict[str, str] | None = None) -> None:

@@ -38,7 +38,7 @@ from headwater.conf.layout import INGEST, late_table, quarantine_table
 from headwater.delta.cdc import CDC_TARGET_PROPERTIES
 from headwater.delta.cdc import target_schema as cdc_target_schema
 from headwater.delta.cdc.snapshot import snapshot_target_schema
-from headwater.delta.native import read_native
+from headwater.delta.native_read import read_native
 from headwater.errors import HeadwaterError, find_code
 from headwater.lakehouse import Lakehouse, parse_name
 from headwater.lakehouse.database import using_database

@@ -56,7 +56,8 @@ from headwater.delta.cdc.spec import (
     events_of,
 )
 from headwater.delta.log import normalize_uri
-from headwater.delta.native import _fault, read_native
+from headwater.delta.native_read import read_native
+from headwater.delta.write.native import fault
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -278,7 +279,7 @@ def _commit(job: _Job, table: Any, target_schema: StructType, rows: Any, truncat
             result.upserted = written
         result.truncated = truncating
         if result.target_version is not None:
-            _fault("cdc_between_commits", job.uri)  # crash tests: target committed, state not
+            fault("cdc_between_commits", job.uri)  # crash tests: target committed, state not
     if job.state_due():
         if truncating:
             assert truncate_row is not None

@@ -13,7 +13,7 @@ from headwater.delta.cdc import timeline as tl
 from headwater.delta.log import open_table
 from headwater.delta.merge import as_table_arrow
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
-from headwater.delta.sink import check_schema
+from headwater.delta.write.checks import check_schema
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:

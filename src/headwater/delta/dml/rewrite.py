@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from headwater.delta.commit import Transaction, commit, log_path
 from headwater.delta.dml.target import Snapshot, TargetFile
 from headwater.delta.log import filesystem_for
-from headwater.delta.native import _adds, _remove_dir
+from headwater.delta.write.staging import remove_dir, staged_adds
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -42,7 +42,7 @@ class Written:
 
     def cleanup(self) -> None:
         for folder in self.folders:
-            _remove_dir(self.uri, folder)
+            remove_dir(self.uri, folder)
 
     @property
     def rows_added(self) -> int:
@@ -64,7 +64,7 @@ def write_files(df: DataFrame, snapshot: Snapshot, written: Written, cdc: bool =
     written.folders.append(folder)
     (df.write.mode("errorifexists").partitionBy(*snapshot.partition_columns)
      .option("compression", "snappy").parquet(f"{snapshot.uri}/{folder}"))
-    actions = _adds(snapshot.uri, folder, df, snapshot.partition_columns)
+    actions = staged_adds(snapshot.uri, folder, df, snapshot.partition_columns)
     if cdc:
         written.cdcs.extend({"cdc": {"path": a["path"], "partitionValues": a["partitionValues"],
                                      "size": a["size"], "dataChange": False}} for a in actions)

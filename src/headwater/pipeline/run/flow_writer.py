@@ -22,9 +22,10 @@ from headwater.conf.layout import LATE_SUFFIX, QUARANTINE_SUFFIX
 from headwater.delta import autocompact
 from headwater.delta.cdc import apply_changes_batch
 from headwater.delta.cdc.apply import state_path
-from headwater.delta.log import DeltaLog, open_table
+from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.delta.merge import merge_batch
-from headwater.delta.native import _fault, write_native
+from headwater.delta.write.native import fault, write_native
+from headwater.delta.write.request import WriteRequest
 from headwater.pipeline import expectations as expect_mod
 from headwater.pipeline.late import LateRows
 from headwater.spark.plan import group_keys
@@ -154,8 +155,9 @@ def write_table(df: DataFrame, path: str, mode: str, txn: tuple[str, int] | None
     By path: foreachBatch runs in a clone of the session taken at query start, which does not
     see the per-table data sources registered later.
     """
-    written = write_native(df, path, mode, txn, merge_schema=merge_schema,
-                           auto_compact=auto_compact)
+    written = write_native(df, WriteRequest(
+        path=normalize_uri(path), mode=mode, txn=txn, merge_schema=merge_schema,
+        auto_compact=auto_compact))
     if written is None:
         writer = (df.write.format("delta").mode(mode).option("mergeSchema", merge_schema)
                   .option("autoCompact", auto_compact))
@@ -163,7 +165,7 @@ def write_table(df: DataFrame, path: str, mode: str, txn: tuple[str, int] | None
             writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
         before = _version(path)
         writer.save(path)
-        _fault("python_writer_after_commit", path)  # crash tests: Spark's commit log not yet
+        fault("python_writer_after_commit", path)  # crash tests: Spark's commit log not yet
         return _rows_committed(path, txn, before)
     return written
 

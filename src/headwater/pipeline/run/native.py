@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from headwater.delta.log import DeltaLog, FileEntry, normalize_uri
-from headwater.delta.native import natively_readable
+from headwater.delta.native_read import natively_readable
 from headwater.delta.schema import spark_schema, strip_field_metadata
 from headwater.delta.source import Offset, SourceOptions, SourcePlanner
 from headwater.errors import HeadwaterError
