@@ -262,25 +262,28 @@ def test_save_as_table_into_a_generated_column_table_keeps_txn_and_refuses_repla
     assert collected(spark.table("gen")) == [(1, 2)]
 
 
-def test_dynamic_partition_overwrite_is_refused_not_a_whole_table_overwrite(lake, spark,
-                                                                            tmp_path):
+def test_dynamic_partition_overwrite_replaces_only_the_partitions_written(lake, spark,
+                                                                          tmp_path):
+    """Delta's documentation (selective overwrite): with partitionOverwriteMode=dynamic, by
+    session setting or write option, INSERT OVERWRITE and df.write overwrite replace only
+    the partitions the data has; the others stay."""
     spark.sql("CREATE TABLE dyn (d STRING, v INT) USING delta PARTITIONED BY (d)")
     spark.sql("INSERT INTO dyn VALUES ('a', 1), ('b', 2)")
     path = str(tmp_path / "dyn_path")
     spark.table("dyn").write.partitionBy("d").format("delta").save(path)
     spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
     try:
-        with pytest.raises(HeadwaterError, match="Dynamic partition overwrite"):
-            spark.sql("INSERT OVERWRITE dyn VALUES ('a', 10)")
-        with pytest.raises(HeadwaterError, match="Dynamic partition overwrite"):
-            spark.sql(f"INSERT OVERWRITE delta.`{path}` VALUES ('a', 10)")
+        spark.sql("INSERT OVERWRITE dyn VALUES ('a', 10)")
+        spark.sql(f"INSERT OVERWRITE delta.`{path}` VALUES ('a', 10)")
     finally:
         spark.conf.unset("spark.sql.sources.partitionOverwriteMode")
-    with pytest.raises(HeadwaterError, match="Dynamic partition overwrite"):
-        spark.createDataFrame([("a", 10)], "d STRING, v INT").write.format("delta") \
-            .mode("overwrite").option("partitionOverwriteMode", "dynamic").save(path)
-    assert collected(spark.table("dyn")) == [("a", 1), ("b", 2)]  # nothing was replaced
-    assert collected(spark.read.format("delta").load(path)) == [("a", 1), ("b", 2)]
+    assert collected(spark.table("dyn")) == [("a", 10), ("b", 2)]
+    assert collected(spark.read.format("delta").load(path)) == [("a", 10), ("b", 2)]
+    spark.createDataFrame([("b", 20)], "d STRING, v INT").write.format("delta") \
+        .mode("overwrite").option("partitionOverwriteMode", "dynamic").save(path)
+    assert collected(spark.read.format("delta").load(path)) == [("a", 10), ("b", 20)]
+    spark.sql("INSERT OVERWRITE dyn VALUES ('a', 11)")  # static (the default): the table
+    assert collected(spark.table("dyn")) == [("a", 11)]
 
 
 def test_session_property_defaults_apply_to_new_tables_only(spark, lake):

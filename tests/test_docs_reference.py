@@ -87,8 +87,8 @@ def test_generated_sections_hold_no_code_blocks() -> None:
 def test_error_codes_show_the_fixes_written_where_they_are_raised(pages: dict[str, str]) -> None:
     errors = pages["reference/errors.md"]
     section = errors.split("### HW_SINK_NO_PATH\n", 1)[1].split("###", 1)[0]
-    assert "never guesses a default location" in section  # the why of delta/sink.py's raise
-    assert "delta/sink.py" in section
+    assert "never guesses a default location" in section  # the why of write/request.py's raise
+    assert "delta/write/request.py" in section
 
 
 def test_every_benchmark_result_has_a_chart_with_its_command() -> None:

@@ -27,7 +27,6 @@ from pyspark.sql import functions as F
 
 from headwater.delta.commit import Transaction, commit
 from headwater.delta.log import normalize_uri, open_table
-from headwater.delta.protocol import Protocol, feature
 from headwater.delta.schema import spark_schema
 from headwater.errors import HeadwaterError
 
@@ -197,6 +196,8 @@ def add_check(spark: SparkSession, path: str, name: str, expression: str, label:
             "row satisfies it; the table was not changed.", "Fix or delete those rows first "
             f"(DELETE FROM {label} WHERE NOT ({expression})), then add the constraint.",
             error_class="DELTA_NEW_CHECK_CONSTRAINT_VIOLATION")
+    from headwater.delta.protocol import Protocol, feature  # noqa: PLC0415 - worker: the Python writers check constraints without deltalake's protocol stack
+
     configuration[PREFIX + name] = expression
     actions: list[dict[str, Any]] = []
     current = Protocol.of_table(table)

@@ -28,6 +28,7 @@ from headwater.lakehouse.ddl import dataframe, is_delta_path, lakehouse_table
 from headwater.lakehouse.statements import (
     STATEMENT_NAMES,
     Statement,
+    children,
     option,
     seq,
 )
@@ -51,12 +52,22 @@ def unsupported(what: str, st: Statement) -> HeadwaterError:
 
 
 def expression_text(st: Statement, expr: Any) -> str:
-    """The SQL text of a parsed expression, cut from the statement by its origin."""
-    origin = expr.origin()
-    start, stop = option(origin.startIndex()), option(origin.stopIndex())
-    if start is None or stop is None:
+    """The SQL text of a parsed expression, cut from the statement by the origins of its
+    nodes: a node's own origin may cover only its operator (``IS NULL`` of ``v IS NULL``),
+    so the span runs from the first start to the last stop of the whole subtree."""
+    starts, stops = [], []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        origin = node.origin()
+        start, stop = option(origin.startIndex()), option(origin.stopIndex())
+        if start is not None and stop is not None:
+            starts.append(int(start))
+            stops.append(int(stop))
+        stack.extend(children(node))
+    if not starts:
         raise unsupported(f"the expression {expr.toString()}", st)
-    return st.text[int(start):int(stop) + 1]
+    return st.text[min(starts):max(stops) + 1]
 
 
 def table_path(lake: Lakehouse, parts: list[str]) -> str | None:

@@ -60,7 +60,7 @@ def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
         return ddl.insert(lake, st)  # not a Delta table (yet): ddl's error, or Spark's
     spec = _partition_spec(plan)
     criteria = option(plan.replaceCriteriaOpt())
-    replace_where = None if criteria is None else expression_text(st, criteria.condition())
+    replace_where = None if criteria is None else expression_text(st, criteria.cond())
     evolve = bool(plan.withSchemaEvolution())
     plain = not spec and replace_where is None and not evolve
     driver = written_on_driver(path)

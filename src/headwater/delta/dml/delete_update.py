@@ -115,7 +115,8 @@ def _rewrite(spark: SparkSession, snapshot: Snapshot, operation: str,
                 if not generation:
                     return rows
                 return recompute(rows, generation, snapshot.uri, checked=set(assignments))
-            write_files(updated(base.select(*new)), snapshot, written)
+            write_files(snapshot.constraints.enforce(updated(base.select(*new)), snapshot.uri),
+                        snapshot, written)
             if snapshot.cdf_enabled:
                 pre = data_only(base.where(hit), snapshot).withColumn(
                     CHANGE_TYPE, F.lit("update_preimage"))

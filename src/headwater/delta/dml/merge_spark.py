@@ -198,7 +198,7 @@ def spark_merge(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Dml
                              {n: F.col(ACTION).isin(lbs) for n, lbs in assigning.items()})
         else:
             data = data.drop(ACTION)
-        write_files(data, snapshot, written)
+        write_files(snapshot.constraints.enforce(data, snapshot.uri), snapshot, written)
         if snapshot.cdf_enabled:
             pre = base.where(F.col(ACTION).isin(updates + deletes)).select(
                 *[F.col(f"_hw_pre_{i}").alias(n) for i, n in enumerate(names)],

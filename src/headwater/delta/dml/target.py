@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from headwater.delta.constraints import Constraints
 from headwater.delta.log import (
     DeltaLog,
     add_actions,
@@ -84,6 +85,11 @@ class Snapshot:
         return self.configuration.get("delta.enableChangeDataFeed", "false").lower() == "true"
 
     @property
+    def constraints(self) -> Constraints:
+        """The table's NOT NULL and CHECK constraints, checked on every row a DML writes."""
+        return Constraints.of(self.schema, self.configuration)
+
+    @property
     def data_columns(self) -> list[str]:
         return [f.name for f in self.schema.fields if f.name not in self.partition_columns]
 
@@ -149,11 +155,13 @@ def check_writable(table, uri: str, operation: str, needs_rows: bool = True) -> 
             "Append-only tables never change or remove rows they hold.",
             "Set delta.appendOnly=false first if changes are intended.",
         )
-    constraints = sorted(k for k in config if k.startswith("delta.constraints."))
-    # Generated and identity columns are kept by the rewrite (headwater.delta.generated).
-    if constraints or "delta.invariants" in table.schema().to_json():
-        raise _refuse(uri, operation, "has CHECK constraints or invariants",
-                      "Run the statement with delta-spark, or drop the constraint.")
+    # Generated and identity columns are kept by the rewrite (headwater.delta.generated);
+    # NOT NULL and CHECK constraints are checked on the rows it writes
+    # (headwater.delta.constraints). Legacy column invariants are not.
+    if "delta.invariants" in table.schema().to_json():
+        raise _refuse(uri, operation, "has column invariants (delta.invariants)",
+                      "Run the statement with delta-spark, or replace the invariant by a "
+                      "CHECK constraint.")
 
 
 def load_snapshot(path: str, operation: str, needs_rows: bool = True) -> Snapshot:
