@@ -32,7 +32,13 @@ from headwater.delta.files import collect_adds, read_entries, write_task
 from headwater.delta.log import DeltaLog, FileEntry, deletion_vectors
 from headwater.delta.schema import arrow_schema, spark_schema
 from headwater.delta.source import MACHINE_PARALLELISM, split_entries
-from headwater.delta.write.checks import check_partitioning, check_schema, refuse_driver_only
+from headwater.delta.write.checks import (
+    check_partitioning,
+    check_schema,
+    prepared_batches,
+    refuse_driver_only,
+    table_spelling,
+)
 from headwater.delta.write.commit import commit_files, delete_files
 from headwater.delta.write.request import WriteRequest
 from headwater.delta.write.selective import (
@@ -186,6 +192,7 @@ class DeltaBatchWriter(DataSourceArrowWriter):
         self.schema = schema
         self.filters: list[tuple[str, str, Any]] | None = None
         self.constraints = Constraints()
+        self.names: list[str] | None = None
         path = self.request.path
         log = DeltaLog(path)
         if log.exists():
@@ -196,8 +203,9 @@ class DeltaBatchWriter(DataSourceArrowWriter):
             existing = list(table.metadata().partition_columns)
             check_partitioning(path, existing, list(self.request.partition_by))
             # Overwrites too: delta-rs keeps the table's schema, so data must fit it.
-            check_schema(path, spark_schema(table.schema().to_json()), schema,
-                         self.request.merge_schema)
+            table_schema = spark_schema(table.schema().to_json())
+            check_schema(path, table_schema, schema, self.request.merge_schema)
+            self.names = table_spelling(table_schema, schema.fieldNames())
             self.request = self.request.but(partition_by=tuple(existing))
             if self.request.replace_where is not None:
                 self.filters = parse_replace_where(self.request.replace_where, existing)
@@ -207,7 +215,7 @@ class DeltaBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator) -> WriterCommitMessage:
         return write_task(self.request.path, list(self.request.partition_by),
                           self.request.file_bytes, self.request.codec,
-                          self.constraints.checked(iterator, self.request.path))
+                          prepared_batches(iterator, self.request.path, self.names, self.constraints))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         adds = collect_adds(messages)

@@ -28,7 +28,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 
 from headwater.conf.options import parse_int
 from headwater.delta.files import read_entries
-from headwater.delta.log import DeltaLog, FileEntry, deletion_vectors, resolve_file
+from headwater.delta.log import DeltaLog, FileEntry, deletion_vectors, resolve_file, to_millis
 from headwater.delta.schema import arrow_schema, parse_partition_value
 from headwater.delta.source import (
     MACHINE_PARALLELISM,
@@ -234,8 +234,8 @@ def _version_at_or_before(log: DeltaLog, when: dt.datetime, latest: int) -> int:
         if exc.code == "HW_SOURCE_TIMESTAMP_AFTER_LATEST":
             return latest
         raise
-    mtime = log.commit_mtime(first_after)
-    return first_after if mtime == int(when.timestamp() * 1e9) else first_after - 1
+    # commit times in milliseconds, as DESCRIBE HISTORY shows them and delta-spark compares
+    return first_after if log.commit_millis(first_after) == to_millis(when) else first_after - 1
 
 
 def changes_between(planner: ChangeFeedPlanner, start: int, end: int) -> list[FileEntry]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -108,13 +108,6 @@ class Constraints:
         guarded = F.when(error.isNull(), F.col(f"`{first}`")).otherwise(
             F.raise_error(error)).alias(first)
         return df.select(guarded, *[F.col(f"`{c}`") for c in df.columns[1:]])
-
-    def checked(self, batches: Iterator[Any], table: str) -> Iterator[Any]:
-        """The Arrow batches of a Python writer's task, each checked for NOT NULL columns."""
-        for batch in batches:
-            if self.not_null:
-                self.check_arrow(batch, table)
-            yield batch
 
     def check_arrow(self, batch: Any, table: str) -> None:
         """NOT NULL on an Arrow batch (the Python data source writers, in their worker)."""

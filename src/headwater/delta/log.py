@@ -198,6 +198,9 @@ class DeltaLog:
                 "delta-rs could not reconstruct the table state from its log.",
                 "Check that the table is not corrupt and uses features delta-rs supports.",
             ) from exc
+        if isinstance(version, (str, dt.datetime)):  # time travel by timestamp: the last
+            version = self.version_at_or_before(parse_timestamp(version)  # commit at or before
+                                                if isinstance(version, str) else version)
         if version is not None:
             try:
                 table.load_as_version(version)
@@ -262,17 +265,56 @@ class DeltaLog:
             )
         return [dataclasses.replace(e, index=i) for i, e in enumerate(entries)]
 
-    def version_at_or_after(self, when: dt.datetime) -> int:
-        """The first version committed at or after ``when`` (commit file times, as delta-spark)."""
+    def commit_millis(self, version: int) -> int | None:
+        """The commit's time as delta-spark and DESCRIBE HISTORY give it: its file's
+        modification time in whole milliseconds."""
+        mtime = self.commit_mtime(version)
+        return None if mtime is None else mtime // 1_000_000
+
+    def version_at_or_before(self, when: dt.datetime) -> int:
+        """Time travel by timestamp (``timestampAsOf``, ``TIMESTAMP AS OF``): the last version
+        committed at or before ``when``, commit times in milliseconds as delta-spark and
+        DESCRIBE HISTORY give them. A time before the first retained commit or after the
+        latest is delta-spark's error."""
         latest = self.latest_version()
-        # integer nanoseconds: a float of seconds since 1970 loses the microseconds' last digit
-        since = when.astimezone(dt.UTC) - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-        target = (since.days * 86_400 + since.seconds) * 1_000_000_000 + since.microseconds * 1000
+        target = to_millis(when)
+        newest = self.commit_millis(latest)
+        if newest is not None and target > newest:
+            stamp = dt.datetime.fromtimestamp(newest / 1000, dt.UTC)
+            raise HeadwaterError(
+                "HW_DELTA_VERSION_NOT_FOUND", f"The provided timestamp ({when}) is after the "
+                f"latest version available to the table at {self.uri} ({stamp}).",
+                "Time travel reads a version that was committed at or before the time.",
+                f"Use a timestamp before or at {stamp}.",
+                error_class="DELTA_TIMESTAMP_GREATER_THAN_COMMIT")
+        try:
+            first_after = self.version_at_or_after(when)
+        except HeadwaterError:  # no commit at or after: the latest one is active
+            return latest
+        if self.commit_millis(first_after) == target:
+            return first_after
+        if first_after == 0 or self.commit_millis(first_after - 1) is None:
+            first = self.commit_millis(first_after)
+            earliest = dt.datetime.fromtimestamp((first or 0) / 1000, dt.UTC)
+            raise HeadwaterError(
+                "HW_DELTA_VERSION_NOT_FOUND", f"The provided timestamp ({when}) is before the "
+                f"earliest version available to the table at {self.uri} ({earliest}).",
+                "No retained version was committed at or before that time.",
+                f"Use a timestamp after {earliest} (DESCRIBE HISTORY lists them).",
+                error_class="DELTA_TIMESTAMP_EARLIER_THAN_COMMIT_RETENTION")
+        return first_after - 1
+
+    def version_at_or_after(self, when: dt.datetime) -> int:
+        """The first version committed at or after ``when`` (commit file times, compared in
+        milliseconds as delta-spark compares them: a time copied from DESCRIBE HISTORY names
+        its own commit)."""
+        latest = self.latest_version()
+        target = to_millis(when)
         lo, hi = 0, latest
         first = None
         while lo <= hi:
             mid = (lo + hi) // 2
-            mtime = self.commit_mtime(mid)
+            mtime = self.commit_millis(mid)
             if mtime is None:  # cleaned up: everything older is gone too
                 lo = mid + 1
                 continue
@@ -289,6 +331,29 @@ class DeltaLog:
                 "Use an earlier startingTimestamp, or startingVersion='latest'.",
             )
         return first
+
+
+def to_millis(when: dt.datetime) -> int:
+    """Milliseconds since 1970 (UTC for a naive time), exactly (no float rounding)."""
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    since = when.astimezone(dt.UTC) - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    return (since.days * 86_400 + since.seconds) * 1000 + since.microseconds // 1000
+
+
+def parse_timestamp(text: str, option: str = "timestampAsOf") -> dt.datetime:
+    """A timestamp as users write them: ``2024-01-01``, ``2024-01-01 09:25:07.454``,
+    ``2024-01-01T09:25:07Z``, with an offset or not (UTC then)."""
+    raw = text.strip()
+    try:
+        value = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise HeadwaterError(
+            "HW_DELTA_TIMESTAMP_INVALID", f"{option} {text!r} is not a timestamp.",
+            "It is read as an ISO 8601 date or date and time (milliseconds allowed).",
+            "Use e.g. '2024-01-01', '2024-01-01 09:25:07.454' or '2024-01-01T09:25:07Z'.",
+        ) from exc
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
 def _typed_partition(value: Any, spark_field) -> Any:

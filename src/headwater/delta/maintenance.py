@@ -508,6 +508,24 @@ def pa_sizes(table: RsTable) -> tuple[int, int]:
     return len(sizes), int(sum(sizes))
 
 
+# deltalake's names of a write's metrics where delta-spark's differ from their camelCase form
+_WRITE_METRICS = {"num_added_files": "numFiles", "num_added_rows": "numOutputRows",
+                  "num_added_bytes": "numOutputBytes"}
+
+
+def spark_metric_name(operation: str, key: str) -> str:
+    """An operation metric as delta-spark names it: deltalake writes its commits' metrics in
+    snake_case (``num_deleted_rows``), delta-spark in camelCase (``numDeletedRows``); a
+    write's added files and rows are delta-spark's ``numFiles`` / ``numOutputRows``."""
+    if "_" not in key:
+        return key
+    if operation.upper() in ("WRITE", "CREATE TABLE AS SELECT", "REPLACE TABLE AS SELECT",
+                             "CREATE OR REPLACE TABLE AS SELECT") and key in _WRITE_METRICS:
+        return _WRITE_METRICS[key]
+    head, *rest = key.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
 def history(path: str, limit: int | None = None) -> list[dict[str, Any]]:
     """Newest first, one dict per commit with DESCRIBE HISTORY's columns; ``timestamp`` is
     the commit file's modification time (ms), as in delta-spark."""
@@ -523,6 +541,8 @@ def history(path: str, limit: int | None = None) -> list[dict[str, Any]]:
         for key in ("operationParameters", "operationMetrics"):
             row[key] = {k: v if isinstance(v, str) else json.dumps(v)
                         for k, v in (entry.get(key) or {}).items()}
+        row["operationMetrics"] = {spark_metric_name(str(entry.get("operation")), k): v
+                                   for k, v in row["operationMetrics"].items()}
         out.append(row)
     return out
 

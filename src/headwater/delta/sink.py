@@ -24,7 +24,13 @@ from headwater.delta.constraints import Constraints, refuse_checks_on_python_wri
 from headwater.delta.files import collect_adds, write_task
 from headwater.delta.log import DeltaLog, filesystem_for, normalize_uri
 from headwater.delta.schema import spark_schema
-from headwater.delta.write.checks import check_partitioning, check_schema, refuse_driver_only
+from headwater.delta.write.checks import (
+    check_partitioning,
+    check_schema,
+    prepared_batches,
+    refuse_driver_only,
+    table_spelling,
+)
 from headwater.delta.write.commit import commit_files, delete_files
 from headwater.delta.write.request import StreamUpdate, WriteRequest
 
@@ -86,6 +92,7 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
         self.fallback_query_id = str(uuid.uuid4())
         self.fallback_app_id = f"headwater-{self.fallback_query_id}"
         self.constraints = Constraints()
+        self.names: list[str] | None = None
         # Resolved once on the driver and pickled to the tasks: no log replay per task.
         self.partition_columns = self._check_existing_table()
 
@@ -100,14 +107,15 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
         self.constraints = Constraints.of_table(table)
         existing = list(table.metadata().partition_columns)
         check_partitioning(path, existing, list(self.request.partition_by))
-        check_schema(path, spark_schema(table.schema().to_json()), self.schema,
-                     self.request.merge_schema)
+        table_schema = spark_schema(table.schema().to_json())
+        check_schema(path, table_schema, self.schema, self.request.merge_schema)
+        self.names = table_spelling(table_schema, self.schema.fieldNames())
         return existing
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return write_task(self.request.path, self.partition_columns, self.request.file_bytes,
                           self.request.codec,
-                          self.constraints.checked(iterator, self.request.path))
+                          prepared_batches(iterator, self.request.path, self.names, self.constraints))
 
     def app_id(self) -> str:
         query_id = checkpoint_query_id(self.checkpoint)

@@ -29,10 +29,82 @@ LEGACY_WRITER = {2: {"appendOnly", "invariants"}, 3: {"checkConstraints"},
 LEGACY_READER = {2: {"columnMapping"}}
 
 
+# delta-spark's table properties (DeltaConfigs; docs.delta.io "Delta table properties
+# reference"), lower-cased: a delta.* key outside these is refused, as delta-spark does.
+KNOWN_PROPERTIES = frozenset(k.lower() for k in (
+    "delta.appendOnly", "delta.autoOptimize", "delta.autoOptimize.autoCompact",
+    "delta.autoOptimize.optimizeWrite", "delta.checkpointInterval",
+    "delta.checkpointRetentionDuration", "delta.checkpoint.writeStatsAsJson",
+    "delta.checkpoint.writeStatsAsStruct", "delta.checkpointPolicy",
+    "delta.columnMapping.mode", "delta.columnMapping.maxColumnId",
+    "delta.compatibility.symlinkFormatManifest.enabled", "delta.dataSkippingNumIndexedCols",
+    "delta.dataSkippingStatsColumns", "delta.deletedFileRetentionDuration",
+    "delta.enableChangeDataFeed", "delta.enableDeletionVectors",
+    "delta.enableExpiredLogCleanup", "delta.enableFullRetentionRollback",
+    "delta.enableInCommitTimestamps", "delta.enableRowTracking", "delta.enableTypeWidening",
+    "delta.enableIcebergCompatV1", "delta.enableIcebergCompatV2", "delta.isolationLevel",
+    "delta.logRetentionDuration", "delta.minReaderVersion", "delta.minWriterVersion",
+    "delta.randomizeFilePrefixes", "delta.randomPrefixLength",
+    "delta.sampleRetentionDuration", "delta.setTransactionRetentionDuration",
+    "delta.targetFileSize", "delta.tuneFileSizesForRewrites",
+    "delta.universalFormat.enabledFormats", "delta.enableVariantShredding",
+    "delta.dropFeatureTruncateHistory.retentionDuration",
+    "delta.inCommitTimestampEnablementVersion", "delta.inCommitTimestampEnablementTimestamp",
+))
+KNOWN_PREFIXES = ("delta.constraints.", "delta.feature.", "delta.coordinatedcommits.",
+                  "delta.rowtracking.", "delta.columnmapping.", "delta.universalformat.")
+# Properties that turn on a feature every writer must then maintain and headwater does not
+# (row ids and commit versions, widened types, in-commit timestamps, Iceberg metadata):
+# enabling one is refused rather than recorded without the feature's upkeep.
+UNMAINTAINED = {
+    "delta.enablerowtracking": "rowTracking", "delta.enabletypewidening": "typeWidening",
+    "delta.enableincommittimestamps": "inCommitTimestamp",
+    "delta.enableicebergcompatv1": "icebergCompatV1",
+    "delta.enableicebergcompatv2": "icebergCompatV2",
+}
+UNMAINTAINED_FEATURES = {"rowtracking", "typewidening", "typewidening-preview",
+                         "incommittimestamp", "icebergcompatv1", "icebergcompatv2",
+                         "allowcolumndefaults"}
+
+
+def check_properties(configuration: dict[str, str] | None, label: str = "the table") -> None:
+    """Refuse a ``delta.*`` property delta-spark does not know (DELTA_UNKNOWN_CONFIGURATION)
+    and one that enables a feature headwater's writes do not maintain."""
+    for key, value in (configuration or {}).items():
+        lowered = key.lower()
+        if not lowered.startswith("delta."):
+            continue
+        if lowered not in KNOWN_PROPERTIES and not lowered.startswith(KNOWN_PREFIXES):
+            raise HeadwaterError(
+                "HW_TABLE_PROPERTY_INVALID", f"Unknown configuration was specified: {key} "
+                f"(on {label}).", "Delta's own delta.* namespace holds the properties Delta "
+                "defines; an unknown one is a typo or a property of another system.",
+                "Check the name (docs.delta.io: table properties reference), or use a key "
+                "outside the delta. prefix for your own metadata.",
+                error_class="DELTA_UNKNOWN_CONFIGURATION")
+        feature_name = UNMAINTAINED.get(lowered)
+        if lowered.startswith("delta.feature.") and \
+                lowered[len("delta.feature."):] in UNMAINTAINED_FEATURES:
+            feature_name = key[len("delta.feature."):]
+        elif feature_name is not None and str(value).strip().lower() != "true":
+            feature_name = None
+        if feature_name is not None:
+            raise HeadwaterError(
+                "HW_DELTA_UNSUPPORTED_FEATURE", f"{key} = {value} on {label} would enable the "
+                f"table feature {feature_name}, which headwater's writes do not maintain yet.",
+                "Every writer of a table with that feature must keep it up to date (row ids, "
+                "widened types, commit timestamps...); a table that names it without its "
+                "upkeep would be wrong for every other Delta reader.",
+                "Leave the property out, or enable the feature with delta-spark and write the "
+                "table there.", error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
+
+
 def split_properties(configuration: dict[str, str] | None
                      ) -> tuple[dict[str, str], dict[str, str]]:
     """(Delta's ``delta.*`` properties, the user's own): deltalake accepts only the first kind
-    when it creates or replaces a table, the second through ``alter.set_table_properties``."""
+    when it creates or replaces a table, the second through ``alter.set_table_properties``.
+    Properties headwater refuses (:func:`check_properties`) raise here, before any write."""
+    check_properties(configuration)
     config = dict(configuration or {})
     delta = {k: v for k, v in config.items() if k.startswith("delta.")}
     return delta, {k: v for k, v in config.items() if k not in delta}

@@ -36,6 +36,7 @@ from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.delta.metadata import change_metadata, unset_table_properties
 from headwater.delta.protocol import Protocol
 from headwater.delta.schema import arrow_schema
+from headwater.delta.table_protocol import check_properties
 from headwater.delta.write.checks import deltalake_writes
 from headwater.delta.write.replace_table import replace_native
 from headwater.errors import HeadwaterError
@@ -483,6 +484,7 @@ def set_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
     if altered is None:
         return None
     properties = _map(st.session, st.plan.properties())
+    check_properties(properties, altered.label)
     table = open_table(altered.path)
     own = not deltalake_writes(table)  # identity columns / clustering: headwater commits
     if "comment" in properties:  # Spark's table comment is Delta's description

@@ -27,10 +27,10 @@ from headwater.delta.generated import Generation
 from headwater.delta.log import DeltaLog
 from headwater.delta.schema import spark_schema
 from headwater.delta.write.native import write_native, write_rows, written_on_driver
-from headwater.delta.write.request import WriteRequest, with_session_settings
+from headwater.delta.write.request import WriteRequest, reset_session_txn, with_session_settings
 from headwater.errors import HeadwaterError, translated
 from headwater.lakehouse import ddl
-from headwater.lakehouse.ddl import dataframe, done, is_delta_path
+from headwater.lakehouse.ddl import dataframe, done, is_delta_path, lakehouse_table
 from headwater.lakehouse.delta_sql import expression_text, table_path, unsupported
 from headwater.lakehouse.statements import Statement, option, seq
 
@@ -99,16 +99,21 @@ def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
                                 replace_where, merge_schema=evolve)
     if driver:
         write_rows(rows, request)
-        return done(st.session)
-    with translated():
-        written = write_native(rows, request)
-    if written is None:  # the Python data source writer, with the same request's options
-        options = {"replaceWhere": request.replace_where} if request.replace_where else {}
-        if request.dynamic_partitions:
-            options["partitionOverwriteMode"] = "dynamic"
-        if evolve:
-            options["mergeSchema"] = "true"
-        rows.write.format("delta").mode(request.mode).options(**options).save(path)
+    else:
+        with translated():
+            written = write_native(rows, request)
+        if written is None:  # the Python data source writer, with the same request's options
+            options = {"replaceWhere": request.replace_where} if request.replace_where else {}
+            if request.dynamic_partitions:
+                options["partitionOverwriteMode"] = "dynamic"
+            if request.merge_schema:
+                options["mergeSchema"] = "true"
+            rows.write.format("delta").mode(request.mode).options(**options).save(path)
+    if request.txn is not None:
+        reset_session_txn(st.session.conf)  # delta-spark's txnVersion.autoReset, when on
+    name = lakehouse_table(lake, parts) if request.merge_schema else None
+    if name is not None:
+        lake.register(name)  # the catalog copy gets the evolved schema
     return done(st.session)
 
 

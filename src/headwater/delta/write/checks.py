@@ -7,12 +7,18 @@ is an error then, not after the rows are written.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import StructType
 
 from headwater.delta.generated import declares_generation
 from headwater.errors import HeadwaterError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from headwater.delta.constraints import Constraints
 
 # Writer features deltalake 1.6.6 refuses to commit to.
 _NOT_DELTALAKE = {"identityColumns", "clustering", "domainMetadata"}
@@ -116,3 +122,30 @@ def check_partitioning(path: str, existing: list[str], requested: list[str]) -> 
 
 # --- the commit ------------------------------------------------------------------------
 
+
+
+def table_spelling(table: StructType, names: list[str]) -> list[str] | None:
+    """The data's column ``names`` as the table spells them (Spark matches column names
+    case-insensitively: a column ``ID`` writes into ``id``, never into a second column), or
+    None when they already are."""
+    spelled = {f.name.lower(): f.name for f in table.fields}
+    renamed = [spelled.get(n.lower(), n) for n in names]
+    return None if renamed == list(names) else renamed
+
+
+def spelled_as_table(df: DataFrame, table: StructType) -> DataFrame:
+    """``df`` with its columns named as the table names them (:func:`table_spelling`)."""
+    renamed = table_spelling(table, list(df.columns))
+    return df if renamed is None else df.toDF(*renamed)
+
+
+def prepared_batches(batches: Iterator[Any], table: str, names: list[str] | None,
+                     constraints: Constraints) -> Iterator[Any]:
+    """A Python writer's Arrow batches with the table's column spelling (``names``, from
+    :func:`table_spelling`) and its NOT NULL columns checked."""
+    for batch in batches:
+        if names is not None:
+            batch = batch.rename_columns(names)
+        if constraints.not_null:
+            constraints.check_arrow(batch, table)
+        yield batch

@@ -51,7 +51,9 @@ from headwater.delta.schema import arrow_schema, as_nullable, format_partition_v
 from headwater.delta.table_protocol import first_protocol, invalid_property, split_properties
 from headwater.delta.write.checks import check_partitioning, check_schema, own_commit_allowed
 from headwater.delta.write.request import SAVE_MODES, WriteRequest
+from headwater.delta.write.selective import satisfies
 from headwater.errors import HeadwaterError
+from headwater.errors.delta import ConcurrentTransactionException
 
 BLIND_APPEND_RETRIES = 10
 CONCURRENT_DELETE_READ = "a concurrent transaction deleted data this operation read"
@@ -186,17 +188,17 @@ def commit_files(request: WriteRequest, adds: list[dict[str, Any]], data_schema:
     if new_columns and not request.data_change:
         delete_files(path, adds)
         raise _data_change_false(request, "add the columns " + ", ".join(new_columns))
-    own = request.stream is not None or removes is not None or not request.data_change
-    if own:
-        if "://" in path or not own_commit_allowed(table):
-            if request.stream is None:
-                delete_files(path, adds)
-                raise _refuse_own(request, "A selective overwrite or a dataChange=false "
-                                  "write")
-        else:
-            return _commit_own(request, table, adds,
-                               _merged(table_schema, data_schema, new_columns), removes,
-                               read_version)
+    if "://" not in path and own_commit_allowed(table):
+        # headwater's own commit, recorded as delta-spark records the write (operation,
+        # parameters, operationMetrics), new columns in the same version
+        if partition_filters:
+            removes = partition_removes_where(table, table_schema, partition_filters)
+        return _commit_own(request, table, adds,
+                           _merged(table_schema, data_schema, new_columns), removes,
+                           read_version)
+    if removes is not None or not request.data_change:
+        delete_files(path, adds)
+        raise _refuse_own(request, "A selective overwrite or a dataChange=false write")
     if new_columns:
         from deltalake.schema import Field  # noqa: PLC0415 - worker: deltalake only in the worker that evolves the schema
 
@@ -229,6 +231,25 @@ def commit_files(request: WriteRequest, adds: list[dict[str, Any]], data_schema:
         table.update_incremental()
         autocompact.compact_if_due(table, request.auto_compact)
     return True
+
+
+def partition_removes_where(table: Any, schema: StructType,
+                            filters: list[tuple[str, str, Any]]) -> list[dict[str, Any]]:
+    """Remove actions of the table's files whose partition values satisfy ``filters`` (a
+    replaceWhere on partition columns)."""
+    types = {f.name: f.dataType for f in schema.fields}
+    columns = list(table.metadata().partition_columns)
+    now = int(time.time() * 1000)
+    removes = []
+    for row in add_actions(table, columns=FILE_COLUMNS).to_pylist():
+        values = {c: format_partition_value((row.get("partition") or {}).get(c))
+                  for c in columns}
+        if satisfies(values, filters, types):
+            removes.append({"remove": {
+                "path": row["path"], "dataChange": True, "deletionTimestamp": now,
+                "extendedFileMetadata": True, "size": int(row["size_bytes"]),
+                "partitionValues": values}})
+    return removes
 
 
 def _data_change_false(request: WriteRequest, what: str) -> HeadwaterError:
@@ -355,7 +376,7 @@ def commit_write(request: WriteRequest, table: Any, adds: list[dict[str, Any]],
         operation, parameters = stream.OPERATION, dict(stream.parameters())
         metrics = dict(stream.metrics(adds, len(read)))
         extra = {"isBlindAppend": not read, "isolationLevel": "Serializable"}
-    return commit(Transaction(
+    transaction = Transaction(
         uri=uri, read_version=table.version() if read_version is None else read_version,
         operation=operation,
         parameters=parameters, metrics=metrics,
@@ -366,7 +387,15 @@ def commit_write(request: WriteRequest, table: Any, adds: list[dict[str, Any]],
         reads_data=mode == "overwrite", conflict_code="HW_DELTA_COMMIT_CONFLICT",
         extra={**extra,
                **({"userMetadata": request.user_metadata}
-                  if request.user_metadata is not None else {})}))
+                  if request.user_metadata is not None else {})})
+    try:
+        return commit(transaction)
+    except ConcurrentTransactionException:
+        # another writer of the same (appId, version) committed first (a zombie stream, a
+        # retried job): the batch is in the table once, which is what the txn promises
+        if _already_committed(open_table(uri), txn):
+            return None
+        raise
 
 
 def create_with_write(request: WriteRequest, schema_json: str,

@@ -44,7 +44,13 @@ from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.schema import spark_schema
 from headwater.delta.sink import checkpoint_query_id
 from headwater.delta.write import replacement, selective
-from headwater.delta.write.checks import check_partitioning, check_schema, deltalake_writes
+from headwater.delta.write.checks import (
+    check_partitioning,
+    check_schema,
+    deltalake_writes,
+    spelled_as_table,
+    table_spelling,
+)
 from headwater.delta.write.commit import commit_files, commit_write
 from headwater.delta.write.request import StreamUpdate, WriteRequest
 from headwater.delta.write.staging import delete_staged, stage_files, unreferenced
@@ -122,12 +128,13 @@ def write_native(df: DataFrame, request: WriteRequest, *, batch: MicroBatch | No
         request = request.but(partition_by=tuple(existing))
         replacing = replacement.plan(df, request, table)
         constraints = Constraints.of(schema, table.metadata().configuration)
-        if constraints or (replacing is not None and replacing.checks_rows):
+        respell = table_spelling(schema, list(df.columns)) is not None
+        if constraints or respell or (replacing is not None and replacing.checks_rows):
             # the checks run in the projection Spark writes: a micro-batch's rows through
             # foreachBatch's DataFrame (its own plan goes to Spark's sink unchanged)
             if batch is not None:
                 df, batch = batch.frame(), None
-            df = constraints.enforce(df, uri)
+            df = constraints.enforce(spelled_as_table(df, schema), uri)
             if replacing is not None:
                 df = replacing.checked(df)
     else:
