@@ -296,3 +296,196 @@ def test_check_constraint_on_a_delta_path_and_a_stream_stops_on_a_violation(spar
              .start(str(path)))
     query.awaitTermination()  # restarted after the fix: on exactly once
     assert ids(spark, path) == [0, 1, 2, 3, 4, 5, 6, 7]
+
+
+# --- schema evolution, names, properties, history --------------------------------------------
+
+
+def test_column_names_take_the_tables_spelling(spark, lake, tmp):
+    path = tmp / "t"
+    spark.range(2).write.format("delta").save(str(path))
+    spark.createDataFrame([(7,)], "ID long").write.format("delta").mode("append").save(str(path))
+    assert [f.name for f in DeltaTable(str(path)).schema().fields] == ["id"]
+    assert ids(spark, path) == [0, 1, 7]  # delta-rs reads the value too: the file says `id`
+    spark.sql("CREATE TABLE named (id BIGINT, Amount INT) USING delta")
+    spark.createDataFrame([(1, 5)], "ID long, amount int").write.format("delta") \
+        .mode("append").saveAsTable("named")
+    table = DeltaTable(lake.path("named"))
+    assert [f.name for f in table.schema().fields] == ["id", "Amount"]
+    assert table.to_pyarrow_table().to_pylist() == [{"id": 1, "Amount": 5}]
+
+
+def test_schema_evolution_by_option_session_and_sql(spark, lake):
+    spark.sql("CREATE TABLE evo (id INT) USING delta")
+    spark.sql("INSERT INTO evo VALUES (1)")
+    (spark.createDataFrame([(2, "x")], "id INT, extra STRING").write.format("delta")
+     .mode("append").option("mergeSchema", "true").saveAsTable("evo"))
+    spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
+    try:
+        spark.createDataFrame([(3, "y", 7)], "id INT, extra STRING, more INT") \
+            .write.format("delta").mode("append").saveAsTable("evo")
+    finally:
+        spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
+    spark.sql("INSERT WITH SCHEMA EVOLUTION INTO evo SELECT 4 AS id, 'z' AS extra, 8 AS more, "
+              "true AS newest")
+    assert spark.table("evo").columns == ["id", "extra", "more", "newest"]
+    assert sorted(tuple(r) for r in spark.table("evo").collect()) == [
+        (1, None, None, None), (2, "x", None, None), (3, "y", 7, None), (4, "z", 8, True)]
+    rs = DeltaTable(lake.path("evo")).to_pyarrow_table().to_pylist()
+    assert sorted(r["id"] for r in rs) == [1, 2, 3, 4]
+    with pytest.raises(HeadwaterError) as caught:  # without evolution: refused, named
+        spark.sql("INSERT INTO evo SELECT 5, 'q', 9, false, 'surplus'")
+    assert caught.value.code == "HW_SINK_SCHEMA_MISMATCH"
+
+
+@pytest.mark.parametrize(("key", "value", "error_class"), [
+    ("delta.foo", "1", "DELTA_UNKNOWN_CONFIGURATION"),
+    ("delta.enableRowTracking", "true", "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"),
+    ("delta.enableTypeWidening", "true", "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"),
+    ("delta.feature.rowTracking", "supported", "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"),
+])
+def test_properties_headwater_cannot_honour_are_refused(spark, lake, key, value, error_class):
+    spark.sql("CREATE TABLE props (id INT) USING delta")
+    before = DeltaTable(lake.path("props")).version()
+    with pytest.raises(HeadwaterError) as caught:
+        spark.sql(f"ALTER TABLE props SET TBLPROPERTIES ('{key}' = '{value}')")
+    assert caught.value.error_class == error_class
+    with pytest.raises(HeadwaterError) as caught:
+        spark.sql(f"CREATE TABLE props2 (id INT) USING delta TBLPROPERTIES ('{key}' = '{value}')")
+    assert caught.value.error_class == error_class
+    assert DeltaTable(lake.path("props")).version() == before
+    spark.sql("ALTER TABLE props SET TBLPROPERTIES ('delta.enableRowTracking' = 'false', "
+              "'team' = 'sales')")  # off, and the user's own keys: fine
+
+
+def test_timestamps_from_describe_history_name_their_own_commit(spark, lake):
+    spark.sql("CREATE TABLE tt (id INT) USING delta TBLPROPERTIES "
+              "('delta.enableChangeDataFeed' = 'true')")
+    for i in range(3):
+        spark.sql(f"INSERT INTO tt VALUES ({i})")
+    stamps = {r[0]: r[1] for r in spark.sql("DESCRIBE HISTORY tt").select(
+        "version", "timestamp").collect()}
+    at = stamps[2].strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]  # milliseconds, as users copy them
+    assert spark.read.option("timestampAsOf", at).table("tt").count() == 2
+    assert spark.sql(f"SELECT count(*) FROM tt TIMESTAMP AS OF '{at}'").first()[0] == 2
+    changes = (spark.read.format("delta").option("readChangeFeed", "true")
+               .option("startingVersion", 1).option("endingTimestamp", at).table("tt"))
+    assert sorted(r["_commit_version"] for r in changes.collect()) == [1, 2]
+    with pytest.raises(Exception, match="DELTA_TIMESTAMP_GREATER_THAN_COMMIT"):
+        spark.read.option("timestampAsOf", "2999-01-01 00:00:00.000").table("tt").count()
+
+
+def test_history_names_metrics_as_delta_spark(spark, lake):
+    spark.sql("CREATE TABLE hm (id INT, v INT) USING delta")
+    spark.sql("INSERT INTO hm VALUES (1, 1), (2, 2)")
+    spark.sql("DELETE FROM hm WHERE id = 1")  # a small table: deltalake's DELETE
+    history = {r["operation"]: r["operationMetrics"] for r in
+               spark.sql("DESCRIBE HISTORY hm").collect()}
+    assert history["WRITE"]["numOutputRows"] == "2" and history["WRITE"]["numFiles"] >= "1"
+    assert history["DELETE"]["numDeletedRows"] == "1"
+    assert not [k for m in history.values() for k in m if "_" in k]
+
+
+def test_insert_overwrite_partition_clauses(spark, lake):
+    spark.sql("CREATE TABLE pc (id INT, day STRING, kind STRING) USING delta "
+              "PARTITIONED BY (day, kind)")
+    spark.sql("INSERT INTO pc VALUES (1, 'd1', 'a'), (2, 'd2', 'a'), (3, 'd2', 'b')")
+    spark.sql("INSERT INTO pc PARTITION (day = 'd3', kind = 'c') VALUES (4)")
+    spark.sql("INSERT OVERWRITE pc PARTITION (day = 'd2', kind = 'a') SELECT 22")
+    assert sorted(tuple(r) for r in spark.table("pc").collect()) == [
+        (1, "d1", "a"), (3, "d2", "b"), (4, "d3", "c"), (22, "d2", "a")]
+    with pytest.raises(HeadwaterError):  # static and dynamic columns mixed: refused
+        spark.sql("INSERT OVERWRITE pc PARTITION (day = 'd2', kind) SELECT 9, 'z'")
+    with pytest.raises(HeadwaterError) as caught:
+        spark.sql("INSERT INTO pc PARTITION (id = 1) SELECT 'd9', 'z'")
+    assert caught.value.error_class == "PARTITIONS_NOT_FOUND"
+    assert len(spark.table("pc").collect()) == 4
+
+
+# --- review: what must never widen or slip through ------------------------------------------
+
+
+def test_an_empty_replace_where_is_refused_not_a_whole_overwrite(spark, tmp):
+    path = tmp / "t"
+    spark.range(3).write.format("delta").save(str(path))
+    with pytest.raises(HeadwaterError) as caught:
+        spark.range(1).write.format("delta").mode("overwrite").option("replaceWhere", " ") \
+            .save(str(path))
+    assert caught.value.error_class == "DELTA_FAILED_RECOGNIZE_PREDICATE"
+    assert ids(spark, path) == [0, 1, 2]
+
+
+def test_partition_predicates_keep_sql_semantics(spark, tmp):
+    """NULL partitions never match a comparison, and a number against a string partition is
+    compared as Spark compares it (not as text)."""
+    path = tmp / "t"
+    spark.createDataFrame([(1, "a"), (2, None)], "id long, p string") \
+        .write.format("delta").partitionBy("p").save(str(path))
+    (spark.createDataFrame([(5, "b")], "id long, p string").write.format("delta")
+     .mode("overwrite").option("replaceWhere", "p != 'a'").save(str(path)))
+    assert ids(spark, path) == [1, 2, 5]  # the NULL partition stays (p != 'a' is NULL there)
+    numbers = tmp / "n"
+    spark.createDataFrame([(3, "9"), (4, "10")], "id long, p string").write.format("delta") \
+        .partitionBy("p").save(str(numbers))
+    (spark.createDataFrame([(40, "11")], "id long, p string").write.format("delta")
+     .mode("overwrite").option("replaceWhere", "p > 10").save(str(numbers)))
+    assert ids(spark, numbers) == [3, 4, 40]  # '9' > 10 is false in Spark, as '10' > 10
+
+
+def test_overwrite_schema_keeps_properties_and_refuses_append_only(spark, lake, tmp):
+    path = tmp / "t"
+    spark.range(3).write.format("delta").save(str(path))
+    spark.sql(f"ALTER TABLE delta.`{path}` ADD CONSTRAINT pos CHECK (id >= 0)")
+    with pytest.raises(HeadwaterError) as caught:  # the replace cannot carry CHECKs: refused
+        (spark.range(2).selectExpr("id", "'x' AS s").write.format("delta").mode("overwrite")
+         .option("overwriteSchema", "true").save(str(path)))
+    assert "pos" in str(caught.value)
+    spark.sql(f"ALTER TABLE delta.`{path}` DROP CONSTRAINT pos")
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.logRetentionDuration' = "
+              "'interval 40 days')")
+    (spark.range(2).selectExpr("id", "'x' AS s").write.format("delta").mode("overwrite")
+     .option("overwriteSchema", "true").save(str(path)))
+    assert DeltaTable(str(path)).metadata().configuration["delta.logRetentionDuration"] \
+        == "interval 40 days"  # the table's properties stay, as in delta-spark
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.appendOnly' = 'true')")
+    with pytest.raises(HeadwaterError) as caught:
+        (spark.range(1).write.format("delta").mode("overwrite")
+         .option("overwriteSchema", "true").save(str(path)))
+    assert caught.value.error_class == "DELTA_CANNOT_MODIFY_APPEND_ONLY"
+    assert ids(spark, path) == [0, 1]
+
+
+def test_nested_not_null_is_enforced(spark, lake):
+    spark.sql("CREATE TABLE nest (id INT, s STRUCT<x: INT NOT NULL, y: INT>) USING delta")
+    spark.sql("INSERT INTO nest VALUES (1, named_struct('x', 1, 'y', NULL)), (2, NULL)")
+    with pytest.raises(HeadwaterError) as caught:
+        spark.sql("INSERT INTO nest VALUES (3, named_struct('x', NULL, 'y', 1))")
+    assert caught.value.error_class == "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
+    assert "s.x" in str(caught.value)
+    assert sorted(r[0] for r in spark.table("nest").collect()) == [1, 2]
+
+
+def test_insert_with_schema_evolution_matches_by_position(spark, lake):
+    spark.sql("CREATE TABLE pos (id INT, name STRING) USING delta")
+    spark.sql("INSERT WITH SCHEMA EVOLUTION INTO pos SELECT 1 AS id, 'ann' AS full_name, "
+              "7 AS extra")
+    assert spark.table("pos").columns == ["id", "name", "extra"]
+    assert [tuple(r) for r in spark.table("pos").collect()] == [(1, "ann", 7)]
+
+
+def test_checks_deltalake_would_evaluate_are_refused(spark, lake, tmp):
+    path = tmp / "t"
+    spark.range(3).selectExpr("id", "id AS v").write.format("delta").save(str(path))
+    spark.sql(f"ALTER TABLE delta.`{path}` ADD CONSTRAINT vpos CHECK (v >= 0)")
+    with pytest.raises(HeadwaterError) as caught:
+        spark.sql(f"UPDATE delta.`{path}` SET v = -1 WHERE id = 1")
+    assert caught.value.error_class == "DELTA_VIOLATE_CONSTRAINT_WITH_VALUES"
+    spark.conf.set("headwater.dml.engine", "delta-rs")
+    try:
+        with pytest.raises(HeadwaterError) as caught:
+            spark.sql(f"UPDATE delta.`{path}` SET v = 5 WHERE id = 1")
+        assert caught.value.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"
+    finally:
+        spark.conf.unset("headwater.dml.engine")
+    assert sorted(tuple(r) for r in spark.read.format("delta").load(str(path)).collect()) == [
+        (0, 0), (1, 1), (2, 2)]

@@ -39,7 +39,7 @@ from headwater.delta.write.checks import (
     refuse_driver_only,
     table_spelling,
 )
-from headwater.delta.write.commit import commit_files, delete_files
+from headwater.delta.write.commit import commit_files, delete_files, delete_unreferenced
 from headwater.delta.write.request import WriteRequest
 from headwater.delta.write.selective import (
     check_replace_where,
@@ -193,6 +193,7 @@ class DeltaBatchWriter(DataSourceArrowWriter):
         self.filters: list[tuple[str, str, Any]] | None = None
         self.constraints = Constraints()
         self.names: list[str] | None = None
+        self.read_version: int | None = None
         path = self.request.path
         log = DeltaLog(path)
         if log.exists():
@@ -200,6 +201,7 @@ class DeltaBatchWriter(DataSourceArrowWriter):
             refuse_driver_only(path, table)
             refuse_checks_on_python_writer(table, path, "Python data source writer")
             self.constraints = Constraints.of_table(table)
+            self.read_version = table.version()
             existing = list(table.metadata().partition_columns)
             check_partitioning(path, existing, list(self.request.partition_by))
             # Overwrites too: delta-rs keeps the table's schema, so data must fit it.
@@ -208,7 +210,9 @@ class DeltaBatchWriter(DataSourceArrowWriter):
             self.names = table_spelling(table_schema, schema.fieldNames())
             self.request = self.request.but(partition_by=tuple(existing))
             if self.request.replace_where is not None:
-                self.filters = parse_replace_where(self.request.replace_where, existing)
+                self.filters = parse_replace_where(
+                    self.request.replace_where, existing,
+                    {f.name: f.dataType for f in table_schema.fields})
         elif self.request.replace_where is not None:
             raise replace_where_on_missing_table(path)
 
@@ -236,7 +240,7 @@ class DeltaBatchWriter(DataSourceArrowWriter):
             delete_files(request.path, adds)
             raise
         commit_files(request, adds, self.schema, partition_filters=self.filters,
-                     removes=removes)
+                     removes=removes, read_version=self.read_version)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        delete_files(self.request.path, collect_adds(messages))
+        delete_unreferenced(self.request.path, collect_adds(messages))

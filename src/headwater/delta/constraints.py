@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from headwater.delta.commit import Transaction, commit
 from headwater.delta.log import normalize_uri, open_table
@@ -32,7 +33,6 @@ from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
 PREFIX = "delta.constraints."
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -63,16 +63,30 @@ class Constraints:
 
     not_null: tuple[str, ...] = ()
     checks: tuple[tuple[str, str], ...] = ()
+    nested_not_null: tuple[tuple[str, ...], ...] = ()  # struct fields: (column, field, ...)
 
     def __bool__(self) -> bool:
-        return bool(self.not_null or self.checks)
+        return bool(self.not_null or self.checks or self.nested_not_null)
 
     @classmethod
     def of(cls, schema: StructType, configuration: Mapping[str, str] | None) -> Constraints:
         checks = tuple(sorted((key[len(PREFIX):], str(value))
                               for key, value in (configuration or {}).items()
                               if key.lower().startswith(PREFIX)))
-        return cls(tuple(f.name for f in schema.fields if not f.nullable), checks)
+        nested: list[tuple[str, ...]] = []
+
+        def visit(path: tuple[str, ...], struct: Any) -> None:
+            for field in struct.fields:
+                if not field.nullable:
+                    nested.append((*path, field.name))
+                if isinstance(field.dataType, StructType):
+                    visit((*path, field.name), field.dataType)
+
+        for top in schema.fields:
+            if isinstance(top.dataType, StructType):
+                visit((top.name,), top.dataType)
+        return cls(tuple(f.name for f in schema.fields if not f.nullable), checks,
+                   tuple(nested))
 
     @classmethod
     def of_table(cls, table: Any) -> Constraints:
@@ -93,6 +107,16 @@ class Constraints:
         for column in self.not_null:
             failures.append(F.when(F.col(f"`{present[column.lower()]}`").isNull(),
                                    F.lit(str(not_null_error(column, table)))))
+        for path in self.nested_not_null:  # NULL only where every parent struct is present
+            if path[0].lower() not in present:
+                continue
+            parts = [present[path[0].lower()], *path[1:]]
+            parents = [F.col(".".join(f"`{p}`" for p in parts[:i])).isNotNull()
+                       for i in range(1, len(parts))]
+            violated = F.col(".".join(f"`{p}`" for p in parts)).isNull()
+            for parent in parents:
+                violated = parent & violated
+            failures.append(F.when(violated, F.lit(str(not_null_error(".".join(path), table)))))
         for name, expression in self.checks:
             used = [c for c in df.columns
                     if re.search(rf"(?<![\w.]){re.escape(c)}(?!\w)", expression, re.I)]
@@ -103,6 +127,8 @@ class Constraints:
             ok = F.expr(expression)
             failures.append(F.when(ok.isNull() | ~ok,
                                    F.concat(F.lit(what), values, F.lit(rest))))
+        if not failures:
+            return df
         error = F.coalesce(*failures) if len(failures) > 1 else failures[0]
         first = df.columns[0]
         guarded = F.when(error.isNull(), F.col(f"`{first}`")).otherwise(
@@ -122,6 +148,14 @@ def refuse_checks_on_python_writer(table: Any, path: str, why: str) -> None:
     """The Python data source writers cannot evaluate Spark SQL: a table with CHECK
     constraints written there is refused (never written unchecked)."""
     constraints = Constraints.of_table(table)
+    if constraints.nested_not_null:
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE", f"The table at {path} has NOT NULL struct fields "
+            f"({'.'.join(constraints.nested_not_null[0])}), and this write goes through the "
+            f"Python data source writer ({why}).", "Only headwater's native writer checks "
+            "NOT NULL inside structs; a write that cannot check it is refused.",
+            "Write the table from a local path (df.write / INSERT / saveAsTable / streams).",
+            error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
     if constraints.checks:
         name, expression = constraints.checks[0]
         raise HeadwaterError(
@@ -132,6 +166,48 @@ def refuse_checks_on_python_writer(table: Any, path: str, why: str) -> None:
             "unchecked.", "Write the table from a local path with df.write / INSERT / "
             "saveAsTable / writeStream in append or complete mode, or drop the constraint.",
             error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
+
+
+def refuse_checks_on_deltalake(table: Any, path: str, operation: str) -> None:
+    """deltalake checks CHECK constraints in its own SQL dialect and lets a NULL result pass
+    (delta-spark fails it): a MERGE it would run on a table with CHECK constraints is
+    refused rather than checked differently."""
+    constraints = Constraints.of_table(table)
+    if constraints.checks:
+        name, expression = constraints.checks[0]
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE", f"{operation} into {path}: the table has the CHECK "
+            f"constraint {name} ({expression}), and this {operation} runs in deltalake.",
+            "deltalake evaluates CHECK constraints with another SQL dialect and lets a NULL "
+            "result through, where delta-spark (and headwater's Spark writers) fail the row.",
+            "MERGE with headwater's DeltaTable.merge / SQL MERGE INTO (Spark's engine), or drop "
+            "the constraint.", error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
+
+
+def schema_overwrite(df: DataFrame, path: str) -> tuple[DataFrame, dict[str, str]]:
+    """An overwrite with ``overwriteSchema`` of the table at ``path``: delta-spark keeps the
+    table's properties and refuses an append-only table; a table with CHECK constraints is
+    refused (the replace cannot carry them yet). Returns ``df`` and the properties to keep."""
+    table = open_table(normalize_uri(path))
+    configuration = dict(table.metadata().configuration or {})
+    if str(configuration.get("delta.appendOnly", "false")).lower() == "true":
+        raise HeadwaterError(
+            "HW_DELTA_APPEND_ONLY", f"This table is configured to only allow appends: {path} "
+            "cannot be overwritten, overwriteSchema included.",
+            "delta.appendOnly=true forbids removing files.",
+            "Append instead, or set 'delta.appendOnly' = 'false' first.",
+            error_class="DELTA_CANNOT_MODIFY_APPEND_ONLY")
+    checks = Constraints.of(StructType(), configuration).checks
+    if checks:  # deltalake's replace cannot carry them, and they must not be lost silently
+        name, expression = checks[0]
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE", f"overwriteSchema on {path}, which has the CHECK "
+            f"constraint {name} ({expression}).", "headwater's schema-replacing commit cannot "
+            "carry CHECK constraints yet; replacing the table would drop them.",
+            f"Drop the constraint first (ALTER TABLE ... DROP CONSTRAINT {name}) and add it "
+            "again after, or overwrite without overwriteSchema.",
+            error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
+    return df, configuration
 
 
 def _metadata(table: Any, configuration: dict[str, str]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
 from headwater.delta import autocompact
 from headwater.delta.commit import delta_rs_conflict
+from headwater.delta.constraints import refuse_checks_on_deltalake
 from headwater.delta.log import normalize_uri, open_table
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
 from headwater.delta.write.checks import check_schema, deltalake_writes
@@ -99,6 +100,7 @@ def merge_batch(batch_df: DataFrame, path: str, keys: list[str], app_id: str,
     done = table.transaction_version(app_id)
     if done is not None and done >= version:
         return False
+    refuse_checks_on_deltalake(table, uri, "update-mode MERGE")
 
     table_schema = spark_schema(table.schema().to_json())
     data_schema = as_nullable(batch_df.schema)

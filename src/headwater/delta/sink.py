@@ -31,8 +31,9 @@ from headwater.delta.write.checks import (
     refuse_driver_only,
     table_spelling,
 )
-from headwater.delta.write.commit import commit_files, delete_files
+from headwater.delta.write.commit import commit_files, delete_files, delete_unreferenced
 from headwater.delta.write.request import StreamUpdate, WriteRequest
+from headwater.errors import HeadwaterError
 
 
 def inject_fault(point: str) -> None:
@@ -126,11 +127,23 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
         stream = StreamUpdate("Complete" if self.complete else "Append",
                               checkpoint_query_id(self.checkpoint) or self.fallback_query_id,
                               batchId)
+        if self.constraints != self._current_constraints():
+            delete_files(self.request.path, adds)
+            raise HeadwaterError(
+                "HW_CONSTRAINT_VIOLATED", f"The constraints of {self.request.path} changed "
+                f"while this stream ran (micro-batch {batchId} was checked against the old "
+                "ones); nothing of it was committed.", "Every committed row must satisfy "
+                "the table's constraints as they are when it is committed.",
+                "Restart the stream: it checks the new constraints from its next batch on.")
         inject_fault("sink_before_commit")
         commit_files(self.request.but(partition_by=tuple(self.partition_columns),
                                       txn=(self.app_id(), batchId), stream=stream),
                      adds, self.schema)
         inject_fault("sink_after_commit")
 
+    def _current_constraints(self) -> Constraints:
+        log = DeltaLog(self.request.path)
+        return Constraints.of_table(log.table()) if log.exists() else Constraints()
+
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        delete_files(self.request.path, collect_adds(messages))
+        delete_unreferenced(self.request.path, collect_adds(messages))

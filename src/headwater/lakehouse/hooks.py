@@ -34,6 +34,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
 from headwater.conf.options import parse_bool
+from headwater.delta.constraints import schema_overwrite
 from headwater.delta.defaults import with_defaults
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.write.native import native_sink, write_native
@@ -327,7 +328,10 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
     elif mode == "overwrite" and overwrite_schema and request.replace_where is None \
             and DeltaLog(normalize_uri(target)).exists():
         # (delta-spark ignores overwriteSchema with replaceWhere: the schema is enforced)
-        replace_native(writer._df, normalize_uri(target), partition_by or None)
+        with translated():
+            rows, kept = schema_overwrite(writer._df, target)
+            replace_native(rows, normalize_uri(target), partition_by or None,
+                           configuration=kept)
         return None
     if mode in ("append", "overwrite"):
         with translated():

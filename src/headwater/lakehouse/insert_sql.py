@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from headwater.conf import storage
 from headwater.delta.generated import Generation
 from headwater.delta.log import DeltaLog
-from headwater.delta.schema import spark_schema
+from headwater.delta.schema import as_nullable, spark_schema
 from headwater.delta.write.native import write_native, write_rows, written_on_driver
 from headwater.delta.write.request import WriteRequest, reset_session_txn, with_session_settings
 from headwater.errors import HeadwaterError, translated
@@ -73,17 +73,25 @@ def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
     target = ".".join(parts)
     static = _static_values(st, spec, schema, list(table.metadata().partition_columns), target)
     rows = dataframe(st.session, plan.query())
-    if evolve:
-        names = list(rows.columns)
+    if evolve:  # as delta-spark: by position (or name / column list), extra columns added
+        listed = [str(c) for c in seq(plan.userSpecifiedCols())]
+        fields = [f.name for f in schema.fields if f.name not in static]
+        if listed or plan.byName():
+            names = listed or list(rows.columns)
+        else:
+            names = [fields[i] if i < len(fields) else c for i, c in enumerate(rows.columns)]
         known = {f.name.lower(): f.name for f in schema.fields}
-        rows = rows.select(*[F.col(f"`{c}`").cast(schema[known[c.lower()]].dataType)
+        types = {f.name: f.dataType for f in as_nullable(schema).fields}  # constraints: checked on write
+        rows = rows.toDF(*names)
+        rows = rows.select(*[F.col(f"`{c}`").cast(types[known[c.lower()]])
                              .alias(known[c.lower()]) if c.lower() in known
-                             else F.col(f"`{c}`") for c in names])
+                             else F.col(f"`{c}`") for c in names],
+                           *[F.lit(v).cast(types[c]).alias(c) for c, v in static.items()])
     else:
         names = _target_columns(st, rows, schema, generation, target,
                                 [str(c) for c in seq(plan.userSpecifiedCols())], plan.byName(),
                                 exclude=set(static))
-        types = {f.name: f.dataType for f in schema.fields}
+        types = {f.name: f.dataType for f in as_nullable(schema).fields}  # constraints: checked on write
         rows = rows.toDF(*names).select(
             *[F.col(f"`{n}`").cast(types[n]).alias(n) for n in names],
             *[F.lit(v).cast(types[c]).alias(c) for c, v in static.items()])

@@ -48,6 +48,7 @@ from headwater.conf.location import AnyPath, location, remove_tree, state_folder
 from headwater.conf.options import parse_bool
 from headwater.conf.triggers import Trigger, trigger_kwargs
 from headwater.delta import definition
+from headwater.delta.constraints import schema_overwrite
 from headwater.delta.create import create_delta_table
 from headwater.delta.generated import Generation
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
@@ -487,8 +488,9 @@ class Lakehouse:
                 "insertInto matches columns by position.",
                 "Select one value per table column, in the table's order.",
                 error_class="INSERT_COLUMN_ARITY_MISMATCH")
-        rows = df.toDF(*[f.name for f in fields]).select(
-            *[col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in fields])
+        nullable = {f.name: f.dataType for f in as_nullable(StructType(fields)).fields}
+        rows = df.toDF(*[f.name for f in fields]).select(  # NOT NULL is checked by the write
+            *[col(f"`{f.name}`").cast(nullable[f.name]).alias(f.name) for f in fields])
         self.write(rows, name, mode="overwrite" if overwrite else "append", **(options or {}))
 
     def save_as_table(self, df: DataFrame, name: str, mode: str = "errorifexists",
@@ -512,6 +514,11 @@ class Lakehouse:
             "overwriteSchema", {k.lower(): v for k, v in options.items()}.get("overwriteschema"),
             False)
         if mode == "overwrite" and overwrite_schema:
+            if existed:  # delta-spark keeps the properties (constraints checked), refuses
+                df, kept = schema_overwrite(df, self.path(name))  # an append-only table
+                with translated():
+                    self.replace(name, df, partition_by=partition_by, properties=kept)
+                return
             self.replace(name, df, partition_by=partition_by)
             return
         self.write(df, name, mode="overwrite" if mode == "overwrite" else "append",

@@ -10,6 +10,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from headwater.conf.storage import options_for
 from headwater.delta.cdc import timeline as tl
+from headwater.delta.constraints import refuse_checks_on_deltalake
 from headwater.delta.log import open_table
 from headwater.delta.merge import as_table_arrow
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
@@ -57,6 +58,7 @@ def merge(table, data, on: list[str], schema: StructType, truncating: bool,
     (the sequence) is NULL or below the source row's."""
     if data.num_rows == 0 and not truncating:
         return None, {}
+    refuse_checks_on_deltalake(table, str(table.table_uri), "AUTO CDC MERGE")
     action = data.column(tl.ACTION)
     body = as_table_arrow(data.drop_columns([tl.ACTION]), schema)
     source = body.append_column(tl.ACTION, action)

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from headwater.delta.constraints import refuse_checks_on_deltalake
 from headwater.delta.dml import delete_update, deltars, merge_spark
 from headwater.delta.dml.common import ColumnOrSql, DmlResult
 from headwater.delta.dml.merge import MergeSpec
 from headwater.delta.dml.target import Snapshot, load_snapshot
-from headwater.errors import HeadwaterError
+from headwater.errors import HeadwaterError, translated
 from headwater.spark.session import active_in_thread
 
 ENGINES = ("auto", "spark", "delta-rs")
@@ -68,7 +69,7 @@ def run(spark: SparkSession, path: str, operation: Operation, engine: str = "aut
     """Run ``operation`` on the table at ``path`` with ``spark`` as this thread's active
     session (a user's thread may have none: the DML's own Spark jobs and plan lookups ask for
     it)."""
-    with active_in_thread(spark):
+    with active_in_thread(spark), translated():  # a constraint failed in Spark's job: ours
         return _run(spark, path, operation, engine)
 
 
@@ -82,6 +83,8 @@ def _run(spark: SparkSession, path: str, operation: Operation, engine: str) -> D
     # delta-rs checks CHECK constraints in its own SQL dialect: Spark's rewrite checks them
     # as delta-spark does (auto), unless the user asked for delta-rs
     checked = bool(snapshot.constraints.checks)
+    if engine == "delta-rs" and checked and not isinstance(operation, Delete):
+        refuse_checks_on_deltalake(snapshot.table, path, operation.name)
     if engine == "delta-rs" or (engine == "auto" and not checked and _small(snapshot, spec)):
         try:
             return _delta_rs(spark, snapshot, operation)

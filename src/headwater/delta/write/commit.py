@@ -25,6 +25,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import unquote
 
 from pyspark.sql.types import StructType
 
@@ -51,7 +52,7 @@ from headwater.delta.schema import arrow_schema, as_nullable, format_partition_v
 from headwater.delta.table_protocol import first_protocol, invalid_property, split_properties
 from headwater.delta.write.checks import check_partitioning, check_schema, own_commit_allowed
 from headwater.delta.write.request import SAVE_MODES, WriteRequest
-from headwater.delta.write.selective import satisfies
+from headwater.delta.write.selective import refuse_deletion_vector, satisfies
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import ConcurrentTransactionException
 
@@ -67,6 +68,22 @@ def delete_files(path: str, adds: Sequence[dict]) -> None:
             fs.delete_file(resolve_file(root, add["path"]))
         except OSError:
             pass
+
+
+def delete_unreferenced(path: str, adds: Sequence[dict]) -> None:
+    """Delete the files of ``adds`` that no version of the table references (a writer's
+    abort: a commit that failed after its version landed keeps its files)."""
+    from deltalake.exceptions import TableNotFoundError  # noqa: PLC0415 - worker: deltalake only in the worker that commits
+
+    try:
+        table = open_table(path)
+    except TableNotFoundError:
+        delete_files(path, adds)
+        return
+    except Exception:  # noqa: BLE001 - unreadable: leftovers are harmless (VACUUM), deletes not
+        return
+    referenced = {unquote(p) for p in add_actions(table, flatten=True).column("path").to_pylist()}
+    delete_files(path, [a for a in adds if unquote(a["path"]) not in referenced])
 
 
 def _already_committed(table: Any, txn: tuple[str, int] | None) -> bool:
@@ -241,10 +258,12 @@ def partition_removes_where(table: Any, schema: StructType,
     columns = list(table.metadata().partition_columns)
     now = int(time.time() * 1000)
     removes = []
+    dv_paths = deletion_vector_paths(table)
     for row in add_actions(table, columns=FILE_COLUMNS).to_pylist():
         values = {c: format_partition_value((row.get("partition") or {}).get(c))
                   for c in columns}
         if satisfies(values, filters, types):
+            refuse_deletion_vector(table, row["path"], dv_paths)
             removes.append({"remove": {
                 "path": row["path"], "dataChange": True, "deletionTimestamp": now,
                 "extendedFileMetadata": True, "size": int(row["size_bytes"]),

@@ -144,21 +144,24 @@ def write_native(df: DataFrame, request: WriteRequest, *, batch: MicroBatch | No
     adds = stage_files(df, uri, list(request.partition_by), spark_writer_settings(request),
                        None if batch is None else batch.write_parquet)
     filters = removes = None
+    written = list(adds)  # the request's rows (a row-level replaceWhere adds the kept ones)
     try:
         if replacing is not None:
             filters, removes, kept = replacing.resolve(adds)
             adds = adds + kept
         fault(faults[0], uri)
+        # the version the checks read (constraints, schema, what is replaced): a commit
+        # made since is checked for conflicts (a constraint added meanwhile fails this write)
         committed = commit_files(
             request, adds, df.schema, partition_filters=filters, removes=removes,
-            read_version=None if replacing is None else replacing.read_version)
+            read_version=None if table is None else table.version())
     except BaseException:
         delete_staged(uri, unreferenced(uri, adds))  # a failed commit leaves nothing behind
         if replacing is not None:
             replacing.cleanup()
         raise
     fault(faults[1], uri)
-    rows = sum(json.loads(a["stats"])["numRecords"] for a in adds) if committed else 0
+    rows = sum(json.loads(a["stats"])["numRecords"] for a in written) if committed else 0
     log.debug("Delta write to %s: native (Spark's parquet writer, one driver commit), "
               "%d files, %d rows", uri, len(adds), rows)
     return rows

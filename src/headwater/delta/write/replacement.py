@@ -158,7 +158,9 @@ def plan(df: DataFrame, request: WriteRequest, table: Any) -> Replacement | None
         return None
     partitions = list(request.partition_by)
     if request.replace_where is not None:
-        filters = partition_filters(request.replace_where, partitions) if partitions else None
+        types = {f.name: f.dataType for f in _table_schema(table).fields}
+        filters = partition_filters(request.replace_where, partitions, types) \
+            if partitions else None
         if filters is not None:
             return Replacement(request, table, "partitions", filters)
         return Replacement(request, table, "rows")

@@ -168,7 +168,11 @@ class WriteRequest:
         mode = mode.lower()
         replace_where = lowered.get("replacewhere")
         if replace_where is not None and not str(replace_where).strip():
-            replace_where = None
+            raise HeadwaterError(
+                "HW_OPTION_INVALID", "replaceWhere is empty.", "An overwrite with an empty "
+                "condition would replace the whole table, which is never what it means.",
+                "Give the condition of the rows to replace, or drop the option to overwrite "
+                "the whole table.", error_class="DELTA_FAILED_RECOGNIZE_PREDICATE")
         dynamic = str(lowered.get("partitionoverwritemode") or "static").strip().lower()
         if dynamic not in ("static", "dynamic"):
             raise HeadwaterError(

@@ -25,7 +25,16 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from headwater.delta.log import FILE_COLUMNS, add_actions
+from pyspark.sql.types import (
+    BooleanType,
+    DateType,
+    NumericType,
+    StringType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from headwater.delta.log import FILE_COLUMNS, add_actions, deletion_vector_paths
 from headwater.delta.schema import format_partition_value, parse_partition_value
 from headwater.delta.write.request import WriteRequest
 from headwater.errors import HeadwaterError
@@ -49,10 +58,28 @@ def _literal(text: str) -> str:
     return text
 
 
-def partition_filters(predicate: str, partition_columns: list[str]
+def _fits(value: str, dtype: Any) -> bool:
+    """A literal compares with the column as it would in Spark without a cast: quoted text
+    for strings, dates and timestamps, a bare number for numbers, true / false for booleans.
+    Anything else (``p > 10`` on a string column) is left to Spark's own evaluation."""
+    text = value.strip()
+    quoted = len(text) >= 2 and text[0] == text[-1] and text[0] in "'\""
+    if isinstance(dtype, (StringType, DateType, TimestampType, TimestampNTZType)):
+        return quoted
+    if isinstance(dtype, NumericType):
+        return not quoted and re.fullmatch(r"[-+]?[0-9]+(\.[0-9]+)?", text) is not None
+    if isinstance(dtype, BooleanType):
+        return text.lower() in ("true", "false")
+    return False
+
+
+def partition_filters(predicate: str, partition_columns: list[str],
+                      types: dict[str, Any] | None = None
                       ) -> list[tuple[str, str, Any]] | None:
     """``col = 'x' AND col2 IN (1, 2)`` on partition columns -> deltalake's partition
-    filters; None when the predicate is anything else (other columns, OR, functions)."""
+    filters; None when the predicate is anything else (other columns, OR, functions, a
+    literal of another type than its column: Spark's casts decide those). ``types``: the
+    partition columns' types (by the table's spelling)."""
     filters: list[tuple[str, str, Any]] = []
     lowered = {c.lower(): c for c in partition_columns}
     for part in re.split(r"\s+and\s+", predicate.strip(), flags=re.IGNORECASE):
@@ -70,19 +97,23 @@ def partition_filters(predicate: str, partition_columns: list[str]
             items = inner[1:-1].split(",")
             if not all(_PLAIN_VALUE.match(v) for v in items):
                 return None
+            if types is not None and not all(_fits(v, types[column]) for v in items):
+                return None
             filters.append((column, op, [_literal(v) for v in items]))
         else:
             if not _PLAIN_VALUE.match(value):
+                return None
+            if types is not None and not _fits(value, types[column]):
                 return None
             filters.append((column, op, _literal(value)))
     return filters
 
 
-def parse_replace_where(predicate: str, partition_columns: list[str]
-                        ) -> list[tuple[str, str, Any]]:
+def parse_replace_where(predicate: str, partition_columns: list[str],
+                        types: dict[str, Any] | None = None) -> list[tuple[str, str, Any]]:
     """:func:`partition_filters`, or HW_REPLACE_WHERE_UNSUPPORTED for a writer that can
     replace whole partitions only (the Python data source writer)."""
-    filters = partition_filters(predicate, partition_columns)
+    filters = partition_filters(predicate, partition_columns, types)
     if filters is None:
         raise HeadwaterError(
             "HW_REPLACE_WHERE_UNSUPPORTED",
@@ -104,6 +135,8 @@ def satisfies(raw_values: dict[str, str | None], filters, types: dict[str, Any])
     for column, op, expected in filters:
         dtype = types[column]
         actual = parse_partition_value(raw_values.get(column), dtype)
+        if actual is None:  # a comparison with NULL is NULL: never a match (SQL, Spark)
+            return False
         if op in ("in", "not in"):
             members = [parse_partition_value(v, dtype) for v in expected]
             if (actual in members) != (op == "in"):
@@ -140,6 +173,18 @@ def check_replace_where(path: str, adds: list[dict[str, Any]], schema: StructTyp
         raise mismatch_error(path, predicate, f"e.g. partition {outside[0]['partitionValues']}")
 
 
+def refuse_deletion_vector(table: Any, path: str, dv_paths: set[str]) -> None:
+    """A file a selective overwrite would remove has a deletion vector: refused (its remove
+    action would have to name the vector, or readers keep the file's other rows live)."""
+    if dv_paths:  # (any: the log's and delta-rs's spellings of a path may differ)
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE", f"A selective overwrite of {table.table_uri} would "
+            f"remove {path}, which has a deletion vector.", "headwater's removes do not "
+            "carry deletion vectors yet; a remove without it would leave rows live for other "
+            "readers.", "Purge the vectors first (REORG TABLE ... APPLY (PURGE) with "
+            "delta-spark), or DELETE the rows then append.")
+
+
 def replace_where_on_missing_table(path: str) -> HeadwaterError:
     return HeadwaterError(
         "HW_DELTA_TABLE_NOT_FOUND",
@@ -174,10 +219,12 @@ def partition_removes(table: Any, adds: list[dict[str, Any]],
     wanted = {key(a["partitionValues"]) for a in adds}
     now = int(time.time() * 1000)
     removes = []
+    dv_paths = deletion_vector_paths(table)
     for row in add_actions(table, columns=FILE_COLUMNS).to_pylist():
         values = {c: format_partition_value((row.get("partition") or {}).get(c))
                   for c in columns}
         if key(values) in wanted:
+            refuse_deletion_vector(table, row["path"], dv_paths)
             removes.append({"remove": {
                 "path": row["path"], "dataChange": True, "deletionTimestamp": now,
                 "extendedFileMetadata": True, "size": int(row["size_bytes"]),

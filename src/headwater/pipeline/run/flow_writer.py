@@ -160,7 +160,10 @@ def write_table(df: DataFrame, path: str, mode: str, txn: tuple[str, int] | None
         auto_compact=auto_compact))
     if written is None:
         writer = (df.write.format("delta").mode(mode).option("mergeSchema", merge_schema)
-                  .option("autoCompact", auto_compact))
+                  .option("autoCompact", auto_compact)
+                  # a flow's overwrite (complete mode) replaces its whole table, whatever the
+                  # session's partitionOverwriteMode says (as on the native path)
+                  .option("partitionOverwriteMode", "static"))
         if txn is not None:
             writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
         before = _version(path)
