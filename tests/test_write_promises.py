@@ -489,3 +489,13 @@ def test_checks_deltalake_would_evaluate_are_refused(spark, lake, tmp):
         spark.conf.unset("headwater.dml.engine")
     assert sorted(tuple(r) for r in spark.read.format("delta").load(str(path)).collect()) == [
         (0, 0), (1, 1), (2, 2)]
+
+
+def test_create_or_replace_keeps_the_declared_not_null(spark, lake):
+    spark.sql("CREATE OR REPLACE TABLE rep (id INT NOT NULL, v INT) USING delta")
+    spark.sql("CREATE OR REPLACE TABLE rep (id INT NOT NULL, v INT) USING delta")
+    fields = json.loads(DeltaTable(lake.path("rep")).schema().to_json())["fields"]
+    assert {f["name"]: f["nullable"] for f in fields} == {"id": False, "v": True}
+    with pytest.raises(HeadwaterError) as caught:
+        spark.sql("INSERT INTO rep VALUES (NULL, 1)")
+    assert caught.value.error_class == "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"

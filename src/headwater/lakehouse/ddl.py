@@ -151,12 +151,14 @@ def create(lake: Lakehouse, st: Statement) -> DataFrame | None:
                     lake.register_external(name, path)
             return done(spark)
         df = spark.createDataFrame([], schema)
+    declared = not st.kind.endswith("AsSelect")  # REPLACE TABLE t (id INT NOT NULL)
     if name is not None and where is None:
-        lake.replace(name, df, partition_by=partition_by, comment=comment, properties=properties)
+        lake.replace(name, df, partition_by=partition_by, comment=comment, properties=properties,
+                     declared=declared)
     else:
         _check_new_columns(label, df.schema, partition_by)
         replace_native(df, path, partition_by, name=parts[-1], description=comment,
-                       configuration=properties)
+                       configuration=properties, declared=declared)
         if name is not None:
             if named and not lake.is_external(name):
                 lake.register(name)

@@ -365,8 +365,10 @@ class Lakehouse:
         partition_by: Iterable[str] = (),
         comment: str | None = None,
         properties: dict[str, str] | None = None,
+        declared: bool = False,
     ) -> int:
         """Replace table ``name`` (created when missing) by the rows of ``df``; return them.
+        declared: ``df``'s schema is a declaration (its NOT NULL columns are kept).
 
         ``df`` is computed first (it may read the table itself); then ONE Delta commit
         replaces data, schema, partitioning (``partition_by``), description (``comment``) and
@@ -382,7 +384,8 @@ class Lakehouse:
         with self._create_lock:
             location(self.path(name)).parent.mkdir(parents=True, exist_ok=True)
             rows = replace_native(df, self.path(name), partition_by, name=tname.table,
-                                  description=comment, configuration=properties)
+                                  description=comment, configuration=properties,
+                                  declared=declared)
             self.register(name)  # the catalog copy gets the new schema
         return rows
 

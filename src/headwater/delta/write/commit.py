@@ -52,7 +52,7 @@ from headwater.delta.schema import arrow_schema, as_nullable, format_partition_v
 from headwater.delta.table_protocol import first_protocol, invalid_property, split_properties
 from headwater.delta.write.checks import check_partitioning, check_schema, own_commit_allowed
 from headwater.delta.write.request import SAVE_MODES, WriteRequest
-from headwater.delta.write.selective import refuse_deletion_vector, satisfies
+from headwater.delta.write.selective import partition_removes_where
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import ConcurrentTransactionException
 
@@ -250,27 +250,6 @@ def commit_files(request: WriteRequest, adds: list[dict[str, Any]], data_schema:
     return True
 
 
-def partition_removes_where(table: Any, schema: StructType,
-                            filters: list[tuple[str, str, Any]]) -> list[dict[str, Any]]:
-    """Remove actions of the table's files whose partition values satisfy ``filters`` (a
-    replaceWhere on partition columns)."""
-    types = {f.name: f.dataType for f in schema.fields}
-    columns = list(table.metadata().partition_columns)
-    now = int(time.time() * 1000)
-    removes = []
-    dv_paths = deletion_vector_paths(table)
-    for row in add_actions(table, columns=FILE_COLUMNS).to_pylist():
-        values = {c: format_partition_value((row.get("partition") or {}).get(c))
-                  for c in columns}
-        if satisfies(values, filters, types):
-            refuse_deletion_vector(table, row["path"], dv_paths)
-            removes.append({"remove": {
-                "path": row["path"], "dataChange": True, "deletionTimestamp": now,
-                "extendedFileMetadata": True, "size": int(row["size_bytes"]),
-                "partitionValues": values}})
-    return removes
-
-
 def _data_change_false(request: WriteRequest, what: str) -> HeadwaterError:
     return HeadwaterError(
         "HW_OPTION_CONFLICT", f"A write with dataChange=false would {what} at {request.path}.",
@@ -396,7 +375,9 @@ def commit_write(request: WriteRequest, table: Any, adds: list[dict[str, Any]],
         metrics = dict(stream.metrics(adds, len(read)))
         extra = {"isBlindAppend": not read, "isolationLevel": "Serializable"}
     transaction = Transaction(
-        uri=uri, read_version=table.version() if read_version is None else read_version,
+        # the older of the two snapshots: the checks' and the one the removes were read from
+        uri=uri, read_version=table.version() if read_version is None
+        else min(read_version, table.version()),
         operation=operation,
         parameters=parameters, metrics=metrics,
         actions=actions, read_paths=read, cleanup=cleanup,

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = None,
                    name: str | None = None, description: str | None = None,
-                   configuration: dict[str, str] | None = None) -> int:
+                   configuration: dict[str, str] | None = None,
+                   declared: bool = False) -> int:
     """Replace the table at ``path`` (created when missing) by ``df``: Spark's parquet writer
     writes the new files first, then ONE commit ("CREATE OR REPLACE TABLE") removes every old
     file and sets the new schema, partitioning, description and properties. Versions before it
@@ -67,7 +68,9 @@ def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = No
                 "Drop the table and create it again, or overwrite rows with the same schema.")
     delta_keys, user_keys = split_properties(configuration)
     partition_columns = list(partition_by or [])
-    data_schema = as_nullable(df.schema)
+    # a declared schema (CREATE OR REPLACE TABLE t (id INT NOT NULL)) keeps its NOT NULL; a
+    # DataFrame's is nullable, as delta-spark creates tables from data
+    data_schema = df.schema if declared else as_nullable(df.schema)
     schema = Schema.from_arrow(arrow_schema(data_schema))  # before writing: a bad type fails now
     if storage.bucket_of(uri) is not None:
         rows = _replace_through_driver(df, uri, data_schema, partition_columns, name,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import (
@@ -205,11 +206,30 @@ def refused_on_own_commit(request: WriteRequest) -> HeadwaterError:
         "commits), or overwrite the whole table.")
 
 
+def removes_where(table: Any, chosen: Callable[[dict[str, str | None]], bool]
+                  ) -> list[dict[str, Any]]:
+    """Remove actions of the table's files whose partition values (as the log spells them)
+    are ``chosen``; a chosen file with a deletion vector is refused."""
+    columns = list(table.metadata().partition_columns)
+    now = int(time.time() * 1000)
+    removes = []
+    dv_paths = deletion_vector_paths(table)
+    for row in add_actions(table, columns=FILE_COLUMNS).to_pylist():
+        values = {c: format_partition_value((row.get("partition") or {}).get(c))
+                  for c in columns}
+        if chosen(values):
+            refuse_deletion_vector(table, row["path"], dv_paths)
+            removes.append({"remove": {
+                "path": row["path"], "dataChange": True, "deletionTimestamp": now,
+                "extendedFileMetadata": True, "size": int(row["size_bytes"]),
+                "partitionValues": values}})
+    return removes
+
+
 def partition_removes(table: Any, adds: list[dict[str, Any]],
-                       types: dict[str, Any]) -> list[dict[str, Any]]:
+                      types: dict[str, Any]) -> list[dict[str, Any]]:
     """Remove actions of the table's files in the partitions ``adds`` fall in (values
     compared as typed values: the log's and the folder names' spellings may differ)."""
-
     columns = list(table.metadata().partition_columns)
 
     def key(values: dict[str, Any]) -> tuple:
@@ -217,16 +237,12 @@ def partition_removes(table: Any, adds: list[dict[str, Any]],
             None if values.get(c) is None else str(values.get(c)), types[c]) for c in columns)
 
     wanted = {key(a["partitionValues"]) for a in adds}
-    now = int(time.time() * 1000)
-    removes = []
-    dv_paths = deletion_vector_paths(table)
-    for row in add_actions(table, columns=FILE_COLUMNS).to_pylist():
-        values = {c: format_partition_value((row.get("partition") or {}).get(c))
-                  for c in columns}
-        if key(values) in wanted:
-            refuse_deletion_vector(table, row["path"], dv_paths)
-            removes.append({"remove": {
-                "path": row["path"], "dataChange": True, "deletionTimestamp": now,
-                "extendedFileMetadata": True, "size": int(row["size_bytes"]),
-                "partitionValues": values}})
-    return removes
+    return removes_where(table, lambda values: key(values) in wanted)
+
+
+def partition_removes_where(table: Any, schema: StructType,
+                            filters: list[tuple[str, str, Any]]) -> list[dict[str, Any]]:
+    """Remove actions of the table's files whose partition values satisfy ``filters`` (a
+    replaceWhere on partition columns)."""
+    types = {f.name: f.dataType for f in schema.fields}
+    return removes_where(table, lambda values: satisfies(values, filters, types))
