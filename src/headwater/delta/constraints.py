@@ -28,6 +28,7 @@ from pyspark.sql.types import StructType
 
 from headwater.delta.commit import Transaction, commit
 from headwater.delta.log import normalize_uri, open_table
+from headwater.delta.metadata import metadata_action
 from headwater.delta.schema import spark_schema
 from headwater.errors import HeadwaterError
 
@@ -210,16 +211,6 @@ def schema_overwrite(df: DataFrame, path: str) -> tuple[DataFrame, dict[str, str
     return df, configuration
 
 
-def _metadata(table: Any, configuration: dict[str, str]) -> dict[str, Any]:
-    meta = table.metadata()
-    return {"metaData": {
-        "id": meta.id, "name": meta.name, "description": meta.description,
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": table.schema().to_json(),
-        "partitionColumns": list(meta.partition_columns),
-        "configuration": configuration, "createdTime": meta.created_time}}
-
-
 def _local(path: str, operation: str) -> str:
     uri = normalize_uri(path)
     if "://" in uri and not uri.startswith("file:"):
@@ -278,7 +269,7 @@ def add_check(spark: SparkSession, path: str, name: str, expression: str, label:
         upgraded = dataclasses.replace(current, writer=3)
     if upgraded != current:
         actions.append(upgraded.action())
-    actions.append(_metadata(table, configuration))
+    actions.append(metadata_action(table, configuration=configuration))
     return commit(Transaction(
         uri=uri, read_version=table.version(), operation="ADD CONSTRAINT",
         parameters={"name": name, "expr": expression}, metrics={}, actions=actions,
@@ -304,5 +295,5 @@ def drop_check(path: str, name: str, if_exists: bool, label: str) -> int | None:
     return commit(Transaction(
         uri=uri, read_version=table.version(), operation="DROP CONSTRAINT",
         parameters={"name": name, "expr": json.dumps(expression)}, metrics={},
-        actions=[_metadata(table, configuration)], reads_data=False,
+        actions=[metadata_action(table, configuration=configuration)], reads_data=False,
         conflict_code="HW_DELTA_COMMIT_CONFLICT"))

@@ -36,6 +36,21 @@ def unset_table_properties(path: str, keys: Iterable[str]) -> int:
                            change)
 
 
+def metadata_action(table: Any, schema_json: str | None = None,
+                    configuration: dict[str, str] | None = None) -> dict[str, Any]:
+    """The table's metaData action (deltalake snapshot ``table``) again, with a new schema
+    (its JSON) and / or configuration: what a commit that changes either writes."""
+    meta = table.metadata()
+    return {"metaData": {
+        "id": meta.id, "name": meta.name, "description": meta.description,
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": table.schema().to_json() if schema_json is None else schema_json,
+        "partitionColumns": list(meta.partition_columns),
+        "configuration": dict(meta.configuration or {}) if configuration is None
+        else configuration,
+        "createdTime": meta.created_time}}
+
+
 def change_metadata(path: str, operation: str, parameters: dict[str, str],
                     change: MetadataChange) -> int:
     """Commit ``change(current metaData action)`` as the table's new metaData (schema,
@@ -49,13 +64,7 @@ def change_metadata(path: str, operation: str, parameters: dict[str, str],
             "Rewrite the table with CREATE OR REPLACE TABLE ... AS SELECT instead.")
     uri = normalize_uri(str(path))
     table = open_table(uri)
-    meta = table.metadata()
-    current = {
-        "id": meta.id, "name": meta.name, "description": meta.description,
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": table.schema().to_json(),
-        "partitionColumns": list(meta.partition_columns),
-        "configuration": dict(meta.configuration or {}), "createdTime": meta.created_time}
+    current = metadata_action(table)["metaData"]
     return commit(Transaction(
         uri=uri, read_version=table.version(), operation=operation, parameters=parameters,
         metrics={}, actions=[{"metaData": change(current)}], extra={"engineInfo": "headwater"},

@@ -25,6 +25,7 @@ from headwater.delta.log import (
     normalize_uri,
     resolve_file,
 )
+from headwater.delta.metadata import metadata_action
 from headwater.delta.schema import (
     format_partition_value,
     parse_partition_value,
@@ -100,15 +101,8 @@ class Snapshot:
 
     def metadata_action(self, schema: StructType) -> dict[str, Any]:
         """A metaData action equal to the current one but with ``schema`` (schema evolution)."""
-        meta = self.table.metadata()
-        return {"metaData": {
-            "id": meta.id, "name": meta.name, "description": meta.description,
-            "format": {"provider": "parquet", "options": {}},
-            "schemaString": json.dumps(schema.jsonValue(), separators=(",", ":")),
-            "partitionColumns": list(meta.partition_columns),
-            "configuration": dict(meta.configuration or {}),
-            "createdTime": meta.created_time,
-        }}
+        return metadata_action(self.table,
+                               json.dumps(schema.jsonValue(), separators=(",", ":")))
 
 
 def spark_file_name(path: str) -> str:

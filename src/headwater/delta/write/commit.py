@@ -48,6 +48,7 @@ from headwater.delta.log import (
     open_table,
     resolve_file,
 )
+from headwater.delta.metadata import metadata_action
 from headwater.delta.schema import arrow_schema, as_nullable, format_partition_value, spark_schema
 from headwater.delta.table_protocol import first_protocol, invalid_property, split_properties
 from headwater.delta.write.checks import check_partitioning, check_schema, own_commit_allowed
@@ -307,12 +308,8 @@ def commit_write(request: WriteRequest, table: Any, adds: list[dict[str, Any]],
     actions: list[dict[str, Any]] = []
     meta = table.metadata()
     if schema is not None:
-        actions.append({"metaData": {
-            "id": meta.id, "name": meta.name, "description": meta.description,
-            "format": {"provider": "parquet", "options": {}},
-            "schemaString": json.dumps(schema.jsonValue(), separators=(",", ":")),
-            "partitionColumns": list(meta.partition_columns),
-            "configuration": dict(meta.configuration or {}), "createdTime": meta.created_time}})
+        actions.append(metadata_action(
+            table, json.dumps(schema.jsonValue(), separators=(",", ":"))))
     read: list[str] = []
     removing: list[dict[str, Any]] = []
     if mode == "overwrite":
