@@ -16,7 +16,22 @@ from headwater.conf.layout import CDC_STATE
 from headwater.spark.plan import analyzed, node_name, nodes
 
 REPO = Path(__file__).resolve().parents[1]
+# Delta tables written by the JVM implementation: beside the repository in CI, absent from a
+# fresh clone. Tests reach them only through golden(), which skips when they are missing
+# (tests/test_conventions.py checks that no test reads ../shared another way).
 GOLDEN = REPO.parent / "shared" / "delta-golden"
+
+
+def golden(name: str) -> Path:
+    """The golden table ``name`` (a folder of ../shared/delta-golden); the test is skipped,
+    naming what is missing, on a clone without ../shared."""
+    import pytest  # noqa: PLC0415 - optional: support is imported by tools that lack pytest
+
+    path = GOLDEN / name
+    if not path.is_dir():
+        pytest.skip(f"needs {path} (the JVM-written golden tables in ../shared/delta-golden, "
+                    "which a clone of the repository does not have)")
+    return path
 
 _SCRIPT = Path(sys.executable).with_name("headwater")
 HEADWATER = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "headwater.cli"]

@@ -138,3 +138,20 @@ def test_a_delta_streams_planner_imports_the_stream_reader_alone():
     assert loaded & {"headwater.delta.sink", "headwater.delta.batch", "headwater.delta.cdf",
                      "headwater.delta.files", "pyarrow.parquet", "pyarrow.compute",
                      "deltalake"} == set()
+
+
+def test_no_test_reads_the_shared_folder_without_the_skip_guard():
+    """A fresh clone has no ../shared: a test reaches the golden tables only through
+    tests.support.golden() (which skips, naming what is missing) or, in test_golden.py, a
+    skipif on the same folder; no other test names ../shared or the machine's /work/shared."""
+    tests = Path(__file__).resolve().parent
+    offenders = []
+    for path in sorted(tests.glob("*.py")):
+        if path.name in ("support.py", "test_conventions.py"):
+            continue
+        text = path.read_text()
+        if "/work/shared" in text or '"shared"' in text:
+            offenders.append(f"{path.name}: names the shared folder")
+        if path.name != "test_golden.py" and re.search(r"\bGOLDEN\b", text):
+            offenders.append(f"{path.name}: uses GOLDEN directly (use tests.support.golden)")
+    assert not offenders, offenders

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable as RsTable
-from tests.support import GOLDEN, collected, commits
+from tests.support import collected, commits
+from tests.support import golden as support_golden
 
 from headwater import DeltaTable, HeadwaterError
 from headwater.delta.generated import IDENTITY_HIGH_WATER_MARK
@@ -144,9 +145,7 @@ def test_restore_keys_files_by_path_and_deletion_vector_across_a_checkpoint(spar
     restoring version 15 to version 5 re-adds version 5's (file, deletion vector) pairs with
     the add actions the log holds (read back from before the checkpoint) and removes the
     current pairs, each remove naming its deletion vector; the rows are version 5's."""
-    golden = GOLDEN / "dv-partitioned-with-checkpoint"
-    if not golden.is_dir():
-        pytest.skip("the delta-golden tables are not on this machine")
+    golden = support_golden("dv-partitioned-with-checkpoint")
     path = tmp_path / "t"
     shutil.copytree(golden, path)
     uri = str(path)

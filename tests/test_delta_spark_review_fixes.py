@@ -7,10 +7,9 @@ before its fix."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
-from tests.support import collected, commits
+from tests.support import collected, commits, golden
 
 from headwater import DeltaTable, HeadwaterError
 from headwater.delta.commit import delta_rs_conflict
@@ -104,12 +103,9 @@ def test_merge_checks_the_generated_values_it_is_given(spark, tmp_path):
     assert collected(table.toDF()) == [(3, 13), (5, 15)]
 
 
-GOLDEN_DV = Path("/work/shared/delta-golden/dv-partitioned-with-checkpoint")
-
-
 def test_clone_replace_onto_a_deletion_vector_table_is_refused_unchanged(spark, tmp_path):
     target = tmp_path / "dv"
-    shutil.copytree(GOLDEN_DV, target)
+    shutil.copytree(golden("dv-partitioned-with-checkpoint"), target)
     before = len(commits(target))
     source = str(tmp_path / "src")
     spark.createDataFrame([(1, "a", 1)], "col1 int, col2 string, part int").write.format(

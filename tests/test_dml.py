@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RsTable
 from pyspark.sql import functions as F
-from tests.support import GOLDEN, write
+from tests.support import golden, write
 
 from headwater.delta import dml
 from headwater.delta.commit import Transaction, commit
@@ -153,8 +153,7 @@ def test_merge_multiple_source_rows_for_one_target_row_is_an_error(spark, tmp):
 
 def _copy_golden(name, tmp):
     target = tmp / name
-    golden = GOLDEN if GOLDEN.exists() else Path("/work/shared/delta-golden")
-    shutil.copytree(golden / name, target)
+    shutil.copytree(golden(name), target)
     return target
 
 

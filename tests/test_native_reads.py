@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RsTable
 from pyspark.sql import DataFrameReader
-from tests.support import GOLDEN, native, write
+from tests.support import golden, native, write
 
 from headwater import DeltaTable, Lakehouse
 from headwater.errors import HeadwaterError, unwrap
@@ -138,10 +138,8 @@ def test_a_vacuumed_version_is_a_clear_error(spark, tmp):
 
 
 def test_a_deletion_vector_table_falls_back_to_the_python_reader(spark, tmp):
-    if not (GOLDEN / "dv-partitioned-with-checkpoint").is_dir():
-        pytest.skip("../shared/delta-golden is not beside the repo")
     path = str(tmp / "dv")
-    shutil.copytree(GOLDEN / "dv-partitioned-with-checkpoint", path)
+    shutil.copytree(golden("dv-partitioned-with-checkpoint"), path)
     df = spark.read.format("delta").load(path)
     assert not native(df)
     expected = pa.table(RsTable(path).scan().read_all()).num_rows  # delta-rs applies the DVs

@@ -16,7 +16,7 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
-from tests.support import GOLDEN, rows, write
+from tests.support import golden, rows, write
 
 import headwater
 from headwater import HeadwaterError, Lakehouse
@@ -178,7 +178,7 @@ def _removed_by_delete(path: Path) -> set[str]:
 
 def test_column_mapped_table_takes_the_python_writer(spark, tmp, log):
     path = tmp / "cm"
-    shutil.copytree(GOLDEN / "table-with-columnmapping-mode-name", path)
+    shutil.copytree(golden("table-with-columnmapping-mode-name"), path)
     version = DeltaTable(str(path)).version()
     df = spark.read.format("delta").load(str(path)).limit(1)
     with pytest.raises(HeadwaterError) as err, headwater.translated():

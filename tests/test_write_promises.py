@@ -499,3 +499,27 @@ def test_create_or_replace_keeps_the_declared_not_null(spark, lake):
     with pytest.raises(HeadwaterError) as caught:
         spark.sql("INSERT INTO rep VALUES (NULL, 1)")
     assert caught.value.error_class == "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
+
+
+def test_pipeline_table_schemas_record_and_enforce_not_null(spark, tmp_path):
+    from pipelines import project, run  # noqa: PLC0415 - the tests' pipeline helpers
+
+    root = project(tmp_path, {"defs.sql": """
+        CREATE OR REFRESH STREAMING TABLE st (id BIGINT NOT NULL, v STRING)
+        AS SELECT id, CAST(id AS STRING) AS v FROM STREAM(range_src);
+        CREATE OR REFRESH MATERIALIZED VIEW mv (id BIGINT NOT NULL, n BIGINT)
+        AS SELECT id, count(*) AS n FROM st GROUP BY id;
+        """, "src.py": """
+        @headwater.table
+        def range_src():
+            return spark.readStream.format("rate").option("rowsPerSecond", 1).load() \\
+                .selectExpr("value AS id").limit(0)
+        """})
+    lake, results = run(spark, root)
+    assert all(r.status == "completed" for r in results.values()), results
+    for name in ("st", "mv"):
+        schema = json.loads(DeltaTable(lake.path(name)).schema().to_json())
+        assert {f["name"]: f["nullable"] for f in schema["fields"]}["id"] is False, name
+    with pytest.raises(HeadwaterError) as caught:
+        spark.sql("INSERT INTO st VALUES (NULL, 'x')")
+    assert caught.value.error_class == "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"

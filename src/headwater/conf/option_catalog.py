@@ -393,6 +393,9 @@ SETTINGS: tuple[Setting, ...] = (
             "Columns with min/max statistics (Z-order needs them)."),
     Setting("delta.minReaderVersion", "table", "1", "Protocol reader version."),
     Setting("delta.minWriterVersion", "table", "2", "Protocol writer version."),
+    Setting("delta.feature.allowColumnDefaults", "table", "unset",
+            "'enabled' or 'supported': the allowColumnDefaults writer feature (column DEFAULT "
+            "values), recorded in the protocol, not as a property."),
 )
 
 

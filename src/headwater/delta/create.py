@@ -26,7 +26,7 @@ def create_delta_table(path: str, schema: StructType, partition_by: list[str],
     with generated or identity columns is created by :mod:`headwater.delta.definition`."""
     location(path).parent.mkdir(parents=True, exist_ok=True)
     properties = with_defaults(properties)  # the session's properties.defaults.*
-    if definition.needs_definition(schema):  # generated / identity columns: one commit
+    if definition.needs_definition(schema, properties):  # generated / identity / DEFAULT
         if not DeltaLog(path).exists():
             definition.create(None, path, definition.TableDefinition(
                 schema, list(partition_by), None, comment, dict(properties or {}), name),

@@ -34,7 +34,7 @@ from pyspark.sql.types import LongType, StructType
 
 from headwater.conf import storage
 from headwater.conf.layout import DELTA_LOG
-from headwater.delta import clustering
+from headwater.delta import clustering, column_defaults
 from headwater.delta.commit import Transaction, commit
 from headwater.delta.defaults import with_defaults
 from headwater.delta.generated import (
@@ -82,10 +82,27 @@ class TableDefinition:
     name: str | None = None
 
 
-def needs_definition(schema: StructType) -> bool:
-    """True when a schema declares what only this module writes (generated or identity
-    columns): callers that would create the table through deltalake come here instead."""
-    return declares_generation(schema.json())
+def needs_definition(schema: StructType, properties: dict[str, str] | None = None) -> bool:
+    """True when a schema declares what only this module writes (generated, identity or
+    DEFAULT columns), or the properties enable a feature deltalake cannot create
+    (allowColumnDefaults): callers that would create the table through deltalake come here
+    instead."""
+    return declares_generation(schema.json()) or any(
+        k.lower() == column_defaults.FEATURE_PROPERTY.lower() for k in properties or {})
+
+
+def _requested_features(definition: TableDefinition, existing: Any, table: str
+                        ) -> tuple[TableDefinition, set[str]]:
+    """``definition`` without the feature properties Delta records in the protocol only
+    (``delta.feature.allowColumnDefaults``), and the writer features they add. A DEFAULT
+    needs that feature, asked for here or already in the ``existing`` table's protocol."""
+    properties, requested = column_defaults.feature_requested(definition.properties, table)
+    had = existing is not None and \
+        column_defaults.FEATURE in features(existing)[1]
+    if column_defaults.defaults_of(definition.schema) and not (requested or had):
+        raise column_defaults.not_enabled_error(table, "CREATE TABLE")
+    wanted = {column_defaults.FEATURE} if requested else set()
+    return dataclass_replace(definition, properties=properties), wanted
 
 
 def validate(spark: SparkSession | None, definition: TableDefinition, table: str) -> None:
@@ -174,8 +191,9 @@ def create(spark: SparkSession | None, path: str, definition: TableDefinition, t
     uri = normalize_uri(path)
     definition = dataclass_replace(definition,
                                    properties=with_defaults(definition.properties, spark))
+    definition, wanted = _requested_features(definition, None, table)
     validate(spark, definition, table)
-    protocol = _protocol(definition, None)
+    protocol = _protocol(definition, None, wanted)
     if storage.bucket_of(uri) is not None:
         return _create_through_deltalake(uri, definition, protocol, table)
     os.makedirs(os.path.join(uri, DELTA_LOG), exist_ok=True)
@@ -215,7 +233,8 @@ def replace(spark: SparkSession | None, path: str, definition: TableDefinition, 
             "Use clusterBy / CLUSTER BY instead of partitioning, or drop the table first.",
             error_class="DELTA_CLUSTERING_REPLACE_TABLE_WITH_PARTITIONED_TABLE")
     old = current.protocol()
-    protocol = _protocol(definition, old)
+    definition, wanted = _requested_features(definition, old, table)
+    protocol = _protocol(definition, old, wanted)
     if storage.bucket_of(uri) is not None:
         return _replace_through_deltalake(uri, definition, protocol, table)
     actions: list[dict[str, Any]] = []
@@ -269,9 +288,12 @@ def _parameters(definition: TableDefinition, uri: str) -> dict[str, Any]:
 
 # --- the protocol ---------------------------------------------------------------------------
 
-def _protocol(definition: TableDefinition, existing: Any) -> dict[str, Any]:
-    """The protocol action a table of ``definition`` needs (at least ``existing``'s)."""
+def _protocol(definition: TableDefinition, existing: Any, wanted: set[str] | None = None
+              ) -> dict[str, Any]:
+    """The protocol action a table of ``definition`` needs (at least ``existing``'s), with the
+    ``wanted`` writer features its properties asked for."""
     reader, writer = features(_deltalake_protocol(definition))
+    writer |= wanted or set()
     if existing is not None:
         old_reader, old_writer = features(existing)
         reader, writer = reader | old_reader, writer | old_writer
@@ -280,6 +302,8 @@ def _protocol(definition: TableDefinition, existing: Any) -> dict[str, Any]:
         writer.add("generatedColumns")
     if generation.identities:
         writer.add("identityColumns")
+    if generation.defaults:
+        writer.add(column_defaults.FEATURE)
     if definition.cluster_by is not None:
         writer.update(clustering.FEATURES)
     return smallest(reader, writer)

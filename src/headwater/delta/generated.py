@@ -20,6 +20,7 @@ computes them on every write, and so does headwater: on the DataFrame before it 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
+from headwater.delta.column_defaults import CURRENT_DEFAULT, default_value
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
@@ -63,38 +65,45 @@ class IdentitySpec:
 
 @dataclass(frozen=True)
 class Generation:
-    """The generated and identity columns of one table schema (Delta metadata included)."""
+    """The generated, identity and DEFAULT columns of one table schema (Delta metadata
+    included): what a write computes for the columns it does not give."""
 
     schema: StructType
     expressions: dict[str, str]  # generated column -> its SQL expression
     identities: tuple[IdentitySpec, ...]
+    defaults: dict[str, str] = dataclasses.field(default_factory=dict)  # column -> its DEFAULT's SQL
 
     @classmethod
     def of(cls, schema: StructType) -> Generation:
         expressions: dict[str, str] = {}
         identities: list[IdentitySpec] = []
-        for field in schema.fields:
-            meta = field.metadata or {}
+        defaults: dict[str, str] = {}
+        for column in schema.fields:
+            meta = column.metadata or {}
             if GENERATION_EXPRESSION in meta:
-                expressions[field.name] = str(meta[GENERATION_EXPRESSION])
+                expressions[column.name] = str(meta[GENERATION_EXPRESSION])
             if IDENTITY_START in meta or IDENTITY_STEP in meta:
                 hwm = meta.get(IDENTITY_HIGH_WATER_MARK)
                 identities.append(IdentitySpec(
-                    field.name, int(meta.get(IDENTITY_START, 1)), int(meta.get(IDENTITY_STEP, 1)),
-                    None if hwm is None else int(hwm),
+                    column.name, int(meta.get(IDENTITY_START, 1)),
+                    int(meta.get(IDENTITY_STEP, 1)), None if hwm is None else int(hwm),
                     bool(meta.get(IDENTITY_ALLOW_EXPLICIT_INSERT, False))))
-        return cls(schema, expressions, tuple(identities))
+            if CURRENT_DEFAULT in meta:
+                defaults[column.name] = str(meta[CURRENT_DEFAULT])
+        return cls(schema, expressions, tuple(identities), defaults)
 
     def __bool__(self) -> bool:
-        return bool(self.expressions or self.identities)
+        return bool(self.expressions or self.identities or self.defaults)
 
     def identity(self, name: str) -> IdentitySpec | None:
         return next((i for i in self.identities if i.name.lower() == name.lower()), None)
 
 
 def declares_generation(schema_json: str) -> bool:
-    """True when a Delta schema (its JSON) has a generated or identity column."""
-    return GENERATION_EXPRESSION in schema_json or IDENTITY_START in schema_json
+    """True when a Delta schema (its JSON) has a generated, identity or DEFAULT column: a
+    write must compute values, so Spark's SQL on the driver's DataFrame writes it."""
+    return GENERATION_EXPRESSION in schema_json or IDENTITY_START in schema_json or \
+        f'"{CURRENT_DEFAULT}"' in schema_json
 
 
 def prepare(df: DataFrame, generation: Generation, table: str) -> tuple[DataFrame, list[str]]:
@@ -113,7 +122,8 @@ def prepare(df: DataFrame, generation: Generation, table: str) -> tuple[DataFram
             "A table with generated or identity columns keeps its schema on every write.",
             "Drop those columns, or add them to the table first (ALTER TABLE ADD COLUMNS).")
     missing = [f.name for f in fields if not f.nullable and f.name.lower() not in given
-               and f.name not in generation.expressions and generation.identity(f.name) is None]
+               and f.name not in generation.expressions and generation.identity(f.name) is None
+               and f.name not in generation.defaults]
     if missing:
         raise HeadwaterError(
             "HW_DML_NOT_NULL_VIOLATED",
@@ -139,6 +149,8 @@ def prepare(df: DataFrame, generation: Generation, table: str) -> tuple[DataFram
             value = F.col(_quoted(given[field.name.lower()]))
         elif spec is not None:
             value = F.lit(spec.base) + F.lit(spec.step) * slot
+        elif field.name in generation.defaults:
+            value = default_value(field)
         else:  # a generated column (computed below) or a column the write leaves NULL
             value = F.lit(None)
         columns.append(value.cast(field.dataType).alias(field.name))

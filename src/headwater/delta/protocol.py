@@ -119,6 +119,11 @@ WRITABLE = frozenset({
 })
 
 
+# Features deltalake cannot write but headwater's own commits maintain (every write that
+# computes column values goes through Spark's SQL and headwater's commit): they may be added.
+MAINTAINED_HERE = frozenset({"allowColumnDefaults"})
+
+
 def feature(name: str) -> Feature | None:
     """delta-spark's feature of that name (case-insensitive), or None for an unknown name."""
     return FEATURES.get(name.lower())
@@ -445,7 +450,7 @@ def _closure(f: Feature) -> list[Feature]:
 
 
 def _check_writable(table: RsTable, features: Iterable[Feature]) -> None:
-    unsupported = sorted({f.name for f in features} - WRITABLE)
+    unsupported = sorted({f.name for f in features} - WRITABLE - MAINTAINED_HERE)
     if unsupported:
         raise HeadwaterError(
             "HW_DELTA_UNSUPPORTED_FEATURE",
@@ -453,7 +458,7 @@ def _check_writable(table: RsTable, features: Iterable[Feature]) -> None:
             f'feature(s) that are unsupported by headwater: {", ".join(unsupported)}.',
             "headwater writes through delta-rs, which cannot write a table whose protocol "
             "lists these features; the protocol was left unchanged.",
-            f"Use one of: {', '.join(sorted(WRITABLE))}.",
+            f"Use one of: {', '.join(sorted(WRITABLE | MAINTAINED_HERE))}.",
             error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
 
 

@@ -88,6 +88,16 @@ def check_properties(configuration: dict[str, str] | None, label: str = "the tab
             feature_name = key[len("delta.feature."):]
         elif feature_name is not None and str(value).strip().lower() != "true":
             feature_name = None
+        if feature_name is not None and feature_name.lower() == "allowcolumndefaults":
+            raise HeadwaterError(
+                "HW_DELTA_UNSUPPORTED_FEATURE", f"{key} = {value} on {label}: headwater "
+                "enables column defaults where a table is defined, not in a write by path.",
+                "The feature matters with DEFAULT columns, which SQL declares; headwater "
+                "adds it to the protocol in CREATE TABLE, ALTER TABLE ... SET TBLPROPERTIES "
+                "and a new table's saveAsTable options.",
+                f"CREATE TABLE delta.`path` (...) TBLPROPERTIES ('{key}' = 'enabled') first, "
+                "or ALTER TABLE ... SET TBLPROPERTIES on the existing table.",
+                error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
         if feature_name is not None:
             raise HeadwaterError(
                 "HW_DELTA_UNSUPPORTED_FEATURE", f"{key} = {value} on {label} would enable the "

@@ -61,6 +61,9 @@ CODES: dict[str, str] = {
                                     "table or write path (refused, never widened).",
     "HW_CONSTRAINT_VIOLATED": "A row breaks a table's NOT NULL or CHECK constraint (or a new "
                               "constraint breaks existing rows); nothing was written.",
+    "HW_COLUMN_DEFAULT_INVALID": "A column DEFAULT that Delta does not take: not a constant "
+                                 "of the column's type, on a table without the "
+                                 "allowColumnDefaults feature, or in ADD COLUMN.",
     "HW_REPLACE_WHERE_MISMATCH": "Rows written with replaceWhere fall outside its condition.",
     "HW_MERGE_KEYS_INVALID": "Update mode / MERGE has no usable key columns.",
     "HW_CHECKPOINT_IN_USE": "Another running query holds the same checkpoint.",

@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.functions import lit
 from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
 
-from headwater.delta import metadata
+from headwater.delta import column_defaults, metadata
 from headwater.delta.create import create_delta_table
 from headwater.delta.defaults import with_defaults
 from headwater.delta.generated import (
@@ -34,7 +34,7 @@ from headwater.delta.generated import (
 )
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.delta.metadata import change_metadata, unset_table_properties
-from headwater.delta.protocol import Protocol
+from headwater.delta.protocol import Protocol, add_feature
 from headwater.delta.schema import arrow_schema
 from headwater.delta.table_protocol import check_properties
 from headwater.delta.write.checks import deltalake_writes
@@ -139,7 +139,7 @@ def create(lake: Lakehouse, st: Statement) -> DataFrame | None:
     if st.kind.endswith("AsSelect"):
         df = dataframe(spark, plan.query())
     else:
-        schema = _schema(seq(plan.columns()), label, st.text)
+        schema = _schema(spark, seq(plan.columns()), label, st.text)
         if not replace:
             if name is not None and where is None:
                 lake.create_table(name, schema, partition_by, comment, properties,
@@ -235,21 +235,20 @@ def _partitioning(transforms: list[Any], text: str) -> list[str]:
     return columns
 
 
-def _schema(columns: list[Any], name: str, text: str) -> StructType:
+def _schema(spark: SparkSession, columns: list[Any], name: str, text: str) -> StructType:
     """The table's columns. Generated (``GENERATED ALWAYS AS (expr)``) and identity
     (``GENERATED ALWAYS|BY DEFAULT AS IDENTITY``) columns carry Delta's column metadata, as
-    the table builder writes it (headwater.delta.generated); such a table is then created
+    the table builder writes it (headwater.delta.generated), and so does a ``DEFAULT``
+    (``CURRENT_DEFAULT``, headwater.delta.column_defaults); such a table is then created
     through headwater.delta.definition, which keeps NOT NULL too."""
     fields = []
     for col in columns:
-        if option(col.defaultValue()) is not None:
-            raise HeadwaterError(
-                "HW_SQL_UNSUPPORTED",
-                f"Column {col.name()} of {name} uses DEFAULT, which headwater does not "
-                f"support yet (near {text[:60]!r}).",
-                "Column defaults need Delta's allowColumnDefaults writer feature.",
-                "Declare the column without DEFAULT and give its value in the writes.")
         meta: dict[str, Any] = {}
+        default = option(col.defaultValue())
+        if default is not None:
+            meta[column_defaults.CURRENT_DEFAULT] = column_defaults.checked_default(
+                spark, str(col.name()), str(default.originalSQL()),
+                _parse_datatype_json_string(col.dataType().json()), name)
         comment = option(col.comment())
         if comment:
             meta["comment"] = str(comment)
@@ -311,10 +310,11 @@ def add_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
     fields = []
     for col in seq(st.plan.columnsToAdd()):
         parts = [str(p) for p in seq(col.name())]
+        if option(col.default()) is not None:
+            raise column_defaults.add_column_default_error(altered.label, ".".join(parts))
         problem = ("a nested column" if len(parts) > 1 else
                    "FIRST/AFTER" if option(col.position()) is not None else
                    "NOT NULL" if not col.nullable() else
-                   "DEFAULT" if option(col.default()) is not None else
                    "an existing name" if parts[0].lower() in have else None)
         if problem:
             raise HeadwaterError(
@@ -343,6 +343,7 @@ def alter_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
         return None
     path = altered.path
     label = altered.label
+    has_defaults_feature = column_defaults.FEATURE in Protocol.of_table(open_table(path)).names()
 
     def change(meta: dict[str, Any]) -> dict[str, Any]:
         schema = json.loads(meta["schemaString"])
@@ -372,11 +373,18 @@ def alter_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
             comment = option(spec.newComment())
             if comment is not None:
                 field.setdefault("metadata", {})["comment"] = str(comment)
-            if option(spec.newDefaultExpression()) is not None or spec.dropDefault():
-                raise HeadwaterError(
-                    "HW_SQL_UNSUPPORTED", f"ALTER TABLE {label}: column defaults are not "
-                    "supported.", "headwater's writers do not fill default values.",
-                    "Leave the DEFAULT clause out.")
+            default = option(spec.newDefaultExpression())
+            if default is not None or spec.dropDefault():
+                if not has_defaults_feature:
+                    raise column_defaults.not_enabled_error(label, "ALTER TABLE")
+                metadata_of = field.setdefault("metadata", {})
+                if default is None:
+                    metadata_of.pop(column_defaults.CURRENT_DEFAULT, None)
+                else:
+                    metadata_of[column_defaults.CURRENT_DEFAULT] = \
+                        column_defaults.checked_default(
+                            st.session, column[0], str(default.originalSQL()),
+                            _parse_datatype_json_string(json.dumps(field["type"])), label)
             position = option(spec.newPosition())
             if position is not None:
                 moved = fields.pop(index)
@@ -486,7 +494,10 @@ def set_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
     if altered is None:
         return None
     properties = _map(st.session, st.plan.properties())
+    properties, defaults = column_defaults.feature_requested(properties, altered.label)
     check_properties(properties, altered.label)
+    if defaults:  # recorded in the protocol, as delta-spark does, not as a property
+        add_feature(altered.path, column_defaults.FEATURE)
     table = open_table(altered.path)
     own = not deltalake_writes(table)  # identity columns / clustering: headwater commits
     if "comment" in properties:  # Spark's table comment is Delta's description

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from headwater.conf import storage
+from headwater.delta import column_defaults
 from headwater.delta.generated import Generation
 from headwater.delta.log import DeltaLog
 from headwater.delta.schema import as_nullable, spark_schema
@@ -72,7 +73,9 @@ def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
     generation = Generation.of(schema)
     target = ".".join(parts)
     static = _static_values(st, spec, schema, list(table.metadata().partition_columns), target)
-    rows = dataframe(st.session, plan.query())
+    rows = _default_keyword_rows(st, schema, generation, target, set(static))
+    if rows is None:
+        rows = dataframe(st.session, plan.query())
     if evolve:  # as delta-spark: by position (or name / column list), extra columns added
         listed = [str(c) for c in seq(plan.userSpecifiedCols())]
         fields = [f.name for f in schema.fields if f.name not in static]
@@ -88,7 +91,7 @@ def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
                              else F.col(f"`{c}`") for c in names],
                            *[F.lit(v).cast(types[c]).alias(c) for c, v in static.items()])
     else:
-        names = _target_columns(st, rows, schema, generation, target,
+        names = _target_columns(st, list(rows.columns), schema, generation, target,
                                 [str(c) for c in seq(plan.userSpecifiedCols())], plan.byName(),
                                 exclude=set(static))
         types = {f.name: f.dataType for f in as_nullable(schema).fields}  # constraints: checked on write
@@ -175,30 +178,66 @@ def sql_write_request(st: Statement, path: str, mode: str,
     return WriteRequest.from_options(options, path=path, mode=mode)
 
 
-def _target_columns(st: Statement, rows: DataFrame, schema: StructType, generation: Generation,
-                    target: str, listed: list[str], by_name: bool,
+def _default_keyword_rows(st: Statement, schema: StructType, generation: Generation,
+                          target: str, exclude: set[str]) -> DataFrame | None:
+    """The query's rows with the ``DEFAULT`` keyword replaced by each target column's
+    default (NULL where it has none), for ``VALUES (1, DEFAULT), ...`` and ``SELECT 1,
+    DEFAULT`` (as Spark resolves it); None when the query has no DEFAULT keyword."""
+    query = st.plan.query()
+    kind = query.getClass().getSimpleName()
+    if kind == "UnresolvedInlineTable":
+        rows = [list(seq(row)) for row in seq(query.rows())]
+    elif kind == "Project" and query.child().getClass().getSimpleName() == "OneRowRelation":
+        # Spark's UnresolvedAlias around a select item spans the whole SELECT: its child
+        rows = [[e.child() if e.getClass().getSimpleName() == "UnresolvedAlias" else e
+                 for e in seq(query.projectList())]]
+    else:
+        return None
+    if not any(_is_default_keyword(e) for row in rows for e in row):
+        return None
+    width = len(rows[0])
+    names = _target_columns(st, [f"col{i + 1}" for i in range(width)], schema, generation,
+                            target, [str(c) for c in seq(st.plan.userSpecifiedCols())],
+                            bool(st.plan.byName()), exclude=exclude)
+    fields = {f.name: f for f in schema.fields}
+    texts = [", ".join(column_defaults.default_text(fields[names[i]])
+                       if _is_default_keyword(e) else expression_text(st, e)
+                       for i, e in enumerate(row)) for row in rows]
+    if kind == "Project":
+        return st.session.sql(f"SELECT {texts[0]}")
+    return st.session.sql("VALUES " + ", ".join(f"({t})" for t in texts))
+
+
+def _is_default_keyword(expr: Any) -> bool:
+    if expr.getClass().getSimpleName() != "UnresolvedAttribute":
+        return False
+    return column_defaults.is_default_keyword(".".join(str(p) for p in seq(expr.nameParts())))
+
+
+def _target_columns(st: Statement, columns: list[str], schema: StructType,
+                    generation: Generation, target: str, listed: list[str], by_name: bool,
                     exclude: set[str] | None = None) -> list[str]:
-    """The table column each of the query's columns goes to (the table's spelling);
+    """The table column each of the query's ``columns`` goes to (the table's spelling);
     ``exclude``: columns a PARTITION clause gives values to."""
     exclude = exclude or set()
     by_lower = {f.name.lower(): f.name for f in schema.fields if f.name not in exclude}
     if by_name:
-        listed = list(rows.columns)
+        listed = list(columns)
     elif not listed:
         automatic = set(generation.expressions) | {i.name for i in generation.identities}
         fields = [f.name for f in schema.fields if f.name not in exclude]
         plain = [n for n in fields if n not in automatic]
-        listed = fields if len(rows.columns) == len(fields) else plain
+        listed = fields if len(columns) == len(fields) else plain
     unknown = [c for c in listed if c.lower() not in by_lower]
     if unknown:
         raise HeadwaterError(
             "HW_SINK_SCHEMA_MISMATCH", f"INSERT into {target} names columns the table does "
             f"not have: {', '.join(unknown)}.", "INSERT writes the table's own columns.",
             f"Use some of: {', '.join(schema.fieldNames())}.")
-    if len(listed) != len(rows.columns):
+    if len(listed) != len(columns):
         raise HeadwaterError(
             "HW_SINK_SCHEMA_MISMATCH", f"INSERT into {target}: the query gives "
-            f"{len(rows.columns)} columns for the {len(listed)} target columns "
+            f"{len(columns)} columns for the {len(listed)} target columns "
             f"({', '.join(listed)}) (near {st.text[:60]!r}).",
             "Each value goes to one target column.",
             "List the target columns, INSERT INTO t (a, b) ..., or give one value per column.")

@@ -351,7 +351,7 @@ class Lakehouse:
         else:
             _check_new_table(tname, schema, partition_by)
             # generated / identity columns: the definition as declared, NOT NULL included
-            keep = declared or definition.needs_definition(schema)
+            keep = declared or definition.needs_definition(schema, properties)
             create_delta_table(path, schema if keep else as_nullable(schema),
                                partition_by, tname.table, comment, properties)
         if tname.qualified not in self._registered:
@@ -365,10 +365,11 @@ class Lakehouse:
         partition_by: Iterable[str] = (),
         comment: str | None = None,
         properties: dict[str, str] | None = None,
-        declared: bool = False,
+        declared: bool | StructType = False,
     ) -> int:
         """Replace table ``name`` (created when missing) by the rows of ``df``; return them.
-        declared: ``df``'s schema is a declaration (its NOT NULL columns are kept).
+        declared: ``df``'s schema is a declaration (its NOT NULL columns are kept), or the
+        declared schema (a pipeline's): its NOT NULL columns are recorded and checked.
 
         ``df`` is computed first (it may read the table itself); then ONE Delta commit
         replaces data, schema, partitioning (``partition_by``), description (``comment``) and
@@ -378,7 +379,7 @@ class Lakehouse:
         """
         tname = parse_name(name)
         partition_by = list(partition_by)
-        if definition.needs_definition(df.schema):  # generated / identity columns
+        if definition.needs_definition(df.schema, properties):  # generated / identity / DEFAULT
             return self._replace_definition(tname, df, partition_by, comment, properties)
         _check_new_table(tname, df.schema, partition_by)
         with self._create_lock:
@@ -460,7 +461,10 @@ class Lakehouse:
                                             mode="overwrite" if overwrite else "append",
                                             partition_by=partition_by)
         existed = self.exists(name)
-        self.create_table(name, df.schema, partition_by=partition_by)
+        # delta-spark: a writer's delta.* options are the new table's properties
+        properties = {k: v for k, v in _strs(options).items() if k.lower().startswith("delta.")}
+        self.create_table(name, df.schema, partition_by=partition_by,
+                          properties=properties or None)
         with translated():
             written = write_native(df, request)  # Spark's parquet writer and one driver commit
         if written is None:  # what only the Python writer does (an object store, ...)
@@ -522,7 +526,8 @@ class Lakehouse:
                 with translated():
                     self.replace(name, df, partition_by=partition_by, properties=kept)
                 return
-            self.replace(name, df, partition_by=partition_by)
+            self.replace(name, df, partition_by=partition_by, properties={
+                k: v for k, v in options.items() if k.lower().startswith("delta.")} or None)
             return
         self.write(df, name, mode="overwrite" if mode == "overwrite" else "append",
                    partition_by=partition_by, **options)

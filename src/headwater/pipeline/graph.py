@@ -393,7 +393,8 @@ class Graph(GraphQueries):
                 # AUTO CDC targets keep a change data feed unless the table says otherwise
                 properties = {**CDC_TARGET_PROPERTIES, **properties}
             self.lakehouse.create_table(name, self._schemas[name], dataset.partition_by,
-                                        dataset.comment, properties)
+                                        dataset.comment, properties,
+                                        declared=dataset.schema is not None)
         self._pending.discard(name)
 
     def store_for(self, name: str) -> Lakehouse:

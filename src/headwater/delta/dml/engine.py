@@ -7,13 +7,14 @@ delta-rs runs exactly like Spark (:mod:`headwater.delta.dml.deltars` decides), e
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import SparkSession
 
+from headwater.delta.column_defaults import with_keyword_resolved
 from headwater.delta.constraints import refuse_checks_on_deltalake
 from headwater.delta.dml import delete_update, deltars, merge_spark
-from headwater.delta.dml.common import ColumnOrSql, DmlResult
+from headwater.delta.dml.common import ColumnOrSql, DmlResult, target_column_name
 from headwater.delta.dml.merge import MergeSpec
 from headwater.delta.dml.target import Snapshot, load_snapshot
 from headwater.errors import HeadwaterError, translated
@@ -79,6 +80,7 @@ def _run(spark: SparkSession, path: str, operation: Operation, engine: str) -> D
                              "DML runs on Spark's executors or on the driver with delta-rs.",
                              f"Use one of {', '.join(ENGINES)}.")
     snapshot = load_snapshot(path, operation.name)
+    operation = _default_keyword_resolved(operation, snapshot)
     spec = operation.spec if isinstance(operation, Merge) else None
     # delta-rs checks CHECK constraints in its own SQL dialect: Spark's rewrite checks them
     # as delta-spark does (auto), unless the user asked for delta-rs
@@ -105,6 +107,28 @@ def _run(spark: SparkSession, path: str, operation: Operation, engine: str) -> D
         return delete_update.spark_update(spark, snapshot, operation.assignments,
                                           operation.condition, operation.alias)
     return merge_spark.spark_merge(spark, snapshot, operation.spec)
+
+
+def _default_keyword_resolved(operation: Operation, snapshot: Snapshot) -> Operation:
+    """``operation`` with each ``DEFAULT`` value (UPDATE SET c = DEFAULT, MERGE's SET and
+    INSERT VALUES) replaced by the SQL of the column's default, NULL where it has none."""
+    fields = {f.name: f for f in snapshot.full_schema.fields}
+    columns = list(fields)
+
+    def resolved(assignments: Mapping[str, ColumnOrSql], alias: str | None
+                 ) -> dict[str, ColumnOrSql]:
+        return with_keyword_resolved(
+            assignments, fields, lambda key: target_column_name(key, columns, alias,
+                                                                snapshot.uri))
+
+    if isinstance(operation, Update):
+        return replace(operation, assignments=resolved(operation.assignments, operation.alias))
+    if isinstance(operation, Merge):
+        spec = operation.spec
+        clauses = [replace(c, assignments=None if c.assignments is None else
+                           resolved(c.assignments, spec.target_alias)) for c in spec.clauses]
+        return replace(operation, spec=replace(spec, clauses=clauses))
+    return operation
 
 
 def _small(snapshot: Snapshot, spec: MergeSpec | None) -> bool:

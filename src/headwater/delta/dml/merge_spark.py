@@ -17,6 +17,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
+from headwater.delta.column_defaults import default_value
 from headwater.delta.dml.common import (
     DmlResult,
     assigned_name,
@@ -147,15 +148,16 @@ def spark_merge(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Dml
                         snapshot.schema.fieldNames() else F.lit(None).cast(f.dataType))
                for f in schema.fields}
     posts = []
+    defaults_from = {f.name: f for f in snapshot.full_schema.fields}
     for i, field in enumerate(schema.fields):
         value = None
         for label, clause in labelled:
             if clause.action == "delete":
                 continue
             assigned = _value(clause, field, spec, src, snapshot, schema, alias)
-            if assigned is None:
+            if assigned is None:  # an insert stores the column's DEFAULT (else NULL)
                 assigned = current[field.name] if clause.action == "update" \
-                    else F.lit(None).cast(field.dataType)
+                    else default_value(defaults_from.get(field.name, field))
             else:
                 assigned = not_null(assigned, field, snapshot.uri)
             value = (F.when(F.col(ACTION) == label, assigned) if value is None

@@ -42,7 +42,7 @@ FILE_COL, ROW_COL = "_hw_file", "_hw_row"
 _SUPPORTED_WRITER_FEATURES = {
     "appendOnly", "invariants", "changeDataFeed", "timestampNtz", "domainMetadata",
     "v2Checkpoint", "vacuumProtocolCheck", "checkConstraints", "deletionVectors",
-    "generatedColumns", "identityColumns", "clustering",
+    "generatedColumns", "identityColumns", "clustering", "allowColumnDefaults",
 }
 _SUPPORTED_READER_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
                               "deletionVectors"}

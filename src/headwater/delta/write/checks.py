@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from headwater.delta.constraints import Constraints
 
 # Writer features deltalake 1.6.6 refuses to commit to.
-_NOT_DELTALAKE = {"identityColumns", "clustering", "domainMetadata"}
+_NOT_DELTALAKE = {"identityColumns", "clustering", "domainMetadata", "allowColumnDefaults"}
 # Writer features whose rules a commit of added / removed whole files follows (or that do
 # not concern such a commit): tables with others (row tracking, in-commit timestamps, ...)
 # are not committed to here.
@@ -29,6 +29,7 @@ OWN_COMMIT_WRITER_FEATURES = {
     "appendOnly", "invariants", "changeDataFeed", "timestampNtz", "domainMetadata",
     "v2Checkpoint", "vacuumProtocolCheck", "checkConstraints", "deletionVectors",
     "generatedColumns", "identityColumns", "clustering", "typeWidening", "variantType",
+    "allowColumnDefaults",
 }
 
 
@@ -101,8 +102,8 @@ def refuse_driver_only(path: str, table: Any) -> None:
     if declares_generation(table.schema().to_json()) or not deltalake_writes(table):
         raise HeadwaterError(
             "HW_DELTA_UNSUPPORTED_FEATURE",
-            f"The table at {path} has generated or identity columns or liquid clustering, "
-            "which this write path cannot fill in or commit.",
+            f"The table at {path} has generated, identity or DEFAULT columns or liquid "
+            "clustering, which this write path cannot fill in or commit.",
             "headwater computes those values on the driver's DataFrame and commits the table "
             "itself; a Python data source writer only receives finished rows.",
             "Write with INSERT INTO (no parameter markers), df.write.format('delta'), "

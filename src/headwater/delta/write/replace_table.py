@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING
 
 from deltalake import Schema
 from deltalake.transaction import AddAction, create_table_with_add_actions
+from pyspark.sql.types import StructField, StructType
 
 from headwater.conf import storage
+from headwater.delta.constraints import Constraints
 from headwater.delta.files import FileWriter
 from headwater.delta.generated import declares_generation
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
 def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = None,
                    name: str | None = None, description: str | None = None,
                    configuration: dict[str, str] | None = None,
-                   declared: bool = False) -> int:
+                   declared: bool | StructType = False) -> int:
     """Replace the table at ``path`` (created when missing) by ``df``: Spark's parquet writer
     writes the new files first, then ONE commit ("CREATE OR REPLACE TABLE") removes every old
     file and sets the new schema, partitioning, description and properties. Versions before it
@@ -39,6 +41,11 @@ def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = No
 
     Properties outside Delta's ``delta.*`` namespace (e.g. ``'team'='sales'``) follow in a
     second commit: deltalake validates only Delta's own keys when it creates a table.
+
+    declared: ``df``'s schema is a declaration (CREATE OR REPLACE TABLE t (id INT NOT NULL)),
+    or the declared schema itself (a pipeline's materialized view): its NOT NULL columns are
+    recorded and ``df``'s rows are checked against them (delta-spark's
+    DELTA_NOT_NULL_CONSTRAINT_VIOLATED; nothing is written then).
 
     Tables whose protocol needs more than reader 1 / writer 4 (column mapping, deletion
     vectors, table features) are refused: a replace would have to keep their protocol, which
@@ -49,7 +56,8 @@ def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = No
     if declares_generation(df.schema.json()):
         raise HeadwaterError(
             "HW_DELTA_UNSUPPORTED_FEATURE",
-            f"Replacing the table at {path} with generated or identity columns this way is "
+            f"Replacing the table at {path} with generated, identity or DEFAULT columns this "
+            "way is "
             "not supported yet.", "This replace writes the data and the schema in one "
             "deltalake commit, which would drop the columns' generation.",
             "Replace it by name in the lakehouse (CREATE OR REPLACE TABLE name ... / "
@@ -70,7 +78,9 @@ def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = No
     partition_columns = list(partition_by or [])
     # a declared schema (CREATE OR REPLACE TABLE t (id INT NOT NULL)) keeps its NOT NULL; a
     # DataFrame's is nullable, as delta-spark creates tables from data
-    data_schema = df.schema if declared else as_nullable(df.schema)
+    data_schema = _declared_schema(df.schema, declared)
+    if declared is not False:
+        df = Constraints.of(data_schema, {}).enforce(df, uri)
     schema = Schema.from_arrow(arrow_schema(data_schema))  # before writing: a bad type fails now
     if storage.bucket_of(uri) is not None:
         rows = _replace_through_driver(df, uri, data_schema, partition_columns, name,
@@ -81,6 +91,17 @@ def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = No
     if user_keys:
         open_table(uri).alter.set_table_properties(user_keys, raise_if_not_exists=False)
     return rows
+
+
+def _declared_schema(schema: StructType, declared: bool | StructType) -> StructType:
+    """The new table's schema: ``schema`` as declared (True), with the NOT NULL columns of
+    a declared schema (a StructType), or all nullable (a DataFrame's, as delta-spark)."""
+    if declared is True:
+        return schema
+    required = set() if declared is False else \
+        {f.name.lower() for f in declared.fields if not f.nullable}
+    return StructType([StructField(f.name, f.dataType, f.name.lower() not in required,
+                                   f.metadata) for f in as_nullable(schema).fields])
 
 
 def _replace_through_driver(df: DataFrame, uri: str, data_schema, partition_columns: list[str],

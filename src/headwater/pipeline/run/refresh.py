@@ -41,7 +41,8 @@ def recompute(graph: Graph, rf: ResolvedFlow) -> tuple[int, dict[str, dict[str, 
     # Computed first, then one commit each: a failing query leaves the view as it was, and
     # the view keeps its history (time travel) across schema changes.
     lake = graph.lakehouse
-    rows = lake.replace(name, df, dataset.partition_by, dataset.comment, dict(dataset.properties))
+    rows = lake.replace(name, df, dataset.partition_by, dataset.comment, dict(dataset.properties),
+                        declared=dataset.schema or False)  # declared NOT NULL: kept, checked
     if bad is not None and any(r.action == "drop" for r in dataset.expectations):
         lake.replace(name + QUARANTINE_SUFFIX, bad)
     return rows, counts
