@@ -119,11 +119,11 @@ def test_refused_defaults_say_why_and_change_nothing(spark, lake, tmp):
     one.write.format("delta").option("delta.feature.allowColumnDefaults", "enabled") \
         .saveAsTable("r2")
     assert "allowColumnDefaults" in protocol(Path(lake.path("r2")))["writerFeatures"]
-    with pytest.raises(HeadwaterError) as caught:  # by path: refused, never dropped
-        one.write.format("delta").option("delta.feature.allowColumnDefaults", "enabled") \
-            .save(str(tmp / "r3"))
-    assert caught.value.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"
-    assert not (tmp / "r3" / "_delta_log").exists()
+    one.write.format("delta").option("delta.feature.allowColumnDefaults", "enabled") \
+        .save(str(tmp / "r3"))  # by path too, in the commit of the first rows
+    assert "allowColumnDefaults" in protocol(tmp / "r3")["writerFeatures"]
+    meta = [a["metaData"] for a in log_actions(tmp / "r3") if "metaData" in a][-1]
+    assert meta["configuration"] == {}
 
 
 def test_not_null_default_column_left_out_is_filled_and_explicit_null_is_refused(spark, lake):
@@ -144,3 +144,81 @@ def test_a_stream_into_a_table_with_defaults_fills_them(spark, lake, tmp):
              .trigger(availableNow=True).toTable("s"))
     query.awaitTermination(120)
     assert rows(spark, "s") == [(0, "streamed"), (1, "streamed"), (2, "streamed")]
+
+
+@pytest.mark.parametrize(("column", "error_class"), [
+    ("c INT DEFAULT 'abc'", "INVALID_DEFAULT_VALUE.DATA_TYPE"),
+    ("c BOOLEAN DEFAULT 1", "INVALID_DEFAULT_VALUE.DATA_TYPE"),
+    ("c INT DEFAULT 5000000000", "INVALID_DEFAULT_VALUE.DATA_TYPE"),
+    ("c DATE DEFAULT 'garbage'", "INVALID_DEFAULT_VALUE.DATA_TYPE"),
+    ("c DECIMAL(5,2) DEFAULT 123456.789", "INVALID_DEFAULT_VALUE.DATA_TYPE"),
+    ("c DOUBLE DEFAULT rand()", "INVALID_DEFAULT_VALUE.NOT_CONSTANT"),
+])
+def test_a_default_of_the_wrong_type_is_refused_before_any_commit(spark, lake, column,
+                                                                  error_class):
+    plain, default = column.split(" DEFAULT ")
+    spark.sql(f"CREATE TABLE keep (id INT, {plain}) USING delta {ENABLED}")
+    spark.sql("INSERT INTO keep VALUES (1, NULL)")
+    version = DeltaTable(lake.path("keep")).version()
+    with pytest.raises(HeadwaterError) as caught:
+        spark.sql(f"CREATE TABLE bad (id INT, {column}) USING delta {ENABLED}")
+    assert caught.value.error_class == error_class
+    assert not lake.exists("bad")
+    with pytest.raises(HeadwaterError):  # a replace too: the table and its rows stay
+        spark.sql(f"CREATE OR REPLACE TABLE keep (id INT, {column}) USING delta {ENABLED}")
+    with pytest.raises(HeadwaterError):
+        spark.sql(f"ALTER TABLE keep ALTER COLUMN c SET DEFAULT {default}")
+    assert DeltaTable(lake.path("keep")).version() == version
+    assert rows(spark, "keep") == [(1, None)]
+    assert [f["name"] for f in spark.table("keep").schema.jsonValue()["fields"]] == ["id", "c"]
+
+
+def test_default_keyword_in_select_lists_and_refused_elsewhere(spark, lake):
+    spark.sql(f"CREATE TABLE d (id INT, s STRING DEFAULT 'd', n INT DEFAULT 7) USING delta "
+              f"{ENABLED}")
+    spark.createDataFrame([(1, 10)], "id int, n int").createOrReplaceTempView("srcv")
+    spark.sql("INSERT INTO d SELECT id, DEFAULT, n FROM srcv")
+    spark.sql("INSERT INTO d SELECT * FROM VALUES (2, DEFAULT, DEFAULT)")
+    assert rows(spark, "d") == [(1, "d", 10), (2, "d", 7)]
+    version = DeltaTable(lake.path("d")).version()
+    for bad in ("INSERT INTO d VALUES (3, 'x', DEFAULT + 1)",
+                "INSERT INTO d SELECT id, 'x', (SELECT DEFAULT) FROM srcv"):
+        with pytest.raises(HeadwaterError) as caught:
+            spark.sql(bad)
+        assert caught.value.error_class == "DEFAULT_PLACEMENT_INVALID", bad
+    assert DeltaTable(lake.path("d")).version() == version
+
+
+def test_new_table_options_land_with_its_first_rows(spark, lake):
+    df = spark.range(2)
+    # one commit: created append-only with its rows (an overwrite of a new table is a create)
+    df.write.format("delta").mode("overwrite").option("delta.appendOnly", "true") \
+        .saveAsTable("ao")
+    assert DeltaTable(lake.path("ao")).version() == 0
+    assert sorted(r.id for r in spark.table("ao").collect()) == [0, 1]
+    assert DeltaTable(lake.path("ao")).metadata().configuration["delta.appendOnly"] == "true"
+    # a DataFrame's nullability is no declaration: enabling defaults keeps columns nullable
+    df.write.format("delta").option("delta.feature.allowColumnDefaults", "enabled") \
+        .saveAsTable("nr")
+    schema = json.loads(DeltaTable(lake.path("nr")).schema().to_json())
+    assert [f["nullable"] for f in schema["fields"]] == [True]
+    spark.sql("INSERT INTO nr VALUES (NULL)")
+    with pytest.raises(HeadwaterError):  # a refused option leaves no table behind
+        df.write.format("delta").option("delta.foo", "1").saveAsTable("gone")
+    assert not lake.exists("gone")
+
+
+def test_update_mode_merge_checks_not_null_and_names_unsupported_features(spark, lake):
+    from headwater.delta.merge import merge_batch  # noqa: PLC0415 - the engine under test
+
+    spark.sql("CREATE TABLE u (id INT NOT NULL, v STRING) USING delta")
+    bad = spark.createDataFrame([(None, "x")], "id int, v string")
+    with pytest.raises(HeadwaterError) as caught:
+        merge_batch(bad, lake.path("u"), ["v"], "app", 0)
+    assert caught.value.error_class == "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
+    spark.sql(f"CREATE TABLE uf (id INT, v STRING DEFAULT 'z') USING delta {ENABLED}")
+    good = spark.createDataFrame([(1, "x")], "id int, v string")
+    with pytest.raises(HeadwaterError) as caught:
+        merge_batch(good, lake.path("uf"), ["id"], "app", 0)
+    assert "allowColumnDefaults" in str(caught.value)
+    assert caught.value.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"

@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, TypeVar
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, BooleanType, MapType, StructType
 
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.types import DataType, StructField, StructType
+    from pyspark.sql.types import DataType, StructField
 
 CURRENT_DEFAULT = "CURRENT_DEFAULT"
 FEATURE = "allowColumnDefaults"
@@ -108,24 +109,47 @@ def feature_requested(properties: Mapping[str, str], label: str) -> tuple[dict[s
 
 def checked_default(spark: SparkSession, column: str, text: str, data_type: DataType,
                     table: str) -> str:
-    """``text`` when it is a valid DEFAULT for ``column`` (a constant expression Spark can
-    cast to the column's type, with no column reference or subquery), else Spark's
-    INVALID_DEFAULT_VALUE as a HeadwaterError."""
+    """``text`` when it is a valid DEFAULT for ``column``, as Spark's ResolveDefaultColumns
+    decides: a constant expression (no column reference, subquery or non-deterministic
+    function) whose type is the column's or up-casts to it, or a literal that a try-cast
+    turns into a value of the column's type (not NULL; never to or from BOOLEAN or a
+    complex type): ``INT DEFAULT 'abc'``, ``BOOLEAN DEFAULT 1``, ``INT DEFAULT 5000000000``
+    are refused, ``DATE DEFAULT '2024-01-01'`` is taken. Refused: Spark's
+    INVALID_DEFAULT_VALUE as a HeadwaterError, before anything is written."""
     try:
-        plan = spark.sql(f"SELECT CAST(({text}) AS {data_type.simpleString()}) AS v")
-        analyzed = plan._jdf.queryExecution().analyzed()
-        constant = bool(analyzed.expressions().apply(0).child().foldable())
+        plan = spark.sql(f"SELECT ({text}) AS v")
+        expression = plan._jdf.queryExecution().analyzed().expressions().apply(0).child()
     except AnalysisException as exc:
-        raise _invalid(column, text, table, "it is not an expression of the column's type "
-                       f"without column references ({exc.getCondition() or 'analysis'})"
-                       ) from None
-    if not constant:
+        raise _invalid(column, text, table, "it is not an expression without column "
+                       f"references ({exc.getCondition() or 'analysis'})",
+                       "NOT_CONSTANT") from None
+    if not bool(expression.foldable()):
         raise _invalid(column, text, table, "it is not a constant (a random or "
-                       "non-deterministic function, or a subquery)")
-    return text
+                       "non-deterministic function, or a subquery)", "NOT_CONSTANT")
+    given = plan.schema.fields[0].dataType
+    if given == data_type or _up_casts(spark, given, data_type):
+        return text
+    complex_or_bool = (BooleanType, ArrayType, MapType, StructType)
+    if expression.getClass().getSimpleName() == "Literal" and not isinstance(
+            given, complex_or_bool) and not isinstance(data_type, complex_or_bool):
+        fits = spark.sql(f"SELECT try_cast(({text}) AS {data_type.simpleString()}) IS NOT NULL"
+                         ).first()
+        if fits is not None and fits[0]:
+            return text
+    raise _invalid(column, text, table, f"its type {given.simpleString()} does not fit the "
+                   f"column's type {data_type.simpleString()}", "DATA_TYPE")
 
 
-def _invalid(column: str, text: str, table: str, why: str) -> HeadwaterError:
+def _up_casts(spark: SparkSession, given: DataType, wanted: DataType) -> bool:
+    """Spark's ``Cast.canUpCast``: the cast never loses information."""
+    jvm = spark._jvm
+    assert jvm is not None
+    parse = jvm.org.apache.spark.sql.types.DataType.fromJson
+    return bool(jvm.org.apache.spark.sql.catalyst.expressions.Cast.canUpCast(
+        parse(given.json()), parse(wanted.json())))
+
+
+def _invalid(column: str, text: str, table: str, why: str, sub_class: str) -> HeadwaterError:
     return HeadwaterError(
         "HW_COLUMN_DEFAULT_INVALID",
         f"Column {column} of {table} has the DEFAULT value {text!r}, which is invalid: {why}.",
@@ -133,7 +157,7 @@ def _invalid(column: str, text: str, table: str, why: str) -> HeadwaterError:
         "of the column's type (a literal, or an expression of literals and functions such "
         "as current_date()).",
         "Give a literal of the column's type, e.g. DEFAULT 0 or DEFAULT 'n/a'.",
-        error_class="INVALID_DEFAULT_VALUE.NOT_CONSTANT")
+        error_class=f"INVALID_DEFAULT_VALUE.{sub_class}")
 
 
 def not_enabled_error(table: str, statement: str) -> HeadwaterError:

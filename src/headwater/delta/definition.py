@@ -331,14 +331,16 @@ def _geospatial(node: Any) -> bool:
 def _refuse_on_object_store(definition: TableDefinition, protocol: dict[str, Any],
                             table: str) -> None:
     features = set(protocol.get("writerFeatures") or [])
-    if protocol["minWriterVersion"] == 6 or features & {"identityColumns", *clustering.FEATURES}:
+    if protocol["minWriterVersion"] == 6 or features & {
+            "identityColumns", column_defaults.FEATURE, *clustering.FEATURES}:
         raise HeadwaterError(
             "HW_DELTA_UNSUPPORTED_FEATURE",
-            f"Table {table} on an object store would need identity columns or clustering, "
-            "which headwater commits only on local or mounted storage.",
-            "deltalake writes neither; headwater's own commit needs the local filesystem's "
-            "atomic put-if-absent.", "Create the table on a local or mounted path, or leave "
-            "out the identity columns / CLUSTER BY.")
+            f"Table {table} on an object store would need identity columns, column defaults "
+            "(allowColumnDefaults) or clustering, which headwater commits only on local or "
+            "mounted storage.",
+            "deltalake writes none of them; headwater's own commit needs the local "
+            "filesystem's atomic put-if-absent.", "Create the table on a local or mounted "
+            "path, or leave out the identity columns / DEFAULT values / CLUSTER BY.")
 
 
 def _create_through_deltalake(uri: str, definition: TableDefinition,

@@ -19,10 +19,10 @@ from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
 from headwater.delta import autocompact
 from headwater.delta.commit import delta_rs_conflict
-from headwater.delta.constraints import refuse_checks_on_deltalake
+from headwater.delta.constraints import Constraints, refuse_checks_on_deltalake
 from headwater.delta.log import normalize_uri, open_table
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
-from headwater.delta.write.checks import check_schema, deltalake_writes
+from headwater.delta.write.checks import check_schema, refuse_deltalake_commit
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
@@ -86,17 +86,11 @@ def merge_batch(batch_df: DataFrame, path: str, keys: list[str], app_id: str,
             "Create the table first, e.g. spark.createDataFrame([], df.schema).write"
             ".format('delta').save(path).",
         ) from exc
-    if not deltalake_writes(table):  # deltalake's merge refuses it; never a "conflict"
-        protocol = table.protocol()
-        features = sorted(set(protocol.writer_features or []) & {
-            "identityColumns", "clustering", "domainMetadata"}) or ["identityColumns"]
-        raise HeadwaterError(
-            "HW_DELTA_UNSUPPORTED_FEATURE",
-            f"Update mode cannot MERGE into the Delta table at {uri}: it uses the table "
-            f"feature(s) {', '.join(features)}, which deltalake's merge cannot commit to.",
-            "Update mode merges each micro-batch with deltalake's MERGE.",
-            "Write to this table in append or complete mode, or MERGE with "
-            "DeltaTable.merge in foreachBatch (headwater's own MERGE commits to it).")
+    # deltalake's merge refuses it; never a "conflict"
+    refuse_deltalake_commit(table, uri, "Update mode's MERGE",
+                            "Write to this table in append or complete mode, or MERGE with "
+                            "DeltaTable.merge in foreachBatch (headwater's own MERGE commits "
+                            "to it).")
     done = table.transaction_version(app_id)
     if done is not None and done >= version:
         return False
@@ -112,6 +106,8 @@ def merge_batch(batch_df: DataFrame, path: str, keys: list[str], app_id: str,
     if data.num_rows == 0:
         return True
     data = as_table_arrow(data, table_schema)
+    # NOT NULL before deltalake's MERGE (its own check is a raw "Invalid data found")
+    Constraints.of_table(table).check_arrow(data, uri)
     names = [table_columns[k.lower()].name for k in key_columns]
     try:
         (

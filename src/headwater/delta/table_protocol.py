@@ -91,12 +91,11 @@ def check_properties(configuration: dict[str, str] | None, label: str = "the tab
         if feature_name is not None and feature_name.lower() == "allowcolumndefaults":
             raise HeadwaterError(
                 "HW_DELTA_UNSUPPORTED_FEATURE", f"{key} = {value} on {label}: headwater "
-                "enables column defaults where a table is defined, not in a write by path.",
-                "The feature matters with DEFAULT columns, which SQL declares; headwater "
-                "adds it to the protocol in CREATE TABLE, ALTER TABLE ... SET TBLPROPERTIES "
-                "and a new table's saveAsTable options.",
-                f"CREATE TABLE delta.`path` (...) TBLPROPERTIES ('{key}' = 'enabled') first, "
-                "or ALTER TABLE ... SET TBLPROPERTIES on the existing table.",
+                "cannot enable column defaults here (an object store).",
+                "A table with the allowColumnDefaults feature is committed by headwater "
+                "itself, which needs local or mounted storage; deltalake cannot write it.",
+                "Create the table on a local or mounted path (CREATE TABLE ... TBLPROPERTIES "
+                f"('{key}' = 'enabled'), or the write's option), or leave the feature out.",
                 error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
         if feature_name is not None:
             raise HeadwaterError(
@@ -191,10 +190,15 @@ def as_action(protocol: Any) -> dict[str, Any]:
 
 
 def first_protocol(schema: StructType, partition_by: list[str],
-                   properties: dict[str, str] | None, label: str) -> dict[str, Any]:
+                   properties: dict[str, str] | None, label: str,
+                   writer_features: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The protocol action of a new table of ``schema`` with ``properties`` (a first write):
     (1, 2) for plain columns and no properties, else what deltalake's rules say, written as
-    the smallest protocol covering it (at least writer 2, delta-spark's minimum)."""
+    the smallest protocol covering it (at least writer 2, delta-spark's minimum), with the
+    ``writer_features`` headwater maintains itself (allowColumnDefaults) added."""
+    if writer_features:
+        reader, writer = features(deltalake_protocol(schema, partition_by, properties, label))
+        return smallest(reader, writer | LEGACY_WRITER[2] | set(writer_features))
     if not properties:  # no scratch table needed
         if '"timestamp_ntz"' in schema.json():  # readers refuse the type without the feature
             return {"minReaderVersion": 3, "minWriterVersion": 7,

@@ -34,6 +34,7 @@ from headwater.lakehouse import ddl
 from headwater.lakehouse.ddl import dataframe, done, is_delta_path, lakehouse_table
 from headwater.lakehouse.delta_sql import expression_text, table_path, unsupported
 from headwater.lakehouse.statements import Statement, option, seq
+from headwater.spark.sql_text import tokens
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -181,31 +182,60 @@ def sql_write_request(st: Statement, path: str, mode: str,
 def _default_keyword_rows(st: Statement, schema: StructType, generation: Generation,
                           target: str, exclude: set[str]) -> DataFrame | None:
     """The query's rows with the ``DEFAULT`` keyword replaced by each target column's
-    default (NULL where it has none), for ``VALUES (1, DEFAULT), ...`` and ``SELECT 1,
-    DEFAULT`` (as Spark resolves it); None when the query has no DEFAULT keyword."""
+    default (NULL where it has none), where Spark resolves it: an item of a top-level
+    ``VALUES (1, DEFAULT), ...`` (also under ``SELECT * FROM``) or of the top-level SELECT
+    list (``SELECT id, DEFAULT FROM s``). The keyword's text is replaced in place and the
+    query parsed again. None when the query has no DEFAULT keyword; one anywhere else (an
+    expression such as ``DEFAULT + 1``, a subquery) is refused, as Spark refuses it."""
     query = st.plan.query()
-    kind = query.getClass().getSimpleName()
-    if kind == "UnresolvedInlineTable":
-        rows = [list(seq(row)) for row in seq(query.rows())]
-    elif kind == "Project" and query.child().getClass().getSimpleName() == "OneRowRelation":
-        # Spark's UnresolvedAlias around a select item spans the whole SELECT: its child
-        rows = [[e.child() if e.getClass().getSimpleName() == "UnresolvedAlias" else e
-                 for e in seq(query.projectList())]]
-    else:
+    begin = option(query.origin().startIndex()) or 0
+    words = [t for t in tokens(st.text) if t.upper == "DEFAULT" and t.start >= begin]
+    if not words:
         return None
-    if not any(_is_default_keyword(e) for row in rows for e in row):
-        return None
-    width = len(rows[0])
-    names = _target_columns(st, [f"col{i + 1}" for i in range(width)], schema, generation,
-                            target, [str(c) for c in seq(st.plan.userSpecifiedCols())],
+    rows = _value_rows(query)
+    placed: dict[int, int] = {}  # the keyword's offset -> its target column's index
+    for row in rows:
+        for i, item in enumerate(row):
+            start = option(item.origin().startIndex()) if _is_default_keyword(item) else None
+            if start is not None:
+                placed[int(start)] = i
+    stray = [t for t in words if t.start not in placed]
+    if stray:
+        raise HeadwaterError(
+            "HW_SQL_UNSUPPORTED", f"INSERT into {target}: DEFAULT at offset {stray[0].start} "
+            f"is not a whole value of a VALUES row or of the SELECT list (near "
+            f"{st.text[max(0, stray[0].start - 20):stray[0].end + 20]!r}).",
+            "DEFAULT stands for one target column's default, so it can only be a whole value "
+            "given to a column.", "Write DEFAULT alone in the column's position, or write "
+            "the default's expression itself.", error_class="DEFAULT_PLACEMENT_INVALID")
+    names = _target_columns(st, [f"col{i + 1}" for i in range(len(rows[0]))], schema,
+                            generation, target, [str(c) for c in seq(st.plan.userSpecifiedCols())],
                             bool(st.plan.byName()), exclude=exclude)
     fields = {f.name: f for f in schema.fields}
-    texts = [", ".join(column_defaults.default_text(fields[names[i]])
-                       if _is_default_keyword(e) else expression_text(st, e)
-                       for i, e in enumerate(row)) for row in rows]
-    if kind == "Project":
-        return st.session.sql(f"SELECT {texts[0]}")
-    return st.session.sql("VALUES " + ", ".join(f"({t})" for t in texts))
+    text = st.text
+    for start in sorted(placed, reverse=True):
+        value = column_defaults.default_text(fields[names[placed[start]]])
+        text = text[:start] + value + text[start + len("DEFAULT"):]
+    parser = st.session._jsparkSession.sessionState().sqlParser()
+    return dataframe(st.session, parser.parsePlan(text).query())
+
+
+def _value_rows(query: Any) -> list[list[Any]]:
+    """The value lists whose items are target columns by position: a top-level VALUES's
+    rows (also under ``SELECT *``), or the top-level SELECT list."""
+    node = query
+    if node.getClass().getSimpleName() == "Project":
+        items = seq(node.projectList())
+        star = len(items) == 1 and items[0].getClass().getSimpleName() == "UnresolvedStar"
+        if not star:  # Spark's UnresolvedAlias wraps some items: the item is its child
+            return [[e.child() if e.getClass().getSimpleName() == "UnresolvedAlias" else e
+                     for e in items]]
+        node = node.child()
+        while node.getClass().getSimpleName() == "SubqueryAlias":
+            node = node.child()
+    if node.getClass().getSimpleName() == "UnresolvedInlineTable":
+        return [seq(row) for row in seq(node.rows())]
+    return [[]]
 
 
 def _is_default_keyword(expr: Any) -> bool:

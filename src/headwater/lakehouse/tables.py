@@ -56,7 +56,7 @@ from headwater.delta.merge import merge_batch
 from headwater.delta.schema import as_nullable, spark_schema, strip_field_metadata
 from headwater.delta.write.checks import check_partitioning
 from headwater.delta.write.native import native_sink, write_native, write_rows
-from headwater.delta.write.replace_table import replace_native
+from headwater.delta.write.replace_table import declared_schema, replace_native
 from headwater.delta.write.request import WriteRequest, reset_session_txn, with_session_settings
 from headwater.errors import HeadwaterError, translated
 from headwater.lakehouse import catalog, external, hooks, native_reads
@@ -351,7 +351,7 @@ class Lakehouse:
         else:
             _check_new_table(tname, schema, partition_by)
             # generated / identity columns: the definition as declared, NOT NULL included
-            keep = declared or definition.needs_definition(schema, properties)
+            keep = declared or definition.needs_definition(schema)
             create_delta_table(path, schema if keep else as_nullable(schema),
                                partition_by, tname.table, comment, properties)
         if tname.qualified not in self._registered:
@@ -380,7 +380,8 @@ class Lakehouse:
         tname = parse_name(name)
         partition_by = list(partition_by)
         if definition.needs_definition(df.schema, properties):  # generated / identity / DEFAULT
-            return self._replace_definition(tname, df, partition_by, comment, properties)
+            return self._replace_definition(tname, df, partition_by, comment, properties,
+                                            declared)
         _check_new_table(tname, df.schema, partition_by)
         with self._create_lock:
             location(self.path(name)).parent.mkdir(parents=True, exist_ok=True)
@@ -391,12 +392,16 @@ class Lakehouse:
         return rows
 
     def _replace_definition(self, tname: TableName, df: DataFrame, partition_by: list[str],
-                            comment: str | None, properties: dict[str, str] | None) -> int:
+                            comment: str | None, properties: dict[str, str] | None,
+                            declared: bool | StructType = False) -> int:
         """replace() of a schema with generated / identity columns (CREATE OR REPLACE TABLE
         with them): the empty table of that definition in one commit, then ``df``'s rows
         (their generated values computed) in a second one."""
         path = self.path(tname.qualified)
-        table_def = definition.TableDefinition(df.schema, partition_by, None, comment,
+        # NOT NULL as declared; a DataFrame's own nullability is not a declaration
+        schema = df.schema if declared is True or definition.needs_definition(df.schema) \
+            else declared_schema(df.schema, declared)
+        table_def = definition.TableDefinition(schema, partition_by, None, comment,
                                                dict(properties or {}), tname.table)
         with self._create_lock:
             location(path).parent.mkdir(parents=True, exist_ok=True)
@@ -461,14 +466,24 @@ class Lakehouse:
                                             mode="overwrite" if overwrite else "append",
                                             partition_by=partition_by)
         existed = self.exists(name)
-        # delta-spark: a writer's delta.* options are the new table's properties
+        # delta-spark: a writer's delta.* options are the new table's properties, set by
+        # the same commit as its first rows (a write that fails leaves no table behind)
         properties = {k: v for k, v in _strs(options).items() if k.lower().startswith("delta.")}
-        self.create_table(name, df.schema, partition_by=partition_by,
-                          properties=properties or None)
+        if existed or not properties:
+            self.create_table(name, df.schema, partition_by=partition_by)
+        else:
+            _check_new_table(tname, df.schema, partition_by)
+            location(path).parent.mkdir(parents=True, exist_ok=True)
+            request = request.but(properties=properties)
         with translated():
             written = write_native(df, request)  # Spark's parquet writer and one driver commit
         if written is None:  # what only the Python writer does (an object store, ...)
+            if not self.exists(name):  # its table first (two commits on object stores)
+                self.create_table(name, df.schema, partition_by=partition_by,
+                                  properties=properties or None)
             df.write.format(tname.source_name).mode(mode).options(**lowered).save()
+        elif not existed:
+            self.register(name)
         if "txnappid" not in {k.lower() for k in options} and request.txn is not None:
             reset_session_txn(self.spark.conf)
         if existed and request.merge_schema:

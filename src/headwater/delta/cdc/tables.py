@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import TableNotFoundError
 
 from headwater.conf.storage import options_for
 from headwater.delta.cdc import timeline as tl
-from headwater.delta.constraints import refuse_checks_on_deltalake
+from headwater.delta.constraints import Constraints, refuse_checks_on_deltalake
 from headwater.delta.log import open_table
 from headwater.delta.merge import as_table_arrow
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
-from headwater.delta.write.checks import check_schema
+from headwater.delta.write.checks import check_schema, refuse_deltalake_commit
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
@@ -58,9 +59,16 @@ def merge(table, data, on: list[str], schema: StructType, truncating: bool,
     (the sequence) is NULL or below the source row's."""
     if data.num_rows == 0 and not truncating:
         return None, {}
-    refuse_checks_on_deltalake(table, str(table.table_uri), "AUTO CDC MERGE")
+    uri = str(table.table_uri)
+    refuse_checks_on_deltalake(table, uri, "AUTO CDC MERGE")
+    refuse_deltalake_commit(table, uri, "AUTO CDC's MERGE", "Create the AUTO CDC target "
+                            "without identity columns, clustering or column defaults.")
     action = data.column(tl.ACTION)
     body = as_table_arrow(data.drop_columns([tl.ACTION]), schema)
+    # NOT NULL on the rows written (deletes carry only their keys), before deltalake's
+    # MERGE, whose own check is a raw "Invalid data found"
+    Constraints.of_table(table).check_arrow(
+        body.filter(pc.equal(action, "upsert")), uri)
     source = body.append_column(tl.ACTION, action)
     columns = {tl.q(f.name): f"s.{tl.q(f.name)}" for f in schema.fields}
     # `=` where the source has no NULL (the same matches; delta-rs hash-joins on it)

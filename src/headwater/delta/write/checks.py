@@ -55,6 +55,22 @@ def deltalake_writes(table: Any) -> bool:
     return not (set(protocol.writer_features or []) & _NOT_DELTALAKE)
 
 
+def refuse_deltalake_commit(table: Any, path: str, operation: str, fix: str) -> None:
+    """Refuse ``operation``, which deltalake would commit, on a table deltalake cannot commit
+    to (:func:`deltalake_writes`), naming the features; never a raw CommitFailedError."""
+    if deltalake_writes(table):
+        return
+    protocol = table.protocol()
+    features = sorted(set(protocol.writer_features or []) & _NOT_DELTALAKE) or \
+        ["identityColumns"]  # legacy writer 6
+    raise HeadwaterError(
+        "HW_DELTA_UNSUPPORTED_FEATURE",
+        f"{operation} cannot commit to the Delta table at {path}: it uses the table "
+        f"feature(s) {', '.join(features)}, which deltalake's commit (this operation's "
+        "engine) cannot write.", f"{operation} runs in deltalake.", fix,
+        error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
+
+
 def schema_differences(table: StructType, data: StructType) -> tuple[list[str], list[str]]:
     """(columns only in the data, columns whose types differ) — names are case-insensitive."""
     by_name = {f.name.lower(): f for f in table.fields}

@@ -32,6 +32,8 @@ from pyspark.sql.types import StructType
 from headwater.conf import storage
 from headwater.conf.layout import DELTA_LOG
 from headwater.delta import autocompact
+from headwater.delta.column_defaults import FEATURE as DEFAULTS_FEATURE
+from headwater.delta.column_defaults import feature_requested
 from headwater.delta.commit import (
     ENGINE_INFO,
     Transaction,
@@ -426,7 +428,10 @@ def create_with_write(request: WriteRequest, schema_json: str,
             "Unset the column-mapping default (or option) for this write, or create the "
             "table with column mapping elsewhere (delta-spark) and append to it.",
             error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
-    protocol = first_protocol(spark_schema(schema_json), partition_by, properties, path)
+    # delta.feature.allowColumnDefaults: recorded in the protocol, not as a property
+    properties, defaults = feature_requested(properties, path)
+    protocol = first_protocol(spark_schema(schema_json), partition_by, properties, path,
+                              frozenset({DEFAULTS_FEATURE}) if defaults else frozenset())
     txn = request.txn
     actions: list[dict[str, Any]] = [
         {"commitInfo": {

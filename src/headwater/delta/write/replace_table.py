@@ -78,7 +78,7 @@ def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = No
     partition_columns = list(partition_by or [])
     # a declared schema (CREATE OR REPLACE TABLE t (id INT NOT NULL)) keeps its NOT NULL; a
     # DataFrame's is nullable, as delta-spark creates tables from data
-    data_schema = _declared_schema(df.schema, declared)
+    data_schema = declared_schema(df.schema, declared)
     if declared is not False:
         df = Constraints.of(data_schema, {}).enforce(df, uri)
     schema = Schema.from_arrow(arrow_schema(data_schema))  # before writing: a bad type fails now
@@ -93,7 +93,7 @@ def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = No
     return rows
 
 
-def _declared_schema(schema: StructType, declared: bool | StructType) -> StructType:
+def declared_schema(schema: StructType, declared: bool | StructType) -> StructType:
     """The new table's schema: ``schema`` as declared (True), with the NOT NULL columns of
     a declared schema (a StructType), or all nullable (a DataFrame's, as delta-spark)."""
     if declared is True:

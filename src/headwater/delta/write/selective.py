@@ -199,8 +199,8 @@ def refused_on_own_commit(request: WriteRequest) -> HeadwaterError:
     what = (f"replaceWhere {request.replace_where!r}" if request.replace_where is not None
             else "a dynamic partition overwrite")
     return HeadwaterError(
-        "HW_REPLACE_WHERE_UNSUPPORTED", f"{what} into {request.path}: the table has generated "
-        "or identity columns (or liquid clustering), which headwater writes on the driver "
+        "HW_REPLACE_WHERE_UNSUPPORTED", f"{what} into {request.path}: the table has generated, "
+        "identity or DEFAULT columns (or liquid clustering), which headwater writes on the driver "
         "without selective overwrites yet.", "headwater never widens a selective overwrite "
         "to the whole table.", "DELETE the rows to replace, then append the new ones (two "
         "commits), or overwrite the whole table.")
