@@ -47,7 +47,6 @@ from headwater.pipeline.api import (
     expect_or_fail,
 )
 from headwater.pipeline.live_schema import without_live
-from headwater.pipeline.model import KIND_FROM_QUERY
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -86,12 +85,9 @@ def table(query_function: Callable[..., Any] | None = None, *, name: str | None 
     to the lakehouse's catalog (only the pipeline reads it)."""
     _refuse("table", cluster_by=cluster_by, path=path, row_filter=row_filter)
 
-    def register(f: Callable[..., Any]) -> Callable[..., Any]:
-        setattr(f, KIND_FROM_QUERY, True)
-        return api.table(name=name, comment=comment, table_properties=table_properties,
-                         partition_by=partition_cols, schema=schema,
-                         temporary=bool(temporary), spark_conf=spark_conf)(f)
-
+    register = api.table_or_view(name=name, comment=comment, table_properties=table_properties,
+                                 partition_by=partition_cols, schema=schema,
+                                 temporary=bool(temporary), spark_conf=spark_conf)
     return register(query_function) if query_function is not None else register
 
 

@@ -108,6 +108,32 @@ def table(func: Callable[..., Any] | None = None, *, name: str | None = None,
         in force while its DataFrame is defined and while its query starts, so its
         micro-batches and writer run with them; other flows do not see them. Default none.
     """
+    return _table(func, name=name, output_mode=output_mode, keys=keys,
+                  partition_by=partition_by, comment=comment,
+                  table_properties=table_properties, keep_late_rows=keep_late_rows,
+                  schema=schema, temporary=temporary, spark_conf=spark_conf)
+
+
+def table_or_view(*, name: str | None = None, partition_by: Iterable[str] | None = None,
+                  comment: str | None = None, table_properties: Mapping[str, str] | None = None,
+                  schema: StructType | str | None = None, temporary: bool = False,
+                  spark_conf: Mapping[str, str] | None = None) -> AnyDecorator:
+    """Databricks' ``@dlt.table``: a streaming table, or a materialized view when the
+    function returns a batch DataFrame (decided when the graph evaluates it)."""
+    def register(f: Callable[..., Any]) -> Any:
+        return _table(f, name=name, partition_by=partition_by, comment=comment,
+                      table_properties=table_properties, schema=schema, temporary=temporary,
+                      spark_conf=spark_conf, kind_from_query=True)
+
+    return register
+
+
+def _table(func: Callable[..., Any] | None, *, name: str | None = None,
+           output_mode: str | None = None, keys: Iterable[str] | None = None,
+           partition_by: Iterable[str] | None = None, comment: str | None = None,
+           table_properties: Mapping[str, str] | None = None, keep_late_rows: bool = False,
+           schema: StructType | str | None = None, temporary: bool = False,
+           spark_conf: Mapping[str, str] | None = None, kind_from_query: bool = False) -> Any:
     def build(f: Callable[..., Any], where: Location) -> model.Dataset:
         table_name = name or f.__name__
         if output_mode is not None and output_mode not in OUTPUT_MODES:
@@ -120,7 +146,7 @@ def table(func: Callable[..., Any] | None = None, *, name: str | None = None,
                             table_properties, partition_by, None, schema, None),
             output_mode=output_mode,  # type: ignore[arg-type]
             keys=tuple(keys) if keys else None, keep_late_rows=bool(keep_late_rows),
-            temporary=bool(temporary))
+            temporary=bool(temporary), kind_from_query=kind_from_query)
 
     return _register(build, "table", func, spark_conf)
 
@@ -320,9 +346,9 @@ def _expect(rules: Mapping[str, str], action: str) -> AnyDecorator:
                 "so an expectation written above it has nothing to attach to.",
                 "Write the @headwater.expect* decorators below @dp.table (next to the def), or "
                 "use @headwater.table.")
-        existing = list(getattr(f, "_hw_expectations", []))
-        # Decorators apply bottom-up; keep the order the user wrote them in.
-        f._hw_expectations = [Expectation(n, c, action) for n, c in rules.items()] + existing
+        # kept by the registry for the function (never set on it), folded into the flow
+        active_registry("expect", location_of(f)).expect(
+            f, [Expectation(n, c, action) for n, c in rules.items()])
         return f
 
     return add

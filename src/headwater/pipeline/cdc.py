@@ -27,7 +27,6 @@ def _source_reader(source: str):
         return spark.readStream.table(source)
 
     read.__name__ = f"auto_cdc_from_{source}"
-    read.cdc_source = source  # type: ignore[attr-defined]  # the graph reads it itself
     return read
 
 
@@ -44,7 +43,8 @@ def cdc_flow(*, target: str, source: str, name: str | None, location: model.Loca
     except HeadwaterError as exc:
         raise HeadwaterError(exc.code, f"{location}: {exc.what}", exc.why, exc.fix) from None
     return model.Flow(name=name or target, target=target, func=_source_reader(source),
-                      location=location, spark_conf=dict(spark_conf or {}), cdc=spec)
+                      location=location, spark_conf=dict(spark_conf or {}), cdc=spec,
+                      cdc_source=source)
 
 
 def cdc_flow_from_sql(plan: Any, sql: str, name: str, target: str,
@@ -86,10 +86,9 @@ def cdc_flow_from_sql(plan: Any, sql: str, name: str, target: str,
     # FROM STREAM(name): the graph reads the dataset itself (the lakehouse's session)
     stream_of = re.fullmatch(r"STREAM\s*\(?\s*([A-Za-z_][\w.]*)\s*\)?", source_sql.strip(),
                              re.IGNORECASE)
-    if stream_of:
-        read.cdc_source = stream_of.group(1)  # type: ignore[attr-defined]
     return model.Flow(name=name, target=target, func=read, location=location,
-                      sql=f"SELECT * FROM {source_sql}", cdc=spec)
+                      sql=f"SELECT * FROM {source_sql}", cdc=spec,
+                      cdc_source=stream_of.group(1) if stream_of else None)
 
 
 def _attributes(seq: Any) -> list[str]:

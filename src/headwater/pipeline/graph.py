@@ -53,15 +53,14 @@ from headwater.pipeline.edges import (
 from headwater.pipeline.graph_queries import GraphQueries
 from headwater.pipeline.live_schema import live_schema
 from headwater.pipeline.model import (
-    KIND_FROM_QUERY,
     MATERIALIZED_VIEW,
     SINK,
-    TABLE,
     VIEW,
     Dataset,
     Flow,
     Location,
     OutputMode,
+    StreamingTable,
     as_materialized_view,
     flow_settings,
 )
@@ -233,7 +232,7 @@ class Graph(GraphQueries):
         check_alone(resolved)
         self._done.add(name)
 
-    def _resolve_flow(self, dataset: Any, flow: Flow) -> ResolvedFlow:
+    def _resolve_flow(self, dataset: Dataset, flow: Flow) -> ResolvedFlow:
         if flow.once:
             raise HeadwaterError(
                 "HW_PIPELINE_UNSUPPORTED", f"{flow.location}: flow {flow.name!r} is a once flow.",
@@ -287,7 +286,7 @@ class Graph(GraphQueries):
         self.flows[resolved.key] = resolved
         return resolved
 
-    def _evaluate(self, dataset: Any, flow: Flow,
+    def _evaluate(self, dataset: Dataset, flow: Flow,
                   substitutes: dict[str, DataFrame]) -> tuple[DataFrame, list[Read]]:
         """Run the definition function; its DataFrame shaped to the dataset, and its hints."""
         evaluation = _Evaluation(dataset.name, substitutes=substitutes)
@@ -297,7 +296,7 @@ class Graph(GraphQueries):
                     defining(DefinitionContext(dataset.name, self._ingest_root(dataset.name))):
                 # An AUTO CDC flow reads its source as headwater.read_stream would (the
                 # lakehouse's session, not whichever session is active).
-                source = getattr(flow.func, "cdc_source", None)
+                source = flow.cdc_source
                 if flow.snapshot is not None:  # the next snapshot makes the columns
                     df, self._snapshot_types[dataset.name] = snapshot_preview(
                         self, dataset.name, flow)
@@ -318,15 +317,15 @@ class Graph(GraphQueries):
         # AUTO CDC: the flow returns change events, not the table's rows.
         return (df if flow.cdc is not None else conform(dataset, flow, df)), evaluation.hints
 
-    def _kind_from_query(self, dataset: Any, flow: Flow, df: Any) -> Any:
+    def _kind_from_query(self, dataset: Dataset, flow: Flow, df: DataFrame) -> Dataset:
         """A DLT-style table returning a batch DataFrame is a materialized view."""
-        if dataset.kind == TABLE and getattr(flow.func, KIND_FROM_QUERY, False) \
+        if isinstance(dataset, StreamingTable) and dataset.kind_from_query \
                 and isinstance(df, DataFrame) and not df.isStreaming:
             dataset = as_materialized_view(dataset)
             self.registry.datasets[dataset.name] = dataset
         return dataset
 
-    def _definition_failed(self, dataset: Any, flow: Flow, exc: Exception) -> Exception:
+    def _definition_failed(self, dataset: Dataset, flow: Flow, exc: Exception) -> Exception:
         where = _user_line(exc, flow.location)
         missing = missing_relation(exc)
         if missing is not None:

@@ -71,6 +71,11 @@ class Flow:
     snapshot: an AUTO CDC FROM SNAPSHOT flow's source and semantics
         (:class:`headwater.pipeline.snapshot.SnapshotFlow`): no stream; the runner applies
         each new snapshot of the source.
+    cdc_source: the dataset an AUTO CDC flow reads as a stream (``source=`` / ``FROM
+        STREAM(name)``): the graph reads it itself, with the lakehouse's session, instead of
+        calling ``func``.
+    expectations: the rules ``@expect*`` decorators put on the flow's function (folded into
+        its dataset's when the registry finishes).
     """
 
     name: str
@@ -82,6 +87,8 @@ class Flow:
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     cdc: CdcSpec | None = None
     snapshot: SnapshotFlow | None = None
+    cdc_source: str | None = None
+    expectations: tuple[Expectation, ...] = ()
 
     @property
     def is_default(self) -> bool:
@@ -120,11 +127,14 @@ class StreamingTable(_Stored):
         appends, except an aggregation Spark can only run in complete mode (no watermark),
         which rewrites the table, as DLT does (see :mod:`headwater.pipeline.output_mode`).
     keep_late_rows: rows a windowed aggregate drops as late go to ``<table>__late``.
+    kind_from_query: Databricks' ``@dlt.table``: a materialized view when its query returns
+        a batch DataFrame (:func:`as_materialized_view`).
     """
 
     output_mode: OutputMode | None = None
     keys: tuple[str, ...] | None = None
     keep_late_rows: bool = False
+    kind_from_query: bool = False
 
     @property
     def kind(self) -> Kind:
@@ -216,11 +226,6 @@ class Sink(View):
 
 
 Dataset = Union[StreamingTable, MaterializedView, View, Sink]
-
-# Set on a definition function (by ``headwater.dlt.table``) whose streaming table becomes a
-# materialized view when the function returns a batch DataFrame, as Databricks' @dlt.table does.
-KIND_FROM_QUERY = "_hw_kind_from_query"
-
 
 def as_materialized_view(table: StreamingTable) -> MaterializedView:
     """The same stored fields, recomputed from batch reads instead."""

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.pipelines import output as sdp
 from pyspark.pipelines.graph_element_registry import (
@@ -27,6 +27,7 @@ from headwater.errors import HeadwaterError
 from headwater.lakehouse.names import in_schema, parse_name
 from headwater.pipeline import model
 from headwater.pipeline.cdc import cdc_flow
+from headwater.pipeline.expectations import Expectation
 from headwater.pipeline.fields import sink_fields, stored_fields
 from headwater.pipeline.model import Kind, Location
 from headwater.pipeline.sql_files import register_sql_text
@@ -50,6 +51,9 @@ class Registry(GraphElementRegistry):
         # what loading skipped and the user should know (a notebook's %sh cell, ...)
         self.warnings: list[str] = []
         self._finished = False
+        # @expect* rules by the function they decorate (either side of the dataset
+        # decorator), folded into its flows when the registry finishes
+        self._expectations: dict[Callable[..., Any], list[Expectation]] = {}
 
     # --- SDP's interface -----------------------------------------------------------------
 
@@ -107,6 +111,11 @@ class Registry(GraphElementRegistry):
                 "@headwater.append_flow(target=...) / @dp.append_flow(target=...).")
         self.datasets[name] = dataset
 
+    def expect(self, func: Callable[..., Any], rules: list[Expectation]) -> None:
+        """``@expect*`` rules for the definition function ``func``; decorators apply bottom-up,
+        so rules applied later go first (the order the user wrote them in)."""
+        self._expectations[func] = rules + self._expectations.get(func, [])
+
     def add_flow(self, flow: model.Flow) -> None:
         self.flows.append(flow)
 
@@ -129,8 +138,10 @@ class Registry(GraphElementRegistry):
                     "@headwater.table, dp.create_streaming_table or CREATE STREAMING TABLE.",
                     f"Define the table (e.g. dp.create_streaming_table({flow.target!r})), or fix "
                     "the target name.")
-            flow = dataclasses.replace(flow, target=target,
-                                       name=target if flow.is_default else flow.name)
+            flow = dataclasses.replace(
+                flow, target=target, name=target if flow.is_default else flow.name,
+                expectations=(*flow.expectations,
+                              *self._expectations.get(flow.func, ())))
             if any(f.target == target and f.name.lower() == flow.name.lower() for f in matched):
                 raise HeadwaterError(
                     "HW_PIPELINE_DUPLICATE", f"{flow.location}: {model.describe(dataset)} "
@@ -185,11 +196,11 @@ class Registry(GraphElementRegistry):
         return sorted(flows, key=lambda f: not f.is_default)
 
 
-def _expectations_of(dataset: model.Dataset, flows: list[model.Flow]) -> tuple:
-    """Expectations, whichever side of the dataset decorator they were written on."""
+def _expectations_of(dataset: model.Dataset, flows: list[model.Flow]) -> tuple[Expectation, ...]:
+    """Expectations of the dataset and of its flows."""
     rules = list(dataset.expectations)
     for flow in flows:
-        for rule in getattr(flow.func, "_hw_expectations", ()):
+        for rule in flow.expectations:
             if rule not in rules:
                 rules.append(rule)
     return tuple(rules)

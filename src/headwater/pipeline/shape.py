@@ -3,16 +3,14 @@ streaming table, a batch for a materialized view), shaped to the dataset's decla
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from headwater.errors import HeadwaterError
-from headwater.pipeline.model import MATERIALIZED_VIEW, SINK, TABLE, Flow
+from headwater.pipeline.model import MATERIALIZED_VIEW, SINK, TABLE, Dataset, Flow
 
 
-def check_kind(dataset: Any, flow: Flow, df: Any) -> None:
+def check_kind(dataset: Dataset, flow: Flow, df: DataFrame) -> None:
     if not isinstance(df, DataFrame):
         raise HeadwaterError(
             "HW_PIPELINE_NOT_A_DATAFRAME",
@@ -40,7 +38,7 @@ def check_kind(dataset: Any, flow: Flow, df: Any) -> None:
             "Read inputs with headwater.read(...) / spark.read, or declare it @headwater.table.")
 
 
-def conform(dataset: Any, flow: Flow, df: DataFrame) -> DataFrame:
+def conform(dataset: Dataset, flow: Flow, df: DataFrame) -> DataFrame:
     """``df`` with the declared columns, in their order and types (a projection, so a
     stateless flow stays stateless); ``df`` itself when nothing is declared."""
     declared = dataset.schema

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,81 +47,12 @@ from headwater.pipeline.sql_dlt import (
     substitute,
 )
 from headwater.pipeline.sql_snapshot import cut_snapshot_source, snapshot_flow_from_sql
+from headwater.spark.sql_text import Token, statements, tokens
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from headwater.pipeline.registry import Registry
-
-
-@dataclass(frozen=True)
-class Token:
-    text: str
-    start: int
-    end: int
-    line: int
-
-    @property
-    def upper(self) -> str:
-        return self.text.upper()
-
-
-def _without_comments(text: str) -> str:
-    """``text`` with comments blanked out (newlines kept, so lines and offsets stay)."""
-    out, i, quote = list(text), 0, None
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\" and quote != "`":
-                i += 2
-                continue
-            if ch == quote:
-                quote = None
-        elif ch in "'\"`":
-            quote = ch
-        elif text.startswith("--", i):
-            end = text.find("\n", i)
-            end = len(text) if end < 0 else end
-            out[i:end] = " " * (end - i)
-            i = end
-            continue
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            end = len(text) if end < 0 else end + 2
-            out[i:end] = [c if c == "\n" else " " for c in text[i:end]]
-            i = end
-            continue
-        i += 1
-    return "".join(out)
-
-
-_TOKEN = re.compile(r"""\s+|(?P<tok>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`(?:[^`]|``)*`|\w+|.)""",
-                    re.DOTALL)
-
-
-def tokens(text: str, first_line: int = 1) -> list[Token]:
-    found, line = [], first_line
-    for match in _TOKEN.finditer(text):
-        if match.group("tok") is not None:
-            found.append(Token(match.group("tok"), match.start(), match.end(), line))
-        line += match.group(0).count("\n")
-    return found
-
-
-def statements(text: str) -> list[tuple[str, int]]:
-    """(statement text without comments, its first line), split on top-level ``;``."""
-    clean = _without_comments(text)
-    result, current = [], []
-    for tok in tokens(clean):
-        if tok.text == ";":
-            if current:
-                result.append((clean[current[0].start:current[-1].end], current[0].line))
-            current = []
-        else:
-            current.append(tok)
-    if current:
-        result.append((clean[current[0].start:current[-1].end], current[0].line))
-    return result
 
 
 # --- the parts Spark's grammar lacks ---------------------------------------------------------
