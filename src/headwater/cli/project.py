@@ -24,6 +24,7 @@ from headwater.monitor.text_table import text_table
 from headwater.pipeline.run import load_project, run_project
 from headwater.pipeline.scaffold import scaffold
 from headwater.pipeline.validate import validate_project
+from headwater.spark.sql_text import statements
 
 
 @main.command()
@@ -183,7 +184,9 @@ def demo(root: str, once: bool, batches: int, interval: float, duration: float |
               help="The lakehouse's local state folder when --root is on an object store.")
 @click.option("--limit", default=50, show_default=True, help="Rows to print.")
 def sql(query: str, root: str, state_dir: str | None, limit: int) -> None:
-    """Run a SQL QUERY over the lakehouse's tables, e.g. "SELECT * FROM gold LIMIT 10"."""
+    """Run a SQL QUERY over the lakehouse's tables, e.g. "SELECT * FROM gold LIMIT 10".
+    QUERY may be a script: statements separated by ';', with -- and /* */ comments; each
+    runs in order and the rows of the last one are printed."""
     try:
         exists = location(root).is_dir()
     except OSError:  # an object store that cannot be reached
@@ -199,9 +202,16 @@ def sql(query: str, root: str, state_dir: str | None, limit: int) -> None:
         fail(exc)
     lake = headwater.Lakehouse.of(spark)  # spark_session attached it
     assert lake is not None
+    script = [text for text, _ in statements(query)]
+    if not script:
+        fail(HeadwaterError("HW_SQL_FAILED", "The query has no statement (only comments).",
+                             "headwater sql runs the statements it is given.",
+                             "Pass a statement, e.g. \"SELECT * FROM gold LIMIT 10\"."))
     try:
         with headwater.translated():
-            df = lake.sql(query)
+            for text in script[:-1]:
+                lake.sql(text)
+            df = lake.sql(script[-1])
             rows = df.limit(limit + 1).collect()
     except HeadwaterError as exc:
         fail(exc)

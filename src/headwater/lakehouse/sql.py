@@ -47,6 +47,7 @@ from headwater.lakehouse.statements import (
     seq,
     walk,
 )
+from headwater.spark.sql_text import without_comments
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -131,8 +132,10 @@ def run_sql(lake: Lakehouse, query: str, session: SparkSession | None = None,
 
 
 def parse(lake: Lakehouse, spark: SparkSession, query: str) -> Statement:
-    """Classify ``query`` with Spark's parser; ``delta.`path``` reads become temp views."""
-    text = query.strip().rstrip(";").strip()
+    """Classify ``query`` with Spark's parser; ``delta.`path``` reads become temp views.
+    Comments are blanked first (as Spark's lexer skips them), so a commented statement is
+    read by its words wherever headwater reads the text itself (Delta's grammar)."""
+    text = without_comments(query).strip().rstrip(";").strip()
     delta_kind = _delta_kind(text)
     if delta_kind is not None:  # Delta's grammar: Spark's parser would fail or misread it
         return Statement(text, delta_kind, None, spark)
