@@ -393,7 +393,8 @@ class Graph(GraphQueries):
                 properties = {**CDC_TARGET_PROPERTIES, **properties}
             self.lakehouse.create_table(name, self._schemas[name], dataset.partition_by,
                                         dataset.comment, properties,
-                                        declared=dataset.schema is not None)
+                                        declared=dataset.schema is not None,
+                                        cluster_by=dataset.cluster_by)
         self._pending.discard(name)
 
     def store_for(self, name: str) -> Lakehouse:
