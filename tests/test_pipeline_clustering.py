@@ -61,3 +61,4 @@ def test_cluster_by_with_partitioning_is_refused(spark, tmp_path):
     with pytest.raises(HeadwaterError) as caught:
         run(spark, root)
     assert caught.value.error_class == "DELTA_CLUSTER_BY_WITH_PARTITIONED_BY"
+

@@ -43,6 +43,11 @@ from headwater.errors import HeadwaterError, find_code
 from headwater.lakehouse import Lakehouse, parse_name
 from headwater.lakehouse.database import using_database
 from headwater.pipeline import expectations as expect_mod
+from headwater.pipeline.databricks_only import (
+    databricks_only_error,
+    is_databricks_only,
+    unresolved_function,
+)
 from headwater.pipeline.edges import (
     Read,
     TableNames,
@@ -327,6 +332,9 @@ class Graph(GraphQueries):
 
     def _definition_failed(self, dataset: Dataset, flow: Flow, exc: Exception) -> Exception:
         where = _user_line(exc, flow.location)
+        function = unresolved_function(exc)
+        if function is not None and is_databricks_only(function):
+            return databricks_only_error(function, dataset.name, where)
         missing = missing_relation(exc)
         if missing is not None:
             missing = self.registry.qualify(missing)
