@@ -75,6 +75,19 @@ def test_malformed_truncated_empty_non_utf8_and_a_10mb_line_are_all_accounted_fo
     assert parser.malformed == 4 == parser.rescued_rows
 
 
+def test_a_line_holding_an_array_of_objects_is_one_record_per_element():
+    # pandas' to_json(orient="records") writes one line: Spark reads a row per element
+    from headwater.ingest.infer import infer_schema  # noqa: PLC0415 - the inference under test
+
+    data = b'[{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]\n[1, 2]\n'
+    schema = infer_schema([("/l/records.json", data)], ParseSettings())
+    assert [(f.name, f.dataType.simpleString()) for f in schema.fields][:2] == [
+        ("id", "bigint"), ("name", "string")]
+    out, parser = parse("id bigint, name string", {"/l/records.json": data})
+    assert [(r["id"], r["name"]) for r in out if r["id"] is not None] == [(1, "a"), (2, "b")]
+    assert parser.malformed == 1  # an array of numbers is no record, as in Spark
+
+
 def test_the_fast_path_never_accepts_what_the_record_path_would_rescue():
     # grouped together these would reach pyarrow's one-call parser: each answer must be the
     # per-record one (pyarrow alone joins objects across lines and files, takes 19000 as a
