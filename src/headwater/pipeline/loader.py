@@ -27,14 +27,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyspark import pipelines as sdp_api
-
 from headwater.conf.project import Project
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.database import using_database
 from headwater.pipeline import api, notebook
 from headwater.pipeline.fields import LAUNCH_DIR
 from headwater.pipeline.registry import Registry, collecting
+from headwater.spark import patches
 from headwater.spark.session import activate, thread_session
 
 if TYPE_CHECKING:
@@ -61,8 +60,9 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     try:
         if project.spec is not None:
             os.chdir(project.dir)
-        with collecting(registry), _dlt_module(), _sdp_snapshot_flow(), using_database(
-                spark, project.database) if spark is not None else contextlib.nullcontext():
+        with collecting(registry), _dlt_module(), patches.scoped(patches.DEFINITIONS), \
+                using_database(spark, project.database) if spark is not None \
+                else contextlib.nullcontext():
             for file in project.files():
                 if file.suffix not in (".sql", ".py"):
                     raise HeadwaterError(
@@ -84,20 +84,12 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     return registry.finish()
 
 
-@contextlib.contextmanager
-def _sdp_snapshot_flow() -> Iterator[None]:
-    """``dp.create_auto_cdc_from_snapshot_flow`` while definitions load: Databricks' SDP has
-    it, pyspark 4.3's ``pyspark.pipelines`` does not; headwater's own is lent to the module
-    (and taken back after) unless pyspark has one."""
-    name = "create_auto_cdc_from_snapshot_flow"
-    if hasattr(sdp_api, name):
-        yield
-        return
-    setattr(sdp_api, name, api.create_auto_cdc_from_snapshot_flow)
-    try:
-        yield
-    finally:
-        delattr(sdp_api, name)
+def _snapshot_flow(original: Any) -> Any:
+    """``dp.create_auto_cdc_from_snapshot_flow`` while definitions load (the ``definitions``
+    row of :mod:`headwater.spark.patches`): Databricks' SDP has it, pyspark 4.3's
+    ``pyspark.pipelines`` does not; headwater's own is lent to the module (and taken back
+    after) unless pyspark has one."""
+    return api.create_auto_cdc_from_snapshot_flow
 
 
 def _run_python_file(file: Path, init_globals: dict[str, object]) -> None:
