@@ -62,7 +62,7 @@ from headwater.messages import register_message_sources
 from headwater.spark import patches
 from headwater.spark.jvm import java_map, private_field, set_private_field
 from headwater.spark.micro_batch_sink import start_with_sink
-from headwater.spark.session import activate, active_in_thread
+from headwater.spark.session import active_in_thread
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -189,16 +189,15 @@ def _new_session(original: Callable) -> Callable:
     def newSession(self):  # noqa: N802 (Spark's name)
         session = original(self)
         # Spark checks a new name against the *active* session's sources ("already exists"
-        # while the parent is active): the new session is active while it gets them.
-        activate(session)
-        try:
+        # while the parent is active): the new session is the JVM's active one of this thread
+        # while it gets them, and the thread's previous one (or none) after; pyspark's own
+        # active session is not touched (newSession never changes it).
+        with active_in_thread(session):
             register_sources(session)
             register_message_sources(session)
             lake = lakehouse_of(self)
             if lake is not None:
                 lake.share_with(session)
-        finally:
-            activate(self)
         return session
 
     newSession.__doc__ = original.__doc__

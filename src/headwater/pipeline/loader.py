@@ -34,7 +34,7 @@ from headwater.pipeline import api, notebook
 from headwater.pipeline.fields import LAUNCH_DIR
 from headwater.pipeline.registry import Registry, collecting
 from headwater.spark import patches
-from headwater.spark.session import activate, thread_session
+from headwater.spark.session import activated, thread_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -44,7 +44,8 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     """Run every definition file; return the filled (finished) registry.
 
     spark: the pipeline's session (its lakehouse's); default this thread's active session. It is made
-    the active one while the files run, so ``SparkSession.active()`` in them returns it.
+    the active one while the files run, so ``SparkSession.active()`` in them returns it (the
+    one active before is active again after).
     Python files see it as a global ``spark``, as SDP's CLI injects one; a project read from
     a spark-pipeline.yml also loads with its folder as Python's working directory, as SDP
     does, while the paths Spark resolves (a reader's, a sink's) stay relative to the folder
@@ -53,14 +54,13 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     registry = Registry(project.database)
     sys.path.insert(0, str(project.dir))
     spark = spark or thread_session()
-    if spark is not None:
-        activate(spark)
     cwd = os.getcwd()
     launched = LAUNCH_DIR.set(cwd)
     try:
         if project.spec is not None:
             os.chdir(project.dir)
         with collecting(registry), _dlt_module(), patches.scoped(patches.DEFINITIONS), \
+                activated(spark) if spark is not None else contextlib.nullcontext(), \
                 using_database(spark, project.database) if spark is not None \
                 else contextlib.nullcontext():
             for file in project.files():
