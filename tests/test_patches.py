@@ -69,6 +69,11 @@ def spark_active(spark) -> tuple[object, object]:
     return SparkSession._activeSession, found.get() if found.isDefined() else None
 
 
+def _same(a, b) -> bool:
+    """The same JVM session (or both none)."""
+    return a is b or (a is not None and b is not None and a.equals(b))
+
+
 @pytest.fixture
 def pristine(spark):
     """pyspark as before headwater (every scope uninstalled) during the test; the scopes
@@ -294,23 +299,25 @@ def test_pyspark_pipelines_definitions_load_in_a_headwater_session(spark, lake, 
         def doubled():
             return spark.table("LIVE.numbers").selectExpr("id * 2 AS id")
     """))
-    with block.block_session_mutations():
-        registry = load_definitions(Project.load(root), spark)
-        assert changed(before, snapshot()) == set()
-    assert set(registry.datasets) == {"numbers", "doubled"}
-    graph = Graph(registry, lake, dry=True).build()
-    graph.close()
+    other = spark.newSession()
+    with activated(other):  # the application's active session is another one
+        mine = spark_active(spark)
+        with block.block_session_mutations():
+            registry = load_definitions(Project.load(root), spark)  # spark active meanwhile
+            assert changed(before, snapshot()) == set()
+        assert set(registry.datasets) == {"numbers", "doubled"}
+        graph = Graph(registry, lake, dry=True).build()
+        graph.close()
+        now = spark_active(spark)
+        assert now[0] is mine[0] is other and _same(now[1], mine[1])
     assert changed(before, snapshot()) == set()
     assert not hasattr(dp, "create_auto_cdc_from_snapshot_flow")
     assert {cls: dict(vars(cls)) for cls in connect} == connect_before
-    assert spark_active(spark) == active
+    now = spark_active(spark)
+    assert now[0] is active[0] and _same(now[1], active[1])
 
 
 # --- sessions -------------------------------------------------------------------------------
-
-def _same(a, b) -> bool:
-    return a is b or (a is not None and b is not None and a.equals(b))
-
 
 def test_new_sessions_without_a_lakehouse_each_get_one_or_none(spark, no_lakehouse, tmp):
     first = spark.newSession()
