@@ -75,7 +75,7 @@ from headwater.pipeline.shape import check_kind, conform
 from headwater.pipeline.snapshot import snapshot_preview
 from headwater.spark.plan import Relation, substitute_reads, substitute_streams
 from headwater.spark.scoped_conf import scoped_conf
-from headwater.spark.session import activate
+from headwater.spark.session import activated
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
@@ -214,10 +214,11 @@ class Graph(GraphQueries):
 
     @contextlib.contextmanager
     def _active(self) -> Iterator[None]:
-        activate(self.lakehouse.spark)  # definitions may ask SparkSession.active()
         token = _current.set(self)
         try:
-            with live_schema():  # spark.table("LIVE.x") is the pipeline's x, as in DLT
+            # definitions may ask SparkSession.active(): the pipeline's session while they run
+            # (the one active before, after); spark.table("LIVE.x") is the pipeline's x, as in DLT
+            with activated(self.lakehouse.spark), live_schema():
                 yield
         finally:
             _current.reset(token)

@@ -27,15 +27,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyspark import pipelines as sdp_api
-
 from headwater.conf.project import Project
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.database import using_database
 from headwater.pipeline import api, notebook
 from headwater.pipeline.fields import LAUNCH_DIR
 from headwater.pipeline.registry import Registry, collecting
-from headwater.spark.session import activate, thread_session
+from headwater.spark import patches
+from headwater.spark.session import activated, thread_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,7 +44,8 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     """Run every definition file; return the filled (finished) registry.
 
     spark: the pipeline's session (its lakehouse's); default this thread's active session. It is made
-    the active one while the files run, so ``SparkSession.active()`` in them returns it.
+    the active one while the files run, so ``SparkSession.active()`` in them returns it (the
+    one active before is active again after).
     Python files see it as a global ``spark``, as SDP's CLI injects one; a project read from
     a spark-pipeline.yml also loads with its folder as Python's working directory, as SDP
     does, while the paths Spark resolves (a reader's, a sink's) stay relative to the folder
@@ -54,15 +54,15 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     registry = Registry(project.database)
     sys.path.insert(0, str(project.dir))
     spark = spark or thread_session()
-    if spark is not None:
-        activate(spark)
     cwd = os.getcwd()
     launched = LAUNCH_DIR.set(cwd)
     try:
         if project.spec is not None:
             os.chdir(project.dir)
-        with collecting(registry), _dlt_module(), _sdp_snapshot_flow(), using_database(
-                spark, project.database) if spark is not None else contextlib.nullcontext():
+        with collecting(registry), _dlt_module(), patches.scoped(patches.DEFINITIONS), \
+                activated(spark) if spark is not None else contextlib.nullcontext(), \
+                using_database(spark, project.database) if spark is not None \
+                else contextlib.nullcontext():
             for file in project.files():
                 if file.suffix not in (".sql", ".py"):
                     raise HeadwaterError(
@@ -84,20 +84,12 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     return registry.finish()
 
 
-@contextlib.contextmanager
-def _sdp_snapshot_flow() -> Iterator[None]:
-    """``dp.create_auto_cdc_from_snapshot_flow`` while definitions load: Databricks' SDP has
-    it, pyspark 4.3's ``pyspark.pipelines`` does not; headwater's own is lent to the module
-    (and taken back after) unless pyspark has one."""
-    name = "create_auto_cdc_from_snapshot_flow"
-    if hasattr(sdp_api, name):
-        yield
-        return
-    setattr(sdp_api, name, api.create_auto_cdc_from_snapshot_flow)
-    try:
-        yield
-    finally:
-        delattr(sdp_api, name)
+def _snapshot_flow(original: Any) -> Any:
+    """``dp.create_auto_cdc_from_snapshot_flow`` while definitions load (the ``definitions``
+    row of :mod:`headwater.spark.patches`): Databricks' SDP has it, pyspark 4.3's
+    ``pyspark.pipelines`` does not; headwater's own is lent to the module (and taken back
+    after) unless pyspark has one."""
+    return api.create_auto_cdc_from_snapshot_flow
 
 
 def _run_python_file(file: Path, init_globals: dict[str, object]) -> None:
