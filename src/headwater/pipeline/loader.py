@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from headwater.conf.project import Project
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.database import using_database
-from headwater.pipeline import api, notebook
+from headwater.pipeline import notebook
 from headwater.pipeline.fields import LAUNCH_DIR
 from headwater.pipeline.registry import Registry, collecting
 from headwater.spark import patches
@@ -82,14 +82,6 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
         LAUNCH_DIR.reset(launched)
         sys.path.remove(str(project.dir))
     return registry.finish()
-
-
-def _snapshot_flow(original: Any) -> Any:
-    """``dp.create_auto_cdc_from_snapshot_flow`` while definitions load (the ``definitions``
-    row of :mod:`headwater.spark.patches`): Databricks' SDP has it, pyspark 4.3's
-    ``pyspark.pipelines`` does not; headwater's own is lent to the module (and taken back
-    after) unless pyspark has one."""
-    return api.create_auto_cdc_from_snapshot_flow
 
 
 def _run_python_file(file: Path, init_globals: dict[str, object]) -> None:

@@ -59,6 +59,7 @@ _HOOKS = "headwater.lakehouse.hooks"
 _SCHEMA_LOCATION = "headwater.ingest.schema_location"
 _KAFKA_ALIAS = "headwater.messages.kafka_alias"
 _LIVE_SCHEMA = "headwater.pipeline.live_schema"
+_DATABRICKS_DP = "headwater.dlt.databricks_dp"
 
 
 @dataclass(frozen=True)
@@ -138,10 +139,17 @@ PATCHES: tuple[Patch, ...] = (
       for owner in (_SPARK_SESSION, _READER, _STREAM_READER)),
     Patch(_SPARK_SESSION, "sql", f"{_LIVE_SCHEMA}:_sql", LIVE,
           "LIVE.x in SQL is the pipeline's dataset x while its definitions run"),
-    # definitions (loader.py): Databricks' SDP has it, pyspark 4.3's pyspark.pipelines not.
-    Patch("pyspark.pipelines", "create_auto_cdc_from_snapshot_flow",
-          "headwater.pipeline.loader:_snapshot_flow", DEFINITIONS,
-          "dp.create_auto_cdc_from_snapshot_flow in definition files", added=True),
+    # definitions (loader.py): Databricks' dp, wider than pyspark 4.3's pyspark.pipelines
+    *(Patch("pyspark.pipelines", name, f"{_DATABRICKS_DP}:{name}", DEFINITIONS,
+            f"Databricks' dp.{name} in definition files (pyspark.pipelines lacks it)",
+            added=True)
+      for name in ("create_auto_cdc_from_snapshot_flow", "expect", "expect_or_drop",
+                   "expect_or_fail", "expect_all", "expect_all_or_drop", "expect_all_or_fail")),
+    *(Patch("pyspark.pipelines", name, f"{_DATABRICKS_DP}:{name}", DEFINITIONS,
+            f"Databricks' arguments of dp.{name} (private=, once=, ignore_null_updates=, ...) "
+            "in definition files; calls that fit pyspark's signature stay pyspark's")
+      for name in ("table", "materialized_view", "create_streaming_table", "temporary_view",
+                   "append_flow", "create_sink", "create_auto_cdc_flow")),
 )
 
 SCOPES = (INGEST, KAFKA, SESSION, LAKEHOUSE, LIVE, DEFINITIONS)
