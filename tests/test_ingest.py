@@ -585,3 +585,15 @@ def test_auto_loader_and_read_files_take_globs_in_the_path(spark, tmp):
           .load(str(tmp / "landing" / "2024-*" / "*.json")))
     ingest(spark, tmp, df=df)
     assert sorted(r["id"] for r in table(spark, tmp)) == [1, 2]
+
+
+def test_source_errors_reach_the_user_as_headwater_errors_first(spark, tmp):
+    (tmp / "empty").mkdir()
+    with pytest.raises(HeadwaterError) as err:  # raised in Spark's Python worker
+        (spark.readStream.format("cloudFiles").option("cloudFiles.format", "json")
+         .option("cloudFiles.schemaLocation", str(tmp / "schema")).load(str(tmp / "empty")))
+    assert err.value.code == "HW_INGEST_NO_FILES"
+    assert str(err.value).startswith("[HW_INGEST_NO_FILES]")
+    with pytest.raises(HeadwaterError) as err:
+        spark.read.format("delta").load(str(tmp / "no_table_here"))
+    assert err.value.code == "HW_DELTA_TABLE_NOT_FOUND"

@@ -32,6 +32,7 @@ from pyspark.sql.types import StructType, _parse_datatype_string
 
 from headwater.conf.context import current_definition, lakehouse_state_dir
 from headwater.conf.layout import INGEST
+from headwater.errors import translated
 from headwater.ingest import landing
 from headwater.ingest.file_metadata import METADATA_COLUMN, METADATA_FIELD, hide_metadata
 from headwater.ingest.session_options import from_session
@@ -148,8 +149,13 @@ def _load(original: Callable[..., Any]) -> Callable[..., Any]:
             if given is not None:
                 _with_metadata(self, given)
                 schema = None
-        df = original(self, path, format, schema, **options)
-        return hide_metadata(df) if files else df
+        if not files:
+            return original(self, path, format, schema, **options)
+        # an error the source raised in Spark's Python worker (HW_INGEST_NO_FILES, say)
+        # reaches the user as headwater's error first, Spark's traceback as its cause
+        with translated():
+            df = original(self, path, format, schema, **options)
+        return hide_metadata(df)
 
     load.__doc__ = original.__doc__
     return load
