@@ -31,6 +31,7 @@ from headwater.pipeline.graph import Graph
 from headwater.pipeline.live_schema import live_schema
 from headwater.pipeline.loader import load_definitions
 from headwater.spark import patches
+from headwater.spark.active import kept_active
 from headwater.spark.jvm import private_field
 from headwater.spark.session import activated
 
@@ -72,6 +73,13 @@ def spark_active(spark) -> tuple[object, object]:
 def _same(a, b) -> bool:
     """The same JVM session (or both none)."""
     return a is b or (a is not None and b is not None and a.equals(b))
+
+
+@pytest.fixture(autouse=True)
+def same_active_session(spark):
+    """Whatever a test does, the next one starts with the active session it found."""
+    with kept_active(spark):
+        yield
 
 
 @pytest.fixture
@@ -320,6 +328,7 @@ def test_pyspark_pipelines_definitions_load_in_a_headwater_session(spark, lake, 
 # --- sessions -------------------------------------------------------------------------------
 
 def test_new_sessions_without_a_lakehouse_each_get_one_or_none(spark, no_lakehouse, tmp):
+    before = spark_active(spark)
     first = spark.newSession()
     with activated(first):  # the user's own choice of active session
         mine = spark_active(spark)
@@ -343,6 +352,10 @@ def test_new_sessions_without_a_lakehouse_each_get_one_or_none(spark, no_lakehou
         assert sorted(r.id for r in third.table("only_first").collect()) == [1, 2]
     finally:
         lake.detach()
+    # statements on a session that is not the active one (a lakehouse's SQL, whose results
+    # headwater builds as frames) leave the active session alone, as Spark's own do
+    now = spark_active(spark)
+    assert now[0] is before[0] and _same(now[1], before[1])
 
 
 def test_new_sessions_of_a_session_with_a_lakehouse_share_it(spark, lake, tmp):

@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from headwater.errors import HeadwaterError
+from headwater.spark.active import data_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -324,7 +325,7 @@ def check_expressions(spark: SparkSession, schema: StructType, table: str) -> No
     if not generation.expressions:
         return
     plain = StructType([f for f in schema.fields if f.name not in generation.expressions])
-    empty = spark.createDataFrame([], plain)
+    empty = data_frame(spark, [], plain)
     for name, expression in generation.expressions.items():
         field = schema[name]
         try:
