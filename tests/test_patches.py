@@ -191,6 +191,21 @@ def test_one_scope_comes_off_alone_and_scopes_layer_in_any_order(spark, pristine
     assert changed(before, snapshot()) == set()  # its disabled shell was swept
 
 
+def test_a_scope_whose_wrapper_fails_to_build_changes_nothing(spark, monkeypatch):
+    before = snapshot()
+    broken = patches.Patch("pyspark.sql:SparkSession", "range", "headwater.spark.patches:nothing",
+                           patches.LIVE, "a factory that is not there")
+    monkeypatch.setattr(patches, "PATCHES", (*patches.PATCHES, broken))
+    with pytest.raises(AttributeError), live_schema():
+        pass
+    assert changed(before, snapshot()) == set()
+    assert not patches.installed(patches.LIVE)
+    monkeypatch.undo()
+    with live_schema():  # the table without the broken row: the block works again
+        assert changed(before, snapshot()) == row_names(patches.LIVE)
+    assert changed(before, snapshot()) == set()
+
+
 # --- wrappers of the user's -----------------------------------------------------------------
 
 def test_a_users_wrapper_over_headwaters_survives_uninstall_and_still_works(
