@@ -31,6 +31,7 @@ from headwater.pipeline.graph import Graph
 from headwater.pipeline.live_schema import live_schema
 from headwater.pipeline.loader import load_definitions
 from headwater.spark import patches
+from headwater.spark.active import kept_active
 from headwater.spark.jvm import private_field
 from headwater.spark.session import activated
 
@@ -72,6 +73,13 @@ def spark_active(spark) -> tuple[object, object]:
 def _same(a, b) -> bool:
     """The same JVM session (or both none)."""
     return a is b or (a is not None and b is not None and a.equals(b))
+
+
+@pytest.fixture(autouse=True)
+def same_active_session(spark):
+    """Whatever a test does, the next one starts with the active session it found."""
+    with kept_active(spark):
+        yield
 
 
 @pytest.fixture
@@ -181,6 +189,21 @@ def test_one_scope_comes_off_alone_and_scopes_layer_in_any_order(spark, pristine
     assert hooks._formats.get(writer) is None  # the lakehouse's does not
     patches.restore(patches.KAFKA)
     assert changed(before, snapshot()) == set()  # its disabled shell was swept
+
+
+def test_a_scope_whose_wrapper_fails_to_build_changes_nothing(spark, monkeypatch):
+    before = snapshot()
+    broken = patches.Patch("pyspark.sql:SparkSession", "range", "headwater.spark.patches:nothing",
+                           patches.LIVE, "a factory that is not there")
+    monkeypatch.setattr(patches, "PATCHES", (*patches.PATCHES, broken))
+    with pytest.raises(AttributeError), live_schema():
+        pass
+    assert changed(before, snapshot()) == set()
+    assert not patches.installed(patches.LIVE)
+    monkeypatch.undo()
+    with live_schema():  # the table without the broken row: the block works again
+        assert changed(before, snapshot()) == row_names(patches.LIVE)
+    assert changed(before, snapshot()) == set()
 
 
 # --- wrappers of the user's -----------------------------------------------------------------
@@ -320,6 +343,7 @@ def test_pyspark_pipelines_definitions_load_in_a_headwater_session(spark, lake, 
 # --- sessions -------------------------------------------------------------------------------
 
 def test_new_sessions_without_a_lakehouse_each_get_one_or_none(spark, no_lakehouse, tmp):
+    before = spark_active(spark)
     first = spark.newSession()
     with activated(first):  # the user's own choice of active session
         mine = spark_active(spark)
@@ -343,6 +367,10 @@ def test_new_sessions_without_a_lakehouse_each_get_one_or_none(spark, no_lakehou
         assert sorted(r.id for r in third.table("only_first").collect()) == [1, 2]
     finally:
         lake.detach()
+    # statements on a session that is not the active one (a lakehouse's SQL, whose results
+    # headwater builds as frames) leave the active session alone, as Spark's own do
+    now = spark_active(spark)
+    assert now[0] is before[0] and _same(now[1], before[1])
 
 
 def test_new_sessions_of_a_session_with_a_lakehouse_share_it(spark, lake, tmp):

@@ -219,8 +219,15 @@ def install(scope: str) -> Installed:
         if current is not None:
             return current
         _sweep()
-        layers = [layer for patch in PATCHES if patch.scope == scope
-                  for layer in [_put_on(patch)] if layer is not None]
+        layers: list[_Layer] = []
+        try:
+            for patch in PATCHES:
+                if patch.scope == scope and (layer := _put_on(patch)) is not None:
+                    layers.append(layer)
+        except BaseException:  # a wrapper that failed to build: none of the scope's rows
+            for layer in reversed(layers):
+                _take_off(layer)
+            raise
         handle = _installed[scope] = Installed(scope, layers)
         return handle
 
@@ -247,8 +254,8 @@ def scoped(scope: str) -> Iterator[Installed]:
     """``scope`` installed while the block runs: the outermost block (of any thread) installs
     it, the last one to end restores it."""
     with _lock:
-        _depth[scope] = _depth.get(scope, 0) + 1
         handle = install(scope)
+        _depth[scope] = _depth.get(scope, 0) + 1
     try:
         yield handle
     finally:

@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 from headwater.conf.layout import LOG_LEVEL_CONF
 from headwater.errors import HeadwaterError
 from headwater.spark import class_archive
+from headwater.spark.active import kept_active
 
 _LOG4J = Path(__file__).parent.parent / "log4j2.properties"
 
@@ -243,13 +244,10 @@ def activated(spark: Any) -> Iterator[None]:
     lacks data sources registered after it was cloned. pyspark has no public setter for its
     side: these are the two assignments its own ``createDataFrame`` makes, put back after.
     """
-    before = SparkSession._activeSession
-    with active_in_thread(spark):
+    with kept_active(spark):
         SparkSession._activeSession = spark
-        try:
-            yield
-        finally:
-            SparkSession._activeSession = before
+        spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+        yield
 
 
 @contextmanager
