@@ -305,9 +305,9 @@ def read_variants(spark, parquet_dir: str, delta_dir: str) -> dict[str, Callable
     from pyspark.sql import DataFrameReader
     from pyspark.sql import functions as F
 
-    from headwater.lakehouse import hooks
+    from headwater.spark import patches
 
-    python_load = hooks._path_writer_originals[(DataFrameReader, "load")]
+    python_load = patches.original(DataFrameReader, "load")
 
     def aggregate(read: Callable) -> Callable:
         def run() -> int:

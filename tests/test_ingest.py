@@ -17,6 +17,7 @@ from headwater import HeadwaterError
 from headwater.errors import unwrap
 from headwater.ingest.ddl import parse_ddl
 from headwater.ingest.index import FileIndex
+from headwater.ingest.landing import FileFilter
 from headwater.ingest.parse import FileEntry, ParseSettings, RecordParser
 from headwater.ingest.schemas import SchemaStore
 
@@ -73,6 +74,19 @@ def test_malformed_truncated_empty_non_utf8_and_a_10mb_line_are_all_accounted_fo
     assert "caf\\xe9" in latin["_corrupt_record"]  # the bad byte stays visible
     assert next(r for r in out if r["id"] == 9)["name"] == big
     assert parser.malformed == 4 == parser.rescued_rows
+
+
+def test_a_line_holding_an_array_of_objects_is_one_record_per_element():
+    # pandas' to_json(orient="records") writes one line: Spark reads a row per element
+    from headwater.ingest.infer import infer_schema  # noqa: PLC0415 - the inference under test
+
+    data = b'[{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]\n[1, 2]\n'
+    schema = infer_schema([("/l/records.json", data)], ParseSettings())
+    assert [(f.name, f.dataType.simpleString()) for f in schema.fields][:2] == [
+        ("id", "bigint"), ("name", "string")]
+    out, parser = parse("id bigint, name string", {"/l/records.json": data})
+    assert [(r["id"], r["name"]) for r in out if r["id"] is not None] == [(1, "a"), (2, "b")]
+    assert parser.malformed == 1  # an array of numbers is no record, as in Spark
 
 
 def test_the_fast_path_never_accepts_what_the_record_path_would_rescue():
@@ -175,7 +189,7 @@ def test_index_lists_only_changed_folders_and_numbers_files_in_arrival_order(tmp
     (land / "d1" / "_tmp.json").write_text("{}")     # hidden: never listed
     (land / "d1" / ".part").write_text("{}")
     (land / "d2" / "b.csv").write_text("x")          # filtered by the glob
-    index = FileIndex(str(tmp / "idx.sqlite"), str(land), glob="*.json")
+    index = FileIndex(str(tmp / "idx.sqlite"), str(land), FileFilter("*.json"))
     assert index.discover() == 1
     # folders changed in the last 2 s are listed again next time (coarse timestamps)
     assert index.db.execute("SELECT count(*) FROM dirs WHERE mtime_ns IS NULL").fetchone()[0] == 3
@@ -541,3 +555,45 @@ def test_auto_loader_code_runs_unchanged(spark, tmp):
     with pytest.raises(HeadwaterError) as err:
         ingest(spark, tmp, df=df, name="strict")
     assert err.value.code == "HW_INGEST_BAD_RECORD" and "a.json:2" in str(err.value)
+
+
+def test_glob_patterns_match_as_hadoop_globs():
+    from headwater.ingest.landing import split_glob  # noqa: PLC0415 - the helper under test
+
+    assert split_glob("/in/2024-*/orders-?.json") == ("/in", "2024-*/orders-?.json")
+    assert split_glob("s3://b/in/*.csv") == ("s3://b/in", "*.csv")
+    assert split_glob("/in/plain") == ("/in/plain", None)
+    taken = FileFilter(path_glob="{2024,2025}-*/orders-[0-9].json")
+    assert taken.matches("2024-01/orders-1.json") and taken.matches("2025-12/orders-7.json")
+    assert not taken.matches("2023-01/orders-1.json")
+    assert not taken.matches("2024-01/sub/orders-1.json")  # * stays within one level
+    assert not taken.matches("2024-01/orders-x.json")
+    assert FileFilter(path_glob="2024-*").matches("2024-01/deep/a.json")  # a matched folder
+    assert not FileFilter(path_glob="[^a]*.json").matches("a.json")
+    assert FileFilter("*.json", "d*").matches("d1/x.json")
+    assert not FileFilter("*.json", "d*").matches("d1/x.csv")
+
+
+def test_auto_loader_and_read_files_take_globs_in_the_path(spark, tmp):
+    land(tmp / "landing" / "2024-01", "a.json", '{"id": 1, "name": "a"}\n')
+    land(tmp / "landing" / "2024-02", "b.json", '{"id": 2, "name": "b"}\n')
+    land(tmp / "landing" / "2023-12", "c.json", '{"id": 3, "name": "c"}\n')
+    land(tmp / "landing" / "2024-02", "d.csv", "id,name\n4,d\n")
+    df = (spark.readStream.format("cloudFiles")
+          .option("cloudFiles.format", "json")
+          .option("cloudFiles.schemaLocation", str(tmp / "schema"))
+          .load(str(tmp / "landing" / "2024-*" / "*.json")))
+    ingest(spark, tmp, df=df)
+    assert sorted(r["id"] for r in table(spark, tmp)) == [1, 2]
+
+
+def test_source_errors_reach_the_user_as_headwater_errors_first(spark, tmp):
+    (tmp / "empty").mkdir()
+    with pytest.raises(HeadwaterError) as err:  # raised in Spark's Python worker
+        (spark.readStream.format("cloudFiles").option("cloudFiles.format", "json")
+         .option("cloudFiles.schemaLocation", str(tmp / "schema")).load(str(tmp / "empty")))
+    assert err.value.code == "HW_INGEST_NO_FILES"
+    assert str(err.value).startswith("[HW_INGEST_NO_FILES]")
+    with pytest.raises(HeadwaterError) as err:
+        spark.read.format("delta").load(str(tmp / "no_table_here"))
+    assert err.value.code == "HW_DELTA_TABLE_NOT_FOUND"

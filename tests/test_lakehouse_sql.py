@@ -230,6 +230,7 @@ def test_hooks_are_scoped_to_the_session_and_restored_on_detach(lake, spark, tmp
     from pyspark.sql.streaming.readwriter import DataStreamWriter
 
     from headwater.conf.layout import LAKEHOUSE_ROOT_CONF
+    from headwater.spark import patches
 
     # a new session shares the lakehouse (as delta-spark's shares the metastore) ...
     other = spark.newSession()
@@ -244,8 +245,11 @@ def test_hooks_are_scoped_to_the_session_and_restored_on_detach(lake, spark, tmp
     lake.detach()
     assert Lakehouse.of(spark) is None
     assert spark.conf.get("headwater.lakehouse.root", None) is None
+    assert not patches.installed(patches.LAKEHOUSE)
+    for cls, attr in ((SparkSession, "sql"), (DataFrameWriter, "saveAsTable"),
+                      (DataStreamWriter, "toTable"), (SparkSession, "table")):
+        assert not patches.is_patch(vars(cls)[attr])  # Spark's own method again
     assert "hooks" not in SparkSession.sql.__module__ + DataFrameWriter.saveAsTable.__module__
-    assert "hooks" not in DataStreamWriter.toTable.__module__
     assert not hasattr(DataStreamWriter, "table")
     assert not spark.catalog.tableExists("t")  # no catalog copy left to drift
     lake.attach()

@@ -16,7 +16,7 @@ from tests.support import golden, native, write
 
 from headwater import DeltaTable, Lakehouse
 from headwater.errors import HeadwaterError, unwrap
-from headwater.lakehouse import hooks
+from headwater.spark import patches
 from headwater.spark.plan import analyzed, node_name, nodes, relations
 
 SCHEMA = "id long, name string, day date, region string, amount double"
@@ -24,7 +24,7 @@ SCHEMA = "id long, name string, day date, region string, amount double"
 
 def python_read(spark, path: str, **options):
     """The same read through headwater's Python data source (Spark's own ``load``)."""
-    original = hooks._path_writer_originals[(DataFrameReader, "load")]
+    original = patches.original(DataFrameReader, "load")
     return original(spark.read.format("delta").options(**options), path)
 
 

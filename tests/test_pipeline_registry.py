@@ -108,7 +108,7 @@ def test_sdp_decorators_register_into_headwaters_graph(spark, tmp_path):
 
 
 @pytest.mark.parametrize("text, code, line, words", [
-    ("@dp.table(cluster_by=['a'])\ndef t():\n    return None\n",
+    ("@dp.table(cluster_by=['a'], partition_cols=['b'])\ndef t():\n    return None\n",
      "HW_PIPELINE_UNSUPPORTED", 4, "cluster_by"),
     ("@dp.materialized_view(format='parquet')\ndef t():\n    return None\n",
      "HW_PIPELINE_UNSUPPORTED", 4, "format='parquet'"),

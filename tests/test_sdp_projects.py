@@ -336,8 +336,7 @@ def test_a_dlt_apply_changes_flow_runs_with_only_the_import_changed(spark, keep_
 def test_dlt_options_headwater_cannot_honour_are_refused():
     import headwater.dlt as dlt
 
-    for kwargs in ({"path": "/mnt/x"}, {"cluster_by": ["a"]},
-                   {"row_filter": "f"}):
+    for kwargs in ({"path": "/mnt/x"}, {"row_filter": "f"}):
         with pytest.raises(HeadwaterError) as info:
             dlt.table(**kwargs)
         assert info.value.code == "HW_PIPELINE_UNSUPPORTED"

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         temporary_view,
         view,
     )
+    from headwater.spark.patches import uninstall
     from headwater.spark.session import stop_spark
 
 # Each public name -> (its module, its name there), imported on first use. Spark starts a new
@@ -70,6 +71,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
         "expect_all_or_fail", "expect_or_drop", "expect_or_fail", "materialized_view", "read",
         "read_stream", "table", "temporary_view", "view")},
     "stop_spark": ("headwater.spark.session", "stop_spark"),
+    "uninstall": ("headwater.spark.patches", "uninstall"),
 }
 
 __all__ = [
@@ -80,7 +82,7 @@ __all__ = [
     "stop_all_streams", "active_lakehouse", "append_flow", "expect", "expect_all",
     "expect_all_or_drop", "expect_all_or_fail", "expect_or_drop", "expect_or_fail",
     "materialized_view", "read", "read_files", "read_stream", "spark_session", "stop_spark", "table",
-    "translated", "unwrap", "view",
+    "translated", "uninstall", "unwrap", "view",
 ]
 __version__ = "0.1.0"
 

@@ -328,7 +328,9 @@ SETTINGS: tuple[Setting, ...] = (
             "The root of the lakehouse attached to the session (read it, do not set it)."),
     Setting("headwater.lakehouse.stateDir", "session", "the root",
             "The attached lakehouse's local state folder (checkpoints, _ingest, _runs)."),
-    Setting(LOG_LEVEL_CONF, "session", "WARN", "Log level set on the SparkContext."),
+    Setting(LOG_LEVEL_CONF, "session", "WARN",
+            "Log level set on the SparkContext headwater starts (a running one keeps its "
+            "own unless this is given)."),
     Setting("headwater.dml.engine", "session", "auto",
             "Engine of SQL DELETE / UPDATE / MERGE: `auto`, `spark` (copy-on-write on the "
             "executors) or `delta-rs` (on the driver)."),

@@ -33,6 +33,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from headwater.delta.column_defaults import CURRENT_DEFAULT, default_value
 from headwater.errors import HeadwaterError
+from headwater.spark.active import data_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -336,7 +337,7 @@ def check_expressions(spark: SparkSession, schema: StructType, table: str) -> No
     if not generation.expressions:
         return
     plain = StructType([f for f in schema.fields if f.name not in generation.expressions])
-    empty = spark.createDataFrame([], plain)
+    empty = data_frame(spark, [], plain)
     for name, expression in generation.expressions.items():
         field = schema[name]
         try:

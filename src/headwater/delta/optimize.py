@@ -39,6 +39,7 @@ from headwater.delta.dml.rewrite import Written, data_only, remove_action, write
 from headwater.delta.dml.target import FILE_COL, Snapshot, TargetFile, load_snapshot, scan
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.errors import HeadwaterError
+from headwater.spark.active import data_frame
 
 MIN_FILE_SIZE_CONF = "spark.databricks.delta.optimize.minFileSize"
 MAX_FILE_SIZE_CONF = "spark.databricks.delta.optimize.maxFileSize"
@@ -108,7 +109,7 @@ def _select(spark: SparkSession, snapshot: Snapshot, where: list[str]) -> list[T
         return list(snapshot.files)
     fields = [StructField("_hw_i", LongType())] + [
         snapshot.schema[c] for c in snapshot.partition_columns]
-    values = spark.createDataFrame(
+    values = data_frame(spark,
         [(i, *f.typed_values) for i, f in enumerate(snapshot.files)], StructType(fields))
     for predicate in where:
         values = values.where(F.expr(predicate))
@@ -141,7 +142,7 @@ def _bins(files: list[TargetFile], min_size: int, max_size: int, zorder: bool) -
 def _rewrite(spark: SparkSession, snapshot: Snapshot, bins: list[Bin], zorder_by: list[str],
              max_size: int, predicates: list[str]) -> list[dict[str, Any]]:
     """Write each bin's rows as new files (one Spark job) and commit them in one version."""
-    keys = spark.createDataFrame(
+    keys = data_frame(spark,
         [(f.spark_key, i, max(1, b.size // max_size) if zorder_by else 1)
          for i, b in enumerate(bins) for f in b.files],
         StructType([StructField("_hw_key", StringType()), StructField(BIN, LongType()),

@@ -26,7 +26,7 @@ both spellings share one registry and one code path. What DLT means differently:
 - ``dbutils`` in definition files: :mod:`headwater.dlt.dbutils`.
 
 Refused with ``HW_PIPELINE_UNSUPPORTED`` (headwater has no equivalent): ``path=`` (tables live
-in the lakehouse), ``cluster_by``, ``row_filter``, expectations passed to
+in the lakehouse), ``row_filter``, expectations passed to
 ``create_streaming_table``.
 """
 
@@ -69,7 +69,7 @@ def _refuse(what: str, **given: Any) -> None:
             "HW_PIPELINE_UNSUPPORTED", f"{where}: dlt.{what}({', '.join(f'{k}=...' for k in used)}"
             ") is not supported by headwater.",
             "headwater stores every dataset as a Delta table in the pipeline's lakehouse; "
-            "external paths, liquid clustering and row filters have no equivalent there.",
+            "external paths and row filters have no equivalent there.",
             f"Remove {', '.join(used)} (see docs/migrate/from-dlt.md).")
 
 
@@ -83,11 +83,12 @@ def table(query_function: Callable[..., Any] | None = None, *, name: str | None 
     a batch DataFrame. name (default the function's), comment (default the docstring),
     table_properties, partition_cols, schema: as in DLT. temporary: stored, but not published
     to the lakehouse's catalog (only the pipeline reads it)."""
-    _refuse("table", cluster_by=cluster_by, path=path, row_filter=row_filter)
+    _refuse("table", path=path, row_filter=row_filter)
 
     register = api.table_or_view(name=name, comment=comment, table_properties=table_properties,
                                  partition_by=partition_cols, schema=schema,
-                                 temporary=bool(temporary), spark_conf=spark_conf)
+                                 temporary=bool(temporary), spark_conf=spark_conf,
+                                 cluster_by=cluster_by)
     return register(query_function) if query_function is not None else register
 
 
@@ -102,11 +103,11 @@ def materialized_view(query_function: Callable[..., Any] | None = None, *,
                       cluster_by: Iterable[str] | None = None, path: str | None = None,
                       schema: Any = None, row_filter: str | None = None) -> Any:
     """DLT's ``@dlt.materialized_view``: recomputed from batch reads each run."""
-    _refuse("materialized_view", cluster_by=cluster_by, path=path, row_filter=row_filter)
+    _refuse("materialized_view", path=path, row_filter=row_filter)
     decorator = api.materialized_view(name=name, comment=comment,
                                       table_properties=table_properties,
                                       partition_by=partition_cols, schema=schema,
-                                      spark_conf=spark_conf)
+                                      spark_conf=spark_conf, cluster_by=cluster_by)
     return decorator(query_function) if query_function is not None else decorator
 
 
@@ -142,12 +143,12 @@ def create_streaming_table(name: str, comment: str | None = None,
                            expect_all_or_fail: Mapping[str, str] | None = None,
                            row_filter: str | None = None) -> None:
     """DLT's ``dlt.create_streaming_table``: a table filled by append or AUTO CDC flows."""
-    _refuse("create_streaming_table", cluster_by=cluster_by, path=path,
+    _refuse("create_streaming_table", path=path,
             row_filter=row_filter, expect_all=expect_all,
             expect_all_or_drop=expect_all_or_drop, expect_all_or_fail=expect_all_or_fail)
     api.create_streaming_table(name, comment=comment, table_properties=table_properties,
                                partition_by=partition_cols, schema=schema,
-                               spark_conf=spark_conf)
+                               spark_conf=spark_conf, cluster_by=cluster_by)
 
 
 # DLT's earlier names for create_streaming_table

@@ -15,7 +15,6 @@ hide behind an unchanged ctime.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import sqlite3
 import time
@@ -56,10 +55,11 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 
 
 class FileIndex:
-    def __init__(self, db_path: str, root: str, glob: str | None = None) -> None:
+    def __init__(self, db_path: str, root: str,
+                 files: landing.FileFilter = landing.ALL_FILES) -> None:
         self.db_path = db_path
         self.root = landing.normalize(root)
-        self.glob = glob
+        self.files = files
         Path(db_path).parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(db_path, timeout=60, isolation_level=None,
                                   check_same_thread=False)
@@ -143,7 +143,8 @@ class FileIndex:
                 if entry.is_dir(follow_symlinks=True):
                     stack.append((entry.path, directory))
                     continue
-                if entry.name in seen or (self.glob and not fnmatch.fnmatch(entry.name, self.glob)):
+                if entry.name in seen or (self.files and not self.files.matches(
+                        os.path.relpath(entry.path, self.root).replace(os.sep, "/"))):
                     continue
                 try:
                     st = entry.stat()
@@ -171,7 +172,7 @@ class FileIndex:
         'new', until its delete is recorded, so a crash in between never re-ingests it)."""
         live = set(self.db.execute("SELECT d.path, f.name FROM files f JOIN dirs d "
                                    "ON d.id = f.dir WHERE f.state IN ('new', 'skipped')"))
-        found = [f for f in landing.list_files(self.root, self.glob)
+        found = [f for f in landing.list_files(self.root, self.files)
                  if (f.folder, f.name) not in live]
         if not found:
             return self.max_seq()

@@ -9,17 +9,131 @@ Local folders never come here: ``index.py``, ``source.py`` and ``clean.py`` keep
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
+import re
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
 from headwater.conf import storage
+from headwater.errors import HeadwaterError
 
 
 def is_remote(path: str | None) -> bool:
     """True for an object-store URI (``s3://...``), False for a local path."""
     return bool(path) and storage.bucket_of(str(path)) is not None
+
+
+_GLOB_CHARS = set("*?[{")
+
+
+@dataclass(frozen=True)
+class FileFilter:
+    """Which files under a landing folder a read takes.
+
+    name_glob: ``pathGlobFilter``, matched against file names (fnmatch).
+    path_glob: the glob part of the read's path (``/landing/*/orders-*.json`` read from
+        ``/landing``), matched against the path relative to the folder as Hadoop (Spark, Auto
+        Loader) matches globs: ``*`` and ``?`` within one folder level, ``[abc]``, ``[^a]``,
+        ``{a,b}``; a pattern matching a folder takes every file below it.
+    """
+
+    name_glob: str | None = None
+    path_glob: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.name_glob or self.path_glob)
+
+    def matches(self, relative_path: str) -> bool:
+        parts = relative_path.split("/")
+        if self.name_glob and not fnmatch.fnmatch(parts[-1], self.name_glob):
+            return False
+        if not self.path_glob:
+            return True
+        pattern = _glob_regex(self.path_glob)
+        return any(pattern.fullmatch("/".join(parts[:k])) for k in range(1, len(parts) + 1))
+
+    def describe(self) -> str:
+        """The filter in the stream's identity (``*`` for none; unchanged for name globs)."""
+        if not self.path_glob:
+            return self.name_glob or "*"
+        return f"{self.path_glob} {self.name_glob or '*'}"
+
+
+ALL_FILES = FileFilter()
+
+
+def split_glob(path: str) -> tuple[str, str | None]:
+    """(the folder, the glob below it) of a read's path: ``/in/2024-*/x.json`` ->
+    (``/in``, ``2024-*/x.json``); a path without glob characters is all folder."""
+    text = str(path)
+    if not _GLOB_CHARS & set(text):
+        return text, None
+    scheme, rest = ("", text)
+    if "://" in text:
+        scheme, rest = text.split("://", 1)
+        scheme += "://"
+    parts = rest.split("/")
+    first = next(i for i, p in enumerate(parts) if _GLOB_CHARS & set(p))
+    if scheme and first < 1:
+        raise HeadwaterError(
+            "HW_OPTION_INVALID", f"The path {path} has a glob in its bucket name.",
+            "A glob matches files and folders inside a bucket.", "Put the glob after the bucket.")
+    base = "/".join(parts[:first]) or "/"
+    return scheme + base, "/".join(parts[first:])
+
+
+@functools.lru_cache(maxsize=64)
+def _glob_regex(glob: str) -> re.Pattern[str]:
+    return re.compile(_translate(glob))
+
+
+def _translate(glob: str) -> str:
+    out, i = [], 0
+    while i < len(glob):
+        ch = glob[i]
+        if ch == "\\" and i + 1 < len(glob):
+            out.append(re.escape(glob[i + 1]))
+            i += 2
+            continue
+        if ch == "*":
+            out.append("[^/]*")
+        elif ch == "?":
+            out.append("[^/]")
+        elif ch == "[":
+            end = glob.find("]", i + 2)
+            if end < 0:
+                out.append(re.escape(ch))
+            else:
+                body = glob[i + 1:end]
+                if body[:1] in ("^", "!"):
+                    body = "^" + body[1:]
+                out.append("[" + body.replace("\\", "\\\\") + "]")
+                i = end
+        elif ch == "{":
+            end, depth = i, 0
+            for j in range(i, len(glob)):
+                depth += {"{": 1, "}": -1}.get(glob[j], 0)
+                if depth == 0:
+                    end = j
+                    break
+            if end == i:
+                out.append(re.escape(ch))
+            else:
+                options, depth, start = [], 0, i + 1
+                for j in range(i + 1, end):
+                    depth += {"{": 1, "}": -1}.get(glob[j], 0)
+                    if glob[j] == "," and depth == 0:
+                        options.append(glob[start:j])
+                        start = j + 1
+                options.append(glob[start:end])
+                out.append("(?:" + "|".join(_translate(o) for o in options) + ")")
+                i = end
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return "".join(out)
 
 
 def normalize(path: str) -> str:
@@ -58,9 +172,9 @@ def hidden(name: str) -> bool:
 
 
 
-def list_files(root: str, glob: str | None = None) -> list[Listed]:
+def list_files(root: str, files: FileFilter = ALL_FILES) -> list[Listed]:
     """Every file under ``root`` (recursively), skipping hidden names and hidden folders
-    (``.x``, ``_x``, ``*.tmp``, ...) and names not matching ``glob``; oldest first.
+    (``.x``, ``_x``, ``*.tmp``, ...) and files ``files`` does not take; oldest first.
 
     An object store has no folder change times, so each call lists the whole prefix: keep
     the landing prefix small with ``clean_source``.
@@ -75,7 +189,7 @@ def list_files(root: str, glob: str | None = None) -> list[Listed]:
         parts = rel.split("/")
         if any(hidden(p) for p in parts):
             continue
-        if glob and not fnmatch.fnmatch(parts[-1], glob):
+        if not files.matches(rel):
             continue
         folder = "/".join([root.rstrip("/"), *parts[:-1]])
         mtime = info.mtime_ns or 0
@@ -84,20 +198,21 @@ def list_files(root: str, glob: str | None = None) -> list[Listed]:
     return found
 
 
-def sample(root: str, glob: str | None, max_files: int,
+def sample(root: str, files: FileFilter, max_files: int,
            max_bytes: int) -> list[tuple[str, bytes]]:
     """(path, content) of the oldest files under ``root``, up to ``max_files`` files or
     about ``max_bytes``: what schema inference reads."""
     found: list[tuple[int, str]] = []
     if is_remote(root):
-        found = [(f.mtime_ns, f"{f.folder}/{f.name}") for f in list_files(root, glob)]
+        found = [(f.mtime_ns, f"{f.folder}/{f.name}") for f in list_files(root, files)]
     else:
-        for directory, dirs, files in os.walk(root):
+        for directory, dirs, names in os.walk(root):
             dirs[:] = [d for d in dirs if not hidden(d)]
-            for name in files:
-                if hidden(name) or (glob and not fnmatch.fnmatch(name, glob)):
-                    continue
+            for name in names:
                 full = os.path.join(directory, name)
+                if hidden(name) or not files.matches(
+                        os.path.relpath(full, root).replace(os.sep, "/")):
+                    continue
                 try:
                     found.append((os.stat(full).st_mtime_ns, full))
                 except FileNotFoundError:

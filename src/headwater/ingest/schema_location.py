@@ -10,9 +10,10 @@ lakehouse (``<lakehouse>/_ingest/<id>``). The id names the folder, the format an
 so two reads of different folders never share a file list. With neither, the read keeps its
 error asking for the option.
 
-For ``format("cloudFiles")`` the stream reader's ``format``, ``option``, ``options`` and
-``load`` are wrapped (once, class-level; a reader of any other format is untouched) to
-remember what was set, because Spark keeps it on the JVM side only. The wrapped ``load`` is
+For ``format("cloudFiles")`` the stream reader's ``format``, ``option``, ``options``,
+``schema`` and ``load`` are wrapped (class-level, the ``ingest`` rows of
+:mod:`headwater.spark.patches`; a reader of any other format is untouched) to remember what
+was set, because Spark keeps it on the JVM side only. The wrapped ``load`` is
 also where the session's Auto Loader settings become options (``session_options.py``) and
 where the stream's ``_metadata`` column is hidden (``file_metadata.py``).
 """
@@ -20,7 +21,6 @@ where the stream's ``_metadata`` column is hidden (``file_metadata.py``).
 from __future__ import annotations
 
 import os
-import threading
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -32,21 +32,20 @@ from pyspark.sql.types import StructType, _parse_datatype_string
 
 from headwater.conf.context import current_definition, lakehouse_state_dir
 from headwater.conf.layout import INGEST
+from headwater.errors import translated
 from headwater.ingest import landing
 from headwater.ingest.file_metadata import METADATA_COLUMN, METADATA_FIELD, hide_metadata
 from headwater.ingest.session_options import from_session
 from headwater.ingest.source import source_id
+from headwater.spark import patches
 
 SOURCE = "cloudfiles"
 _FORMAT = "\0format"  # the reader's format() among its options (no option has this name)
 _LOCATION_KEYS = ("cloudfiles.schemalocation", "schemalocation")
 
 _settings: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
-# the schema a reader was given (.schema(...)), and DataStreamReader.schema itself
+# the schema a reader was given (.schema(...))
 _schemas: weakref.WeakKeyDictionary[Any, StructType | str] = weakref.WeakKeyDictionary()
-_original_schema: list[Callable[..., Any]] = []
-_guard = threading.Lock()
-_installed = False
 
 
 def folder(path: str | os.PathLike[str]) -> str:
@@ -72,16 +71,8 @@ def default_location(source: str, fmt: str, glob: str | None,
 
 
 def install() -> None:
-    """Wrap DataStreamReader's format/option/options/schema/load (idempotent)."""
-    global _installed
-    with _guard:
-        if _installed:
-            return
-        _original_schema.append(DataStreamReader.schema)
-        for attr, wrap in (("format", _format), ("option", _option), ("options", _options),
-                           ("load", _load), ("schema", _schema)):
-            setattr(DataStreamReader, attr, wrap(getattr(DataStreamReader, attr)))
-        _installed = True
+    """Wrap DataStreamReader's format/option/options/load/schema (idempotent)."""
+    patches.install(patches.INGEST)
 
 
 def _remember(reader: Any, **values: Any) -> None:
@@ -131,7 +122,8 @@ def _with_metadata(reader: Any, schema: StructType | str) -> None:
     never asks the source its schema then, so the column would be missing)."""
     struct = schema if isinstance(schema, StructType) else _parse_datatype_string(schema)
     if isinstance(struct, StructType) and METADATA_COLUMN not in struct.fieldNames():
-        _original_schema[0](reader, StructType(list(struct.fields)).add(METADATA_FIELD))
+        spark_schema = patches.original(DataStreamReader, "schema")
+        spark_schema(reader, StructType(list(struct.fields)).add(METADATA_FIELD))
 
 
 def _load(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -157,8 +149,13 @@ def _load(original: Callable[..., Any]) -> Callable[..., Any]:
             if given is not None:
                 _with_metadata(self, given)
                 schema = None
-        df = original(self, path, format, schema, **options)
-        return hide_metadata(df) if files else df
+        if not files:
+            return original(self, path, format, schema, **options)
+        # an error the source raised in Spark's Python worker (HW_INGEST_NO_FILES, say)
+        # reaches the user as headwater's error first, Spark's traceback as its cause
+        with translated():
+            df = original(self, path, format, schema, **options)
+        return hide_metadata(df)
 
     load.__doc__ = original.__doc__
     return load

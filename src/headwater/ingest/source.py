@@ -59,7 +59,7 @@ class IngestOptions:
     max_files: int | None
     max_bytes: int | None
     include_existing: bool
-    glob: str | None
+    files: landing.FileFilter
     clean_source: str
     archive_dir: str | None
     sample_files: int
@@ -109,7 +109,9 @@ class IngestOptions:
                                 "or give string columns with schema_hints / schema.")
         clean = parse_choice("clean_source", opts.get("cleansource"), CLEAN_MODES, "off")
         archive = opts.get("sourcearchivedir") or opts.get("archivedir")
-        root = landing.normalize(path)
+        # a glob in the path (/landing/*/orders-*.json): its folder is read, the glob filters
+        folder, path_glob = landing.split_glob(path)
+        root = landing.normalize(folder)
         if landing.is_remote(location):
             raise _option_error("schema_location", f"is on an object store ({location})",
                                 "It holds the stream's file index (SQLite): give a local "
@@ -134,7 +136,8 @@ class IngestOptions:
             max_bytes=parse_size("maxBytesPerTrigger", opts.get("maxbytespertrigger"), None),
             include_existing=parse_bool("includeExistingFiles",
                                         opts.get("includeexistingfiles"), True),
-            glob=opts.get("pathglobfilter"), clean_source=clean, archive_dir=archive,
+            files=landing.FileFilter(opts.get("pathglobfilter"), path_glob),
+            clean_source=clean, archive_dir=archive,
             sample_files=parse_int("schemaInference.sampleSize.numFiles",
                                    opts.get("schemainference.samplesize.numfiles"), 1000,
                                    minimum=1),
@@ -176,7 +179,7 @@ def resolve_schema(opts: IngestOptions) -> StructType:
         store = SchemaStore(opts.schema_location)
         latest = store.latest()
         if latest is None:
-            samples = landing.sample(opts.path, opts.glob, opts.sample_files,
+            samples = landing.sample(opts.path, opts.files, opts.sample_files,
                                      opts.sample_bytes)
             hints = parse_ddl(opts.hints) if opts.hints else StructType([])
             if not samples and not hints.fields:
@@ -279,8 +282,8 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def index(self):
         if self._index is None:
-            index = FileIndex(self.opts.index_path, self.opts.path, self.opts.glob)
-            identity = f"{self.opts.path} {self.opts.fmt} {self.opts.glob or '*'}"
+            index = FileIndex(self.opts.index_path, self.opts.path, self.opts.files)
+            identity = f"{self.opts.path} {self.opts.fmt} {self.opts.files.describe()}"
             owner = index.get("stream")
             if owner is not None and owner != identity:
                 index.close()

@@ -49,6 +49,7 @@ from headwater.lakehouse.statements import (
     seq,
     target,
 )
+from headwater.spark.active import data_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,7 +62,7 @@ _CHANGING = ("ALTER TABLE", "TRUNCATE TABLE", "LOAD DATA", "MSCK REPAIR TABLE", 
 
 def done(spark: SparkSession) -> DataFrame:
     """What a DDL statement returns (an empty result, as before)."""
-    return spark.createDataFrame([], "result string")
+    return data_frame(spark, [], "result string")
 
 
 def lakehouse_table(lake: Lakehouse, parts: list[str]) -> str | None:
@@ -150,7 +151,7 @@ def create(lake: Lakehouse, st: Statement) -> DataFrame | None:
                 if name is not None:
                     lake.register_external(name, path)
             return done(spark)
-        df = spark.createDataFrame([], schema)
+        df = data_frame(spark, [], schema)
     declared = not st.kind.endswith("AsSelect")  # REPLACE TABLE t (id INT NOT NULL)
     if name is not None and where is None:
         lake.replace(name, df, partition_by=partition_by, comment=comment, properties=properties,
@@ -472,7 +473,7 @@ def describe(lake: Lakehouse, st: Statement) -> DataFrame | None:
                  ("Table Properties", "[" + ",".join(
                      f"{k}={v}" for k, v in sorted((meta.configuration or {}).items())) + "]",
                   "")]
-    return st.session.createDataFrame(rows, "col_name string, data_type string, comment string")
+    return data_frame(st.session, rows, "col_name string, data_type string, comment string")
 
 
 def _spark_schema(table: Any) -> StructType:

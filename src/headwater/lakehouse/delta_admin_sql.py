@@ -32,6 +32,7 @@ from headwater.lakehouse.statements import (
     seq,
     target,
 )
+from headwater.spark.active import data_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -175,7 +176,7 @@ def vacuum(lake: Lakehouse, st: Statement) -> DataFrame:
                                enforce_retention=maintenance.retention_check_enabled(st.session))
     base = maintenance.qualified(path)
     rows = [(f"{base}/{unquote(f)}",) for f in files] if dry_run else [(base,)]
-    return st.session.createDataFrame(rows, "path string")
+    return data_frame(st.session, rows, "path string")
 
 
 def restore(lake: Lakehouse, st: Statement) -> DataFrame:
@@ -257,5 +258,5 @@ def show_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
         key = str(key)
         value = properties.get(key, f"Table {'.'.join(found[0])} does not have property: "
                                     f"{key}")  # Spark's own answer for a missing key
-        return st.session.createDataFrame([(key, value)], "key string, value string")
-    return st.session.createDataFrame(sorted(properties.items()), "key string, value string")
+        return data_frame(st.session, [(key, value)], "key string, value string")
+    return data_frame(st.session, sorted(properties.items()), "key string, value string")

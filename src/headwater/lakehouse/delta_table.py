@@ -42,6 +42,7 @@ from headwater.lakehouse.table_builder import DeltaTableBuilder, builder
 from headwater.lakehouse.table_builder import (  # re-exported: delta.tables' names
     IdentityGenerator as IdentityGenerator,
 )
+from headwater.spark.active import data_frame
 
 
 class DeltaTable:
@@ -171,7 +172,7 @@ class DeltaTable:
         hours = None if retentionHours is None else float(retentionHours)
         maintenance.vacuum(self._path, hours,
                            enforce_retention=maintenance.retention_check_enabled(self._spark))
-        return self._spark.createDataFrame([], StructType([]))
+        return data_frame(self._spark, [], StructType([]))
 
     def generate(self, mode: str) -> None:
         """Write manifest files of ``mode`` (``symlink_format_manifest``, any case) for
@@ -307,7 +308,7 @@ class DeltaTable:
         keys = ["table_size_after_restore", "num_of_files_after_restore", "num_removed_files",
                 "num_restored_files", "removed_files_size", "restored_files_size"]
         row = tuple(int(metrics.get(k) or 0) for k in keys)
-        return self._spark.createDataFrame([row], ", ".join(f"{k} long" for k in keys))
+        return data_frame(self._spark, [row], ", ".join(f"{k} long" for k in keys))
 
     def __repr__(self) -> str:
         return f"DeltaTable({self._path!r})"
@@ -457,7 +458,7 @@ def optimize_frame(spark: SparkSession, path: str, metrics: dict[str, Any]) -> D
     metric_fields = struct["metrics"].dataType
     assert isinstance(metric_fields, StructType)
     values = {f.name: metrics.get(f.name) for f in metric_fields.fields}
-    return spark.createDataFrame([(maintenance.qualified(path), values)], struct)
+    return data_frame(spark, [(maintenance.qualified(path), values)], struct)
 
 
 def _check_type(value: Any, kind: type, name: str, article: str) -> None:
@@ -491,7 +492,7 @@ def _struct(ddl: str) -> StructType:
 def _frame(spark: SparkSession, rows: list[dict[str, Any]], schema: str) -> DataFrame:
     struct = _struct(schema)
     data = [tuple(_plain(row.get(f.name)) for f in struct.fields) for row in rows]
-    return spark.createDataFrame(data, struct)
+    return data_frame(spark, data, struct)
 
 
 def _plain(value: Any) -> Any:

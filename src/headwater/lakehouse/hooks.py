@@ -2,16 +2,21 @@
 
 Spark alone would run ``CREATE TABLE``/``ALTER TABLE`` against its in-memory catalog only, and
 ``saveAsTable``/``toTable`` would create tables at a default location headwater cannot see. So
-while a lakehouse is attached, four methods are wrapped: ``SparkSession.sql``,
-``DataFrameWriter.saveAsTable``, ``DataStreamWriter.toTable`` (and its Databricks spelling
-``.table``), plus ``format`` on both writers (only to remember whether a format was set).
+while a lakehouse is attached, ``SparkSession.sql`` and ``.table``, ``DataFrameWriter.saveAsTable``
+and ``.insertInto``, ``DataStreamWriter.toTable`` (and its Databricks spelling ``.table``), the
+readers' ``table``, plus ``format`` on both writers (only to remember whether a format was set)
+are wrapped. Every headwater session also gets the ``format("delta")`` path writer and reader
+and ``newSession`` (:func:`install_path_writer`).
+
+The wrappers are defined here; which attribute each one goes on, its scope and the putting
+back are rows of the one table in :mod:`headwater.spark.patches`.
 
 Scope: the wrappers look up the lakehouse of the writer's / the statement's own session
 (:func:`~headwater.lakehouse.catalog.lakehouse_of`); a session without one gets Spark's method
-with the same arguments, unchanged. The wrappers exist only while at least one lakehouse is
-attached and the original methods are put back when the last one is detached. They are
-class-level because Spark makes a new writer object per ``df.write`` and a new Python session
-object for cloned sessions (foreachBatch), so an instance patch would miss both.
+with the same arguments, unchanged. The lakehouse's wrappers exist only while at least one
+lakehouse is attached and come off when the last one is detached. They are class-level because
+Spark makes a new writer object per ``df.write`` and a new Python session object for cloned
+sessions (foreachBatch), so an instance patch would miss both.
 
 Writers honour what was set on them: format, mode, partitionBy and options are read back from
 the writer (Spark keeps them on the JVM side; the format is remembered here because Spark's
@@ -22,16 +27,15 @@ delta keeps Spark's own behaviour, except into an existing lakehouse table, whic
 from __future__ import annotations
 
 import json
-import threading
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
+from pyspark.sql.readwriter import DataFrameReader
 from pyspark.sql.sql_formatter import SQLStringFormatter
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
+from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from headwater.conf.options import parse_bool
 from headwater.delta.constraints import schema_overwrite
@@ -55,16 +59,14 @@ from headwater.lakehouse.native_reads import load as native_load
 from headwater.lakehouse.native_reads import read_table as native_table
 from headwater.lakehouse.native_reads import with_native_reads
 from headwater.messages import register_message_sources
+from headwater.spark import patches
 from headwater.spark.jvm import java_map, private_field, set_private_field
 from headwater.spark.micro_batch_sink import start_with_sink
-from headwater.spark.session import activate, active_in_thread
+from headwater.spark.session import active_in_thread
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-_guard = threading.Lock()
-# (class, attribute) -> Spark's original, filled by install(); None: an attribute we added.
-_originals: dict[tuple[type, str], Any] = {}
 # What spark.sql runs in a session with a lakehouse: handed in by Lakehouse.attach
 # (headwater.lakehouse.sql.run_sql), so the hooks import neither the router nor the tables.
 Router = Callable[..., Any]
@@ -73,53 +75,35 @@ _router: Router | None = None
 
 def raw_sql(spark: SparkSession, text: str, args: Any = None) -> DataFrame:
     """Spark's own ``spark.sql`` (headwater's internal statements must not be routed)."""
-    original = _originals.get((SparkSession, "sql")) or SparkSession.sql
-    return original(spark, text, args)
+    return patches.original(SparkSession, "sql")(spark, text, args)
 
 # The format explicitly set on a writer (weak keys: writers are short-lived).
 _formats: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 def installed() -> bool:
-    return bool(_originals)
+    return patches.installed(patches.LAKEHOUSE)
 
 
 def install(router: Router) -> None:
-    """Wrap the methods (idempotent); ``spark.sql`` in a session with a lakehouse runs
+    """Wrap the methods (the ``lakehouse`` rows of :mod:`headwater.spark.patches`;
+    idempotent); ``spark.sql`` in a session with a lakehouse runs
     ``router(lake, text, session=..., args=...)``."""
     global _router
     _router = router
-    with _guard:
-        if _originals:
-            return
-        wrappers: list[tuple[type, str, Callable[[Any], Any]]] = [
-            (SparkSession, "sql", _sql),
-            (DataFrameWriter, "format", _format),
-            (DataFrameWriter, "saveAsTable", _save_as_table),
-            (DataFrameWriter, "insertInto", _insert_into),
-            (DataStreamWriter, "format", _format),
-            (DataStreamWriter, "toTable", _to_table),
-            (DataFrameReader, "table", _read_table),
-            (DataStreamReader, "table", _read_table),
-            (SparkSession, "table", _session_table),
-        ]
-        for cls, attr, wrap in wrappers:
-            _originals[(cls, attr)] = cls.__dict__[attr]
-            setattr(cls, attr, wrap(cls.__dict__[attr]))
-        if not hasattr(DataStreamWriter, "table"):
-            # Databricks' spelling, used throughout the seeds: writeStream...table("silver").
-            _originals[(DataStreamWriter, "table")] = None
-            DataStreamWriter.table = DataStreamWriter.toTable  # type: ignore[attr-defined]
+    patches.install(patches.LAKEHOUSE)
 
 
-# Wrapped for every headwater session, lakehouse or not (start_session installs them once): the
-# delta-spark behaviours of ``df.write.format("delta")`` that Spark refuses for a Python data
-# source. (class, attribute) -> Spark's original.
-_path_writer_originals: dict[tuple[type, str], Any] = {}
+def uninstall() -> None:
+    """Take the lakehouse's wrappers off (Spark's methods back where nothing wrapped them
+    since)."""
+    patches.restore(patches.LAKEHOUSE)
 
 
 def install_path_writer() -> None:
-    """Wrap ``DataFrameWriter.save`` for ``format("delta")`` (idempotent; never removed):
+    """Wrap, for every headwater session (the ``session`` rows of
+    :mod:`headwater.spark.patches`; idempotent), ``DataFrameWriter.save`` for
+    ``format("delta")``:
 
     - no mode, ``error``/``errorifexists`` and ``ignore``: Spark refuses every mode but append
       and overwrite for Python data sources (UNSUPPORTED_DATA_SOURCE_SAVE_MODE). As in
@@ -137,22 +121,9 @@ def install_path_writer() -> None:
     Other formats go to Spark's save / start unchanged.
 
     And ``DataFrameReader.load`` for ``format("delta")``: a batch read through Spark's parquet
-    reader where the table allows it (:mod:`headwater.lakehouse.native_reads`)."""
-    with _guard:
-        if _path_writer_originals:
-            return
-        original = DataFrameWriter.__dict__["save"]
-        _path_writer_originals[(DataFrameWriter, "save")] = original
-        DataFrameWriter.save = _save(original)  # type: ignore[method-assign]
-        start = DataStreamWriter.__dict__["start"]
-        _path_writer_originals[(DataStreamWriter, "start")] = start
-        DataStreamWriter.start = _start(start)  # type: ignore[method-assign]
-        load = DataFrameReader.__dict__["load"]
-        _path_writer_originals[(DataFrameReader, "load")] = load
-        DataFrameReader.load = _load(load)  # type: ignore[method-assign]
-        new_session = SparkSession.__dict__["newSession"]
-        _path_writer_originals[(SparkSession, "newSession")] = new_session
-        SparkSession.newSession = _new_session(new_session)  # type: ignore[method-assign]
+    reader where the table allows it (:mod:`headwater.lakehouse.native_reads`); and
+    ``SparkSession.newSession``: the new session gets headwater's sources."""
+    patches.install(patches.SESSION)
 
 
 def _onto_stream_writer(writer: DataStreamWriter, options: dict[str, Any],
@@ -218,16 +189,15 @@ def _new_session(original: Callable) -> Callable:
     def newSession(self):  # noqa: N802 (Spark's name)
         session = original(self)
         # Spark checks a new name against the *active* session's sources ("already exists"
-        # while the parent is active): the new session is active while it gets them.
-        activate(session)
-        try:
+        # while the parent is active): the new session is the JVM's active one of this thread
+        # while it gets them, and the thread's previous one (or none) after; pyspark's own
+        # active session is not touched (newSession never changes it).
+        with active_in_thread(session):
             register_sources(session)
             register_message_sources(session)
             lake = lakehouse_of(self)
             if lake is not None:
                 lake.share_with(session)
-        finally:
-            activate(self)
         return session
 
     newSession.__doc__ = original.__doc__
@@ -256,6 +226,10 @@ def _load(original: Callable) -> Callable:
                 native = native_load(self._spark, target, settings)
                 if native is not None:
                     return native
+            # the data source's error (HW_DELTA_TABLE_NOT_FOUND, say) raised in Spark's
+            # Python worker: headwater's error first, Spark's traceback as its cause
+            with translated():
+                return original(self, path)
         return original(self, path)
 
     load.__doc__ = original.__doc__
@@ -367,17 +341,6 @@ def _new_table_properties(writer: Any, spark: SparkSession, target: str,
     properties = with_defaults(explicit, spark)
     if properties:
         writer.option(TABLE_PROPERTIES_OPTION, json.dumps(properties))
-
-
-def uninstall() -> None:
-    """Put Spark's methods back."""
-    with _guard:
-        for (cls, attr), original in _originals.items():
-            if original is None:
-                delattr(cls, attr)
-            else:
-                setattr(cls, attr, original)
-        _originals.clear()
 
 
 # --- the wrappers ---------------------------------------------------------------------------
@@ -522,6 +485,16 @@ def _read_table(original: Callable) -> Callable:
         return df
 
     table.__doc__ = original.__doc__
+    return table
+
+
+def _stream_table(original: Callable | None) -> Callable:
+    """``writeStream....table(name)``: Databricks' spelling of ``toTable`` (added where pyspark
+    has no ``DataStreamWriter.table``), used throughout the seeds."""
+    def table(self, tableName: str, *args: Any, **kwargs: Any):  # noqa: N803 (Spark's name)
+        return self.toTable(tableName, *args, **kwargs)
+
+    table.__doc__ = DataStreamWriter.toTable.__doc__
     return table
 
 

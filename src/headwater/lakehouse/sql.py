@@ -235,8 +235,11 @@ def _with_delta_paths(spark: SparkSession, text: str, plan: Any) -> str:
         start, stop = option(node.origin().startIndex()), option(node.origin().stopIndex())
         if start is None or stop is None:
             continue
-        view = "hw_path_" + hashlib.sha1(parts[1].encode()).hexdigest()[:12]
-        spark.read.format("delta").load(parts[1]).createOrReplaceTempView(view)
+        streaming = bool(node.isStreaming())  # STREAM delta.`path` (pipeline SQL): a stream
+        view = ("hw_stream_" if streaming else "hw_path_") + \
+            hashlib.sha1(parts[1].encode()).hexdigest()[:12]
+        reader = spark.readStream if streaming else spark.read
+        reader.format("delta").load(parts[1]).createOrReplaceTempView(view)
         spans.append((int(start), int(stop), view))
     for start, stop, view in sorted(spans, reverse=True):
         text = f"{text[:start]}`{view}`{text[stop + 1:]}"

@@ -325,8 +325,12 @@ class Lakehouse:
         comment: str | None = None,
         properties: dict[str, str] | None = None,
         declared: bool = False,
+        cluster_by: Iterable[str] | None = None,
     ) -> str:
         """Create an empty Delta table unless it exists; return its path.
+
+        cluster_by: liquid clustering columns of a new table (headwater.delta.definition
+        writes the clustering domain; OPTIMIZE clusters by them).
 
         declared: ``schema`` is a declaration (CREATE TABLE's columns, a pipeline's schema):
         its NOT NULL columns are recorded (``nullable: false``) and enforced on every write;
@@ -336,11 +340,12 @@ class Lakehouse:
         """
         with self._create_lock:
             return self._create_table(name, schema, partition_by, comment, properties,
-                                      declared)
+                                      declared, cluster_by)
 
     def _create_table(self, name: str, schema: StructType, partition_by: Iterable[str],
                       comment: str | None, properties: dict[str, str] | None,
-                      declared: bool = False) -> str:
+                      declared: bool = False, cluster_by: Iterable[str] | None = None
+                      ) -> str:
         tname = parse_name(name)
         path = self.path(name)
         partition_by = list(partition_by)
@@ -352,8 +357,14 @@ class Lakehouse:
             _check_new_table(tname, schema, partition_by)
             # generated / identity columns: the definition as declared, NOT NULL included
             keep = declared or definition.needs_definition(schema)
-            create_delta_table(path, schema if keep else as_nullable(schema),
-                               partition_by, tname.table, comment, properties)
+            if cluster_by is not None:  # the clustering domain: headwater's own commit
+                location(path).parent.mkdir(parents=True, exist_ok=True)
+                definition.create(self.spark, path, definition.TableDefinition(
+                    schema if keep else as_nullable(schema), partition_by, list(cluster_by),
+                    comment, dict(properties or {}), tname.table), tname.qualified)
+            else:
+                create_delta_table(path, schema if keep else as_nullable(schema),
+                                   partition_by, tname.table, comment, properties)
         if tname.qualified not in self._registered:
             self.register(name)
         return path
@@ -366,6 +377,7 @@ class Lakehouse:
         comment: str | None = None,
         properties: dict[str, str] | None = None,
         declared: bool | StructType = False,
+        cluster_by: Iterable[str] | None = None,
     ) -> int:
         """Replace table ``name`` (created when missing) by the rows of ``df``; return them.
         declared: ``df``'s schema is a declaration (its NOT NULL columns are kept), or the
@@ -379,9 +391,10 @@ class Lakehouse:
         """
         tname = parse_name(name)
         partition_by = list(partition_by)
-        if definition.needs_definition(df.schema, properties):  # generated / identity / DEFAULT
+        if cluster_by is not None or definition.needs_definition(df.schema, properties):
+            # generated / identity / DEFAULT columns, clustering: the definition's commit
             return self._replace_definition(tname, df, partition_by, comment, properties,
-                                            declared)
+                                            declared, cluster_by)
         _check_new_table(tname, df.schema, partition_by)
         with self._create_lock:
             location(self.path(name)).parent.mkdir(parents=True, exist_ok=True)
@@ -393,7 +406,8 @@ class Lakehouse:
 
     def _replace_definition(self, tname: TableName, df: DataFrame, partition_by: list[str],
                             comment: str | None, properties: dict[str, str] | None,
-                            declared: bool | StructType = False) -> int:
+                            declared: bool | StructType = False,
+                            cluster_by: Iterable[str] | None = None) -> int:
         """replace() of a schema with generated / identity columns (CREATE OR REPLACE TABLE
         with them): the empty table of that definition in one commit, then ``df``'s rows
         (their generated values computed) in a second one."""
@@ -401,8 +415,9 @@ class Lakehouse:
         # NOT NULL as declared; a DataFrame's own nullability is not a declaration
         schema = df.schema if declared is True or definition.needs_definition(df.schema) \
             else declared_schema(df.schema, declared)
-        table_def = definition.TableDefinition(schema, partition_by, None, comment,
-                                               dict(properties or {}), tname.table)
+        table_def = definition.TableDefinition(
+            schema, partition_by, None if cluster_by is None else list(cluster_by), comment,
+            dict(properties or {}), tname.table)
         with self._create_lock:
             location(path).parent.mkdir(parents=True, exist_ok=True)
             if self.exists(tname.qualified):

@@ -7,10 +7,10 @@ Why not register the data source as "kafka": Spark 4.3 looks the name "kafka" up
 Python data source, answers KAFKA_DATA_SOURCE_NOT_ENABLED without the spark-sql-kafka jar, and
 ``spark.dataSource.register`` refuses the name (DATA_SOURCE_ALREADY_EXISTS). So ``format`` of
 ``DataStreamReader``, ``DataFrameReader``, ``DataStreamWriter`` and ``DataFrameWriter`` is
-wrapped (once, class-level): the name "kafka" (any case) becomes headwater's source unless the
-session's JVM has Spark's own connector (``org.apache.spark.sql.kafka010.KafkaSourceProvider``),
-which then keeps the name. (``load(format=...)``, ``save(format=...)`` and
-``start(format=...)`` call ``format`` too.)
+wrapped (class-level, the ``kafka`` rows of :mod:`headwater.spark.patches`): the name
+"kafka" (any case) becomes headwater's source unless the session's JVM has Spark's own
+connector (``org.apache.spark.sql.kafka010.KafkaSourceProvider``), which then keeps the name.
+(``load(format=...)``, ``save(format=...)`` and ``start(format=...)`` call ``format`` too.)
 
 A batch write has one more difference: Spark's Kafka sink takes the default save mode
 (ErrorIfExists) as append, and refuses overwrite and ignore
@@ -22,40 +22,26 @@ name), the default mode becomes append and overwrite / ignore are HW_KAFKA_SAVE_
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
-from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
+from pyspark.sql.readwriter import DataFrameWriter
 
 from headwater.messages.kafka_sink import save_mode_refused
 from headwater.messages.kafka_source import FORMAT_NAME
+from headwater.spark import patches
 
 SPARK_NAME = "kafka"
 _CONNECTOR = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-_MARK = "_hw_kafka_alias"
-_guard = threading.Lock()
 _has_connector: dict[int, bool] = {}  # id of the JVM gateway -> Spark's connector is there
 # Batch writers whose format is headwater's Kafka sink (weak: writers are short-lived).
 _kafka_writers: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def install() -> None:
-    """Wrap the readers' and writers' ``format`` and ``DataFrameWriter.save`` (idempotent).
-
-    Another wrapper installed over one of these (the lakehouse hooks wrap the writers'
-    ``format`` and ``save``) hides the mark: then a second layer is added, which does the
-    same mapping again (a no-op on an already mapped name)."""
-    with _guard:
-        for cls in (DataStreamReader, DataFrameReader, DataStreamWriter, DataFrameWriter):
-            current = cls.__dict__["format"]
-            if not getattr(current, _MARK, False):
-                cls.format = _format(current)  # type: ignore[method-assign]
-        save = DataFrameWriter.__dict__["save"]
-        if not getattr(save, _MARK, False):
-            DataFrameWriter.save = _save(save)  # type: ignore[method-assign]
+    """Wrap the readers' and writers' ``format`` and ``DataFrameWriter.save`` (idempotent)."""
+    patches.install(patches.KAFKA)
 
 
 def kafka_format(spark: Any, source: str, alias: str) -> str:
@@ -91,7 +77,6 @@ def _format(original: Callable[..., Any]) -> Callable[..., Any]:
         return original(self, mapped)
 
     format.__doc__ = original.__doc__
-    setattr(format, _MARK, True)
     return format
 
 
@@ -108,7 +93,6 @@ def _save(original: Callable[..., Any]) -> Callable[..., Any]:
         return original(self, path, partitionBy=partitionBy, **options)
 
     save.__doc__ = original.__doc__
-    setattr(save, _MARK, True)
     return save
 
 

@@ -83,14 +83,15 @@ def table(*, name: str | None = None,
           keys: Iterable[str] | None = None, partition_by: Iterable[str] | None = None,
           comment: str | None = None, table_properties: Mapping[str, str] | None = None,
           keep_late_rows: bool = False, schema: StructType | str | None = None,
-          temporary: bool = False,
-          spark_conf: Mapping[str, str] | None = None) -> AnyDecorator: ...
+          temporary: bool = False, spark_conf: Mapping[str, str] | None = None,
+          cluster_by: Iterable[str] | None = None) -> AnyDecorator: ...
 def table(func: Callable[..., Any] | None = None, *, name: str | None = None,
           output_mode: str | None = None,
           keys: Iterable[str] | None = None, partition_by: Iterable[str] | None = None,
           comment: str | None = None, table_properties: Mapping[str, str] | None = None,
           keep_late_rows: bool = False, schema: StructType | str | None = None,
-          temporary: bool = False, spark_conf: Mapping[str, str] | None = None) -> Any:
+          temporary: bool = False, spark_conf: Mapping[str, str] | None = None,
+          cluster_by: Iterable[str] | None = None) -> Any:
     """A streaming table: the function returns a streaming DataFrame.
 
     name: default the function's name (``schema.table`` allowed).
@@ -107,23 +108,27 @@ def table(func: Callable[..., Any] | None = None, *, name: str | None = None,
     spark_conf: Spark SQL settings for this table's query only (SDP's and DLT's spark_conf):
         in force while its DataFrame is defined and while its query starts, so its
         micro-batches and writer run with them; other flows do not see them. Default none.
+    cluster_by: liquid clustering columns (instead of partition_by): OPTIMIZE clusters the
+        table's files by them.
     """
     return _table(func, name=name, output_mode=output_mode, keys=keys,
                   partition_by=partition_by, comment=comment,
                   table_properties=table_properties, keep_late_rows=keep_late_rows,
-                  schema=schema, temporary=temporary, spark_conf=spark_conf)
+                  schema=schema, temporary=temporary, spark_conf=spark_conf,
+                  cluster_by=cluster_by)
 
 
 def table_or_view(*, name: str | None = None, partition_by: Iterable[str] | None = None,
                   comment: str | None = None, table_properties: Mapping[str, str] | None = None,
                   schema: StructType | str | None = None, temporary: bool = False,
-                  spark_conf: Mapping[str, str] | None = None) -> AnyDecorator:
+                  spark_conf: Mapping[str, str] | None = None,
+                  cluster_by: Iterable[str] | None = None) -> AnyDecorator:
     """Databricks' ``@dlt.table``: a streaming table, or a materialized view when the
     function returns a batch DataFrame (decided when the graph evaluates it)."""
     def register(f: Callable[..., Any]) -> Any:
         return _table(f, name=name, partition_by=partition_by, comment=comment,
                       table_properties=table_properties, schema=schema, temporary=temporary,
-                      spark_conf=spark_conf, kind_from_query=True)
+                      spark_conf=spark_conf, kind_from_query=True, cluster_by=cluster_by)
 
     return register
 
@@ -133,7 +138,8 @@ def _table(func: Callable[..., Any] | None, *, name: str | None = None,
            partition_by: Iterable[str] | None = None, comment: str | None = None,
            table_properties: Mapping[str, str] | None = None, keep_late_rows: bool = False,
            schema: StructType | str | None = None, temporary: bool = False,
-           spark_conf: Mapping[str, str] | None = None, kind_from_query: bool = False) -> Any:
+           spark_conf: Mapping[str, str] | None = None, kind_from_query: bool = False,
+           cluster_by: Iterable[str] | None = None) -> Any:
     def build(f: Callable[..., Any], where: Location) -> model.Dataset:
         table_name = name or f.__name__
         if output_mode is not None and output_mode not in OUTPUT_MODES:
@@ -143,7 +149,7 @@ def _table(func: Callable[..., Any] | None, *, name: str | None = None,
                 "Use 'append' (default), 'complete' or 'update'.")
         return model.StreamingTable(
             **stored_fields(table_name, where, comment or inspect.getdoc(f) or None,
-                            table_properties, partition_by, None, schema, None),
+                            table_properties, partition_by, cluster_by, schema, None),
             output_mode=output_mode,  # type: ignore[arg-type]
             keys=tuple(keys) if keys else None, keep_late_rows=bool(keep_late_rows),
             temporary=bool(temporary), kind_from_query=kind_from_query)
@@ -159,20 +165,22 @@ def materialized_view(*, name: str | None = None, partition_by: Iterable[str] | 
                       table_properties: Mapping[str, str] | None = None,
                       schema: StructType | str | None = None,
                       temporary: bool = False,
-                      spark_conf: Mapping[str, str] | None = None) -> AnyDecorator: ...
+                      spark_conf: Mapping[str, str] | None = None,
+                      cluster_by: Iterable[str] | None = None) -> AnyDecorator: ...
 def materialized_view(func: Callable[..., Any] | None = None, *, name: str | None = None,
                       partition_by: Iterable[str] | None = None, comment: str | None = None,
                       table_properties: Mapping[str, str] | None = None,
                       schema: StructType | str | None = None, temporary: bool = False,
-                      spark_conf: Mapping[str, str] | None = None) -> Any:
+                      spark_conf: Mapping[str, str] | None = None,
+                      cluster_by: Iterable[str] | None = None) -> Any:
     """A table recomputed from batch reads each run, committed as one overwrite.
 
     name, partition_by, comment (default the docstring), table_properties, schema, temporary,
-    spark_conf (in force while it is recomputed): as for :func:`table`."""
+    spark_conf (in force while it is recomputed), cluster_by: as for :func:`table`."""
     return _register(lambda f, where: model.MaterializedView(**stored_fields(
         name or f.__name__, where, comment or inspect.getdoc(f) or None, table_properties,
-        partition_by, None, schema, None), temporary=bool(temporary)), "materialized_view", func,
-        spark_conf)
+        partition_by, cluster_by, schema, None), temporary=bool(temporary)),
+        "materialized_view", func, spark_conf)
 
 
 @overload
@@ -218,7 +226,8 @@ def create_streaming_table(name: str, *, comment: str | None = None,
                            schema: StructType | str | None = None,
                            output_mode: Literal["append", "complete", "update"] | None = None,
                            keys: Iterable[str] | None = None, temporary: bool = False,
-                           spark_conf: Mapping[str, str] | None = None) -> None:
+                           spark_conf: Mapping[str, str] | None = None,
+                           cluster_by: Iterable[str] | None = None) -> None:
     """A streaming table without a query of its own: append flows fill it (temporary: as
     for :func:`table`). spark_conf: Spark SQL settings for every flow into it (a flow's own
     spark_conf wins)."""
@@ -229,8 +238,8 @@ def create_streaming_table(name: str, *, comment: str | None = None,
             "A streaming table writes appended rows, the complete result, or updated rows.",
             "Use 'append' (default), 'complete' or 'update'.")
     active_registry("create_streaming_table", where).add_dataset(model.StreamingTable(
-        **stored_fields(name, where, comment, table_properties, partition_by, None, schema,
-                        None), output_mode=output_mode, keys=tuple(keys) if keys else None,
+        **stored_fields(name, where, comment, table_properties, partition_by, cluster_by,
+                        schema, None), output_mode=output_mode, keys=tuple(keys) if keys else None,
         temporary=bool(temporary), spark_conf=_settings(spark_conf, where)))
 
 

@@ -27,12 +27,17 @@ LAUNCH_DIR: ContextVar[str | None] = ContextVar("headwater_launch_dir", default=
 def stored_fields(name: str, where: Location, comment: str | None, properties: Any,
                   partition_cols: Any, cluster_by: Any, schema: Any,
                   format: str | None) -> dict[str, Any]:
-    """The fields of a stored dataset, checked: delta only, no clustering, schema parsed."""
-    if cluster_by:
+    """The fields of a stored dataset, checked: delta only, partitioned or clustered (liquid
+    clustering, ``cluster_by``) but not both, schema parsed."""
+    if isinstance(cluster_by, str):
+        cluster_by = [cluster_by]
+    if cluster_by and partition_cols:
         raise HeadwaterError(
-            "HW_PIPELINE_UNSUPPORTED", f"{where}: {name!r} asks for cluster_by={list(cluster_by)}.",
-            "Liquid clustering is not supported by headwater's Delta writer (delta-rs).",
-            "Remove cluster_by, or use partition_cols for columns with few distinct values.")
+            "HW_PIPELINE_UNSUPPORTED", f"{where}: {name!r} asks for both partition columns "
+            f"{list(partition_cols)} and cluster_by={list(cluster_by)}.",
+            "A Delta table is either partitioned or clustered.",
+            "Keep one of them (cluster_by for liquid clustering).",
+            error_class="DELTA_CLUSTER_BY_WITH_PARTITIONED_BY")
     if format is not None and str(format).lower() != "delta":
         raise HeadwaterError(
             "HW_PIPELINE_UNSUPPORTED", f"{where}: {name!r} asks for format={format!r}.",
@@ -40,7 +45,8 @@ def stored_fields(name: str, where: Location, comment: str | None, properties: A
             "Remove format=..., or write format='delta'.")
     return dict(name=name, location=where, comment=comment,
                 properties={str(k): str(v) for k, v in dict(properties or {}).items()},
-                partition_by=tuple(partition_cols or ()), schema=declared_schema(schema, where))
+                partition_by=tuple(partition_cols or ()), schema=declared_schema(schema, where),
+                cluster_by=tuple(str(c) for c in cluster_by) if cluster_by else None)
 
 
 def declared_schema(schema: Any, where: Location) -> Any:

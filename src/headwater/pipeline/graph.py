@@ -43,6 +43,11 @@ from headwater.errors import HeadwaterError, find_code
 from headwater.lakehouse import Lakehouse, parse_name
 from headwater.lakehouse.database import using_database
 from headwater.pipeline import expectations as expect_mod
+from headwater.pipeline.databricks_only import (
+    databricks_only_error,
+    is_databricks_only,
+    unresolved_function,
+)
 from headwater.pipeline.edges import (
     Read,
     TableNames,
@@ -70,7 +75,7 @@ from headwater.pipeline.shape import check_kind, conform
 from headwater.pipeline.snapshot import snapshot_preview
 from headwater.spark.plan import Relation, substitute_reads, substitute_streams
 from headwater.spark.scoped_conf import scoped_conf
-from headwater.spark.session import activate
+from headwater.spark.session import activated
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
@@ -209,10 +214,11 @@ class Graph(GraphQueries):
 
     @contextlib.contextmanager
     def _active(self) -> Iterator[None]:
-        activate(self.lakehouse.spark)  # definitions may ask SparkSession.active()
         token = _current.set(self)
         try:
-            with live_schema():  # spark.table("LIVE.x") is the pipeline's x, as in DLT
+            # definitions may ask SparkSession.active(): the pipeline's session while they run
+            # (the one active before, after); spark.table("LIVE.x") is the pipeline's x, as in DLT
+            with activated(self.lakehouse.spark), live_schema():
                 yield
         finally:
             _current.reset(token)
@@ -327,6 +333,9 @@ class Graph(GraphQueries):
 
     def _definition_failed(self, dataset: Dataset, flow: Flow, exc: Exception) -> Exception:
         where = _user_line(exc, flow.location)
+        function = unresolved_function(exc)
+        if function is not None and is_databricks_only(function):
+            return databricks_only_error(function, dataset.name, where)
         missing = missing_relation(exc)
         if missing is not None:
             missing = self.registry.qualify(missing)
@@ -393,7 +402,8 @@ class Graph(GraphQueries):
                 properties = {**CDC_TARGET_PROPERTIES, **properties}
             self.lakehouse.create_table(name, self._schemas[name], dataset.partition_by,
                                         dataset.comment, properties,
-                                        declared=dataset.schema is not None)
+                                        declared=dataset.schema is not None,
+                                        cluster_by=dataset.cluster_by)
         self._pending.discard(name)
 
     def store_for(self, name: str) -> Lakehouse:

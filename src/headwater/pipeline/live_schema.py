@@ -4,40 +4,36 @@ and ``spark.sql("... FROM LIVE.x")`` read the pipeline's dataset ``x`` (as ``dlt
 and SQL files' ``LIVE.x`` do). Outside a pipeline's definitions, ``LIVE`` is an ordinary
 database name, as in Spark.
 
-The four methods are wrapped class-level (Spark makes a new reader per ``spark.readStream``)
-while :func:`live_schema` is entered; the wrappers are installed again if something put other
-methods in their place (the lakehouse's session hooks restore Spark's own when detached).
+The four methods are wrapped class-level (Spark makes a new reader per ``spark.readStream``),
+the ``live`` rows of :mod:`headwater.spark.patches`, only while some :func:`live_schema` block
+runs: the outermost block (a graph's build, a materialized view's refresh, a snapshot function)
+puts them on, the last to end takes them off. Inside, they apply to the block's own context
+(a ContextVar): another thread's ``spark.table`` meanwhile is Spark's.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from pyspark.sql import SparkSession
-from pyspark.sql.readwriter import DataFrameReader
-from pyspark.sql.streaming.readwriter import DataStreamReader
-
 from headwater.pipeline.sql_dlt import drop_live
 from headwater.pipeline.sql_files import tokens
+from headwater.spark import patches
 
-_MARK = "_hw_live_schema"
 _active: ContextVar[bool] = ContextVar("headwater_live_schema", default=False)
-_guard = threading.Lock()
 
 
 @contextlib.contextmanager
 def live_schema() -> Iterator[None]:
     """``LIVE.x`` means the pipeline's ``x`` in the block (see the module docstring)."""
-    _install()
-    token = _active.set(True)
-    try:
-        yield
-    finally:
-        _active.reset(token)
+    with patches.scoped(patches.LIVE):
+        token = _active.set(True)
+        try:
+            yield
+        finally:
+            _active.reset(token)
 
 
 def without_live(name: str) -> str:
@@ -45,21 +41,11 @@ def without_live(name: str) -> str:
     return name[5:] if isinstance(name, str) and name[:5].lower() == "live." else name
 
 
-def _install() -> None:
-    with _guard:
-        for cls, attr, wrap in ((SparkSession, "table", _table), (DataFrameReader, "table", _table),
-                                (DataStreamReader, "table", _table), (SparkSession, "sql", _sql)):
-            current = cls.__dict__[attr]
-            if not getattr(current, _MARK, False):
-                setattr(cls, attr, wrap(current))
-
-
 def _table(original: Callable[..., Any]) -> Callable[..., Any]:
     def table(self: Any, tableName: str) -> Any:  # noqa: N803 (Spark's name)
         return original(self, without_live(tableName) if _active.get() else tableName)
 
     table.__doc__ = original.__doc__
-    setattr(table, _MARK, True)
     return table
 
 
@@ -70,5 +56,4 @@ def _sql(original: Callable[..., Any]) -> Callable[..., Any]:
         return original(self, sqlQuery, args, **kwargs)
 
     sql.__doc__ = original.__doc__
-    setattr(sql, _MARK, True)
     return sql

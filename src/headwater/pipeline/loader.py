@@ -17,25 +17,28 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.abc
+import importlib.machinery
 import importlib.metadata
 import os
 import re
-import runpy
 import sys
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from pyspark import pipelines as sdp_api
+from pyspark import cloudpickle
 
 from headwater.conf.project import Project
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.database import using_database
-from headwater.pipeline import api, notebook
+from headwater.pipeline import notebook
 from headwater.pipeline.fields import LAUNCH_DIR
 from headwater.pipeline.registry import Registry, collecting
-from headwater.spark.session import activate, thread_session
+from headwater.spark import patches
+from headwater.spark.session import activated, thread_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,25 +48,32 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     """Run every definition file; return the filled (finished) registry.
 
     spark: the pipeline's session (its lakehouse's); default this thread's active session. It is made
-    the active one while the files run, so ``SparkSession.active()`` in them returns it.
+    the active one while the files run, so ``SparkSession.active()`` in them returns it (the
+    one active before is active again after).
     Python files see it as a global ``spark``, as SDP's CLI injects one; a project read from
     a spark-pipeline.yml also loads with its folder as Python's working directory, as SDP
     does, while the paths Spark resolves (a reader's, a sink's) stay relative to the folder
     the run was launched from, as under SDP (docs/guides/sdp-projects.md).
     The project's ``database`` is the session's current database while they run."""
     registry = Registry(project.database)
-    sys.path.insert(0, str(project.dir))
+    files = list(project.files())
+    # modules beside the definitions import as on Databricks (the project's folder and each
+    # definition file's own folder on sys.path while they load)
+    folders = list(dict.fromkeys([str(project.dir), *(str(f.parent) for f in files)]))
+    sys.path[:0] = folders
+    by_value = _ByValueFinder(folders)
+    sys.meta_path.insert(0, by_value)
     spark = spark or thread_session()
-    if spark is not None:
-        activate(spark)
     cwd = os.getcwd()
     launched = LAUNCH_DIR.set(cwd)
     try:
         if project.spec is not None:
             os.chdir(project.dir)
-        with collecting(registry), _dlt_module(), _sdp_snapshot_flow(), using_database(
-                spark, project.database) if spark is not None else contextlib.nullcontext():
-            for file in project.files():
+        with collecting(registry), _dlt_module(), patches.scoped(patches.DEFINITIONS), \
+                activated(spark) if spark is not None else contextlib.nullcontext(), \
+                using_database(spark, project.database) if spark is not None \
+                else contextlib.nullcontext():
+            for file in files:
                 if file.suffix not in (".sql", ".py"):
                     raise HeadwaterError(
                         "HW_PROJECT_INVALID", f"{file}: definitions are .py or .sql files.",
@@ -80,34 +90,60 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     finally:
         os.chdir(cwd)
         LAUNCH_DIR.reset(launched)
-        sys.path.remove(str(project.dir))
+        for folder in folders:
+            sys.path.remove(folder)
+        sys.meta_path.remove(by_value)
     return registry.finish()
 
 
-@contextlib.contextmanager
-def _sdp_snapshot_flow() -> Iterator[None]:
-    """``dp.create_auto_cdc_from_snapshot_flow`` while definitions load: Databricks' SDP has
-    it, pyspark 4.3's ``pyspark.pipelines`` does not; headwater's own is lent to the module
-    (and taken back after) unless pyspark has one."""
-    name = "create_auto_cdc_from_snapshot_flow"
-    if hasattr(sdp_api, name):
-        yield
-        return
-    setattr(sdp_api, name, api.create_auto_cdc_from_snapshot_flow)
-    try:
-        yield
-    finally:
-        delattr(sdp_api, name)
+class _ByValueFinder(importlib.abc.MetaPathFinder):
+    """While definitions load: a module found in the project's folders (``config.py``
+    beside the definitions) is pickled by value with the UDFs that use it, as soon as it is
+    imported (``spark.udf.register`` pickles at once). Spark's Python workers (on a cluster,
+    other machines) do not have the project's folders on their path."""
+
+    def __init__(self, folders: list[str]) -> None:
+        self.folders = folders
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if "." in name:  # a package's submodule: its package decided
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, self.folders)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _ByValueLoader(spec.loader)
+        return spec
+
+
+class _ByValueLoader(importlib.abc.Loader):
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def create_module(self, spec: Any) -> Any:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.inner.exec_module(module)
+        cloudpickle.register_pickle_by_value(module)
 
 
 def _run_python_file(file: Path, init_globals: dict[str, object]) -> None:
+    """Run a definition file as the module ``headwater_pipeline.<stem>``, whose functions
+    (UDFs among them) Spark pickles by value: its workers cannot import that module."""
+    name = f"headwater_pipeline.{file.stem}"
+    module = ModuleType(name)
+    module.__file__ = str(file)
+    module.__dict__.update(init_globals)
+    sys.modules[name] = module
+    cloudpickle.register_pickle_by_value(module)
     try:
-        runpy.run_path(str(file), init_globals=init_globals,
-                       run_name=f"headwater_pipeline.{file.stem}")
+        exec(compile(file.read_text(), str(file), "exec"), module.__dict__)  # noqa: S102 - the user's definitions, as runpy runs them
     except HeadwaterError:
         raise
     except Exception as exc:
         raise _definition_error(file, exc) from exc
+    finally:  # as runpy: the module is gone after (its name stays pickled by value)
+        sys.modules.pop(name, None)
 
 
 def _definition_error(file: Path, exc: BaseException, line: int | None = None) -> HeadwaterError:

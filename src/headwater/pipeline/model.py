@@ -105,6 +105,7 @@ class _Stored:
     properties: Mapping[str, str] = field(default_factory=dict)
     partition_by: tuple[str, ...] = ()
     schema: StructType | None = None  # declared columns; None: the query's own schema
+    cluster_by: tuple[str, ...] | None = None  # liquid clustering columns; None: none
     expectations: tuple[Expectation, ...] = ()
     # DLT's TEMPORARY (PRIVATE) table: stored in the lakehouse's own folder for the pipeline
     # (``_temporary/``), not published to its catalog: only the pipeline reads it by name.
@@ -197,6 +198,10 @@ class View:
         return None
 
     @property
+    def cluster_by(self) -> None:
+        return None
+
+    @property
     def output_mode(self) -> OutputMode:
         return "append"
 
@@ -231,7 +236,8 @@ def as_materialized_view(table: StreamingTable) -> MaterializedView:
     """The same stored fields, recomputed from batch reads instead."""
     return MaterializedView(name=table.name, location=table.location, comment=table.comment,
                             properties=table.properties, partition_by=table.partition_by,
-                            schema=table.schema, expectations=table.expectations,
+                            schema=table.schema, cluster_by=table.cluster_by,
+                            expectations=table.expectations,
                             temporary=table.temporary, spark_conf=table.spark_conf)
 
 

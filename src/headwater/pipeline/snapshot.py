@@ -39,6 +39,7 @@ from headwater.delta.cdc.snapshot import ERROR_CLASS, SnapshotSpec
 from headwater.delta.cdc.spec import END_AT, START_AT
 from headwater.errors import HeadwaterError
 from headwater.pipeline import model
+from headwater.spark.active import data_frame
 
 if TYPE_CHECKING:
     from headwater.pipeline.graph import Graph
@@ -275,4 +276,4 @@ def snapshot_preview(graph: Graph, target: str, flow: model.Flow) -> tuple[DataF
     columns = [f for f in stored.fields if f.name not in (START_AT, END_AT)]
     kind = T.TimestampType() if progress.version is None else \
         version_type(progress.version, flow.location)
-    return lake.spark.createDataFrame([], T.StructType(columns)), kind
+    return data_frame(lake.spark, [], T.StructType(columns)), kind

@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 from headwater.conf.layout import LOG_LEVEL_CONF
 from headwater.errors import HeadwaterError
 from headwater.spark import class_archive
+from headwater.spark.active import kept_active
 
 _LOG4J = Path(__file__).parent.parent / "log4j2.properties"
 
@@ -178,7 +179,10 @@ def build_session(
     for key, value in settings.items():
         if not key.startswith("spark."):
             spark.conf.set(key, value)
-    spark.sparkContext.setLogLevel(settings.get(LOG_LEVEL_CONF, "WARN"))
+    if fresh or LOG_LEVEL_CONF in (conf or {}):
+        # the log level of a SparkContext started here (or one asked for): an application's
+        # own running session keeps its level
+        spark.sparkContext.setLogLevel(settings.get(LOG_LEVEL_CONF, "WARN"))
     _register_stop()
     return spark
 
@@ -228,18 +232,22 @@ def thread_session() -> Any:
     return SparkSession(sc, jsession)
 
 
-def activate(spark: Any) -> None:
-    """Make ``spark`` the active session of this thread, for code that asks
-    ``SparkSession.active()`` / ``getActiveSession()`` (pipeline definitions do).
+@contextmanager
+def activated(spark: Any) -> Iterator[None]:
+    """``spark`` the active session of this thread while the block runs, for code that asks
+    ``SparkSession.active()`` / ``getActiveSession()`` (pipeline definitions do); the session
+    active before (pyspark's and the JVM's thread's, or none) is active again after.
 
     Why: pyspark keeps the active session in a class attribute shared by all threads, and
     ``createDataFrame`` on a foreachBatch's cloned session (which runs on another thread) sets
     it to that clone. ``getActiveSession()`` on the main thread then returns the clone, which
-    lacks data sources registered after it was cloned. These are the two assignments
-    pyspark's own ``createDataFrame`` makes.
+    lacks data sources registered after it was cloned. pyspark has no public setter for its
+    side: these are the two assignments its own ``createDataFrame`` makes, put back after.
     """
-    SparkSession._activeSession = spark
-    spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+    with kept_active(spark):
+        SparkSession._activeSession = spark
+        spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+        yield
 
 
 @contextmanager

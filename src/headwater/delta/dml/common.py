@@ -13,6 +13,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
+from headwater.spark.active import data_frame
 
 ColumnOrSql = Union[str, Column]
 
@@ -125,7 +126,7 @@ class DmlResult:
         """:meth:`as_row` as the one-row DataFrame delta-spark returns (non-null longs)."""
         row = self.as_row()
         schema = StructType([StructField(k, LongType(), False) for k in row])
-        return spark.createDataFrame([tuple(row.values())], schema)
+        return data_frame(spark, [tuple(row.values())], schema)
 
     def as_row(self) -> dict[str, int]:
         """The row delta-spark's SQL statement returns (DELETE/UPDATE: num_affected_rows)."""

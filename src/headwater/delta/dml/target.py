@@ -33,6 +33,7 @@ from headwater.delta.schema import (
     strip_field_metadata,
 )
 from headwater.errors import HeadwaterError
+from headwater.spark.active import data_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -223,7 +224,7 @@ def scan(spark: SparkSession, snapshot: Snapshot, files: list[TargetFile]) -> Da
                               if f.name not in snapshot.partition_columns])
     meta_fields = [StructField(FILE_COL, StringType()), StructField(ROW_COL, LongType())]
     if not files:
-        return spark.createDataFrame([], StructType(list(snapshot.schema.fields) + meta_fields))
+        return data_frame(spark, [], StructType(list(snapshot.schema.fields) + meta_fields))
     reader = spark.read.schema(data_schema)
     df = reader.parquet(*[f.path for f in files])
     expected = {f.spark_key for f in files}
@@ -240,7 +241,7 @@ def scan(spark: SparkSession, snapshot: Snapshot, files: list[TargetFile]) -> Da
                        F.col("_metadata.row_index").alias(ROW_COL))
     if snapshot.partition_columns:
         part_fields = [snapshot.schema[c] for c in snapshot.partition_columns]
-        values = spark.createDataFrame(
+        values = data_frame(spark,
             [(f.spark_key, *f.typed_values) for f in files],
             StructType([StructField("_hw_key", StringType())] + part_fields))
         df = df.join(F.broadcast(values), df[FILE_COL] == values["_hw_key"]).drop("_hw_key")

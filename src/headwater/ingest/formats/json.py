@@ -23,8 +23,8 @@ _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")  # escapes of lone surrogates: sl
 
 
 def line_records(data: bytes) -> Iterator[Record]:
-    """Each non-blank line: (line number, object), or Malformed (bad UTF-8, bad JSON, not an
-    object, a lone surrogate escape)."""
+    """Each non-blank line: (line number, object), each object of a line holding an array
+    of objects, or Malformed (bad UTF-8, bad JSON, not an object, a lone surrogate escape)."""
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
@@ -38,11 +38,17 @@ def line_records(data: bytes) -> Iterator[Record]:
         except ValueError:
             yield Malformed(number, text.rstrip("\r"), "not valid JSON")
             continue
-        if not isinstance(record, dict):
-            yield Malformed(number, text.rstrip("\r"), "not a JSON object")
-            continue
         if _SURROGATE.search(raw) and not _encodable(record):
             yield Malformed(number, text.rstrip("\r"), "a lone surrogate escape")
+            continue
+        if isinstance(record, list) and record and all(isinstance(r, dict) for r in record):
+            # a line holding an array of objects (pandas' to_json(orient="records")): one
+            # record per element, as Spark's JSON reader reads it
+            for element in record:
+                yield number, element
+            continue
+        if not isinstance(record, dict):
+            yield Malformed(number, text.rstrip("\r"), "not a JSON object")
             continue
         yield number, record
 

@@ -42,7 +42,8 @@ def recompute(graph: Graph, rf: ResolvedFlow) -> tuple[int, dict[str, dict[str, 
     # the view keeps its history (time travel) across schema changes.
     lake = graph.lakehouse
     rows = lake.replace(name, df, dataset.partition_by, dataset.comment, dict(dataset.properties),
-                        declared=dataset.schema or False)  # declared NOT NULL: kept, checked
+                        declared=dataset.schema or False,  # declared NOT NULL: kept, checked
+                        cluster_by=dataset.cluster_by)
     if bad is not None and any(r.action == "drop" for r in dataset.expectations):
         lake.replace(name + QUARANTINE_SUFFIX, bad)
     return rows, counts

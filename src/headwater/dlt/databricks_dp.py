@@ -1,0 +1,97 @@
+"""Databricks' ``dp`` (``from pyspark import pipelines as dp``) while a pipeline's definitions
+load: the names and arguments of Databricks' Python reference for Lakeflow pipelines that
+open-source ``pyspark.pipelines`` lacks.
+
+These are the wrapper factories of the ``definitions`` rows of :mod:`headwater.spark.patches`:
+lent to ``pyspark.pipelines`` while the definition files run and taken back after, so other
+code in the process sees pyspark's module unchanged.
+
+- Names pyspark lacks (the six ``expect*`` decorators, ``create_auto_cdc_from_snapshot_flow``)
+  are headwater's own (:mod:`headwater.dlt`).
+- Names pyspark has with fewer arguments (``table``, ``materialized_view``,
+  ``create_streaming_table``, ``temporary_view``, ``append_flow``, ``create_sink``,
+  ``create_auto_cdc_flow``) call pyspark's when the call fits its signature, and headwater's
+  :mod:`headwater.dlt` function when it uses one of Databricks' arguments (``private=``,
+  ``ignore_null_updates=``, ``once=``, ``expect_all=``, ``row_filter=``, ``path=``...). Those
+  the DLT module does not honour it refuses by name, as it does for ``import dlt``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from headwater import dlt
+
+# Databricks' newer spelling -> the DLT module's
+_RENAMED = {"private": "temporary"}
+
+
+def _widened(original: Callable[..., Any], databricks: Callable[..., Any]) -> Callable[..., Any]:
+    accepted = set(inspect.signature(original).parameters)
+
+    @functools.wraps(original)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if set(kwargs) <= accepted:
+            return original(*args, **kwargs)
+        return databricks(*args, **{_RENAMED.get(k, k): v for k, v in kwargs.items()})
+
+    return call
+
+
+def table(original: Any) -> Any:
+    return _widened(original, dlt.table)
+
+
+def materialized_view(original: Any) -> Any:
+    return _widened(original, dlt.materialized_view)
+
+
+def create_streaming_table(original: Any) -> Any:
+    return _widened(original, dlt.create_streaming_table)
+
+
+def temporary_view(original: Any) -> Any:
+    return _widened(original, dlt.view)
+
+
+def append_flow(original: Any) -> Any:
+    return _widened(original, dlt.append_flow)
+
+
+def create_sink(original: Any) -> Any:
+    return _widened(original, dlt.create_sink)
+
+
+def create_auto_cdc_flow(original: Any) -> Any:
+    return _widened(original, dlt.create_auto_cdc_flow)
+
+
+def create_auto_cdc_from_snapshot_flow(original: Any) -> Any:
+    return dlt.create_auto_cdc_from_snapshot_flow
+
+
+def expect(original: Any) -> Any:
+    return dlt.expect
+
+
+def expect_or_drop(original: Any) -> Any:
+    return dlt.expect_or_drop
+
+
+def expect_or_fail(original: Any) -> Any:
+    return dlt.expect_or_fail
+
+
+def expect_all(original: Any) -> Any:
+    return dlt.expect_all
+
+
+def expect_all_or_drop(original: Any) -> Any:
+    return dlt.expect_all_or_drop
+
+
+def expect_all_or_fail(original: Any) -> Any:
+    return dlt.expect_all_or_fail
