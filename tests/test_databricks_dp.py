@@ -56,3 +56,25 @@ def test_a_pipeline_in_databricks_dp_spelling_runs_twice(spark, tmp_path):
     assert counts == {"ann": 1, "bob": 1, "cy": 1, None: 1}
     # outside the loading, pyspark's module is its own again
     assert not hasattr(pyspark.pipelines, "expect_or_drop")
+
+
+def test_databricks_arguments_without_an_equivalent_are_refused_by_name(spark, tmp_path):
+    import pytest  # noqa: PLC0415 - only this test raises
+
+    from headwater import HeadwaterError  # noqa: PLC0415 - only this test raises
+
+    root = project(tmp_path, globs=("defs/*.py",), files={"defs.py": """
+        from pyspark import pipelines as dp
+
+        @dp.materialized_view(private=True)
+        def hidden():
+            return spark.range(3)
+
+        @dp.table(cluster_by_auto=True)
+        def auto():
+            return spark.readStream.format("rate").load()
+        """})
+    with pytest.raises(HeadwaterError) as caught:
+        run(spark, root)
+    assert caught.value.code == "HW_PIPELINE_UNSUPPORTED"
+    assert "cluster_by_auto" in str(caught.value) and "defs.py" in str(caught.value)

@@ -80,7 +80,7 @@ def test_a_line_holding_an_array_of_objects_is_one_record_per_element():
     # pandas' to_json(orient="records") writes one line: Spark reads a row per element
     from headwater.ingest.infer import infer_schema  # noqa: PLC0415 - the inference under test
 
-    data = b'[{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]\n[1, 2]\n'
+    data = b'[{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]\n[1, 2]\n[]\n'
     schema = infer_schema([("/l/records.json", data)], ParseSettings())
     assert [(f.name, f.dataType.simpleString()) for f in schema.fields][:2] == [
         ("id", "bigint"), ("name", "string")]
@@ -563,6 +563,8 @@ def test_glob_patterns_match_as_hadoop_globs():
     assert split_glob("/in/2024-*/orders-?.json") == ("/in", "2024-*/orders-?.json")
     assert split_glob("s3://b/in/*.csv") == ("s3://b/in", "*.csv")
     assert split_glob("/in/plain") == ("/in/plain", None)
+    assert split_glob("in-*/x.json") == (".", "in-*/x.json")  # relative: the working folder
+    assert split_glob("/*.json") == ("/", "*.json")
     taken = FileFilter(path_glob="{2024,2025}-*/orders-[0-9].json")
     assert taken.matches("2024-01/orders-1.json") and taken.matches("2025-12/orders-7.json")
     assert not taken.matches("2023-01/orders-1.json")

@@ -62,3 +62,23 @@ def test_cluster_by_with_partitioning_is_refused(spark, tmp_path):
         run(spark, root)
     assert caught.value.error_class == "DELTA_CLUSTER_BY_WITH_PARTITIONED_BY"
 
+
+
+def test_a_failing_refresh_of_a_clustered_view_keeps_its_rows(spark, lake):
+    from pyspark.sql import functions as F  # noqa: PLC0415 - only this test builds a failure
+
+    lake.replace("mv", spark.range(5), cluster_by=["id"])
+    version = DeltaTable(lake.path("mv")).version()
+    failing = spark.range(5).withColumn("x", F.raise_error(F.lit("boom")))
+    with pytest.raises(Exception):  # noqa: B017 - Spark's own error: any will do
+        lake.replace("mv", failing, cluster_by=["id"])
+    assert DeltaTable(lake.path("mv")).version() == version
+    assert lake.read("mv").count() == 5
+
+
+def test_a_changed_clustering_of_a_streaming_table_is_refused(spark, lake):
+    lake.create_table("st", spark.range(1).schema, cluster_by=["id"])
+    lake.create_table("st", spark.range(1).schema, cluster_by=["id"])  # the same: fine
+    with pytest.raises(HeadwaterError) as caught:
+        lake.create_table("st", spark.range(1).schema, cluster_by=[])
+    assert "full refresh" in str(caught.value).lower() or "full-refresh" in str(caught.value)

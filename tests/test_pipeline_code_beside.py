@@ -73,3 +73,23 @@ def test_helper_modules_and_udfs_of_definition_files(spark, tmp_path):
     assert orders == [(1, "tiny", 10), (2, "small", 100), (3, "large", 1000)]
     sized = sorted((r.id, r.sql_size) for r in lake.read("sized").collect())
     assert sized == [(1, "tiny"), (2, "small"), (3, "large")]
+
+
+def test_a_definition_file_with_a_bom_loads_and_pickling_is_taken_back(spark, tmp_path):
+    from pyspark import cloudpickle  # noqa: PLC0415 - the registry under test
+
+    from pipelines import build  # noqa: PLC0415 - the tests' pipeline helpers
+
+    root = project(tmp_path, globs=("defs/*.py",), files={"defs.py": """
+        @headwater.materialized_view
+        def one():
+            return spark.range(1)
+        """})
+    text = (root / "defs" / "defs.py").read_bytes()
+    (root / "defs" / "defs.py").write_bytes(b"\xef\xbb\xbf" + text)  # a Windows editor's BOM
+    graph = build(spark, root)
+    modules = list(graph.registry.pickled_by_value)
+    assert [m.__name__ for m in modules] == ["headwater_pipeline.defs"]
+    assert cloudpickle.cloudpickle._is_registered_pickle_by_value(modules[0])
+    graph.close()
+    assert not cloudpickle.cloudpickle._is_registered_pickle_by_value(modules[0])

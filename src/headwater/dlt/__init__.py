@@ -101,13 +101,15 @@ def materialized_view(query_function: Callable[..., Any] | None = None, *,
                       table_properties: Mapping[str, str] | None = None,
                       partition_cols: Iterable[str] | None = None,
                       cluster_by: Iterable[str] | None = None, path: str | None = None,
-                      schema: Any = None, row_filter: str | None = None) -> Any:
+                      schema: Any = None, row_filter: str | None = None,
+                      temporary: bool = False) -> Any:
     """DLT's ``@dlt.materialized_view``: recomputed from batch reads each run."""
     _refuse("materialized_view", path=path, row_filter=row_filter)
     decorator = api.materialized_view(name=name, comment=comment,
                                       table_properties=table_properties,
                                       partition_by=partition_cols, schema=schema,
-                                      spark_conf=spark_conf, cluster_by=cluster_by)
+                                      spark_conf=spark_conf, cluster_by=cluster_by,
+                                      temporary=bool(temporary))
     return decorator(query_function) if query_function is not None else decorator
 
 
@@ -141,14 +143,15 @@ def create_streaming_table(name: str, comment: str | None = None,
                            expect_all: Mapping[str, str] | None = None,
                            expect_all_or_drop: Mapping[str, str] | None = None,
                            expect_all_or_fail: Mapping[str, str] | None = None,
-                           row_filter: str | None = None) -> None:
+                           row_filter: str | None = None, temporary: bool = False) -> None:
     """DLT's ``dlt.create_streaming_table``: a table filled by append or AUTO CDC flows."""
     _refuse("create_streaming_table", path=path,
             row_filter=row_filter, expect_all=expect_all,
             expect_all_or_drop=expect_all_or_drop, expect_all_or_fail=expect_all_or_fail)
     api.create_streaming_table(name, comment=comment, table_properties=table_properties,
                                partition_by=partition_cols, schema=schema,
-                               spark_conf=spark_conf, cluster_by=cluster_by)
+                               spark_conf=spark_conf, cluster_by=cluster_by,
+                               temporary=bool(temporary))
 
 
 # DLT's earlier names for create_streaming_table

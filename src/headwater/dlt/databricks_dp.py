@@ -24,19 +24,36 @@ from collections.abc import Callable
 from typing import Any
 
 from headwater import dlt
+from headwater.errors import HeadwaterError
+from headwater.pipeline.api import caller_location
 
 # Databricks' newer spelling -> the DLT module's
 _RENAMED = {"private": "temporary"}
 
 
 def _widened(original: Callable[..., Any], databricks: Callable[..., Any]) -> Callable[..., Any]:
-    accepted = set(inspect.signature(original).parameters)
+    signature = inspect.signature(original)
+    accepted = set(signature.parameters)
+    known = set(inspect.signature(databricks).parameters)
 
     @functools.wraps(original)
     def call(*args: Any, **kwargs: Any) -> Any:
         if set(kwargs) <= accepted:
             return original(*args, **kwargs)
-        return databricks(*args, **{_RENAMED.get(k, k): v for k, v in kwargs.items()})
+        # by name, as pyspark's signature names them (positions differ between the two)
+        named = {**signature.bind_partial(*args).arguments, **kwargs}
+        if str(named.get("format") or "delta").lower() == "delta":
+            named.pop("format", None)
+        named = {_RENAMED.get(k, k): v for k, v in named.items()}
+        unknown = sorted(set(named) - known)
+        if unknown:
+            raise HeadwaterError(
+                "HW_PIPELINE_UNSUPPORTED", f"{caller_location()}: dp.{original.__name__}("
+                f"{', '.join(f'{k}=...' for k in unknown)}) is not supported by headwater.",
+                "headwater implements Databricks' arguments of dp through its DLT module, "
+                "which has no equivalent for these (with them, the call cannot be pyspark's "
+                "either).", f"Remove {', '.join(unknown)}.")
+        return databricks(**named)
 
     return call
 

@@ -80,7 +80,9 @@ def split_glob(path: str) -> tuple[str, str | None]:
         raise HeadwaterError(
             "HW_OPTION_INVALID", f"The path {path} has a glob in its bucket name.",
             "A glob matches files and folders inside a bucket.", "Put the glob after the bucket.")
-    base = "/".join(parts[:first]) or "/"
+    base = "/".join(parts[:first])
+    if not base:  # /*.json: the root; *.json: the working directory, as Hadoop qualifies it
+        base = "/" if rest.startswith("/") else "."
     return scheme + base, "/".join(parts[first:])
 
 

@@ -25,6 +25,7 @@ delta-spark's ``table_changes``, Databricks' ``event_log``) likewise.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -221,6 +222,29 @@ def _at_version(spark: SparkSession, path: str, key: str, value: str) -> DataFra
     return spark.read.format("delta").option(key, value).load(path)
 
 
+def _options_clause_end(text: str, stop: int) -> int:
+    """The offset of the ``)`` closing a ``WITH (...)`` options clause right after a
+    relation ending at ``stop`` (quotes respected); ``stop`` when there is none."""
+    found = re.match(r"\s*WITH\s*\(", text[stop + 1:], re.IGNORECASE)
+    if found is None:
+        return stop
+    depth, quote = 0, None
+    for i in range(stop + 1 + found.end() - 1, len(text)):
+        ch = text[i]
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+    return stop
+
+
 def _with_delta_paths(spark: SparkSession, text: str, plan: Any) -> str:
     """Replace every *read* of ``delta.`path``` by a temp view (targets of writes are kept:
     Spark marks them with required write privileges)."""
@@ -236,10 +260,16 @@ def _with_delta_paths(spark: SparkSession, text: str, plan: Any) -> str:
         if start is None or stop is None:
             continue
         streaming = bool(node.isStreaming())  # STREAM delta.`path` (pipeline SQL): a stream
+        # WITH ('startingVersion' = '1', ...): the reader's options
+        options = {str(k): str(v) for k, v in dict(node.options().asCaseSensitiveMap()).items()
+                   if not str(k).startswith("__")}
+        key = parts[1] + "\0" + "\0".join(f"{k}={v}" for k, v in sorted(options.items()))
         view = ("hw_stream_" if streaming else "hw_path_") + \
-            hashlib.sha1(parts[1].encode()).hexdigest()[:12]
+            hashlib.sha1(key.encode()).hexdigest()[:12]
         reader = spark.readStream if streaming else spark.read
-        reader.format("delta").load(parts[1]).createOrReplaceTempView(view)
+        reader.format("delta").options(**options).load(parts[1]).createOrReplaceTempView(view)
+        if options:  # the WITH (...) clause goes with the relation: the view has them
+            stop = _options_clause_end(text, int(stop))
         spans.append((int(start), int(stop), view))
     for start, stop, view in sorted(spans, reverse=True):
         text = f"{text[:start]}`{view}`{text[stop + 1:]}"

@@ -48,6 +48,7 @@ from headwater.conf.location import AnyPath, location, remove_tree, state_folder
 from headwater.conf.options import parse_bool
 from headwater.conf.triggers import Trigger, trigger_kwargs
 from headwater.delta import definition
+from headwater.delta.clustering import clustering_columns
 from headwater.delta.constraints import schema_overwrite
 from headwater.delta.create import create_delta_table
 from headwater.delta.generated import Generation
@@ -353,6 +354,16 @@ class Lakehouse:
             if partition_by:  # only then is the log worth opening (side tables: every batch)
                 check_partitioning(path, list(open_table(path).metadata().partition_columns),
                                    partition_by)
+            if cluster_by is not None:
+                have = clustering_columns(path)
+                if [c.lower() for c in have] != [c.lower() for c in cluster_by]:
+                    raise HeadwaterError(
+                        "HW_PIPELINE_UNSUPPORTED", f"Table {tname.qualified} is clustered by "
+                        f"{have or 'nothing'}, but is declared with cluster_by="
+                        f"{list(cluster_by)}.", "headwater does not change an existing "
+                        "table's clustering (ALTER TABLE ... CLUSTER BY is not built yet).",
+                        f"Run a full refresh of {tname.qualified} (headwater run "
+                        "--full-refresh) to recreate it clustered, or keep its clustering.")
         else:
             _check_new_table(tname, schema, partition_by)
             # generated / identity columns: the definition as declared, NOT NULL included
@@ -408,10 +419,14 @@ class Lakehouse:
                             comment: str | None, properties: dict[str, str] | None,
                             declared: bool | StructType = False,
                             cluster_by: Iterable[str] | None = None) -> int:
-        """replace() of a schema with generated / identity columns (CREATE OR REPLACE TABLE
-        with them): the empty table of that definition in one commit, then ``df``'s rows
-        (their generated values computed) in a second one."""
+        """replace() of a schema with generated / identity / DEFAULT columns or clustering
+        (CREATE OR REPLACE TABLE with them, a clustered materialized view): the empty table of
+        that definition in one commit, then ``df``'s rows (their generated values computed)
+        in a second one. ``df`` is computed first (a local checkpoint): a query that fails
+        leaves the table as it was, and it runs once."""
         path = self.path(tname.qualified)
+        with translated():
+            df = df.localCheckpoint(eager=True)
         # NOT NULL as declared; a DataFrame's own nullability is not a declaration
         schema = df.schema if declared is True or definition.needs_definition(df.schema) \
             else declared_schema(df.schema, declared)

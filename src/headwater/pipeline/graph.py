@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 
 from headwater.conf.context import DefinitionContext, defining
@@ -425,6 +426,10 @@ class Graph(GraphQueries):
         if self._database is not None:
             self._database.close()
             self._database = None
+        for module in self.registry.pickled_by_value:  # the host process as it was
+            with contextlib.suppress(ValueError):
+                cloudpickle.unregister_pickle_by_value(module)
+        self.registry.pickled_by_value.clear()
 
     def rebuild(self, resolved: ResolvedFlow,
                 substitutes: dict[str, DataFrame] | None = None) -> DataFrame:

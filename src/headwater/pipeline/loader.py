@@ -61,7 +61,7 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     # definition file's own folder on sys.path while they load)
     folders = list(dict.fromkeys([str(project.dir), *(str(f.parent) for f in files)]))
     sys.path[:0] = folders
-    by_value = _ByValueFinder(folders)
+    by_value = _ByValueFinder(folders, registry.pickled_by_value)
     sys.meta_path.insert(0, by_value)
     spark = spark or thread_session()
     cwd = os.getcwd()
@@ -86,7 +86,8 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
                     registry.register_sql(text, file)
                 else:
                     _run_python_file(file, {**({"spark": spark} if spark is not None else {}),
-                                            "dbutils": _dbutils(spark)})
+                                            "dbutils": _dbutils(spark)},
+                                     registry.pickled_by_value)
     finally:
         os.chdir(cwd)
         LAUNCH_DIR.reset(launched)
@@ -102,8 +103,9 @@ class _ByValueFinder(importlib.abc.MetaPathFinder):
     imported (``spark.udf.register`` pickles at once). Spark's Python workers (on a cluster,
     other machines) do not have the project's folders on their path."""
 
-    def __init__(self, folders: list[str]) -> None:
+    def __init__(self, folders: list[str], registered: list[ModuleType]) -> None:
         self.folders = folders
+        self.registered = registered
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if "." in name:  # a package's submodule: its package decided
@@ -111,13 +113,14 @@ class _ByValueFinder(importlib.abc.MetaPathFinder):
         spec = importlib.machinery.PathFinder.find_spec(name, self.folders)
         if spec is None or spec.loader is None:
             return None
-        spec.loader = _ByValueLoader(spec.loader)
+        spec.loader = _ByValueLoader(spec.loader, self.registered)
         return spec
 
 
 class _ByValueLoader(importlib.abc.Loader):
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, registered: list[ModuleType]) -> None:
         self.inner = inner
+        self.registered = registered
 
     def create_module(self, spec: Any) -> Any:
         return self.inner.create_module(spec)
@@ -125,9 +128,11 @@ class _ByValueLoader(importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         self.inner.exec_module(module)
         cloudpickle.register_pickle_by_value(module)
+        self.registered.append(module)
 
 
-def _run_python_file(file: Path, init_globals: dict[str, object]) -> None:
+def _run_python_file(file: Path, init_globals: dict[str, object],
+                     registered: list[ModuleType]) -> None:
     """Run a definition file as the module ``headwater_pipeline.<stem>``, whose functions
     (UDFs among them) Spark pickles by value: its workers cannot import that module."""
     name = f"headwater_pipeline.{file.stem}"
@@ -136,8 +141,9 @@ def _run_python_file(file: Path, init_globals: dict[str, object]) -> None:
     module.__dict__.update(init_globals)
     sys.modules[name] = module
     cloudpickle.register_pickle_by_value(module)
+    registered.append(module)
     try:
-        exec(compile(file.read_text(), str(file), "exec"), module.__dict__)  # noqa: S102 - the user's definitions, as runpy runs them
+        exec(compile(file.read_bytes(), str(file), "exec"), module.__dict__)  # noqa: S102 - the user's definitions, as runpy runs them
     except HeadwaterError:
         raise
     except Exception as exc:

@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from pyspark.pipelines import output as sdp
@@ -54,6 +55,9 @@ class Registry(GraphElementRegistry):
         # @expect* rules by the function they decorate (either side of the dataset
         # decorator), folded into its flows when the registry finishes
         self._expectations: dict[Callable[..., Any], list[Expectation]] = {}
+        # modules the loader had Spark pickle by value (definition files, the project's own
+        # modules): registered while the pipeline's graph lives, taken back when it closes
+        self.pickled_by_value: list[ModuleType] = []
 
     # --- SDP's interface -----------------------------------------------------------------
 

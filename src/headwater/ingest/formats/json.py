@@ -41,7 +41,7 @@ def line_records(data: bytes) -> Iterator[Record]:
         if _SURROGATE.search(raw) and not _encodable(record):
             yield Malformed(number, text.rstrip("\r"), "a lone surrogate escape")
             continue
-        if isinstance(record, list) and record and all(isinstance(r, dict) for r in record):
+        if isinstance(record, list) and all(isinstance(r, dict) for r in record):
             # a line holding an array of objects (pandas' to_json(orient="records")): one
             # record per element, as Spark's JSON reader reads it
             for element in record:
