@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
+import os
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
@@ -244,9 +246,23 @@ def active_registry(what: str, location: Location) -> Registry:
 # --- SDP's elements as headwater's ---------------------------------------------------------
 
 
+_HEADWATER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
+_PYSPARK_PIPELINES = os.path.join(os.path.dirname(os.path.abspath(sdp.__file__)), "")
+
+
 def location_of_sdp(location: SourceCodeLocation | None) -> Location:
+    """The user's file and line SDP recorded. A call through headwater's wrapper of a
+    ``pyspark.pipelines`` function (Databricks' ``dp``, :mod:`headwater.dlt.databricks_dp`)
+    records the wrapper's frame: the user's is the first one outside both packages."""
     if location is None:
         return Location("<unknown>", 0)
+    if os.path.abspath(location.filename).startswith(_HEADWATER):
+        frame = inspect.currentframe()
+        while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+                (_HEADWATER, _PYSPARK_PIPELINES)):
+            frame = frame.f_back
+        if frame is not None:
+            return Location(frame.f_code.co_filename, frame.f_lineno)
     return Location(location.filename, location.line_number or 0)
 
 
