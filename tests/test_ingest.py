@@ -596,6 +596,3 @@ def test_source_errors_reach_the_user_as_headwater_errors_first(spark, tmp):
          .option("cloudFiles.schemaLocation", str(tmp / "schema")).load(str(tmp / "empty")))
     assert err.value.code == "HW_INGEST_NO_FILES"
     assert str(err.value).startswith("[HW_INGEST_NO_FILES]")
-    with pytest.raises(HeadwaterError) as err:
-        spark.read.format("delta").load(str(tmp / "no_table_here"))
-    assert err.value.code == "HW_DELTA_TABLE_NOT_FOUND"

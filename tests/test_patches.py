@@ -350,7 +350,7 @@ def test_new_sessions_without_a_lakehouse_each_get_one_or_none(spark, no_lakehou
         second = spark.newSession()  # headwater's newSession leaves the active one alone
         now = spark_active(spark)
         assert now[0] is mine[0] is first and _same(now[1], mine[1])
-    path = str(tmp / "shared")
+    path = str(tmp / "both_sessions")
     first.range(3).write.format("delta").save(path)
     assert second.read.format("delta").load(path).count() == 3
 

@@ -226,10 +226,6 @@ def _load(original: Callable) -> Callable:
                 native = native_load(self._spark, target, settings)
                 if native is not None:
                     return native
-            # the data source's error (HW_DELTA_TABLE_NOT_FOUND, say) raised in Spark's
-            # Python worker: headwater's error first, Spark's traceback as its cause
-            with translated():
-                return original(self, path)
         return original(self, path)
 
     load.__doc__ = original.__doc__
