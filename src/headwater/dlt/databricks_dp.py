@@ -58,57 +58,28 @@ def _widened(original: Callable[..., Any], databricks: Callable[..., Any]) -> Ca
     return call
 
 
-def table(original: Any) -> Any:
-    return _widened(original, dlt.table)
+def _routed(databricks: Callable[..., Any]) -> Callable[[Any], Any]:
+    """The factory of a row wrapping pyspark's function: routed to ``databricks``."""
+    return lambda original: _widened(original, databricks)
 
 
-def materialized_view(original: Any) -> Any:
-    return _widened(original, dlt.materialized_view)
+def _lent(own: Callable[..., Any]) -> Callable[[Any], Any]:
+    """The factory of a row adding a name pyspark lacks: headwater's own function."""
+    return lambda original: own
 
 
-def create_streaming_table(original: Any) -> Any:
-    return _widened(original, dlt.create_streaming_table)
-
-
-def temporary_view(original: Any) -> Any:
-    return _widened(original, dlt.view)
-
-
-def append_flow(original: Any) -> Any:
-    return _widened(original, dlt.append_flow)
-
-
-def create_sink(original: Any) -> Any:
-    return _widened(original, dlt.create_sink)
-
-
-def create_auto_cdc_flow(original: Any) -> Any:
-    return _widened(original, dlt.create_auto_cdc_flow)
-
-
-def create_auto_cdc_from_snapshot_flow(original: Any) -> Any:
-    return dlt.create_auto_cdc_from_snapshot_flow
-
-
-def expect(original: Any) -> Any:
-    return dlt.expect
-
-
-def expect_or_drop(original: Any) -> Any:
-    return dlt.expect_or_drop
-
-
-def expect_or_fail(original: Any) -> Any:
-    return dlt.expect_or_fail
-
-
-def expect_all(original: Any) -> Any:
-    return dlt.expect_all
-
-
-def expect_all_or_drop(original: Any) -> Any:
-    return dlt.expect_all_or_drop
-
-
-def expect_all_or_fail(original: Any) -> Any:
-    return dlt.expect_all_or_fail
+# the factories the ``definitions`` rows of headwater.spark.patches name
+table = _routed(dlt.table)
+materialized_view = _routed(dlt.materialized_view)
+create_streaming_table = _routed(dlt.create_streaming_table)
+temporary_view = _routed(dlt.view)
+append_flow = _routed(dlt.append_flow)
+create_sink = _routed(dlt.create_sink)
+create_auto_cdc_flow = _routed(dlt.create_auto_cdc_flow)
+create_auto_cdc_from_snapshot_flow = _lent(dlt.create_auto_cdc_from_snapshot_flow)
+expect = _lent(dlt.expect)
+expect_or_drop = _lent(dlt.expect_or_drop)
+expect_or_fail = _lent(dlt.expect_or_fail)
+expect_all = _lent(dlt.expect_all)
+expect_all_or_drop = _lent(dlt.expect_all_or_drop)
+expect_all_or_fail = _lent(dlt.expect_all_or_fail)

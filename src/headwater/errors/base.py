@@ -13,6 +13,7 @@ error translation in ``errors/spark.py`` included) builds on it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from headwater.errors.codes import CODES
 
@@ -67,12 +68,19 @@ class HeadwaterError(Exception):
                    error_class=error_class.group(1) if error_class else None)
 
 
-def find_code(exc: BaseException) -> tuple[str, str] | None:
-    """The first known ``[HW_...]`` code and its message inside an exception or its causes."""
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, then its cause (or context), and so on, each once."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def find_code(exc: BaseException) -> tuple[str, str] | None:
+    """The first known ``[HW_...]`` code and its message inside an exception or its causes."""
+    for current in causes(exc):
         if isinstance(current, HeadwaterError):
             return current.code, str(current)[len(current.code) + 3 :]
         texts = [str(current)]
@@ -83,7 +91,6 @@ def find_code(exc: BaseException) -> tuple[str, str] | None:
             for match in _CODE_RE.finditer(text):
                 if match.group(1) in CODES:
                     return match.group(1), _SQLSTATE_RE.sub("", match.group(2)).strip()
-        current = current.__cause__ or current.__context__
     return None
 
 

@@ -25,7 +25,6 @@ delta-spark's ``table_changes``, Databricks' ``event_log``) likewise.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +47,7 @@ from headwater.lakehouse.statements import (
     seq,
     walk,
 )
-from headwater.spark.sql_text import without_comments
+from headwater.spark.sql_text import tokens, without_comments
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -224,24 +223,16 @@ def _at_version(spark: SparkSession, path: str, key: str, value: str) -> DataFra
 
 def _options_clause_end(text: str, stop: int) -> int:
     """The offset of the ``)`` closing a ``WITH (...)`` options clause right after a
-    relation ending at ``stop`` (quotes respected); ``stop`` when there is none."""
-    found = re.match(r"\s*WITH\s*\(", text[stop + 1:], re.IGNORECASE)
-    if found is None:
+    relation ending at ``stop`` (Spark's lexer: quoted text is one token); ``stop`` when
+    there is none."""
+    toks = tokens(text[stop + 1:])
+    if len(toks) < 2 or toks[0].upper != "WITH" or toks[1].text != "(":
         return stop
-    depth, quote = 0, None
-    for i in range(stop + 1 + found.end() - 1, len(text)):
-        ch = text[i]
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return i
+    depth = 0
+    for tok in toks[1:]:
+        depth += {"(": 1, ")": -1}.get(tok.text, 0)
+        if depth == 0:
+            return stop + 1 + tok.start
     return stop
 
 

@@ -11,6 +11,7 @@ Spark's error parameters (``routineName``), never from its message text.
 from __future__ import annotations
 
 from headwater.errors import HeadwaterError
+from headwater.errors.base import causes
 from headwater.pipeline.model import Location
 
 # Databricks SQL functions that open-source Spark does not have (Databricks' SQL reference,
@@ -35,10 +36,7 @@ def is_databricks_only(name: str) -> bool:
 def unresolved_function(exc: BaseException) -> str | None:
     """The function Spark could not resolve (UNRESOLVED_ROUTINE), from the error's
     parameters, in ``exc`` or its causes; None for any other error."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in causes(exc):
         condition = getattr(current, "getCondition", None)
         if callable(condition):
             try:
@@ -47,7 +45,6 @@ def unresolved_function(exc: BaseException) -> str | None:
                     return str(params.get("routineName", "")).strip("`") or None
             except Exception:  # noqa: BLE001 - a Py4J error without Spark's fields
                 return None
-        current = current.__cause__ or current.__context__
     return None
 
 
