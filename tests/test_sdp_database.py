@@ -164,7 +164,7 @@ def test_unqualified_names_live_in_the_spec_database_and_runs_are_incremental(
     assert logged == {f"sales.{t}" for t in STORED}, logged  # the event log names them so
 
 
-def test_the_database_of_headwater_toml_and_a_refused_catalog(spark, keep_lakehouse, tmp_path):
+def test_the_database_of_headwater_toml_and_catalog_names(spark, keep_lakehouse, tmp_path):
     root = make_project(tmp_path, TOML, name="headwater.toml")
     assert Project.load(root).database == "sales"
     store = root / "storage"
@@ -199,13 +199,18 @@ def test_the_database_of_headwater_toml_and_a_refused_catalog(spark, keep_lakeho
     assert any(line.split()[1] == "sales.joined" for line in report.lines), report.lines
     assert spark.catalog.currentDatabase() != "sales"
 
-    for catalog in ("main", "hive_metastore"):
+    # a catalog (Unity Catalog's three-part names: tests/test_catalogs.py): its schema's
+    # Spark database; names a catalog cannot have are refused, naming the file
+    for catalog, database in (("main", "main__sales"), ("hive_metastore", "hive_metastore__sales")):
         spec = make_project(tmp_path / catalog, SPEC + f"catalog: {catalog}\n")
+        assert Project.load(spec).database == database
+    for catalog in ("'a__b'", "delta", "'1x'"):
+        spec = make_project(tmp_path / f"c{catalog.strip(chr(39))}", SPEC + f"catalog: {catalog}\n")
         with pytest.raises(HeadwaterError) as info:
             Project.load(spec)
         error = info.value
-        assert error.code == "HW_PIPELINE_UNSUPPORTED", error
-        assert str(spec / "spark-pipeline.yml") in str(error) and "spark_catalog" in str(error)
+        assert error.code == "HW_CATALOG_NAME_INVALID", error
+        assert str(spec / "spark-pipeline.yml") in str(error)
     spec = make_project(tmp_path / "ok", SPEC + "catalog: SPARK_CATALOG\n", database="Sales")
     assert Project.load(spec).database == "sales"
     assert Project.load(make_project(tmp_path / "d", SPEC, "default")).database is None

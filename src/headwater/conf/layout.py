@@ -20,6 +20,9 @@ A lakehouse root looks like this::
                                        DeltaTable.create().location(...)) (EXTERNAL)
     <root>/_temporary/<table>/         a pipeline's TEMPORARY table: stored, known by name only
                                        inside the pipeline, not in the catalog (TEMPORARY)
+    <root>/<catalog>/_catalog.json     a catalog (CREATE CATALOG, or a table named
+                                       catalog.schema.table): its schemas are its folders,
+        .../<schema>/<table>/          their tables inside them         (CATALOG_MARKER)
 
 A root on an object store (``s3://bucket/lake``) holds the tables and ``_event_log`` only;
 ``_checkpoints``, ``_ingest``, ``_runs``, ``_warehouse`` and ``_external`` go to its local state folder
@@ -41,6 +44,10 @@ EXTERNAL = "_external"  # in the state folder: <qualified name>.json -> an exter
 RESERVED_PREFIXES = ("_", ".")
 # One part of a table name (a schema or a table): a folder name, lower case.
 NAME_PART = r"^[a-z_][a-z0-9_]*$"
+# A folder under the root holding this file is a catalog (its name and comment inside).
+CATALOG_MARKER = "_catalog.json"
+DEFAULT_CATALOG = "spark_catalog"  # Spark's session catalog: the root's own schemas
+CATALOG_SEPARATOR = "__"  # Spark's database for schema s of catalog c: c__s
 LEASE = "_lease"  # put-if-absent lease objects of a checkpoint lock (spark/lease.py)
 # Tables headwater writes itself, queryable like any other (names users cannot take).
 SYSTEM_TABLES = (EVENT_LOG,)

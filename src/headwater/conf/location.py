@@ -113,6 +113,11 @@ class ObjectPath:
         with fs.open_input_stream(path) as stream:
             return bytes(stream.read()).decode(encoding)
 
+    def write_text(self, text: str, encoding: str = "utf-8") -> None:
+        fs, path = storage.pyarrow_filesystem(self.uri)
+        with fs.open_output_stream(path) as stream:
+            stream.write(text.encode(encoding))
+
     def mkdir(self, parents: bool = False, exist_ok: bool = False) -> None:
         """Nothing to do: an object store's folders exist through the objects inside them."""
 

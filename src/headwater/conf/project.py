@@ -8,7 +8,9 @@ root = "lakehouse"                          # the lakehouse: tables and checkpoi
 # root = "s3://bucket/lake"                 # ...or on an object store, with a local
 # state_dir = "state"                       # state folder: checkpoints, run files, _ingest
 definitions = ["transformations/*.py", "transformations/*.sql"]
-database = "sales"                          # optional: unqualified names live in sales
+catalog = "main"                            # optional: the catalog of the pipeline's tables
+database = "sales"                          # optional (or schema): unqualified names live in
+                                            # main.sales (sales without a catalog)
 trigger = "available-now"                   # default of `headwater run`
 master = "local[*]"                         # optional
 event_log = true                            # every batch's progress in _event_log
@@ -29,7 +31,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from headwater.conf.database import check_database
+from headwater.conf.database import check_catalog, check_database, spark_database
 from headwater.conf.location import AnyPath, is_remote, location, state_folder
 from headwater.conf.sdp_spec import SPEC_FILES, find_spec, load_spec
 from headwater.errors import HeadwaterError
@@ -88,7 +90,8 @@ class Project:
         if not isinstance(section, dict):
             raise _invalid(config, "it has no [pipeline] table")
         unknown = set(section) - {"name", "root", "definitions", "trigger", "master",
-                                 "event_log", "database", "auto_compact", "state_dir"}
+                                 "event_log", "database", "schema", "catalog", "auto_compact",
+                                 "state_dir"}
         if unknown:
             raise _invalid(config, f"unknown [pipeline] keys {sorted(unknown)}")
         definitions = section.get("definitions")
@@ -119,8 +122,7 @@ class Project:
             event_log=section.get("event_log", True),
             auto_compact=section.get("auto_compact", True),
             spark_conf={str(k): str(v) for k, v in spark_conf.items()},
-            database=check_database(section["database"], f"{config}: [pipeline] database")
-            if "database" in section else None,
+            database=_database(config, section),
             storage={str(k): str(v).lower() if isinstance(v, bool) else str(v)
                      for k, v in storage.items()},
             state_dir=_state_dir(config, section),
@@ -156,6 +158,19 @@ def _state_dir(config: Path, section: dict) -> Path | None:
     root = _root(config.parent, str(section.get("root", "lakehouse")))
     return state_folder(root, (config.parent / value).resolve() if not is_remote(value)
                         else value)
+
+
+def _database(config: Path, section: dict) -> str | None:
+    """The [pipeline] catalog and database (or schema) as Spark names the database
+    (``main__sales``; ``sales`` without a catalog); None for spark_catalog's default."""
+    if "database" in section and "schema" in section:
+        raise _invalid(config, "[pipeline] sets both database and schema (the same setting)")
+    catalog = check_catalog(section["catalog"], f"{config}: [pipeline] catalog") \
+        if "catalog" in section else None
+    database = section.get("database", section.get("schema"))
+    if database is None:
+        return None if catalog is None else spark_database(catalog, None)
+    return check_database(database, f"{config}: [pipeline] database", catalog)
 
 
 def _invalid(config: Path, why: str) -> HeadwaterError:

@@ -9,9 +9,9 @@ libraries:
       include: transformations/**         # a folder/** or a plain file path (SDP's rule)
 configuration:                            # Spark settings, strings only (SDP's rule)
   spark.sql.shuffle.partitions: "4"
-catalog: spark_catalog                    # optional; only Spark's session catalog
+catalog: main                             # optional: the catalog of the pipeline's tables
 database: sales                           # optional (or `schema`): unqualified names
-                                          # (defined or read) are sales.<name>
+                                          # (defined or read) are main.sales.<name>
 headwater:                                # optional: headwater's own keys
   trigger: available-now
   event_log: true
@@ -36,7 +36,7 @@ from urllib.parse import unquote, urlparse
 
 import yaml
 
-from headwater.conf.database import check_database
+from headwater.conf.database import check_catalog, check_database, spark_database
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
@@ -47,7 +47,6 @@ SPEC_KEYS = {"name", "storage", "catalog", "database", "schema", "configuration"
              "headwater"}
 REQUIRED_KEYS = ("name", "storage")
 HEADWATER_KEYS = {"trigger", "master", "event_log", "auto_compact"}
-SESSION_CATALOGS = {"spark_catalog"}
 
 
 def find_spec(folder: Path) -> Path | None:
@@ -162,17 +161,13 @@ def _string_map(spec: Path, value: Any, key: str) -> dict[str, str]:
 
 
 def _database(spec: Path, catalog: Any, database: Any) -> str | None:
-    """SDP's default catalog and database: the catalog must be Spark's session catalog (where
-    the lakehouse's tables are); the database becomes the project's (None: ``default``)."""
-    if catalog is not None and (not isinstance(catalog, str)
-                                or catalog.strip().strip("`").lower() not in SESSION_CATALOGS):
-        raise HeadwaterError(
-            "HW_PIPELINE_UNSUPPORTED", f"{spec}: catalog {catalog!r} is not supported.",
-            "headwater's tables live in one lakehouse folder, which Spark sees as its session "
-            "catalog, spark_catalog; there are no other catalogs (Unity Catalog's, "
-            "hive_metastore), and spark-pipelines itself fails on a catalog Spark lacks.",
-            "Remove `catalog:` or set it to spark_catalog; keep `database:` for the schema.")
-    return None if database is None else check_database(database, f"{spec}: database")
+    """SDP's (and Databricks') default catalog and schema: the database unqualified names of
+    the pipeline live in, as Spark names it (``sales``; ``main__sales`` for schema ``sales``
+    of catalog ``main``); None for ``spark_catalog.default``."""
+    catalog_name = None if catalog is None else check_catalog(catalog, f"{spec}: catalog")
+    if database is None:
+        return None if catalog_name is None else spark_database(catalog_name, None)
+    return check_database(database, f"{spec}: database", catalog_name)
 
 
 def _headwater_keys(spec: Path, section: Any) -> dict[str, Any]:

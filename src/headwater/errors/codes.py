@@ -73,7 +73,15 @@ CODES: dict[str, str] = {
                                  "session.",
     "HW_TABLE_NOT_FOUND": "No table of that name in the lakehouse.",
     "HW_TABLE_EXISTS": "A table of that name already exists in the lakehouse.",
-    "HW_TABLE_NAME_INVALID": "A table name is not a valid [schema.]name.",
+    "HW_TABLE_NAME_INVALID": "A table name is not a valid [[catalog.]schema.]name.",
+    "HW_CATALOG_NAME_INVALID": "A catalog name is not valid (or is taken by a schema).",
+    "HW_CATALOG_NOT_FOUND": "A catalog named in SQL or a setting does not exist "
+                            "(Spark's CATALOG_NOT_FOUND).",
+    "HW_CATALOG_EXISTS": "CREATE CATALOG of a catalog that exists.",
+    "HW_CATALOG_NOT_EMPTY": "DROP CATALOG without CASCADE of a catalog holding tables.",
+    "HW_SCHEMA_NOT_FOUND": "A catalog's schema named in SQL does not exist.",
+    "HW_SCHEMA_EXISTS": "CREATE SCHEMA of a catalog's schema that exists.",
+    "HW_SCHEMA_NOT_EMPTY": "DROP SCHEMA without CASCADE of a schema holding tables.",
     "HW_TABLE_SCHEMA_INVALID": "A new table's schema cannot be a Delta schema (duplicate "
                                "columns).",
     "HW_SQL_UNSUPPORTED": "A SQL statement cannot be run on the lakehouse as written.",

@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from headwater.conf.database import split_database
 from headwater.conf.layout import DELTA_LOG
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.catalog import lakehouse_of
@@ -26,18 +27,22 @@ def using_database(spark: SparkSession, database: str | None) -> Iterator[None]:
         yield
         return
     lake = lakehouse_of(spark)
-    if lake is not None and (lake.root / database / DELTA_LOG).is_dir():
+    catalog, _ = split_database(database)
+    if lake is not None and catalog is not None:
+        lake.create_catalog(catalog)  # a pipeline's catalog exists once it runs
+    elif lake is not None and (lake.root / database / DELTA_LOG).is_dir():
         raise HeadwaterError(
             "HW_PROJECT_INVALID", f"The pipeline's database {database!r} is the name of a "
             f"table of the lakehouse at {lake.root}.",
             "A database is a folder of tables under the root; tables inside a table's folder "
             "would be hidden from the catalog and at risk from its VACUUM.",
             "Name the database differently, or rename that table.")
-    previous = spark.catalog.currentDatabase()
+    jcatalog = spark._jsparkSession.catalog()  # Spark's names (main__sales), not the patched
+    previous = str(jcatalog.currentDatabase())
     raw_sql(spark, f"CREATE DATABASE IF NOT EXISTS `{database}`")
-    spark.catalog.setCurrentDatabase(database)
+    jcatalog.setCurrentDatabase(database)
     try:
         yield
     finally:
-        if spark.catalog.databaseExists(previous):
-            spark.catalog.setCurrentDatabase(previous)
+        if jcatalog.databaseExists(previous):
+            jcatalog.setCurrentDatabase(previous)

@@ -42,7 +42,6 @@ from headwater.delta.write.replace_table import replace_native
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.locations import check_location
-from headwater.lakehouse.names import parse_name
 from headwater.lakehouse.statements import (
     Statement,
     option,
@@ -68,7 +67,7 @@ def done(spark: SparkSession) -> DataFrame:
 def lakehouse_table(lake: Lakehouse, parts: list[str]) -> str | None:
     """The qualified name when ``parts`` names an existing lakehouse table, else None."""
     try:
-        name = parse_name(".".join(parts))
+        name = lake.resolve(parts)
     except HeadwaterError:
         return None
     return name.qualified if lake.exists(name.qualified) else None
@@ -99,7 +98,7 @@ def create(lake: Lakehouse, st: Statement) -> DataFrame | None:
                 "a table by path has its path as its location.",
                 "The two locations disagree.", "Leave the LOCATION clause out.")
     else:
-        name = parse_name(".".join(parts)).qualified
+        name = lake.resolve(parts, spark).qualified
         path = normalize_uri(str(where)) if where is not None else lake.path(name)
     label = name or f"delta.`{parts[1]}`"
     _refuse_clauses(label, spec, st.text)
@@ -292,7 +291,7 @@ def _stale_external(lake: Lakehouse, parts: list[str]) -> str | None:
     """An external table whose data was deleted (``rm -r`` of its location): DROP TABLE still
     forgets the name, as delta-spark's catalog does."""
     try:
-        name = parse_name(".".join(parts)).qualified
+        name = lake.resolve(parts).qualified
     except HeadwaterError:
         return None
     return name if lake.is_external(name) else None

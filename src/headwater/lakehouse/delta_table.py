@@ -503,6 +503,7 @@ def _plain(value: Any) -> Any:
 
 def _table_path(lakehouse: Any, name: str) -> str:
     """The folder of lakehouse table ``name`` (HW_TABLE_NOT_FOUND when it does not exist)."""
+    name = lakehouse.resolve(name).qualified  # in the session's current catalog and schema
     if not lakehouse.exists(name):
         raise HeadwaterError("HW_TABLE_NOT_FOUND", f"Table {name!r} is not in the lakehouse at "
                              f"{lakehouse.root}.", "forName looks tables up in the attached "

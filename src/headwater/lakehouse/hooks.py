@@ -54,7 +54,7 @@ from headwater.errors import HeadwaterError, translated
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.ingest.registration import register_sources
 from headwater.lakehouse.catalog import lakehouse_of
-from headwater.lakehouse.names import parse_name
+from headwater.lakehouse.names import name_parts, parse_name
 from headwater.lakehouse.native_reads import load as native_load
 from headwater.lakehouse.native_reads import read_table as native_table
 from headwater.lakehouse.native_reads import with_native_reads
@@ -384,8 +384,9 @@ def _save_as_table(original: Callable) -> Callable:
             self.partitionBy(partitionBy)
         if format is not None:
             self.format(format)
+        name = _user_name(lake, self._spark, name)
         if not _delta_or_unset(self, lake, name):
-            return original(self, name)
+            return original(self, _spark_name(lake, self._spark, name))
         jwrite = self._jwrite
         parts = jwrite.partitioningColumns()
         lake.save_as_table(
@@ -401,8 +402,11 @@ def _save_as_table(original: Callable) -> Callable:
 def _insert_into(original: Callable) -> Callable:
     def insertInto(self, tableName: str, overwrite: bool | None = None) -> None:  # noqa: N802, N803
         lake = lakehouse_of(self._spark)
+        if lake is not None:
+            tableName = _user_name(lake, self._spark, tableName)  # noqa: N806 (Spark's name)
         if lake is None or not _lakehouse_table(lake, tableName):
-            return original(self, tableName, overwrite)
+            return original(self, tableName if lake is None
+                            else _spark_name(lake, self._spark, tableName), overwrite)
         if overwrite is not None:  # as Spark's insertInto
             self.mode("overwrite" if overwrite else "append")
         jwrite = self._jwrite
@@ -427,8 +431,9 @@ def _to_table(original: Callable) -> Callable:
                             partitionBy=partitionBy, queryName=queryName, **options)
         # as Spark's toTable: arguments onto the writer first
         _onto_stream_writer(self, options, outputMode, partitionBy, format, queryName)
+        tableName = _user_name(lake, self._spark, tableName)  # noqa: N806 (Spark's name)
         if not _delta_or_unset(self, lake, tableName):
-            return original(self, tableName)
+            return original(self, _spark_name(lake, self._spark, tableName))
         parts = private_field(self._jwrite, "partitioningColumns")
         lake.create_table(tableName, self._df.schema,
                           partition_by=_strings(self._spark, parts.get()) if parts.isDefined()
@@ -442,7 +447,7 @@ def _to_table(original: Callable) -> Callable:
         query = _driver_stream(self, lake.path(tableName), settings)
         if query is not None:
             return query
-        return original(self, tableName)
+        return original(self, parse_name(tableName).sql)
 
     toTable.__doc__ = original.__doc__
     return toTable
@@ -462,18 +467,19 @@ def _read_table(original: Callable) -> Callable:
         lake = lakehouse_of(self._spark)
         if lake is None:
             return original(self, tableName)
-        if _lakehouse_table(lake, tableName):
+        own = _user_name(lake, self._spark, tableName)
+        if _lakehouse_table(lake, own):
             options = java_map(self._spark, private_field(self._jreader, "extraOptions")
                                 .originalMap())
             # a change feed read, or time travel (delta-spark: .option("versionAsOf", 0)
             # .table(t)): Spark refuses both on a catalog table of a Python data source
             if any(k.lower() in _SOURCE_ONLY_OPTIONS for k in options):
                 if isinstance(self, DataFrameReader):
-                    native = native_table(lake, self._spark, tableName, options)
+                    native = native_table(lake, self._spark, own, options)
                     if native is not None:
                         return native
-                return self.format(parse_name(tableName).source_name).load()
-        df = original(self, tableName)
+                return self.format(parse_name(own).source_name).load()
+        df = original(self, _spark_name(lake, self._spark, tableName))
         if isinstance(self, DataFrameReader) \
                 and not self._jreader.userSpecifiedSchema().isDefined():
             # Spark resolved the name (current database, temp views): its table, natively
@@ -499,12 +505,37 @@ def _session_table(original: Callable) -> Callable:
     lakehouse table read by Spark's parquet reader where it allows it."""
     def table(self, tableName: str):  # noqa: N803 (Spark's name)
         lake = lakehouse_of(self)
-        df = original(self, tableName)
+        if lake is None:
+            return original(self, tableName)
+        df = original(self, _spark_name(lake, self, tableName))
         # Spark resolved the name (current database, temp views): its table, natively
-        return df if lake is None else with_native_reads(lake, df)
+        return with_native_reads(lake, df)
 
     table.__doc__ = original.__doc__
     return table
+
+
+def _user_name(lake: Any, spark: SparkSession, name: str) -> str:
+    """The lakehouse's name of the table a user wrote ``name`` for in ``spark`` (one- and
+    two-part names in the current catalog and schema); ``name`` itself when it is no name
+    headwater reads (a path, four parts: Spark's to resolve or refuse)."""
+    try:
+        return str(lake.resolve(name, spark).qualified)
+    except HeadwaterError:
+        return name
+
+
+def _spark_name(lake: Any, spark: SparkSession, name: str) -> str:
+    """The name Spark's catalog knows ``name`` by: a table of one of the lakehouse's catalogs
+    by its Spark database (```main__sales`.`orders```); any other name as written (one part
+    stays: Spark resolves temporary views and the current database itself)."""
+    try:
+        if len(name_parts(name)) < 2:
+            return name
+        tname = lake.resolve(name, spark)
+    except HeadwaterError:
+        return name
+    return str(tname.sql) if tname.catalog else name
 
 
 def _lakehouse_table(lake: Any, name: str) -> bool:

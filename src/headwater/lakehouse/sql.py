@@ -32,7 +32,15 @@ from pyspark.errors import AnalysisException, ParseException
 
 from headwater.delta.log import DeltaLog
 from headwater.errors import HeadwaterError
-from headwater.lakehouse import constraint_sql, ddl, delta_admin_sql, delta_sql, insert_sql, json_paths
+from headwater.lakehouse import (
+    catalogs,
+    constraint_sql,
+    ddl,
+    delta_admin_sql,
+    delta_sql,
+    insert_sql,
+    json_paths,
+)
 from headwater.lakehouse.delta_sql import expression_text, table_path
 from headwater.lakehouse.event_log import event_log_sql
 from headwater.lakehouse.hooks import raw_sql
@@ -88,6 +96,17 @@ HANDLERS: dict[str, Handler] = {
     "ConvertToDelta": delta_admin_sql.convert,
     "Generate": delta_admin_sql.generate,
     "ShowTableProperties": delta_admin_sql.show_properties,
+    # Catalogs and their schemas (catalogs.py; USE / CREATE / DROP CATALOG: CATALOG_GRAMMAR)
+    "UseCatalog": catalogs.use_catalog,
+    "CreateCatalog": catalogs.create_catalog,
+    "DropCatalog": catalogs.drop_catalog,
+    "ShowCatalogsCommand": catalogs.show_catalogs,
+    "SetNamespaceCommand": catalogs.use_namespace,
+    "SetCatalogAndNamespace": catalogs.use_namespace,
+    "CreateNamespace": catalogs.create_namespace,
+    "DropNamespace": catalogs.drop_namespace,
+    "ShowNamespacesCommand": catalogs.show_namespaces,
+    "ShowTables": catalogs.show_tables,
 }
 # Tried for every other kind: refuses what Spark would apply to its catalog copy alone.
 FALLBACK: Handler = ddl.guard
@@ -145,6 +164,10 @@ def parse(lake: Lakehouse, spark: SparkSession, query: str) -> Statement:
     except ParseException:
         return Statement(text, "Unparsed", None, spark)  # Spark says why when it runs it
     kind = plan.getClass().getSimpleName()
+    # Names of catalogs Spark does not have (main.sales.orders): the Spark database's
+    replaced = catalogs.spark_text(lake, spark, text, plan)
+    if replaced != text:
+        text, plan = replaced, parser.parsePlan(replaced)
     # Rewrites of reads Spark cannot run on a Python data source, each at its exact text span
     # (time travel first: it also reads delta.`path` at a version).
     if " AS OF " in text.upper() or "@" in text:
@@ -169,7 +192,7 @@ _TABLE_AS_READ = {"AddCheckConstraint"}
 
 def _delta_kind(text: str) -> str | None:
     words = tuple(w.upper() for w in text.split(None, 3)[:3])
-    for prefix, kind in DELTA_GRAMMAR.items():
+    for prefix, kind in (*DELTA_GRAMMAR.items(), *catalogs.CATALOG_GRAMMAR.items()):
         if words[:len(prefix)] == prefix:
             return kind
     return None

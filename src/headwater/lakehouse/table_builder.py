@@ -198,8 +198,8 @@ class TableSpec:
         if not identifier:
             assert self.path is not None
             return _Target(None, normalize_uri(self.path), None)
-        name = parse_name(identifier)
         lake = lakehouse_of(self.spark)
+        name = parse_name(identifier) if lake is None else lake.resolve(identifier, self.spark)
         if lake is None:
             raise HeadwaterError(
                 "HW_LAKEHOUSE_NOT_ATTACHED", f"DeltaTable builder: table {identifier!r} needs "

@@ -36,7 +36,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.functions import col
 from pyspark.sql.types import StructType
 
+from headwater.conf.database import check_catalog, spark_database, split_database
 from headwater.conf.layout import (
+    CATALOG_MARKER,
     CHECKPOINTS,
     DELTA_LOG,
     LAKEHOUSE_STATE_CONF,
@@ -64,7 +66,15 @@ from headwater.lakehouse import catalog, external, hooks, native_reads
 from headwater.lakehouse.catalog import columns_option as _columns
 from headwater.lakehouse.catalog import per_table_source
 from headwater.lakehouse.hooks import raw_sql
-from headwater.lakehouse.names import TableName, list_tables, parse_name
+from headwater.lakehouse.names import (
+    TableName,
+    catalog_schemas,
+    current_database,
+    list_catalogs,
+    list_tables,
+    parse_name,
+    resolve,
+)
 from headwater.lakehouse.sources import start_session
 from headwater.lakehouse.sql import run_sql
 from headwater.spark.catalog_ddl import columns_sql
@@ -107,6 +117,7 @@ class Lakehouse:
         self.spark = spark
         self._locks: dict[str, tuple[CheckpointLock, Any]] = {}
         self._registered: set[str] = set()
+        self._catalogs: set[str] = set(list_catalogs(self.root))
         # qualified name -> folder: tables kept out of the catalog (see keep_private)
         self._private: dict[str, str] = {}
         # foreachBatch threads of concurrent flows may create side tables at once
@@ -123,7 +134,63 @@ class Lakehouse:
         private = self._private.get(tname.qualified)
         if private is not None:
             return private
+        self._check_catalog_folder(tname)
         return external.location_of(self.state_dir, tname) or str(self.root / tname.relative_path)
+
+    def resolve(self, name: str, session: SparkSession | None = None) -> TableName:
+        """What ``name``, as a user wrote it in ``session`` (default the lakehouse's), names:
+        one- and two-part names in the session's current catalog and schema."""
+        return resolve(name, session or self.spark)
+
+    def catalogs(self) -> list[str]:
+        """The lakehouse's catalogs besides ``spark_catalog`` (CREATE CATALOG, or the first
+        table named ``catalog.schema.table``)."""
+        return sorted(self._catalogs)
+
+    def create_catalog(self, name: str, comment: str | None = None) -> bool:
+        """Make catalog ``name`` (its folder under the root, with a marker file); False when
+        it exists. A schema of ``spark_catalog`` of that name (a folder of tables) is
+        refused: the two would share the folder."""
+        catalog = check_catalog(name, "Catalog")
+        if catalog is None:
+            return False
+        self._check_catalog_folder(TableName("default", "_", catalog))
+        marker = self.root / catalog / CATALOG_MARKER
+        if catalog in self._catalogs or marker.is_file():
+            self._catalogs.add(catalog)
+            return False
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps({"name": catalog, "comment": comment}))
+        self._catalogs.add(catalog)
+        raw_sql(self.spark, f"CREATE DATABASE IF NOT EXISTS `{spark_database(catalog, None)}`")
+        return True
+
+    def forget_catalog(self, name: str) -> None:
+        """Forget catalog ``name`` (DROP CATALOG removes its folder)."""
+        self._catalogs.discard(name)
+
+    def _check_catalog_folder(self, tname: TableName) -> None:
+        """A catalog and a schema of ``spark_catalog`` never share a folder under the root."""
+        if tname.catalog is None:
+            if tname.schema in self._catalogs:
+                raise HeadwaterError(
+                    "HW_TABLE_NAME_INVALID", f"{tname.qualified}: {tname.schema!r} is a catalog "
+                    f"of the lakehouse at {self.root}, not a schema of spark_catalog.",
+                    "A catalog and a schema of that name would share one folder.",
+                    f"Name the table in the catalog ({tname.schema}.<schema>.{tname.table}) "
+                    "or use another schema name.")
+            return
+        if tname.catalog in self._catalogs:
+            return
+        folder = self.root / tname.catalog
+        if (folder / CATALOG_MARKER).is_file():
+            self._catalogs.add(tname.catalog)
+        elif folder.is_dir() and any((inner / DELTA_LOG).is_dir() for inner in folder.iterdir()):
+            raise HeadwaterError(
+                "HW_CATALOG_NAME_INVALID", f"{tname.qualified}: {tname.catalog!r} is a schema "
+                f"of spark_catalog in the lakehouse at {self.root} (it holds tables), not a "
+                "catalog.", "A catalog and a schema of that name would share one folder.",
+                f"Name the catalog differently, or move the tables of schema {tname.catalog}.")
 
     def keep_private(self, name: str) -> str:
         """Make ``name`` a private table of this Lakehouse object (a pipeline's TEMPORARY
@@ -237,6 +304,10 @@ class Lakehouse:
             self._registered |= previous._registered
             previous._registered = set()
         hooks.install(run_sql)  # spark.sql and the writers, while any lakehouse is attached
+        for catalog_name in sorted(self._catalogs):  # empty schemas of catalogs too
+            for schema in catalog_schemas(self.root, catalog_name):
+                raw_sql(self.spark, "CREATE DATABASE IF NOT EXISTS "
+                        f"`{spark_database(catalog_name, schema)}`")
         for name in self.tables():
             self.register(name)
         return self
@@ -247,6 +318,8 @@ class Lakehouse:
         and the writers are Spark's own methods again. The tables stay on disk."""
         if not catalog.detach(self):
             return
+        if split_database(current_database(self.spark))[0] in self._catalogs:
+            raw_sql(self.spark, "USE `default`")  # a catalog's schema: gone from the session
         for qualified in sorted(self._registered):
             raw_sql(self.spark, f"DROP TABLE IF EXISTS {parse_name(qualified).sql}")
         self._registered.clear()
@@ -261,8 +334,10 @@ class Lakehouse:
             raise self._not_found(tname)
         self.spark.dataSource.register(
             per_table_source(tname, path, session_parallelism(self.spark)))
-        if tname.schema:
-            raw_sql(self.spark, f"CREATE DATABASE IF NOT EXISTS `{tname.schema}`")
+        if tname.catalog is not None and tname.catalog not in self._catalogs:
+            self.create_catalog(tname.catalog)  # its first table makes the catalog
+        if tname.database:
+            raw_sql(self.spark, f"CREATE DATABASE IF NOT EXISTS `{tname.database}`")
         # The catalog keeps the schema seen at CREATE; re-creating refreshes it.
         schema = self._source_schema(path)
         if schema is None or not self._in_catalog(tname, schema):

@@ -55,7 +55,9 @@ _READER = "pyspark.sql.readwriter:DataFrameReader"
 _WRITER = "pyspark.sql.readwriter:DataFrameWriter"
 _STREAM_READER = "pyspark.sql.streaming.readwriter:DataStreamReader"
 _STREAM_WRITER = "pyspark.sql.streaming.readwriter:DataStreamWriter"
+_CATALOG = "pyspark.sql.catalog:Catalog"
 _HOOKS = "headwater.lakehouse.hooks"
+_CATALOGS = "headwater.lakehouse.catalogs"
 _SCHEMA_LOCATION = "headwater.ingest.schema_location"
 _KAFKA_ALIAS = "headwater.messages.kafka_alias"
 _LIVE_SCHEMA = "headwater.pipeline.live_schema"
@@ -133,6 +135,17 @@ PATCHES: tuple[Patch, ...] = (
           "spark.table: native reads of lakehouse tables"),
     Patch(_STREAM_WRITER, "table", f"{_HOOKS}:_stream_table", LAKEHOUSE,
           "Databricks' writeStream...table(name), an alias of toTable", added=True),
+    # lakehouse (catalogs.py): the lakehouse's catalogs, which Spark's catalog cannot list.
+    Patch(_CATALOG, "currentCatalog", f"{_CATALOGS}:_current_catalog", LAKEHOUSE,
+          "the current catalog after USE CATALOG (Spark's current database main__sales)"),
+    Patch(_CATALOG, "setCurrentCatalog", f"{_CATALOGS}:_set_current_catalog", LAKEHOUSE,
+          "USE CATALOG from Python"),
+    Patch(_CATALOG, "currentDatabase", f"{_CATALOGS}:_current_database", LAKEHOUSE,
+          "a catalog's schema by its own name (sales, not main__sales)"),
+    Patch(_CATALOG, "setCurrentDatabase", f"{_CATALOGS}:_set_current_database", LAKEHOUSE,
+          "a schema of the current catalog"),
+    Patch(_CATALOG, "listCatalogs", f"{_CATALOGS}:_list_catalogs", LAKEHOUSE,
+          "the lakehouse's catalogs besides spark_catalog"),
     # live (live_schema.py): DLT's LIVE virtual schema in Python definitions.
     *(Patch(owner, "table", f"{_LIVE_SCHEMA}:_table", LIVE,
             "LIVE.x is the pipeline's dataset x while its definitions run")
