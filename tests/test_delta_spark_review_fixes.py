@@ -13,7 +13,7 @@ from tests.support import collected, commits, golden
 
 from headwater import DeltaTable, HeadwaterError
 from headwater.delta.commit import delta_rs_conflict
-from headwater.delta.merge import merge_batch
+from headwater.delta.update_mode import merge_batch
 from headwater.lakehouse.delta_table import IdentityGenerator
 
 

@@ -18,7 +18,7 @@ import pytest
 from deltalake import DeltaTable
 
 from headwater import Lakehouse
-from headwater.conf.project import Project
+from headwater.conf.project_file import Project
 from headwater.errors import HeadwaterError
 from headwater.pipeline.loader import load_definitions
 from headwater.pipeline.model import Kind

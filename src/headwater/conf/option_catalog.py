@@ -402,7 +402,7 @@ SETTINGS: tuple[Setting, ...] = (
 
 
 # --- project files ----------------------------------------------------------------------------
-# headwater.toml's [pipeline] keys (conf/project.py accepts exactly these).
+# headwater.toml's [pipeline] keys (conf/project_file.py accepts exactly these).
 PROJECT_KEYS: dict[str, Option] = {o.name: o for o in (
     Option("name", "the folder's name", "text", "The pipeline's name."),
     Option("root", "lakehouse", "path or URI",

@@ -21,7 +21,7 @@ from headwater.conf.layout import DML_ENGINE_CONF
 from headwater.conf.options import parse_choice
 from headwater.delta import dml
 from headwater.delta.dml.engine import ENGINES
-from headwater.delta.dml.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
+from headwater.delta.dml.merge_spec import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from headwater.delta.log import normalize_uri
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.ddl import dataframe, is_delta_path, lakehouse_table

@@ -32,7 +32,7 @@ from headwater.delta.dml.common import (
     checked_assignments,
     checked_condition,
 )
-from headwater.delta.dml.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, MergeClause
+from headwater.delta.dml.merge_spec import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, MergeClause
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.optimize import optimize as run_optimize
 from headwater.errors import HeadwaterError

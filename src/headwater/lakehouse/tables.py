@@ -53,8 +53,8 @@ from headwater.delta.constraints import schema_overwrite
 from headwater.delta.create import create_delta_table
 from headwater.delta.generated import Generation
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
-from headwater.delta.merge import merge_batch
 from headwater.delta.schema import as_nullable, spark_schema, strip_field_metadata
+from headwater.delta.update_mode import merge_batch
 from headwater.delta.write.checks import check_partitioning
 from headwater.delta.write.native import native_sink, write_native, write_rows
 from headwater.delta.write.replace_table import declared_schema, replace_native

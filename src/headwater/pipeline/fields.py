@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from headwater.errors import HeadwaterError
-from headwater.ingest.ddl import parse_ddl
+from headwater.ingest.schema_hints import parse_ddl
 from headwater.messages import FORMAT_NAME as KAFKA
 from headwater.messages.kafka_alias import kafka_format
 from headwater.pipeline.model import Location
