@@ -322,7 +322,7 @@ def test_pyspark_create_auto_cdc_flow_registers(spark):
 
 
 def test_format_kafka_is_headwaters_source_without_sparks_connector(spark):
-    from headwater.messages.kafka_alias import spark_has_connector
+    from headwater.kafka.alias import spark_has_connector
 
     assert not spark_has_connector(spark)
     options = {"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t"}

@@ -184,4 +184,4 @@ def test_the_scan_finds_what_it_should() -> None:
     """A scan that found nothing would make the tests above pass vacuously."""
     delta = read_options(SRC / "delta" / "source.py")
     assert {"maxfilespertrigger", "ignoredeletes", "failondataloss"} <= delta
-    assert "maxOffsetsPerTrigger" in read_options(SRC / "messages" / "kafka_options.py")
+    assert "maxOffsetsPerTrigger" in read_options(SRC / "kafka" / "options.py")

@@ -53,12 +53,12 @@ from headwater.delta.write.request import (
 from headwater.errors import HeadwaterError, translated
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.ingest.registration import register_sources
+from headwater.kafka import register_message_sources
 from headwater.lakehouse.catalog import lakehouse_of
 from headwater.lakehouse.names import parse_name
 from headwater.lakehouse.native_reads import load as native_load
 from headwater.lakehouse.native_reads import read_table as native_table
 from headwater.lakehouse.native_reads import with_native_reads
-from headwater.messages import register_message_sources
 from headwater.spark import patches
 from headwater.spark.jvm import java_map, private_field, set_private_field
 from headwater.spark.micro_batch_sink import start_with_sink
