@@ -24,7 +24,7 @@ from headwater.ingest.registration import with_parallelism
 from headwater.lakehouse.names import TableName
 
 if TYPE_CHECKING:
-    from headwater.lakehouse.tables import Lakehouse
+    from headwater.lakehouse.lakehouse import Lakehouse
 
 ROOT_KEY = LAKEHOUSE_ROOT_CONF
 

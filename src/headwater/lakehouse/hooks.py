@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 # What spark.sql runs in a session with a lakehouse: handed in by Lakehouse.attach
-# (headwater.lakehouse.sql.run_sql), so the hooks import neither the router nor the tables.
+# (headwater.lakehouse.sql.router.run_sql), so the hooks import neither the router nor the tables.
 Router = Callable[..., Any]
 _router: Router | None = None
 

@@ -15,7 +15,7 @@ from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.names import parse_name
 
 if TYPE_CHECKING:
-    from headwater.lakehouse.tables import Lakehouse
+    from headwater.lakehouse.lakehouse import Lakehouse
 
 
 def check_location(lake: Lakehouse, name: str, given: str) -> None:

@@ -41,7 +41,7 @@ from headwater.spark.plan import analyzed, node_name
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from headwater.lakehouse.tables import Lakehouse
+    from headwater.lakehouse.lakehouse import Lakehouse
 
 log = logging.getLogger("headwater.delta.native")
 

@@ -13,7 +13,7 @@ GENERATE) is not Spark's: Spark cannot parse it (or parses DESCRIBE HISTORY t as
 table "history"), so :func:`parse` names those kinds by their leading keywords, before Spark's
 parser; without a handler they are a clear ``HW_SQL_NOT_SUPPORTED_YET``, never a parse
 error. To add a statement, write ``handler(lake, statement)`` in the module of its kind
-(ddl: CREATE/DROP/ALTER/DESCRIBE/INSERT; delta_sql: DML; delta_admin_sql: Delta's grammar) and
+(ddl: CREATE/DROP/ALTER/DESCRIBE/INSERT; dml: DML; delta_admin: Delta's grammar) and
 add a line to :data:`HANDLERS`.
 
 ``delta.`/path``` in a query (which Spark refuses for Python data sources) is found among the
@@ -32,12 +32,12 @@ from pyspark.errors import AnalysisException, ParseException
 
 from headwater.delta.log import DeltaLog
 from headwater.errors import HeadwaterError
-from headwater.lakehouse import constraint_sql, ddl, delta_admin_sql, delta_sql, insert_sql, json_paths
-from headwater.lakehouse.delta_sql import expression_text, table_path
-from headwater.lakehouse.event_log import event_log_sql
 from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.native_reads import with_native_reads
-from headwater.lakehouse.statements import (
+from headwater.lakehouse.sql import constraints, ddl, delta_admin, dml, insert, json_paths
+from headwater.lakehouse.sql.dml import expression_text, table_path
+from headwater.lakehouse.sql.event_log import event_log_sql
+from headwater.lakehouse.sql.statements import (
     DELTA_GRAMMAR,
     Handler,
     Statement,
@@ -72,22 +72,22 @@ HANDLERS: dict[str, Handler] = {
     "UnsetTableProperties": ddl.unset_properties,
     "CommentOnTable": ddl.comment_on,
     "DescribeRelation": ddl.describe,
-    "InsertIntoStatement": insert_sql.insert,  # tables with generated columns, else ddl.insert
-    "AddCheckConstraint": constraint_sql.add_constraint,
-    "DropConstraint": constraint_sql.drop_constraint,
-    # DML (delta_sql.py)
-    "DeleteFromTable": delta_sql.delete,
-    "UpdateTable": delta_sql.update,
-    "MergeIntoTable": delta_sql.merge,
-    # Delta's own grammar and table information (delta_admin_sql.py)
-    "Optimize": delta_admin_sql.optimize,
-    "Vacuum": delta_admin_sql.vacuum,
-    "Restore": delta_admin_sql.restore,
-    "DescribeHistory": delta_admin_sql.describe_history,
-    "DescribeDetail": delta_admin_sql.describe_detail,
-    "ConvertToDelta": delta_admin_sql.convert,
-    "Generate": delta_admin_sql.generate,
-    "ShowTableProperties": delta_admin_sql.show_properties,
+    "InsertIntoStatement": insert.insert,  # tables with generated columns, else ddl.insert
+    "AddCheckConstraint": constraints.add_constraint,
+    "DropConstraint": constraints.drop_constraint,
+    # DML (dml.py)
+    "DeleteFromTable": dml.delete,
+    "UpdateTable": dml.update,
+    "MergeIntoTable": dml.merge,
+    # Delta's own grammar and table information (delta_admin.py)
+    "Optimize": delta_admin.optimize,
+    "Vacuum": delta_admin.vacuum,
+    "Restore": delta_admin.restore,
+    "DescribeHistory": delta_admin.describe_history,
+    "DescribeDetail": delta_admin.describe_detail,
+    "ConvertToDelta": delta_admin.convert,
+    "Generate": delta_admin.generate,
+    "ShowTableProperties": delta_admin.show_properties,
 }
 # Tried for every other kind: refuses what Spark would apply to its catalog copy alone.
 FALLBACK: Handler = ddl.guard
@@ -289,7 +289,7 @@ def _table_changes(lake: Lakehouse, spark: SparkSession, args: list[Any], text: 
 
 def _event_log(lake: Lakehouse, spark: SparkSession, args: list[Any], text: str) -> str:
     """``event_log('<pipeline>')`` / ``event_log(TABLE(t))``: a subquery over the lakehouse's
-    event log in Databricks' event-log columns (see :mod:`headwater.lakehouse.event_log`)."""
+    event log in Databricks' event-log columns (see :mod:`headwater.lakehouse.sql.event_log`)."""
     return event_log_sql(lake, spark, args)
 
 

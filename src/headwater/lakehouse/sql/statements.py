@@ -1,6 +1,6 @@
 """The SQL router's vocabulary: a parsed :class:`Statement`, the handler type, and helpers to
 read Spark's parsed plans. The table from statement kind to handler is in
-:mod:`headwater.lakehouse.sql` (one explicit dict, read top to bottom)."""
+:mod:`headwater.lakehouse.sql.router` (one explicit dict, read top to bottom)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ exceptions), ``details`` (a JSON string) and ``event_type``:
 A subquery, not a snapshot: a view over it (``CREATE VIEW event_log_raw AS SELECT * FROM
 event_log(...)``, as Databricks' docs do) reads the log as it is when queried. ``details`` is
 a string; ``details:flow_progress.metrics.num_output_rows`` works on it as on Databricks (see
-:func:`headwater.lakehouse.sql.run_sql`).
+:func:`headwater.lakehouse.sql.router.run_sql`).
 
 This module knows the columns of ``_event_log`` (``headwater.monitor.events.SCHEMA``, a room
 above, which the tests compare with :data:`USED_COLUMNS`).

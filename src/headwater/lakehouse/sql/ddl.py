@@ -43,7 +43,7 @@ from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.locations import check_location
 from headwater.lakehouse.names import parse_name
-from headwater.lakehouse.statements import (
+from headwater.lakehouse.sql.statements import (
     Statement,
     option,
     seq,

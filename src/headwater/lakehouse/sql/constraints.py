@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 from headwater.delta.constraints import add_check, drop_check
 from headwater.delta.log import DeltaLog
 from headwater.errors.delta import DeltaAnalysisError
-from headwater.lakehouse.ddl import done
-from headwater.lakehouse.delta_sql import table_path
-from headwater.lakehouse.statements import Statement, seq, walk
+from headwater.lakehouse.sql.ddl import done
+from headwater.lakehouse.sql.dml import table_path
+from headwater.lakehouse.sql.statements import Statement, seq, walk
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

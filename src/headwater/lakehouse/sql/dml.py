@@ -24,8 +24,8 @@ from headwater.delta.dml.engine import ENGINES
 from headwater.delta.dml.merge_spec import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from headwater.delta.log import normalize_uri
 from headwater.errors import HeadwaterError
-from headwater.lakehouse.ddl import dataframe, is_delta_path, lakehouse_table
-from headwater.lakehouse.statements import (
+from headwater.lakehouse.sql.ddl import dataframe, is_delta_path, lakehouse_table
+from headwater.lakehouse.sql.statements import (
     STATEMENT_NAMES,
     Statement,
     children,

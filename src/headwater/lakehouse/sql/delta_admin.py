@@ -22,10 +22,10 @@ from headwater.delta import maintenance, manifest
 from headwater.delta.convert import convert_parquet
 from headwater.delta.log import DeltaLog
 from headwater.errors import HeadwaterError
-from headwater.lakehouse.ddl import done
-from headwater.lakehouse.delta_sql import table_path, unsupported
-from headwater.lakehouse.delta_table import DeltaTable
-from headwater.lakehouse.statements import (
+from headwater.lakehouse.delta_spark.delta_table import DeltaTable
+from headwater.lakehouse.sql.ddl import done
+from headwater.lakehouse.sql.dml import table_path, unsupported
+from headwater.lakehouse.sql.statements import (
     Statement,
     evaluate_timestamp,
     option,

@@ -66,7 +66,7 @@ from headwater.lakehouse.catalog import per_table_source
 from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.names import TableName, list_tables, parse_name
 from headwater.lakehouse.sources import start_session
-from headwater.lakehouse.sql import run_sql
+from headwater.lakehouse.sql.router import run_sql
 from headwater.spark.catalog_ddl import columns_sql
 from headwater.spark.checkpoint_lock import CheckpointLock, guarded
 from headwater.spark.micro_batch_sink import start_with_sink
@@ -672,7 +672,7 @@ class Lakehouse:
     def sql(self, query: str) -> DataFrame:
         """Run one SQL statement on this lakehouse; the same as ``spark.sql`` in the session
         it is attached to. Spark's parser classifies the statement: CREATE [OR REPLACE] TABLE,
-        DROP TABLE and ALTER TABLE go to the Delta tables (see :mod:`headwater.lakehouse.ddl`),
+        DROP TABLE and ALTER TABLE go to the Delta tables (see :mod:`headwater.lakehouse.sql.ddl`),
         ``delta.`/path``` reads a Delta table by path, everything else is Spark's."""
         return run_sql(self, query)
 

@@ -38,8 +38,8 @@ from headwater.delta.optimize import optimize as run_optimize
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.catalog import lakehouse_of
-from headwater.lakehouse.table_builder import DeltaTableBuilder, builder
-from headwater.lakehouse.table_builder import (  # re-exported: delta.tables' names
+from headwater.lakehouse.delta_spark.table_builder import DeltaTableBuilder, builder
+from headwater.lakehouse.delta_spark.table_builder import (  # re-exported: delta.tables' names
     IdentityGenerator as IdentityGenerator,
 )
 from headwater.spark.active import data_frame

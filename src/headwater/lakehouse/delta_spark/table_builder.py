@@ -40,8 +40,8 @@ from headwater.lakehouse.locations import check_location
 from headwater.lakehouse.names import TableName, parse_name
 
 if TYPE_CHECKING:
-    from headwater.lakehouse.delta_table import DeltaTable
-    from headwater.lakehouse.tables import Lakehouse
+    from headwater.lakehouse.delta_spark.delta_table import DeltaTable
+    from headwater.lakehouse.lakehouse import Lakehouse
 
 Mode = Literal["create", "createIfNotExists", "replace", "createOrReplace"]
 
@@ -91,7 +91,7 @@ class TableSpec:
     """What the builder was told: the Scala ``DeltaTableBuilder``'s methods and state.
 
     open_table: makes the returned table from (session, path), so this module needs no
-    import of :class:`~headwater.lakehouse.delta_table.DeltaTable` (which imports it)."""
+    import of :class:`~headwater.lakehouse.delta_spark.delta_table.DeltaTable` (which imports it)."""
 
     spark: SparkSession
     mode: Mode
