@@ -7,8 +7,7 @@ statement router on Spark's parser and its handlers) and delta_spark (delta-spar
 API: DeltaTable, its table builder, configure_spark_with_delta_pip).
 """
 
-from headwater.lakehouse.catalog import active_lakehouse
-from headwater.lakehouse.lakehouse import Lakehouse
+from headwater.lakehouse.lakehouse import Lakehouse, active_lakehouse
 from headwater.lakehouse.names import SYSTEM_TABLES, TableName, list_tables, parse_name
 
 __all__ = ["SYSTEM_TABLES", "Lakehouse", "TableName", "active_lakehouse", "list_tables",

@@ -73,10 +73,6 @@ Router = Callable[..., Any]
 _router: Router | None = None
 
 
-def raw_sql(spark: SparkSession, text: str, args: Any = None) -> DataFrame:
-    """Spark's own ``spark.sql`` (headwater's internal statements must not be routed)."""
-    return patches.original(SparkSession, "sql")(spark, text, args)
-
 # The format explicitly set on a writer (weak keys: writers are short-lived).
 _formats: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 

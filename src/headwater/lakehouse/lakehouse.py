@@ -63,7 +63,6 @@ from headwater.errors import HeadwaterError, translated
 from headwater.lakehouse import catalog, external, hooks, native_reads
 from headwater.lakehouse.catalog import columns_option as _columns
 from headwater.lakehouse.catalog import per_table_source
-from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.names import TableName, list_tables, parse_name
 from headwater.lakehouse.sources import start_session
 from headwater.lakehouse.sql.router import run_sql
@@ -71,6 +70,7 @@ from headwater.spark.catalog_ddl import columns_sql
 from headwater.spark.checkpoint_lock import CheckpointLock, guarded
 from headwater.spark.micro_batch_sink import start_with_sink
 from headwater.spark.plan import group_keys
+from headwater.spark.raw_sql import raw_sql
 from headwater.spark.session import session_parallelism
 
 if TYPE_CHECKING:
@@ -227,13 +227,14 @@ class Lakehouse:
         ``headwater.spark_session(lakehouse=...)`` attaches one: get it back with
         ``headwater.Lakehouse.of(spark)``.
         """
-        return catalog.lakehouse_of(spark)
+        lake = catalog.lakehouse_of(spark)
+        return lake if isinstance(lake, Lakehouse) else None  # only Lakehouses are attached
 
     def attach(self) -> Lakehouse:
         """Register every table under the root and make this the session's lakehouse (a
         lakehouse attached to the same session before is detached)."""
         previous = catalog.attach(self)
-        if previous is not None:  # same root and session: its catalog entries are ours now
+        if isinstance(previous, Lakehouse):  # same root and session: its entries are ours now
             self._registered |= previous._registered
             previous._registered = set()
         hooks.install(run_sql)  # spark.sql and the writers, while any lakehouse is attached
@@ -675,6 +676,17 @@ class Lakehouse:
         DROP TABLE and ALTER TABLE go to the Delta tables (see :mod:`headwater.lakehouse.sql.ddl`),
         ``delta.`/path``` reads a Delta table by path, everything else is Spark's."""
         return run_sql(self, query)
+
+
+def active_lakehouse() -> Lakehouse | None:
+    """The lakehouse attached to the active SparkSession (``Lakehouse.of(active session)``)."""
+    if not catalog.any_attached():
+        return None
+    try:
+        spark = SparkSession.active()
+    except Exception:  # no session at all
+        return None
+    return Lakehouse.of(spark)
 
 
 def _check_new_table(tname: TableName, schema: StructType, partition_by: list[str]) -> None:

@@ -85,7 +85,7 @@ class DeltaTable:
         return DeltaLog(normalize_uri(identifier)).exists()
 
     @classmethod
-    def create(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+    def create(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder[DeltaTable]:
         """A builder of a new table (name, location, columns, partitioning, clustering,
         comment, properties); ``execute()`` fails if the table exists (SQL CREATE TABLE).
         The session defaults to the active one."""
@@ -93,20 +93,20 @@ class DeltaTable:
 
     @classmethod
     def createIfNotExists(  # noqa: N802 (delta-spark's name)
-            cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+            cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder[DeltaTable]:
         """A builder that creates the table unless it exists (CREATE TABLE IF NOT EXISTS);
         an existing table is kept as it is."""
         return builder(sparkSession, "createIfNotExists", cls)
 
     @classmethod
-    def replace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+    def replace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder[DeltaTable]:
         """A builder that replaces an existing table (REPLACE TABLE: one commit, history
         kept); ``execute()`` fails if there is none."""
         return builder(sparkSession, "replace", cls)
 
     @classmethod
     def createOrReplace(  # noqa: N802 (delta-spark's name)
-            cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+            cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder[DeltaTable]:
         """A builder that replaces the table, or creates it (CREATE OR REPLACE TABLE)."""
         return builder(sparkSession, "createOrReplace", cls)
 

@@ -49,7 +49,8 @@ from headwater.lakehouse.names import parse_name
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from headwater.lakehouse import Lakehouse
+    from headwater.lakehouse.sql.statements import SqlLakehouse
+
 
 USED_COLUMNS = ("ts", "pipeline", "run_id", "event", "flow", "table_name", "status",
                 "query_id", "batch_id", "input_rows", "observed", "message", "details")
@@ -210,7 +211,7 @@ def _unknown(what: str, known: list[str]) -> HeadwaterError:
         "pipeline first if it never ran here.")
 
 
-def event_log_sql(lake: Lakehouse, spark: SparkSession, args: list[Any]) -> str:
+def event_log_sql(lake: SqlLakehouse, spark: SparkSession, args: list[Any]) -> str:
     """The subquery replacing ``event_log(args)``: args are the call's parsed arguments (a
     string Literal, or a ``TABLE(name)`` argument's plan)."""
     relation, root = LOG_TABLE, location(lake.root)

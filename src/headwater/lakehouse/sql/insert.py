@@ -40,10 +40,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-    from headwater.lakehouse import Lakehouse
+    from headwater.lakehouse.sql.statements import SqlLakehouse
 
 
-def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def insert(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """INSERT into a Delta table (a lakehouse table or ``delta.`path```): the rows through
     Spark's parquet writer and one driver commit
     (:func:`headwater.delta.write.native.write_native`; generated / identity values computed

@@ -32,7 +32,6 @@ from pyspark.errors import AnalysisException, ParseException
 
 from headwater.delta.log import DeltaLog
 from headwater.errors import HeadwaterError
-from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.native_reads import with_native_reads
 from headwater.lakehouse.sql import constraints, ddl, delta_admin, dml, insert, json_paths
 from headwater.lakehouse.sql.dml import expression_text, table_path
@@ -47,12 +46,13 @@ from headwater.lakehouse.sql.statements import (
     seq,
     walk,
 )
+from headwater.spark.raw_sql import raw_sql
 from headwater.spark.sql_text import tokens, without_comments
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from headwater.lakehouse import Lakehouse
+    from headwater.lakehouse.sql.statements import SqlLakehouse
 
 
 # Statement kind (the parsed plan's root class, or a Delta kind of DELTA_GRAMMAR) -> handler.
@@ -93,7 +93,7 @@ HANDLERS: dict[str, Handler] = {
 FALLBACK: Handler = ddl.guard
 
 
-def run_sql(lake: Lakehouse, query: str, session: SparkSession | None = None,
+def run_sql(lake: SqlLakehouse, query: str, session: SparkSession | None = None,
             args: Any = None) -> DataFrame:
     """Run one statement in ``session`` (default the lakehouse's) with lakehouse semantics.
 
@@ -131,7 +131,7 @@ def run_sql(lake: Lakehouse, query: str, session: SparkSession | None = None,
         return with_native_reads(lake, raw_sql(spark, text, args))
 
 
-def parse(lake: Lakehouse, spark: SparkSession, query: str) -> Statement:
+def parse(lake: SqlLakehouse, spark: SparkSession, query: str) -> Statement:
     """Classify ``query`` with Spark's parser; ``delta.`path``` reads become temp views.
     Comments are blanked first (as Spark's lexer skips them), so a commented statement is
     read by its words wherever headwater reads the text itself (Delta's grammar)."""
@@ -175,7 +175,7 @@ def _delta_kind(text: str) -> str | None:
     return None
 
 
-def _with_time_travel(lake: Lakehouse, spark: SparkSession, text: str, plan: Any) -> str:
+def _with_time_travel(lake: SqlLakehouse, spark: SparkSession, text: str, plan: Any) -> str:
     """Replace every ``t VERSION AS OF n`` / ``t TIMESTAMP AS OF ts`` / ``t@v3`` read of a
     lakehouse table or ``delta.`path``` by a temp view over a batch read at that version
     (Spark's parser makes each a ``RelationTimeTravel``; other tables are left to Spark)."""
@@ -267,7 +267,7 @@ def _with_delta_paths(spark: SparkSession, text: str, plan: Any) -> str:
     return text
 
 
-def _table_changes(lake: Lakehouse, spark: SparkSession, args: list[Any], text: str) -> str:
+def _table_changes(lake: SqlLakehouse, spark: SparkSession, args: list[Any], text: str) -> str:
     """``table_changes('t', start[, end])`` (versions or timestamps, as delta-spark takes
     them): a temp view over the batch change data feed read of table ``t``."""
     values = [a.value() if a.getClass().getSimpleName() == "Literal" else None for a in args]
@@ -287,7 +287,7 @@ def _table_changes(lake: Lakehouse, spark: SparkSession, args: list[Any], text: 
     return f"`{view}`"
 
 
-def _event_log(lake: Lakehouse, spark: SparkSession, args: list[Any], text: str) -> str:
+def _event_log(lake: SqlLakehouse, spark: SparkSession, args: list[Any], text: str) -> str:
     """``event_log('<pipeline>')`` / ``event_log(TABLE(t))``: a subquery over the lakehouse's
     event log in Databricks' event-log columns (see :mod:`headwater.lakehouse.sql.event_log`)."""
     return event_log_sql(lake, spark, args)
@@ -295,14 +295,14 @@ def _event_log(lake: Lakehouse, spark: SparkSession, args: list[Any], text: str)
 
 # Table-valued functions Spark does not have (lower-case name -> the text replacing the call:
 # a temp view's name or a subquery), read top to bottom like HANDLERS.
-TableFunction = Callable[["Lakehouse", "SparkSession", list[Any], str], str]
+TableFunction = Callable[["SqlLakehouse", "SparkSession", list[Any], str], str]
 TABLE_FUNCTIONS: dict[str, TableFunction] = {
     "table_changes": _table_changes,   # delta-spark's change data feed reader
     "event_log": _event_log,           # Databricks' pipeline event log
 }
 
 
-def _with_table_functions(lake: Lakehouse, spark: SparkSession, text: str, plan: Any) -> str:
+def _with_table_functions(lake: SqlLakehouse, spark: SparkSession, text: str, plan: Any) -> str:
     """Replace each call of a :data:`TABLE_FUNCTIONS` function, at its text span, by what
     the function gives."""
     spans = []
