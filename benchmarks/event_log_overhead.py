@@ -63,7 +63,7 @@ def one_round(spark, seeds: Path, work: Path, variant: str, landings: int,
     """``landings`` triggered runs of the demo pipeline (its ``select`` flows, default all),
     each after one more batch landed."""
     import headwater
-    from headwater.conf.project import Project
+    from headwater.conf.project_file import Project
     from headwater.conf.triggers import trigger_kwargs
     from headwater.monitor.display import Display
     from headwater.pipeline.graph import Graph

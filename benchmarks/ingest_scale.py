@@ -196,7 +196,7 @@ def parsed_chunks(landing: Path) -> list[list[bytes]]:
     import pyarrow.json as pj
 
     from headwater.delta.schema import arrow_schema
-    from headwater.ingest.ddl import parse_ddl
+    from headwater.ingest.schema_hints import parse_ddl
 
     target = arrow_schema(parse_ddl(SCHEMA + ", _rescued_data string"))
     files = sorted(landing.rglob("*.json"))

@@ -38,7 +38,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 
 import results as results_file  # benchmarks/results.py
 from delta_io import tree_cpu_seconds
-from headwater.messages.kafka_read import kafka_schema
+from headwater.kafka.read import kafka_schema
 from kafka_broker import Broker, broker_binary
 
 PARTITIONS = 4
@@ -102,7 +102,7 @@ def message(i: int) -> tuple[bytes, bytes]:
 
 def prepare(broker: Broker, messages: int, scratch: Path) -> tuple[str, list[str]]:
     """The topic on the broker, and the same rows as Arrow IPC files (one per partition)."""
-    from headwater.messages.kafka_read import _Columns  # the reader's own row builder
+    from headwater.kafka.read import _Columns  # the reader's own row builder
 
     topic = f"bench-{os.getpid()}-{messages}"
     broker.create_topic(topic, PARTITIONS)
@@ -155,8 +155,8 @@ def client_alone(broker: Broker, topic: str) -> tuple[float, float, int]:
 
     from confluent_kafka import Consumer, TopicPartition
 
-    from headwater.messages.kafka_offsets import OffsetRange
-    from headwater.messages.kafka_read import read_range
+    from headwater.kafka.offsets import OffsetRange
+    from headwater.kafka.read import read_range
 
     config = {"bootstrap.servers": broker.servers}
     probe = Consumer({**config, "group.id": f"bench-probe-{time.time()}"})

@@ -8,7 +8,7 @@ from pathlib import Path
 from deltalake import DeltaTable
 
 from headwater import Lakehouse
-from headwater.conf.project import Project
+from headwater.conf.project_file import Project
 from headwater.conf.triggers import trigger_kwargs
 from headwater.factory.debezium import COLUMNS, ROW_DDL, CustomerDatabase
 from headwater.pipeline.graph import Graph

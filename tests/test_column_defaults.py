@@ -209,7 +209,7 @@ def test_new_table_options_land_with_its_first_rows(spark, lake):
 
 
 def test_update_mode_merge_checks_not_null_and_names_unsupported_features(spark, lake):
-    from headwater.delta.merge import merge_batch  # noqa: PLC0415 - the engine under test
+    from headwater.delta.update_mode import merge_batch  # noqa: PLC0415 - the engine under test
 
     spark.sql("CREATE TABLE u (id INT NOT NULL, v STRING) USING delta")
     bad = spark.createDataFrame([(None, "x")], "id int, v string")

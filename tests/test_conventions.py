@@ -29,7 +29,7 @@ REASON = re.compile(r"#\s*noqa:\s*PLC0415\s+-\s+(worker|optional|cycle):\s*\S")
 WORKER_ENTRIES = ("headwater.delta.datasource", "headwater.delta.source",
                   "headwater.delta.batch", "headwater.delta.sink", "headwater.delta.cdf",
                   "headwater.delta.filelist", "headwater.ingest.source",
-                  "headwater.messages.kafka_source")
+                  "headwater.kafka.source")
 
 
 def _deferred_imports() -> list[tuple[str, int, str, str]]:

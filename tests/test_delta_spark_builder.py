@@ -17,7 +17,7 @@ from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 from tests.support import collected, commits
 
 from headwater import DeltaTable, HeadwaterError
-from headwater.lakehouse.delta_table import IdentityGenerator
+from headwater.lakehouse.delta_spark.delta_table import IdentityGenerator
 
 
 def generated_table(builder):

@@ -15,7 +15,7 @@ from tests.support import collected
 
 from headwater import DeltaTable as HwDeltaTable
 from headwater import HeadwaterError, Lakehouse
-from headwater.lakehouse.delta_spark_session import session_settings
+from headwater.lakehouse.delta_spark.pip_utils import session_settings
 
 # --- df.write.format("delta").save(path): every save mode --------------------------------------
 

@@ -13,8 +13,8 @@ from tests.support import collected, commits, golden
 
 from headwater import DeltaTable, HeadwaterError
 from headwater.delta.commit import delta_rs_conflict
-from headwater.delta.merge import merge_batch
-from headwater.lakehouse.delta_table import IdentityGenerator
+from headwater.delta.update_mode import merge_batch
+from headwater.lakehouse.delta_spark.delta_table import IdentityGenerator
 
 
 def clustered(spark, name: str):

@@ -9,7 +9,7 @@ import pytest
 from tests.support import collected, commits
 
 from headwater import DeltaTable
-from headwater.lakehouse.table_builder import IdentityGenerator
+from headwater.lakehouse.delta_spark.table_builder import IdentityGenerator
 
 METRICS = {"numAddedFiles", "numRemovedFiles", "numOutputRows", "numOutputBytes"}
 

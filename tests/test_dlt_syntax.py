@@ -18,7 +18,7 @@ import pytest
 from deltalake import DeltaTable
 
 from headwater import Lakehouse
-from headwater.conf.project import Project
+from headwater.conf.project_file import Project
 from headwater.errors import HeadwaterError
 from headwater.pipeline.loader import load_definitions
 from headwater.pipeline.model import Kind
@@ -322,7 +322,7 @@ def test_pyspark_create_auto_cdc_flow_registers(spark):
 
 
 def test_format_kafka_is_headwaters_source_without_sparks_connector(spark):
-    from headwater.messages.kafka_alias import spark_has_connector
+    from headwater.kafka.alias import spark_has_connector
 
     assert not spark_has_connector(spark)
     options = {"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t"}

@@ -16,7 +16,7 @@ from tests.support import write
 
 from headwater import HeadwaterError, Lakehouse
 from headwater.conf.triggers import trigger_kwargs
-from headwater.lakehouse.event_log import USED_COLUMNS
+from headwater.lakehouse.sql.event_log import USED_COLUMNS
 from headwater.monitor.events import SCHEMA
 from headwater.pipeline.run import Runner
 

@@ -15,10 +15,10 @@ from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 import headwater
 from headwater import HeadwaterError
 from headwater.errors import unwrap
-from headwater.ingest.ddl import parse_ddl
 from headwater.ingest.index import FileIndex
 from headwater.ingest.landing import FileFilter
 from headwater.ingest.parse import FileEntry, ParseSettings, RecordParser
+from headwater.ingest.schema_hints import parse_ddl
 from headwater.ingest.schemas import SchemaStore
 
 # --- parsing, no Spark -------------------------------------------------------------------

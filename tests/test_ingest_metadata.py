@@ -22,9 +22,9 @@ from tests.test_ingest import land
 import headwater
 from headwater import HeadwaterError
 from headwater.errors import unwrap
-from headwater.ingest.ddl import parse_ddl
 from headwater.ingest.file_metadata import METADATA_TYPE, file_uri
 from headwater.ingest.parse import FileEntry, ParseSettings, RecordParser
+from headwater.ingest.schema_hints import parse_ddl
 
 # --- parsing, no Spark -------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import pytest
 from tests.support import REPO, run_script
 
 from headwater.errors import HeadwaterError, unwrap
-from headwater.messages.kafka_client import unanswered
+from headwater.kafka.client import unanswered
 from kafka_broker import Broker
 
 KAFKA = "headwater.kafka"
@@ -325,8 +325,8 @@ def test_benchmark_smoke_every_variant_reads_every_message(spark, broker, tmp):
 
 
 def test_planning_rules_without_a_broker():
-    from headwater.messages.kafka_offsets import rate_limit, reconcile, split_ranges
-    from headwater.messages.kafka_options import SourceOptions
+    from headwater.kafka.offsets import rate_limit, reconcile, split_ranges
+    from headwater.kafka.options import SourceOptions
 
     a0, a1, b0 = ("a", 0), ("a", 1), ("b", 0)
     # Spark's proration: shares of the limit by backlog, at least 1 for a tiny backlog.
@@ -366,7 +366,7 @@ def test_no_leaders_found_after_retries_is_the_brokers_being_unavailable():
     transport errors; other _NOENT errors stay as they are."""
     from confluent_kafka import KafkaError, KafkaException
 
-    from headwater.messages.kafka_client import KafkaBroker
+    from headwater.kafka.client import KafkaBroker
 
     broker = KafkaBroker({"bootstrap.servers": "127.0.0.1:9"}, retries=2, retry_interval_ms=1)
     calls = []
@@ -443,7 +443,7 @@ def test_spark_kafka_writers_without_the_connector_write_through_headwater(spark
 def test_options_dlt_notebooks_set_for_hosted_clusters():
     """K-DLT-Python (Confluent Cloud) and the financial-services notebooks: Java JAAS lines
     become librdkafka's user name and password; what cannot be translated is a clear error."""
-    from headwater.messages.kafka_options import SinkOptions, SourceOptions
+    from headwater.kafka.options import SinkOptions, SourceOptions
 
     base = {"kafka.bootstrap.servers": "x:9092", "subscribe": "fitness-tracker"}
     jaas = ("kafkashaded.org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -488,7 +488,7 @@ def test_options_dlt_notebooks_set_for_hosted_clusters():
 def test_writer_alias_holds_with_and_without_a_lakehouse(spark, lake):
     """The lakehouse hooks wrap the writers' format while a lakehouse is attached and put
     the methods back when it is detached: "kafka" stays headwater's sink both ways."""
-    from headwater import messages
+    from headwater import kafka
 
     def refused() -> str:
         with pytest.raises(HeadwaterError) as wrong:
@@ -506,6 +506,6 @@ def test_writer_alias_holds_with_and_without_a_lakehouse(spark, lake):
     assert refused() == "HW_KAFKA_SAVE_MODE" and stream_source() == KAFKA
     lake.detach()
     assert refused() == "HW_KAFKA_SAVE_MODE" and stream_source() == KAFKA
-    messages.register_message_sources(spark)  # installing again adds nothing that breaks it
+    kafka.register_message_sources(spark)  # installing again adds nothing that breaks it
     lake.attach()
     assert refused() == "HW_KAFKA_SAVE_MODE" and stream_source() == KAFKA

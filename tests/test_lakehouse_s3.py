@@ -17,7 +17,7 @@ from tests.object_store import MotoServer, use_credentials
 
 from headwater import Lakehouse
 from headwater.conf.location import ObjectPath, is_remote, location, remove_tree
-from headwater.conf.project import Project
+from headwater.conf.project_file import Project
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.names import list_tables
 from headwater.monitor.commands import history_lines, resolve_lake, status_lines

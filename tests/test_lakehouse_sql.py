@@ -152,7 +152,7 @@ def test_delta_statements_not_run_yet_are_a_clear_error_not_a_parse_wall(lake, s
 def test_sql_statements_are_classified_by_sparks_parser(lake, spark, tmp_path):
     from pyspark.errors import ParseException
 
-    from headwater.lakehouse import sql as router
+    from headwater.lakehouse.sql import router
 
     # a real syntax error is still Spark's own, whichever way it is run
     for run_sql in (lake.sql, spark.sql):

@@ -121,7 +121,7 @@ def test_spark_workers_import_only_the_rooms_headwaters_data_sources_need():
     import sys
 
     script = ("import sys, headwater.delta.datasource, headwater.ingest.source, "
-              "headwater.messages.kafka_source\n"
+              "headwater.kafka.source\n"
               "print(sorted({m.split('.')[1] for m in sys.modules "
               "if m.startswith('headwater.')}))")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from tests.support import write
 
 import headwater
-from headwater.delta.merge import merge_batch, merge_predicate
+from headwater.delta.update_mode import merge_batch, merge_predicate
 
 UTC = dt.UTC
 

@@ -194,7 +194,7 @@ def test_storage_options_translate_s3a_names_redact_and_register_when_unpickled(
 
 
 def test_storage_section_of_headwater_toml(tmp):
-    from headwater.conf.project import Project
+    from headwater.conf.project_file import Project
 
     (tmp / "headwater.toml").write_text(
         '[pipeline]\nname = "p"\ndefinitions = ["*.py"]\n\n'
@@ -234,7 +234,7 @@ def test_pipeline_writes_on_s3_auto_compact_and_count_their_batch(spark, moto):
 
 
 def test_secrets_are_redacted_in_every_spelling_the_dashboard_may_meet(tmp):
-    from headwater.conf.project import Project
+    from headwater.conf.project_file import Project
     from headwater.monitor.state import redact
 
     for text in ("aws_secret_access_key=SK1 failed",

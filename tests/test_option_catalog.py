@@ -21,7 +21,7 @@ import pytest
 
 import headwater
 from headwater.conf import option_catalog as catalog
-from headwater.conf.project import Project
+from headwater.conf.project_file import Project
 from headwater.conf.sdp_spec import HEADWATER_KEYS, SPEC_KEYS
 
 SRC = Path(headwater.__file__).parent
@@ -165,7 +165,7 @@ def test_every_setting_constant_is_in_the_catalog() -> None:
 
 def _pipeline_keys() -> set[str]:
     """The [pipeline] keys Project.load accepts: the set it subtracts from the given keys."""
-    source = Path(SRC / "conf" / "project.py").read_text()
+    source = Path(SRC / "conf" / "project_file.py").read_text()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) \
                 and isinstance(node.right, ast.Set):
@@ -184,4 +184,4 @@ def test_the_scan_finds_what_it_should() -> None:
     """A scan that found nothing would make the tests above pass vacuously."""
     delta = read_options(SRC / "delta" / "source.py")
     assert {"maxfilespertrigger", "ignoredeletes", "failondataloss"} <= delta
-    assert "maxOffsetsPerTrigger" in read_options(SRC / "messages" / "kafka_options.py")
+    assert "maxOffsetsPerTrigger" in read_options(SRC / "kafka" / "options.py")

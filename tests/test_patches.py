@@ -25,7 +25,7 @@ from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
 import headwater
 from headwater import Lakehouse
-from headwater.conf.project import Project
+from headwater.conf.project_file import Project
 from headwater.lakehouse import hooks
 from headwater.pipeline.graph import Graph
 from headwater.pipeline.live_schema import live_schema

@@ -10,7 +10,7 @@ from tests.pipelines import HEADER, build, project, run
 from tests.support import write
 
 from headwater import HeadwaterError, Lakehouse
-from headwater.conf.project import Project
+from headwater.conf.project_file import Project
 from headwater.pipeline.loader import load_definitions
 from headwater.pipeline.validate import validate_project
 

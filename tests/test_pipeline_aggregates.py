@@ -9,7 +9,7 @@ from tests.pipelines import build, project, run, table_rows
 from tests.support import write
 
 from headwater import HeadwaterError
-from headwater.conf.project import Project
+from headwater.conf.project_file import Project
 from headwater.lakehouse import Lakehouse
 from headwater.pipeline.loader import load_definitions
 from headwater.pipeline.run import run_project

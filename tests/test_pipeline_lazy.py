@@ -11,7 +11,7 @@ import pytest
 from tests.support import write
 
 from headwater import HeadwaterError, Lakehouse
-from headwater.conf.project import Project
+from headwater.conf.project_file import Project
 from headwater.pipeline.graph import Graph
 from headwater.pipeline.loader import load_definitions
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from headwater import HeadwaterError, Lakehouse
-from headwater.conf.project import Project
+from headwater.conf.project_file import Project
 from headwater.pipeline import model
 from headwater.pipeline.graph import Graph
 from headwater.pipeline.loader import load_definitions

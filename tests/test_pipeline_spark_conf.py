@@ -14,7 +14,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from headwater.conf.layout import ANSI_CONF
-from headwater.conf.project import Project
+from headwater.conf.project_file import Project
 from headwater.errors import HeadwaterError
 from headwater.pipeline.dialect import dlt_evidence
 from headwater.pipeline.graph import Graph

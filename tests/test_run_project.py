@@ -18,7 +18,7 @@ from headwater.errors import HeadwaterError
 from headwater.monitor.observer import FlowOutcome, FlowStatus, RunDescription
 from headwater.pipeline.graph import Graph
 from headwater.pipeline.run import Runner, load_project, run_project
-from headwater.pipeline.run.project import _choose_trigger
+from headwater.pipeline.run.project_run import _choose_trigger
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "headwater"
 

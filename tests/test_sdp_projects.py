@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from headwater.conf.project import Project
+from headwater.conf.project_file import Project
 from headwater.errors import HeadwaterError
 from headwater.pipeline.run import run_project
 

@@ -20,7 +20,7 @@ import json
 import re
 from pathlib import Path
 
-from headwater.lakehouse import delta_table  # the classes delta.tables re-exports
+from headwater.lakehouse.delta_spark import delta_table  # the classes delta.tables re-exports
 
 ROOT = Path(__file__).resolve().parent.parent
 MATERIAL = ROOT.parent / "shared" / "conformance" / "delta-spark"

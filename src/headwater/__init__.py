@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from headwater.ingest.debezium import change_rows as debezium_changes
     from headwater.ingest.debezium import envelope_schema as debezium_schema
     from headwater.lakehouse import Lakehouse, active_lakehouse
-    from headwater.lakehouse.delta_table import DeltaTable
+    from headwater.lakehouse.delta_spark.delta_table import DeltaTable
     from headwater.lakehouse.session import spark_session
     from headwater.pipeline.api import (
         append_flow,
@@ -62,7 +62,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "debezium_schema": ("headwater.ingest.debezium", "envelope_schema"),
     "Lakehouse": ("headwater.lakehouse", "Lakehouse"),
     "active_lakehouse": ("headwater.lakehouse", "active_lakehouse"),
-    "DeltaTable": ("headwater.lakehouse.delta_table", "DeltaTable"),
+    "DeltaTable": ("headwater.lakehouse.delta_spark.delta_table", "DeltaTable"),
     "spark_session": ("headwater.lakehouse.session", "spark_session"),
     **{name: ("headwater.pipeline.api", name) for name in (
         "append_flow", "apply_changes", "apply_changes_from_snapshot", "create_auto_cdc_flow",

@@ -28,8 +28,8 @@ import headwater
 from headwater.conf import layout, option_catalog
 from headwater.conf import storage as storage_conf
 from headwater.errors.codes import CODES
-from headwater.lakehouse import sql as router
-from headwater.lakehouse.statements import DELTA_GRAMMAR
+from headwater.lakehouse.sql import router
+from headwater.lakehouse.sql.statements import DELTA_GRAMMAR
 from headwater.pipeline import sql_files
 
 SRC = Path(headwater.__file__).resolve().parent
@@ -303,7 +303,7 @@ def _doc_line(function: Callable[..., object]) -> str:
 
 
 def sql_statements() -> str:
-    """The statements the lakehouse's SQL router runs itself (lakehouse/sql.py HANDLERS),
+    """The statements the lakehouse's SQL router runs itself (lakehouse/sql/router.py HANDLERS),
     Delta's own grammar it recognises, and the statements of pipeline SQL files."""
     delta_kinds = {kind: " ".join(words) for words, kind in DELTA_GRAMMAR.items()}
     out = ["## On lakehouse tables: `spark.sql` and `Lakehouse.sql`", "",

@@ -236,7 +236,7 @@ KAFKA_SOURCE = OptionGroup(
           ".format(\"headwater.kafka\")",
     usage='spark.readStream.format("headwater.kafka")'
           '.option("kafka.bootstrap.servers", servers).option("subscribe", "events").load()',
-    modules=("messages/kafka_options.py", "messages/kafka_source.py"),
+    modules=("kafka/options.py", "kafka/source.py"),
     note="Spark's option names; `kafka.*` properties are librdkafka's. A Java JAAS line "
          "(`kafka.sasl.jaas.config`) with PlainLoginModule or ScramLoginModule becomes "
          "`sasl.username` / `sasl.password`; other Java-only properties are refused "
@@ -294,7 +294,7 @@ KAFKA_SINK = OptionGroup(
           ".format(\"headwater.kafka\")",
     usage='df.write.format("kafka").option("kafka.bootstrap.servers", servers)'
           '.option("topic", "out").save()',
-    modules=("messages/kafka_options.py",),
+    modules=("kafka/options.py",),
     note="Rows need a `value` column (string or binary), optionally `key`, `topic`, "
          "`partition`, `headers`. Batch writes append (no mode, or append); overwrite and "
          "ignore are HW_KAFKA_SAVE_MODE, as Spark's Kafka sink refuses them.",
@@ -402,7 +402,7 @@ SETTINGS: tuple[Setting, ...] = (
 
 
 # --- project files ----------------------------------------------------------------------------
-# headwater.toml's [pipeline] keys (conf/project.py accepts exactly these).
+# headwater.toml's [pipeline] keys (conf/project_file.py accepts exactly these).
 PROJECT_KEYS: dict[str, Option] = {o.name: o for o in (
     Option("name", "the folder's name", "text", "The pipeline's name."),
     Option("root", "lakehouse", "path or URI",

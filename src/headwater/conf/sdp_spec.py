@@ -1,5 +1,5 @@
 """Spark Declarative Pipelines' project file, ``spark-pipeline.yml``, read as a headwater
-:class:`~headwater.conf.project.Project`.
+:class:`~headwater.conf.project_file.Project`.
 
 ```yaml
 name: orders
@@ -40,7 +40,7 @@ from headwater.conf.database import check_catalog, check_database, spark_databas
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
-    from headwater.conf.project import Project
+    from headwater.conf.project_file import Project
 
 SPEC_FILES = ("spark-pipeline.yml", "spark-pipeline.yaml")
 SPEC_KEYS = {"name", "storage", "catalog", "database", "schema", "configuration", "libraries",

@@ -148,7 +148,7 @@ CODES: dict[str, str] = {
     "HW_IDENTITY_COLUMN_INVALID": "An identity column is declared or written against Delta's "
                                   "rules (not BIGINT, step 0, partitioned by, given values "
                                   "for GENERATED ALWAYS, updated).",
-    # --- messages: Kafka -----------------------------------------------------------------------
+    # --- Kafka ---------------------------------------------------------------------------
     "HW_KAFKA_DATA_LOSS": "Kafka offsets not yet read are gone (deleted, truncated, topic "
                           "recreated) while failOnDataLoss is true.",
     "HW_KAFKA_UNAVAILABLE": "The Kafka brokers did not answer after the retries.",

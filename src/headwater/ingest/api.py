@@ -13,8 +13,8 @@ from pyspark.sql.types import StructType
 from headwater.conf import storage
 from headwater.conf.layout import RESCUED_DATA, ingest_metrics
 from headwater.errors import HeadwaterError, translated
-from headwater.ingest.ddl import parse_ddl
 from headwater.ingest.registration import register_sources
+from headwater.ingest.schema_hints import parse_ddl
 from headwater.ingest.schema_location import default_location, folder
 from headwater.ingest.source import source_id
 

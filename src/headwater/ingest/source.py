@@ -31,12 +31,12 @@ from headwater.delta.source import MACHINE_PARALLELISM
 from headwater.errors import HeadwaterError
 from headwater.ingest import landing
 from headwater.ingest.clean import clean_quietly
-from headwater.ingest.ddl import apply_hints, parse_ddl
 from headwater.ingest.file_metadata import METADATA_COLUMN, METADATA_FIELD
 from headwater.ingest.formats.common import FileEntry, ParseSettings
 from headwater.ingest.index import FileIndex
 from headwater.ingest.infer import add_new_fields, infer_schema
 from headwater.ingest.parse import RecordParser
+from headwater.ingest.schema_hints import apply_hints, parse_ddl
 from headwater.ingest.schemas import SchemaStore
 
 FORMATS = ("json", "csv", "parquet")

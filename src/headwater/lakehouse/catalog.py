@@ -12,7 +12,9 @@ each have their own lakehouse), not a default: a session without the key has no 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark.sql import SparkSession
 
@@ -24,7 +26,10 @@ from headwater.ingest.registration import with_parallelism
 from headwater.lakehouse.names import TableName
 
 if TYPE_CHECKING:
-    from headwater.lakehouse.tables import Lakehouse
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+    from headwater.conf.location import AnyPath
 
 ROOT_KEY = LAKEHOUSE_ROOT_CONF
 
@@ -55,11 +60,47 @@ def per_table_source(name: TableName, path: str, parallelism: int) -> type:
 
 # --- attachments ------------------------------------------------------------------------------
 
-_attached: list[Lakehouse] = []
+class AttachedLakehouse(Protocol):
+    """A lakehouse as the attachments and the rooms that find it by session use it (the
+    session hooks, delta-spark's API): :class:`headwater.Lakehouse` is the one
+    implementation (``Lakehouse.of`` returns it as itself). This module never imports the
+    Lakehouse class, which imports it."""
+
+    @property
+    def spark(self) -> SparkSession: ...
+    @property
+    def root(self) -> AnyPath: ...
+    @property
+    def state_dir(self) -> Path: ...
+    def path(self, name: str) -> str: ...
+    def exists(self, name: str) -> bool: ...
+    def tables(self) -> list[str]: ...
+    def register(self, name: str) -> None: ...
+    def register_external(self, name: str, path: str) -> None: ...
+    def share_with(self, session: SparkSession) -> None: ...
+    def detach(self) -> None: ...
+    def resolve(self, name: str | list[str], session: SparkSession | None = None) -> TableName: ...
+    def catalogs(self) -> list[str]: ...
+    def create_catalog(self, name: str, comment: str | None = None) -> bool: ...
+
+    def create_table(self, name: str, schema: StructType, partition_by: Iterable[str] = (),
+                     comment: str | None = None, properties: dict[str, str] | None = None,
+                     declared: bool = False,
+                     cluster_by: Iterable[str] | None = None) -> str: ...
+
+    def save_as_table(self, df: DataFrame, name: str, mode: str = "errorifexists",
+                      partition_by: Iterable[str] = (),
+                      options: dict[str, str] | None = None) -> None: ...
+
+    def insert_into(self, df: DataFrame, name: str, overwrite: bool = False,
+                    options: dict[str, str] | None = None) -> None: ...
+
+
+_attached: list[AttachedLakehouse] = []
 _guard = threading.RLock()
 
 
-def attach(lakehouse: Lakehouse) -> Lakehouse | None:
+def attach(lakehouse: AttachedLakehouse) -> AttachedLakehouse | None:
     """Make ``lakehouse`` the one of its session (replacing a previous one there).
 
     A previous lakehouse of the same root and session (``spark_session(lakehouse=root)``
@@ -82,7 +123,7 @@ def attach(lakehouse: Lakehouse) -> Lakehouse | None:
         return handed_over
 
 
-def detach(lakehouse: Lakehouse) -> bool:
+def detach(lakehouse: AttachedLakehouse) -> bool:
     """Forget the attachment. False when it was not attached."""
     with _guard:
         if lakehouse not in _attached:
@@ -98,7 +139,7 @@ def any_attached() -> bool:
     return bool(_attached)
 
 
-def lakehouse_of(spark: SparkSession | None) -> Lakehouse | None:
+def lakehouse_of(spark: SparkSession | None) -> AttachedLakehouse | None:
     """The lakehouse attached to ``spark`` (or to the session it was cloned from), else None."""
     if spark is None or not _attached:
         return None  # the common case without a lakehouse costs no JVM call
@@ -112,17 +153,6 @@ def lakehouse_of(spark: SparkSession | None) -> Lakehouse | None:
         if lake.spark is spark or lake.spark._jsparkSession.equals(spark._jsparkSession):
             return lake
     return same_root[0] if same_root else None
-
-
-def active_lakehouse() -> Lakehouse | None:
-    """The lakehouse attached to the active SparkSession (``Lakehouse.of(active session)``)."""
-    if not _attached:
-        return None
-    try:
-        spark = SparkSession.active()
-    except Exception:  # no session at all
-        return None
-    return lakehouse_of(spark)
 
 
 def _conf_root(spark: SparkSession) -> str | None:

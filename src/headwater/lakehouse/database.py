@@ -12,7 +12,7 @@ from headwater.conf.database import split_database
 from headwater.conf.layout import DELTA_LOG
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.catalog import lakehouse_of
-from headwater.lakehouse.hooks import raw_sql
+from headwater.spark.raw_sql import raw_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

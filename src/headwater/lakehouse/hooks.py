@@ -53,12 +53,12 @@ from headwater.delta.write.request import (
 from headwater.errors import HeadwaterError, translated
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.ingest.registration import register_sources
+from headwater.kafka import register_message_sources
 from headwater.lakehouse.catalog import lakehouse_of
 from headwater.lakehouse.names import name_parts, parse_name
 from headwater.lakehouse.native_reads import load as native_load
 from headwater.lakehouse.native_reads import read_table as native_table
 from headwater.lakehouse.native_reads import with_native_reads
-from headwater.messages import register_message_sources
 from headwater.spark import patches
 from headwater.spark.jvm import java_map, private_field, set_private_field
 from headwater.spark.micro_batch_sink import start_with_sink
@@ -68,14 +68,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 # What spark.sql runs in a session with a lakehouse: handed in by Lakehouse.attach
-# (headwater.lakehouse.sql.run_sql), so the hooks import neither the router nor the tables.
+# (headwater.lakehouse.sql.router.run_sql), so the hooks import neither the router nor the tables.
 Router = Callable[..., Any]
 _router: Router | None = None
 
-
-def raw_sql(spark: SparkSession, text: str, args: Any = None) -> DataFrame:
-    """Spark's own ``spark.sql`` (headwater's internal statements must not be routed)."""
-    return patches.original(SparkSession, "sql")(spark, text, args)
 
 # The format explicitly set on a writer (weak keys: writers are short-lived).
 _formats: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()

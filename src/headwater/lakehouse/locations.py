@@ -8,17 +8,12 @@ One home for the check, so the SQL handler and the builder agree.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from headwater.delta.log import normalize_uri
 from headwater.errors.delta import DeltaAnalysisError
-from headwater.lakehouse.names import parse_name
-
-if TYPE_CHECKING:
-    from headwater.lakehouse.tables import Lakehouse
+from headwater.lakehouse.names import TableLocations, parse_name
 
 
-def check_location(lake: Lakehouse, name: str, given: str) -> None:
+def check_location(lake: TableLocations, name: str, given: str) -> None:
     """Raise DELTA_TABLE_LOCATION_MISMATCH when ``name`` is an existing table of ``lake``
     whose location is not ``given``."""
     if not lake.exists(name):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pyspark.sql import SparkSession
 
@@ -31,6 +31,14 @@ from headwater.conf.location import AnyPath, location
 from headwater.errors import HeadwaterError
 
 _PART = re.compile(NAME_PART)
+
+
+class TableLocations(Protocol):
+    """A lakehouse as far as finding a table by name goes (:class:`headwater.Lakehouse` is
+    the one implementation): the readers and the location check take only this."""
+
+    def path(self, name: str) -> str: ...
+    def exists(self, name: str) -> bool: ...
 
 
 @dataclass(frozen=True)

@@ -35,13 +35,11 @@ from headwater.delta.file_index import scala_map
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.native_read import read_native
 from headwater.errors import HeadwaterError
-from headwater.lakehouse.names import parse_name
+from headwater.lakehouse.names import TableLocations, parse_name
 from headwater.spark.plan import analyzed, node_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-    from headwater.lakehouse.tables import Lakehouse
 
 log = logging.getLogger("headwater.delta.native")
 
@@ -64,7 +62,7 @@ def load(spark: SparkSession, path: str, options: dict[str, str]) -> DataFrame |
     return _native_or_none(spark, uri, opts, None)
 
 
-def read_table(lake: Lakehouse, spark: SparkSession, name: str,
+def read_table(lake: TableLocations, spark: SparkSession, name: str,
                options: dict[str, str]) -> DataFrame | None:
     """A lakehouse table by name (``spark.table``, ``spark.read.table``, ``Lakehouse.read``)
     natively, or None."""
@@ -95,7 +93,7 @@ def _native_or_none(spark: SparkSession, uri: str, opts: dict[str, str],
         return None
 
 
-def with_native_reads(lake: Lakehouse, df: DataFrame) -> DataFrame:
+def with_native_reads(lake: TableLocations, df: DataFrame) -> DataFrame:
     """``df`` (a query's DataFrame) with every batch read of a lakehouse table by name in its
     analyzed plan (subqueries and views included) read natively instead; ``df`` itself when
     there is none (commands, streams, other sources). A read whose rows Spark has cached
@@ -129,7 +127,7 @@ def with_native_reads(lake: Lakehouse, df: DataFrame) -> DataFrame:
     return DataFrame(jdf, spark)
 
 
-def _native_leaf(lake: Lakehouse, spark: SparkSession, node: Any) -> Any:
+def _native_leaf(lake: TableLocations, spark: SparkSession, node: Any) -> Any:
     """The native relation replacing ``node`` (a lakehouse table's Python data source
     relation), with ``node``'s own output attributes; None to keep ``node``."""
     table = node.table()

@@ -10,8 +10,8 @@ from headwater.conf import storage
 from headwater.conf.layout import WAREHOUSE
 from headwater.conf.location import location, state_folder
 from headwater.ingest.registration import register_sources
+from headwater.lakehouse.lakehouse import Lakehouse
 from headwater.lakehouse.sources import start_session
-from headwater.lakehouse.tables import Lakehouse
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -8,8 +8,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from headwater.ingest.registration import register_sources
+from headwater.kafka import register_message_sources
 from headwater.lakehouse.hooks import install_path_writer
-from headwater.messages import register_message_sources
 from headwater.spark.session import build_session
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from typing import Any
 
 from headwater.conf.layout import DELTA_LOG
 from headwater.conf.location import AnyPath, known_state_folder, location, state_folder
-from headwater.conf.project import CONFIG, Project
+from headwater.conf.project_file import CONFIG, Project
 from headwater.conf.sdp_spec import find_spec
 from headwater.delta.log import open_table
 from headwater.errors import HeadwaterError

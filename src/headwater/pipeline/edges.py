@@ -27,11 +27,11 @@ from headwater.conf.layout import DELTA_LOG
 from headwater.conf.location import location
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.catalog import per_table_source
-from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.names import TableName, parse_name
 from headwater.pipeline.model import Location
 from headwater.spark.catalog_ddl import columns_sql
 from headwater.spark.plan import Relation, relations
+from headwater.spark.raw_sql import raw_sql
 from headwater.spark.session import session_parallelism
 
 if TYPE_CHECKING:

@@ -11,9 +11,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from headwater.errors import HeadwaterError
-from headwater.ingest.ddl import parse_ddl
-from headwater.messages import FORMAT_NAME as KAFKA
-from headwater.messages.kafka_alias import kafka_format
+from headwater.ingest.schema_hints import parse_ddl
+from headwater.kafka import FORMAT_NAME as KAFKA
+from headwater.kafka.alias import kafka_format
 from headwater.pipeline.model import Location
 
 # The folder the run was launched from, while a spark-pipeline.yml project's definitions load

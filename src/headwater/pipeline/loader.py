@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark import cloudpickle
 
-from headwater.conf.project import Project
+from headwater.conf.project_file import Project
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.database import using_database
 from headwater.pipeline import notebook

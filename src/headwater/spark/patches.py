@@ -57,9 +57,9 @@ _STREAM_READER = "pyspark.sql.streaming.readwriter:DataStreamReader"
 _STREAM_WRITER = "pyspark.sql.streaming.readwriter:DataStreamWriter"
 _CATALOG = "pyspark.sql.catalog:Catalog"
 _HOOKS = "headwater.lakehouse.hooks"
-_CATALOGS = "headwater.lakehouse.catalogs"
+_CATALOGS = "headwater.lakehouse.sql.catalogs"
 _SCHEMA_LOCATION = "headwater.ingest.schema_location"
-_KAFKA_ALIAS = "headwater.messages.kafka_alias"
+_KAFKA_ALIAS = "headwater.kafka.alias"
 _LIVE_SCHEMA = "headwater.pipeline.live_schema"
 _DATABRICKS_DP = "headwater.dlt.databricks_dp"
 
@@ -98,7 +98,7 @@ PATCHES: tuple[Patch, ...] = (
           "settings as options, the hidden _metadata column"),
     Patch(_STREAM_READER, "schema", f"{_SCHEMA_LOCATION}:_schema", INGEST,
           "remember a cloudFiles stream's given schema (its _metadata column is added)"),
-    # kafka (kafka_alias.py): Spark 4 refuses to register a Python source named "kafka".
+    # kafka (kafka/alias.py): Spark 4 refuses to register a Python source named "kafka".
     *(Patch(owner, "format", f"{_KAFKA_ALIAS}:_format", KAFKA,
             "format('kafka') is headwater.kafka without Spark's Kafka connector")
       for owner in (_STREAM_READER, _READER, _STREAM_WRITER, _WRITER)),

@@ -1,6 +1,6 @@
 """delta-spark's ``delta.tables``: headwater's classes under delta-spark's names."""
 
-from headwater.lakehouse.delta_table import (
+from headwater.lakehouse.delta_spark.delta_table import (
     DeltaMergeBuilder,
     DeltaOptimizeBuilder,
     DeltaTable,

@@ -3,7 +3,7 @@
 :mod:`.spec` holds what a flow asks for; :mod:`.apply` runs a batch and commits it (and says
 where it runs and where the state lives); :mod:`.driver` (SCD1) and :mod:`.history` (SCD2) do
 the arithmetic on the driver in Arrow for the batch's keys, :mod:`.timeline` the same in Spark
-for batches too large for the driver; :mod:`.state` writes the state table, :mod:`.tables`
+for batches too large for the driver; :mod:`.state` writes the state table, :mod:`.targets`
 opens both tables and runs the target's MERGE.
 """
 

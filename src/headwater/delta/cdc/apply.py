@@ -44,7 +44,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, StringType, StructField, StructType, TimestampType
 
 from headwater.conf.layout import CDC_STATE
-from headwater.delta.cdc import driver, history, state, tables
+from headwater.delta.cdc import driver, history, state, targets
 from headwater.delta.cdc import timeline as tl
 from headwater.delta.cdc.spec import (
     END_AT,
@@ -104,7 +104,7 @@ def apply_changes_batch(batch: DataFrame, batch_id: int, target: str, spec: CdcS
     uri = normalize_uri(target)
     where = f"AUTO CDC into {uri}"
     # Each table's log is read once per batch: its txn here, its schema in _ensure_table.
-    opened, opened_state = tables.open_or_none(uri), tables.open_or_none(state_path(uri))
+    opened, opened_state = targets.open_or_none(uri), targets.open_or_none(state_path(uri))
     done_target = _txn_version(opened, app_id)
     done_state = _txn_version(opened_state, app_id)
     if done_target is not None and done_target >= batch_id and done_state is not None \
@@ -154,10 +154,10 @@ def _on_driver(job: _Job, events: DataFrame, data: Any) -> CdcResult:
     key, seq_type = job.keys[0], data.schema.field(SEQ).type
     scd2 = job.spec.stored_as_scd_type == 2
     target_schema = _target_schema(events, job.output, scd2)
-    table = tables.ensure_table(job.uri, target_schema, CDC_TARGET_PROPERTIES, job.where,
+    table = targets.ensure_table(job.uri, target_schema, CDC_TARGET_PROPERTIES, job.where,
                           job.opened)
     state_schema = _state_schema(events, job.keys)
-    state_table = tables.ensure_table(state_path(job.uri), state_schema, {}, job.where,
+    state_table = targets.ensure_table(state_path(job.uri), state_schema, {}, job.where,
                                 job.opened_state)
     ops = data.column("__hw_op")
     changes = data.filter(pc.not_equal(ops, TRUNCATE))
@@ -217,10 +217,10 @@ def _in_spark(job: _Job, spark: SparkSession, events: DataFrame) -> CdcResult:
         spec, keys, output = job.spec, job.keys, job.output
         scd2 = spec.stored_as_scd_type == 2
         target_schema = _target_schema(events, output, scd2)
-        table = tables.ensure_table(job.uri, target_schema, CDC_TARGET_PROPERTIES, job.where,
+        table = targets.ensure_table(job.uri, target_schema, CDC_TARGET_PROPERTIES, job.where,
                               job.opened)
         state_schema = _state_schema(events, keys)
-        state_table = tables.ensure_table(state_path(job.uri), state_schema, {}, job.where,
+        state_table = targets.ensure_table(state_path(job.uri), state_schema, {}, job.where,
                                     job.opened_state)
         stored = _read(spark, job.uri, target_schema)
         state_all = _read(spark, state_path(job.uri), state_schema)
@@ -261,7 +261,7 @@ def _commit(job: _Job, table: Any, target_schema: StructType, rows: Any, truncat
     scd2 = job.spec.stored_as_scd_type == 2
     result = CdcResult(engine=engine)
     if job.target_due():
-        result.target_version, metrics = tables.merge(
+        result.target_version, metrics = targets.merge(
             table, rows, job.keys + ([START_AT] if scd2 else []), target_schema, truncating,
             job.app_id, job.batch_id, guard)
         # counted in Arrow: a batch writes up to a row per event

@@ -186,7 +186,7 @@ def last_of_batch(events: pa.Table, tombstones: pa.Table, truncate_seq: Any,
     """Per key, its last event of the batch (output columns, ACTION, SEQ, ``__hw_old``
     false) when newer than the key's tombstone and the truncate in force. The target's rows
     are not read: the MERGE compares sequences itself (``t.seq < s.seq``, see
-    :func:`headwater.delta.cdc.tables.merge`), and :func:`without_stale_deletes`
+    :func:`headwater.delta.cdc.targets.merge`), and :func:`without_stale_deletes`
     drops the deletes it would not apply. tombstones: (key, SEQ), one row per key."""
     key = output[0]
     new = events.filter(pc.not_equal(events.column(OP), TRUNCATE))

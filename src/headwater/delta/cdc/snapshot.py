@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 
 from headwater.delta.cdc.apply import CdcResult, apply_changes_batch, target_schema
 from headwater.delta.cdc.spec import END_AT, CdcSpec, column_names
-from headwater.delta.cdc.tables import open_or_none
+from headwater.delta.cdc.targets import open_or_none
 from headwater.delta.native_read import read_native
 from headwater.errors import HeadwaterError
 

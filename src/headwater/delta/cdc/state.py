@@ -30,8 +30,8 @@ from deltalake import CommitProperties, Transaction, write_deltalake
 from headwater.delta.cdc import timeline as tl
 from headwater.delta.cdc.spec import SEQ, CdcSpec
 from headwater.delta.log import add_actions
-from headwater.delta.merge import as_table_arrow
 from headwater.delta.schema import arrow_schema, as_nullable
+from headwater.delta.update_mode import as_table_arrow
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

@@ -24,7 +24,7 @@ from headwater.conf.layout import DELTA_AUTO_MERGE_CONF
 from headwater.conf.options import parse_bool
 from headwater.delta.dml import engine as engines
 from headwater.delta.dml.common import ColumnOrSql, DmlResult
-from headwater.delta.dml.merge import MergeClause, MergeSpec
+from headwater.delta.dml.merge_spec import MergeClause, MergeSpec
 
 __all__ = ["DmlResult", "MergeBuilder", "MergeClause", "MergeSpec", "delete", "merge", "update"]
 

@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 
 from headwater.delta.commit import delta_rs_conflict
 from headwater.delta.dml.common import ColumnOrSql, DmlResult, target_column_name
-from headwater.delta.dml.merge import MergeSpec
+from headwater.delta.dml.merge_spec import MergeSpec
 from headwater.delta.dml.target import Snapshot
 from headwater.delta.generated import declares_generation
 from headwater.delta.log import open_table

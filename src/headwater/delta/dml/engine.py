@@ -15,7 +15,7 @@ from headwater.delta.column_defaults import with_keyword_resolved
 from headwater.delta.constraints import refuse_checks_on_deltalake
 from headwater.delta.dml import delete_update, deltars, merge_spark
 from headwater.delta.dml.common import ColumnOrSql, DmlResult, target_column_name
-from headwater.delta.dml.merge import MergeSpec
+from headwater.delta.dml.merge_spec import MergeSpec
 from headwater.delta.dml.target import Snapshot, load_snapshot
 from headwater.errors import HeadwaterError, translated
 from headwater.spark.session import active_in_thread

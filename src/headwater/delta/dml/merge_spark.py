@@ -26,7 +26,7 @@ from headwater.delta.dml.common import (
     to_column,
 )
 from headwater.delta.dml.delete_update import not_null
-from headwater.delta.dml.merge import (
+from headwater.delta.dml.merge_spec import (
     MATCHED,
     NOT_MATCHED,
     NOT_MATCHED_BY_SOURCE,

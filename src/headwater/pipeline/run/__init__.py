@@ -1,6 +1,6 @@
 """Running a pipeline, split by job:
 
-- project.py: ``run_project`` / ``load_project``, project -> session -> graph -> runner;
+- project_run.py: ``run_project`` / ``load_project``, project -> session -> graph -> runner;
 - scheduler.py: ``Runner``, triggered runs (datasets start as their inputs end), the
   continuous loop, stop handling;
 - flow_writer.py: a streaming table's foreachBatch writer, side tables, ``write_table``;
@@ -12,7 +12,7 @@
 """
 
 from headwater.pipeline.run.progress import FlowResult
-from headwater.pipeline.run.project import LoadedProject, RunOutcome, load_project, run_project
+from headwater.pipeline.run.project_run import LoadedProject, RunOutcome, load_project, run_project
 from headwater.pipeline.run.scheduler import Runner
 
 __all__ = ["FlowResult", "LoadedProject", "RunOutcome", "Runner", "load_project", "run_project"]

@@ -23,7 +23,7 @@ from headwater.delta import autocompact
 from headwater.delta.cdc import apply_changes_batch
 from headwater.delta.cdc.apply import state_path
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
-from headwater.delta.merge import merge_batch
+from headwater.delta.update_mode import merge_batch
 from headwater.delta.write.native import fault, write_native
 from headwater.delta.write.request import WriteRequest
 from headwater.pipeline import expectations as expect_mod

@@ -19,7 +19,7 @@ from pyspark import SparkConf
 from pyspark.testing.sqlutils import SQLTestUtils
 
 import headwater
-from headwater.lakehouse.delta_spark_session import session_settings
+from headwater.lakehouse.delta_spark.pip_utils import session_settings
 
 
 class DeltaTestCase(unittest.TestCase, SQLTestUtils):

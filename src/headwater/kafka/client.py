@@ -14,7 +14,7 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPar
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from headwater.errors import HeadwaterError
-from headwater.messages.kafka_options import Subscription
+from headwater.kafka.options import Subscription
 
 TP = tuple[str, int]
 T = TypeVar("T")

@@ -13,7 +13,7 @@ GENERATE) is not Spark's: Spark cannot parse it (or parses DESCRIBE HISTORY t as
 table "history"), so :func:`parse` names those kinds by their leading keywords, before Spark's
 parser; without a handler they are a clear ``HW_SQL_NOT_SUPPORTED_YET``, never a parse
 error. To add a statement, write ``handler(lake, statement)`` in the module of its kind
-(ddl: CREATE/DROP/ALTER/DESCRIBE/INSERT; delta_sql: DML; delta_admin_sql: Delta's grammar) and
+(ddl: CREATE/DROP/ALTER/DESCRIBE/INSERT; dml: DML; delta_admin: Delta's grammar) and
 add a line to :data:`HANDLERS`.
 
 ``delta.`/path``` in a query (which Spark refuses for Python data sources) is found among the
@@ -32,20 +32,11 @@ from pyspark.errors import AnalysisException, ParseException
 
 from headwater.delta.log import DeltaLog
 from headwater.errors import HeadwaterError
-from headwater.lakehouse import (
-    catalogs,
-    constraint_sql,
-    ddl,
-    delta_admin_sql,
-    delta_sql,
-    insert_sql,
-    json_paths,
-)
-from headwater.lakehouse.delta_sql import expression_text, table_path
-from headwater.lakehouse.event_log import event_log_sql
-from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.native_reads import with_native_reads
-from headwater.lakehouse.statements import (
+from headwater.lakehouse.sql import catalogs, constraints, ddl, delta_admin, dml, insert, json_paths
+from headwater.lakehouse.sql.dml import expression_text, table_path
+from headwater.lakehouse.sql.event_log import event_log_sql
+from headwater.lakehouse.sql.statements import (
     DELTA_GRAMMAR,
     Handler,
     Statement,
@@ -55,12 +46,13 @@ from headwater.lakehouse.statements import (
     seq,
     walk,
 )
+from headwater.spark.raw_sql import raw_sql
 from headwater.spark.sql_text import tokens, without_comments
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from headwater.lakehouse import Lakehouse
+    from headwater.lakehouse.sql.statements import SqlLakehouse
 
 
 # Statement kind (the parsed plan's root class, or a Delta kind of DELTA_GRAMMAR) -> handler.
@@ -80,22 +72,22 @@ HANDLERS: dict[str, Handler] = {
     "UnsetTableProperties": ddl.unset_properties,
     "CommentOnTable": ddl.comment_on,
     "DescribeRelation": ddl.describe,
-    "InsertIntoStatement": insert_sql.insert,  # tables with generated columns, else ddl.insert
-    "AddCheckConstraint": constraint_sql.add_constraint,
-    "DropConstraint": constraint_sql.drop_constraint,
-    # DML (delta_sql.py)
-    "DeleteFromTable": delta_sql.delete,
-    "UpdateTable": delta_sql.update,
-    "MergeIntoTable": delta_sql.merge,
-    # Delta's own grammar and table information (delta_admin_sql.py)
-    "Optimize": delta_admin_sql.optimize,
-    "Vacuum": delta_admin_sql.vacuum,
-    "Restore": delta_admin_sql.restore,
-    "DescribeHistory": delta_admin_sql.describe_history,
-    "DescribeDetail": delta_admin_sql.describe_detail,
-    "ConvertToDelta": delta_admin_sql.convert,
-    "Generate": delta_admin_sql.generate,
-    "ShowTableProperties": delta_admin_sql.show_properties,
+    "InsertIntoStatement": insert.insert,  # tables with generated columns, else ddl.insert
+    "AddCheckConstraint": constraints.add_constraint,
+    "DropConstraint": constraints.drop_constraint,
+    # DML (dml.py)
+    "DeleteFromTable": dml.delete,
+    "UpdateTable": dml.update,
+    "MergeIntoTable": dml.merge,
+    # Delta's own grammar and table information (delta_admin.py)
+    "Optimize": delta_admin.optimize,
+    "Vacuum": delta_admin.vacuum,
+    "Restore": delta_admin.restore,
+    "DescribeHistory": delta_admin.describe_history,
+    "DescribeDetail": delta_admin.describe_detail,
+    "ConvertToDelta": delta_admin.convert,
+    "Generate": delta_admin.generate,
+    "ShowTableProperties": delta_admin.show_properties,
     # Catalogs and their schemas (catalogs.py; USE / CREATE / DROP CATALOG: CATALOG_GRAMMAR)
     "UseCatalog": catalogs.use_catalog,
     "CreateCatalog": catalogs.create_catalog,
@@ -112,7 +104,7 @@ HANDLERS: dict[str, Handler] = {
 FALLBACK: Handler = ddl.guard
 
 
-def run_sql(lake: Lakehouse, query: str, session: SparkSession | None = None,
+def run_sql(lake: SqlLakehouse, query: str, session: SparkSession | None = None,
             args: Any = None) -> DataFrame:
     """Run one statement in ``session`` (default the lakehouse's) with lakehouse semantics.
 
@@ -150,7 +142,7 @@ def run_sql(lake: Lakehouse, query: str, session: SparkSession | None = None,
         return with_native_reads(lake, raw_sql(spark, text, args))
 
 
-def parse(lake: Lakehouse, spark: SparkSession, query: str) -> Statement:
+def parse(lake: SqlLakehouse, spark: SparkSession, query: str) -> Statement:
     """Classify ``query`` with Spark's parser; ``delta.`path``` reads become temp views.
     Comments are blanked first (as Spark's lexer skips them), so a commented statement is
     read by its words wherever headwater reads the text itself (Delta's grammar)."""
@@ -198,7 +190,7 @@ def _delta_kind(text: str) -> str | None:
     return None
 
 
-def _with_time_travel(lake: Lakehouse, spark: SparkSession, text: str, plan: Any) -> str:
+def _with_time_travel(lake: SqlLakehouse, spark: SparkSession, text: str, plan: Any) -> str:
     """Replace every ``t VERSION AS OF n`` / ``t TIMESTAMP AS OF ts`` / ``t@v3`` read of a
     lakehouse table or ``delta.`path``` by a temp view over a batch read at that version
     (Spark's parser makes each a ``RelationTimeTravel``; other tables are left to Spark)."""
@@ -290,7 +282,7 @@ def _with_delta_paths(spark: SparkSession, text: str, plan: Any) -> str:
     return text
 
 
-def _table_changes(lake: Lakehouse, spark: SparkSession, args: list[Any], text: str) -> str:
+def _table_changes(lake: SqlLakehouse, spark: SparkSession, args: list[Any], text: str) -> str:
     """``table_changes('t', start[, end])`` (versions or timestamps, as delta-spark takes
     them): a temp view over the batch change data feed read of table ``t``."""
     values = [a.value() if a.getClass().getSimpleName() == "Literal" else None for a in args]
@@ -310,22 +302,22 @@ def _table_changes(lake: Lakehouse, spark: SparkSession, args: list[Any], text: 
     return f"`{view}`"
 
 
-def _event_log(lake: Lakehouse, spark: SparkSession, args: list[Any], text: str) -> str:
+def _event_log(lake: SqlLakehouse, spark: SparkSession, args: list[Any], text: str) -> str:
     """``event_log('<pipeline>')`` / ``event_log(TABLE(t))``: a subquery over the lakehouse's
-    event log in Databricks' event-log columns (see :mod:`headwater.lakehouse.event_log`)."""
+    event log in Databricks' event-log columns (see :mod:`headwater.lakehouse.sql.event_log`)."""
     return event_log_sql(lake, spark, args)
 
 
 # Table-valued functions Spark does not have (lower-case name -> the text replacing the call:
 # a temp view's name or a subquery), read top to bottom like HANDLERS.
-TableFunction = Callable[["Lakehouse", "SparkSession", list[Any], str], str]
+TableFunction = Callable[["SqlLakehouse", "SparkSession", list[Any], str], str]
 TABLE_FUNCTIONS: dict[str, TableFunction] = {
     "table_changes": _table_changes,   # delta-spark's change data feed reader
     "event_log": _event_log,           # Databricks' pipeline event log
 }
 
 
-def _with_table_functions(lake: Lakehouse, spark: SparkSession, text: str, plan: Any) -> str:
+def _with_table_functions(lake: SqlLakehouse, spark: SparkSession, text: str, plan: Any) -> str:
     """Replace each call of a :data:`TABLE_FUNCTIONS` function, at its text span, by what
     the function gives."""
     spans = []

@@ -32,14 +32,14 @@ from headwater.delta.dml.common import (
     checked_assignments,
     checked_condition,
 )
-from headwater.delta.dml.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, MergeClause
+from headwater.delta.dml.merge_spec import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, MergeClause
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.optimize import optimize as run_optimize
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.catalog import lakehouse_of
-from headwater.lakehouse.table_builder import DeltaTableBuilder, builder
-from headwater.lakehouse.table_builder import (  # re-exported: delta.tables' names
+from headwater.lakehouse.delta_spark.table_builder import DeltaTableBuilder, builder
+from headwater.lakehouse.delta_spark.table_builder import (  # re-exported: delta.tables' names
     IdentityGenerator as IdentityGenerator,
 )
 from headwater.spark.active import data_frame
@@ -85,7 +85,7 @@ class DeltaTable:
         return DeltaLog(normalize_uri(identifier)).exists()
 
     @classmethod
-    def create(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+    def create(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder[DeltaTable]:
         """A builder of a new table (name, location, columns, partitioning, clustering,
         comment, properties); ``execute()`` fails if the table exists (SQL CREATE TABLE).
         The session defaults to the active one."""
@@ -93,20 +93,20 @@ class DeltaTable:
 
     @classmethod
     def createIfNotExists(  # noqa: N802 (delta-spark's name)
-            cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+            cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder[DeltaTable]:
         """A builder that creates the table unless it exists (CREATE TABLE IF NOT EXISTS);
         an existing table is kept as it is."""
         return builder(sparkSession, "createIfNotExists", cls)
 
     @classmethod
-    def replace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+    def replace(cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder[DeltaTable]:
         """A builder that replaces an existing table (REPLACE TABLE: one commit, history
         kept); ``execute()`` fails if there is none."""
         return builder(sparkSession, "replace", cls)
 
     @classmethod
     def createOrReplace(  # noqa: N802 (delta-spark's name)
-            cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder:
+            cls, sparkSession: SparkSession | None = None) -> DeltaTableBuilder[DeltaTable]:
         """A builder that replaces the table, or creates it (CREATE OR REPLACE TABLE)."""
         return builder(sparkSession, "createOrReplace", cls)
 

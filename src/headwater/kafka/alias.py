@@ -28,8 +28,8 @@ from typing import Any
 
 from pyspark.sql.readwriter import DataFrameWriter
 
-from headwater.messages.kafka_sink import save_mode_refused
-from headwater.messages.kafka_source import FORMAT_NAME
+from headwater.kafka.sink import save_mode_refused
+from headwater.kafka.source import FORMAT_NAME
 from headwater.spark import patches
 
 SPARK_NAME = "kafka"

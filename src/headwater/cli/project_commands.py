@@ -14,7 +14,7 @@ import click
 import headwater
 from headwater.cli.app import fail, main, names
 from headwater.conf.location import location
-from headwater.conf.project import Project
+from headwater.conf.project_file import Project
 from headwater.demo.run import run_demo
 from headwater.errors import HeadwaterError
 from headwater.factory import DataFactory

@@ -31,16 +31,16 @@ from headwater.conf.layout import DEFAULT_CATALOG
 from headwater.conf.location import remove_tree
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.catalog import lakehouse_of
-from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.names import catalog_schemas, current_database, list_tables
-from headwater.lakehouse.statements import Statement, children, option, seq, walk
+from headwater.lakehouse.sql.statements import Statement, children, option, seq, walk
 from headwater.spark.active import data_frame
+from headwater.spark.raw_sql import raw_sql
 from headwater.spark.sql_text import Token, tokens
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from headwater.lakehouse import Lakehouse
+    from headwater.lakehouse.sql.statements import SqlLakehouse as Lakehouse
 
 
 def current_catalog(spark: SparkSession) -> str | None:

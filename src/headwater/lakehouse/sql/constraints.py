@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING, Any
 from headwater.delta.constraints import add_check, drop_check
 from headwater.delta.log import DeltaLog
 from headwater.errors.delta import DeltaAnalysisError
-from headwater.lakehouse.ddl import done
-from headwater.lakehouse.delta_sql import table_path
-from headwater.lakehouse.statements import Statement, seq, walk
+from headwater.lakehouse.sql.ddl import done
+from headwater.lakehouse.sql.dml import table_path
+from headwater.lakehouse.sql.statements import Statement, seq, walk
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from headwater.lakehouse import Lakehouse
+    from headwater.lakehouse.sql.statements import SqlLakehouse
 
 
-def _target(lake: Lakehouse, node: Any) -> tuple[str, str] | None:
+def _target(lake: SqlLakehouse, node: Any) -> tuple[str, str] | None:
     """(path, label) of the altered Delta table, None when it is not one of ours."""
     relation = next((n for n in walk(node)
                      if n.getClass().getSimpleName() in ("UnresolvedRelation", "UnresolvedTable")),
@@ -42,7 +42,7 @@ def _target(lake: Lakehouse, node: Any) -> tuple[str, str] | None:
     return path, label
 
 
-def add_constraint(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def add_constraint(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     found = _target(lake, st.plan)
     if found is None:
         return None
@@ -52,7 +52,7 @@ def add_constraint(lake: Lakehouse, st: Statement) -> DataFrame | None:
     return done(st.session)
 
 
-def drop_constraint(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def drop_constraint(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     found = _target(lake, st.plan)
     if found is None:
         return None

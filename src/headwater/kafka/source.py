@@ -1,5 +1,5 @@
 """Kafka as a Spark data source: stream and batch reads with Spark's options and row schema,
-and the sink (see :mod:`headwater.messages.kafka_sink`).
+and the sink (see :mod:`headwater.kafka.sink`).
 
 Registered as ``headwater.kafka``: Spark 4.3 answers ``format("kafka")`` with
 KAFKA_DATA_SOURCE_NOT_ENABLED before it looks at Python data sources (DataSource
@@ -27,8 +27,8 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from headwater.conf.options import parse_bool
-from headwater.messages.kafka_client import TP, KafkaBroker
-from headwater.messages.kafka_offsets import (
+from headwater.kafka.client import TP, KafkaBroker
+from headwater.kafka.offsets import (
     OffsetRange,
     rate_limit,
     reconcile,
@@ -36,15 +36,15 @@ from headwater.messages.kafka_offsets import (
     to_json,
     to_map,
 )
-from headwater.messages.kafka_options import (
+from headwater.kafka.options import (
     EARLIEST,
     LATEST,
     OffsetSpec,
     SinkOptions,
     SourceOptions,
 )
-from headwater.messages.kafka_read import kafka_schema, read_range
-from headwater.messages.kafka_sink import (
+from headwater.kafka.read import kafka_schema, read_range
+from headwater.kafka.sink import (
     KafkaBatchWriter,
     KafkaStreamWriter,
     save_mode_refused,
@@ -56,7 +56,7 @@ FORMAT_NAME = "headwater.kafka"
 class KafkaDataSource(DataSource):
     """``spark.readStream.format("headwater.kafka")`` / ``read`` / ``writeStream`` / ``write``.
 
-    Options: see :mod:`headwater.messages.kafka_options` (Spark's Kafka option names).
+    Options: see :mod:`headwater.kafka.options` (Spark's Kafka option names).
     """
 
     @classmethod

@@ -21,11 +21,11 @@ from headwater.conf.layout import DML_ENGINE_CONF
 from headwater.conf.options import parse_choice
 from headwater.delta import dml
 from headwater.delta.dml.engine import ENGINES
-from headwater.delta.dml.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
+from headwater.delta.dml.merge_spec import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from headwater.delta.log import normalize_uri
 from headwater.errors import HeadwaterError
-from headwater.lakehouse.ddl import dataframe, is_delta_path, lakehouse_table
-from headwater.lakehouse.statements import (
+from headwater.lakehouse.sql.ddl import dataframe, is_delta_path, lakehouse_table
+from headwater.lakehouse.sql.statements import (
     STATEMENT_NAMES,
     Statement,
     children,
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from headwater.delta.dml import DmlResult
-    from headwater.lakehouse import Lakehouse
+    from headwater.lakehouse.sql.statements import SqlLakehouse
 
 
 def unsupported(what: str, st: Statement) -> HeadwaterError:
@@ -70,7 +70,7 @@ def expression_text(st: Statement, expr: Any) -> str:
     return st.text[min(starts):max(stops) + 1]
 
 
-def table_path(lake: Lakehouse, parts: list[str]) -> str | None:
+def table_path(lake: SqlLakehouse, parts: list[str]) -> str | None:
     """The folder of a lakehouse table or a ``delta.`path```, None for anything else."""
     if is_delta_path(parts):
         return normalize_uri(parts[1])
@@ -78,7 +78,7 @@ def table_path(lake: Lakehouse, parts: list[str]) -> str | None:
     return None if name is None else str(lake.path(name))
 
 
-def relation_target(lake: Lakehouse, node: Any) -> tuple[str, str | None] | None:
+def relation_target(lake: SqlLakehouse, node: Any) -> tuple[str, str | None] | None:
     """(path, alias) of a DML target (``UnresolvedRelation`` under an optional alias)."""
     alias = None
     if node.getClass().getSimpleName() == "SubqueryAlias":
@@ -145,7 +145,7 @@ def _condition(st: Statement, value: Any) -> str | None:
     return expression_text(st, expr)
 
 
-def delete(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def delete(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """DELETE FROM t [WHERE condition]: copy-on-write on Spark or delta-rs (the engine
     setting), one commit; delta-spark's num_affected_rows."""
     found = relation_target(lake, st.plan.table())
@@ -157,7 +157,7 @@ def delete(lake: Lakehouse, st: Statement) -> DataFrame | None:
                                   target_alias=alias))
 
 
-def update(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def update(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """UPDATE t SET c = expr, ... [WHERE condition]: copy-on-write, one commit."""
     found = relation_target(lake, st.plan.table())
     if found is None:
@@ -175,7 +175,7 @@ _ACTIONS = {"UpdateAction": ("update", False), "UpdateStarAction": ("update", Tr
             "InsertStarAction": ("insert", True)}
 
 
-def merge(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def merge(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """MERGE INTO t USING source ON condition WHEN [NOT] MATCHED [BY SOURCE] ... (WITH
     SCHEMA EVOLUTION): one commit; two source rows matching one target row fail it."""
     plan = st.plan

@@ -1,20 +1,58 @@
-"""The SQL router's vocabulary: a parsed :class:`Statement`, the handler type, and helpers to
-read Spark's parsed plans. The table from statement kind to handler is in
-:mod:`headwater.lakehouse.sql` (one explicit dict, read top to bottom)."""
+"""The SQL router's vocabulary: a parsed :class:`Statement`, the handler type, the lakehouse a
+handler acts on (:class:`SqlLakehouse`: the few members of a Lakehouse the handlers use, so
+this package never imports the Lakehouse class, which imports the router), and helpers to read
+Spark's parsed plans. The table from statement kind to handler is in
+:mod:`headwater.lakehouse.sql.router` (one explicit dict, read top to bottom)."""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
-    from headwater.lakehouse import Lakehouse
+    from headwater.conf.location import AnyPath
+    from headwater.lakehouse.names import TableName
+
+
+class SqlLakehouse(Protocol):
+    """What the router and its handlers use of a lakehouse (:class:`headwater.Lakehouse`
+    is the one implementation): its session and root, tables by name, and the changes
+    DDL makes to them."""
+
+    @property
+    def spark(self) -> SparkSession: ...
+    @property
+    def root(self) -> AnyPath: ...
+    def path(self, name: str) -> str: ...
+    def exists(self, name: str) -> bool: ...
+    def is_external(self, name: str) -> bool: ...
+    def tables(self) -> list[str]: ...
+    def register(self, name: str) -> None: ...
+    def register_external(self, name: str, path: str) -> None: ...
+    def rename(self, name: str, new_name: str) -> None: ...
+    def set_location(self, name: str, path: str) -> None: ...
+    def drop(self, name: str) -> None: ...
+    def resolve(self, name: str | list[str], session: SparkSession | None = None) -> TableName: ...
+    def catalogs(self) -> list[str]: ...
+    def create_catalog(self, name: str, comment: str | None = None) -> bool: ...
+    def forget_catalog(self, name: str) -> None: ...
+
+    def create_table(self, name: str, schema: StructType, partition_by: Iterable[str] = (),
+                     comment: str | None = None, properties: dict[str, str] | None = None,
+                     declared: bool = False,
+                     cluster_by: Iterable[str] | None = None) -> str: ...
+
+    def replace(self, name: str, df: DataFrame, partition_by: Iterable[str] = (),
+                comment: str | None = None, properties: dict[str, str] | None = None,
+                declared: bool | StructType = False,
+                cluster_by: Iterable[str] | None = None) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -35,7 +73,7 @@ class Statement:
     session: SparkSession
 
 
-Handler = Callable[["Lakehouse", Statement], "DataFrame | None"]
+Handler = Callable[[SqlLakehouse, Statement], "DataFrame | None"]
 
 # Delta statements Spark's parser does not know, by their leading keywords.
 DELTA_GRAMMAR = {

@@ -26,8 +26,8 @@ from pyspark.sql.types import (
 )
 
 from headwater.errors import HeadwaterError
-from headwater.messages.kafka_client import error_name, new_client, unavailable
-from headwater.messages.kafka_offsets import OffsetRange, data_loss
+from headwater.kafka.client import error_name, new_client, unavailable
+from headwater.kafka.offsets import OffsetRange, data_loss
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()),
                                      StructField("value", BinaryType())]))

@@ -22,10 +22,10 @@ from headwater.delta import maintenance, manifest
 from headwater.delta.convert import convert_parquet
 from headwater.delta.log import DeltaLog
 from headwater.errors import HeadwaterError
-from headwater.lakehouse.ddl import done
-from headwater.lakehouse.delta_sql import table_path, unsupported
-from headwater.lakehouse.delta_table import DeltaTable
-from headwater.lakehouse.statements import (
+from headwater.lakehouse.delta_spark.delta_table import DeltaTable
+from headwater.lakehouse.sql.ddl import done
+from headwater.lakehouse.sql.dml import table_path, unsupported
+from headwater.lakehouse.sql.statements import (
     Statement,
     evaluate_timestamp,
     option,
@@ -37,7 +37,8 @@ from headwater.spark.active import data_frame
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from headwater.lakehouse import Lakehouse
+    from headwater.lakehouse.sql.statements import SqlLakehouse
+
 
 Word = tuple[str, int, int]  # text, start, end (exclusive) in the statement
 _CLOSING = {"`": "`", "'": "'", '"': '"', "(": ")"}
@@ -107,7 +108,7 @@ def _parser(st: Statement) -> Any:
     return st.session._jsparkSession.sessionState().sqlParser()
 
 
-def _table(lake: Lakehouse, st: Statement, word: str) -> str:
+def _table(lake: SqlLakehouse, st: Statement, word: str) -> str:
     """The Delta table a word names: a lakehouse table, ``delta.`path``` or a quoted path."""
     if word[:1] in "'\"":
         parts = ["delta", word[1:-1]]
@@ -147,7 +148,7 @@ def _columns(st: Statement, group: str) -> list[str]:
     return names
 
 
-def optimize(lake: Lakehouse, st: Statement) -> DataFrame:
+def optimize(lake: SqlLakehouse, st: Statement) -> DataFrame:
     """OPTIMIZE t [WHERE partition predicate] [ZORDER BY (cols)]: DeltaTable.optimize()'s."""
     shape = Shape(st, 1)
     builder = DeltaTable(st.session, _table(lake, st, shape.word("table name"))).optimize()
@@ -159,7 +160,7 @@ def optimize(lake: Lakehouse, st: Statement) -> DataFrame:
     return builder.executeZOrderBy(zorder) if zorder else builder.executeCompaction()
 
 
-def vacuum(lake: Lakehouse, st: Statement) -> DataFrame:
+def vacuum(lake: SqlLakehouse, st: Statement) -> DataFrame:
     """VACUUM t [RETAIN n HOURS] [DRY RUN]: the table's path, or (DRY RUN) the files to
     delete, as delta-spark prints them (``file:/...``); the session's
     spark.databricks.delta.retentionDurationCheck.enabled decides the retention check."""
@@ -179,7 +180,7 @@ def vacuum(lake: Lakehouse, st: Statement) -> DataFrame:
     return data_frame(st.session, rows, "path string")
 
 
-def restore(lake: Lakehouse, st: Statement) -> DataFrame:
+def restore(lake: SqlLakehouse, st: Statement) -> DataFrame:
     """RESTORE [TABLE] t [TO] VERSION AS OF n | TIMESTAMP AS OF ts."""
     shape = Shape(st, 1)
     shape.take("TABLE")
@@ -194,7 +195,7 @@ def restore(lake: Lakehouse, st: Statement) -> DataFrame:
     raise unsupported("RESTORE without VERSION AS OF n or TIMESTAMP AS OF ts", st)
 
 
-def describe_history(lake: Lakehouse, st: Statement) -> DataFrame:
+def describe_history(lake: SqlLakehouse, st: Statement) -> DataFrame:
     """DESCRIBE HISTORY t [LIMIT n]: newest first, delta-spark's columns."""
     shape = Shape(st, 2)
     table = DeltaTable(st.session, _table(lake, st, shape.word("table name")))
@@ -203,7 +204,7 @@ def describe_history(lake: Lakehouse, st: Statement) -> DataFrame:
     return table.history(limit)
 
 
-def describe_detail(lake: Lakehouse, st: Statement) -> DataFrame:
+def describe_detail(lake: SqlLakehouse, st: Statement) -> DataFrame:
     """DESCRIBE DETAIL t: one row, delta-spark's columns."""
     shape = Shape(st, 2)
     table = DeltaTable(st.session, _table(lake, st, shape.word("table name")))
@@ -211,7 +212,7 @@ def describe_detail(lake: Lakehouse, st: Statement) -> DataFrame:
     return table.detail()
 
 
-def convert(lake: Lakehouse, st: Statement) -> DataFrame:
+def convert(lake: SqlLakehouse, st: Statement) -> DataFrame:
     """CONVERT TO DELTA parquet.`path` [NO STATISTICS] [PARTITIONED BY (col type, ...)]."""
     shape = Shape(st, 3)
     parts = [str(p) for p in seq(_parser(st).parseMultipartIdentifier(shape.word("table")))]
@@ -227,7 +228,7 @@ def convert(lake: Lakehouse, st: Statement) -> DataFrame:
     return done(st.session)
 
 
-def generate(lake: Lakehouse, st: Statement) -> DataFrame:
+def generate(lake: SqlLakehouse, st: Statement) -> DataFrame:
     """GENERATE symlink_format_manifest FOR TABLE t: manifests for Presto / Athena readers."""
     shape = Shape(st, 1)
     mode = shape.word("mode")
@@ -239,7 +240,7 @@ def generate(lake: Lakehouse, st: Statement) -> DataFrame:
     return done(st.session)
 
 
-def show_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def show_properties(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """SHOW TBLPROPERTIES t [(key)] of a Delta table: its properties from the Delta log."""
     found = target(st.plan)
     path = None if found is None else table_path(lake, found[0])

@@ -55,8 +55,8 @@ from headwater.delta.constraints import schema_overwrite
 from headwater.delta.create import create_delta_table
 from headwater.delta.generated import Generation
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
-from headwater.delta.merge import merge_batch
 from headwater.delta.schema import as_nullable, spark_schema, strip_field_metadata
+from headwater.delta.update_mode import merge_batch
 from headwater.delta.write.checks import check_partitioning
 from headwater.delta.write.native import native_sink, write_native, write_rows
 from headwater.delta.write.replace_table import declared_schema, replace_native
@@ -65,7 +65,6 @@ from headwater.errors import HeadwaterError, translated
 from headwater.lakehouse import catalog, external, hooks, native_reads
 from headwater.lakehouse.catalog import columns_option as _columns
 from headwater.lakehouse.catalog import per_table_source
-from headwater.lakehouse.hooks import raw_sql
 from headwater.lakehouse.names import (
     TableName,
     catalog_schemas,
@@ -76,11 +75,12 @@ from headwater.lakehouse.names import (
     resolve,
 )
 from headwater.lakehouse.sources import start_session
-from headwater.lakehouse.sql import run_sql
+from headwater.lakehouse.sql.router import run_sql
 from headwater.spark.catalog_ddl import columns_sql
 from headwater.spark.checkpoint_lock import CheckpointLock, guarded
 from headwater.spark.micro_batch_sink import start_with_sink
 from headwater.spark.plan import group_keys
+from headwater.spark.raw_sql import raw_sql
 from headwater.spark.session import session_parallelism
 
 if TYPE_CHECKING:
@@ -137,7 +137,8 @@ class Lakehouse:
         self._check_catalog_folder(tname)
         return external.location_of(self.state_dir, tname) or str(self.root / tname.relative_path)
 
-    def resolve(self, name: str, session: SparkSession | None = None) -> TableName:
+    def resolve(self, name: str | list[str], session: SparkSession | None = None
+                ) -> TableName:
         """What ``name``, as a user wrote it in ``session`` (default the lakehouse's), names:
         one- and two-part names in the session's current catalog and schema."""
         return resolve(name, session or self.spark)
@@ -294,13 +295,14 @@ class Lakehouse:
         ``headwater.spark_session(lakehouse=...)`` attaches one: get it back with
         ``headwater.Lakehouse.of(spark)``.
         """
-        return catalog.lakehouse_of(spark)
+        lake = catalog.lakehouse_of(spark)
+        return lake if isinstance(lake, Lakehouse) else None  # only Lakehouses are attached
 
     def attach(self) -> Lakehouse:
         """Register every table under the root and make this the session's lakehouse (a
         lakehouse attached to the same session before is detached)."""
         previous = catalog.attach(self)
-        if previous is not None:  # same root and session: its catalog entries are ours now
+        if isinstance(previous, Lakehouse):  # same root and session: its entries are ours now
             self._registered |= previous._registered
             previous._registered = set()
         hooks.install(run_sql)  # spark.sql and the writers, while any lakehouse is attached
@@ -747,9 +749,20 @@ class Lakehouse:
     def sql(self, query: str) -> DataFrame:
         """Run one SQL statement on this lakehouse; the same as ``spark.sql`` in the session
         it is attached to. Spark's parser classifies the statement: CREATE [OR REPLACE] TABLE,
-        DROP TABLE and ALTER TABLE go to the Delta tables (see :mod:`headwater.lakehouse.ddl`),
+        DROP TABLE and ALTER TABLE go to the Delta tables (see :mod:`headwater.lakehouse.sql.ddl`),
         ``delta.`/path``` reads a Delta table by path, everything else is Spark's."""
         return run_sql(self, query)
+
+
+def active_lakehouse() -> Lakehouse | None:
+    """The lakehouse attached to the active SparkSession (``Lakehouse.of(active session)``)."""
+    if not catalog.any_attached():
+        return None
+    try:
+        spark = SparkSession.active()
+    except Exception:  # no session at all
+        return None
+    return Lakehouse.of(spark)
 
 
 def _check_new_table(tname: TableName, schema: StructType, partition_by: list[str]) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 
 from headwater.conf.options import parse_bool, parse_int
 from headwater.errors import HeadwaterError
-from headwater.messages.kafka_security import librdkafka_config
+from headwater.kafka.security import librdkafka_config
 
 EARLIEST = -2
 LATEST = -1

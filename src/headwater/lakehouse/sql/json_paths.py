@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from headwater.lakehouse.statements import option, seq, walk
+from headwater.lakehouse.sql.statements import option, seq, walk
 
 NOT_VARIANT = "COLUMN_IS_NOT_VARIANT_TYPE"
 

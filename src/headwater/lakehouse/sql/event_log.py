@@ -26,7 +26,7 @@ exceptions), ``details`` (a JSON string) and ``event_type``:
 A subquery, not a snapshot: a view over it (``CREATE VIEW event_log_raw AS SELECT * FROM
 event_log(...)``, as Databricks' docs do) reads the log as it is when queried. ``details`` is
 a string; ``details:flow_progress.metrics.num_output_rows`` works on it as on Databricks (see
-:func:`headwater.lakehouse.sql.run_sql`).
+:func:`headwater.lakehouse.sql.router.run_sql`).
 
 This module knows the columns of ``_event_log`` (``headwater.monitor.events.SCHEMA``, a room
 above, which the tests compare with :data:`USED_COLUMNS`).
@@ -49,7 +49,8 @@ from headwater.lakehouse.names import parse_name
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from headwater.lakehouse import Lakehouse
+    from headwater.lakehouse.sql.statements import SqlLakehouse
+
 
 USED_COLUMNS = ("ts", "pipeline", "run_id", "event", "flow", "table_name", "status",
                 "query_id", "batch_id", "input_rows", "observed", "message", "details")
@@ -210,7 +211,7 @@ def _unknown(what: str, known: list[str]) -> HeadwaterError:
         "pipeline first if it never ran here.")
 
 
-def event_log_sql(lake: Lakehouse, spark: SparkSession, args: list[Any]) -> str:
+def event_log_sql(lake: SqlLakehouse, spark: SparkSession, args: list[Any]) -> str:
     """The subquery replacing ``event_log(args)``: args are the call's parsed arguments (a
     string Literal, or a ``TABLE(name)`` argument's plan)."""
     relation, root = LOG_TABLE, location(lake.root)

@@ -13,8 +13,8 @@ from headwater.conf.storage import options_for
 from headwater.delta.cdc import timeline as tl
 from headwater.delta.constraints import Constraints, refuse_checks_on_deltalake
 from headwater.delta.log import open_table
-from headwater.delta.merge import as_table_arrow
 from headwater.delta.schema import arrow_schema, as_nullable, spark_schema
+from headwater.delta.update_mode import as_table_arrow
 from headwater.delta.write.checks import check_schema, refuse_deltalake_commit
 from headwater.errors import HeadwaterError
 

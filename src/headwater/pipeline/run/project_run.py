@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from headwater.conf import storage
 from headwater.conf.location import AnyPath
-from headwater.conf.project import Project
+from headwater.conf.project_file import Project
 from headwater.conf.triggers import is_triggered, trigger_kwargs
 from headwater.errors import HeadwaterError
 from headwater.lakehouse import Lakehouse

@@ -42,7 +42,7 @@ from headwater.delta.write.replace_table import replace_native
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.locations import check_location
-from headwater.lakehouse.statements import (
+from headwater.lakehouse.sql.statements import (
     Statement,
     option,
     seq,
@@ -53,7 +53,8 @@ from headwater.spark.active import data_frame
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from headwater.lakehouse import Lakehouse
+    from headwater.lakehouse.sql.statements import SqlLakehouse
+
 
 # Spark commands that change a table in its catalog (Spark's own command names).
 _CHANGING = ("ALTER TABLE", "TRUNCATE TABLE", "LOAD DATA", "MSCK REPAIR TABLE", "REPAIR TABLE")
@@ -64,7 +65,7 @@ def done(spark: SparkSession) -> DataFrame:
     return data_frame(spark, [], "result string")
 
 
-def lakehouse_table(lake: Lakehouse, parts: list[str]) -> str | None:
+def lakehouse_table(lake: SqlLakehouse, parts: list[str]) -> str | None:
     """The qualified name when ``parts`` names an existing lakehouse table, else None."""
     try:
         name = lake.resolve(parts)
@@ -79,7 +80,7 @@ def is_delta_path(parts: list[str]) -> bool:
 
 # --- CREATE [OR REPLACE] TABLE [AS SELECT] --------------------------------------------------
 
-def create(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def create(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """CREATE [OR REPLACE] TABLE name | delta.`path` [(cols)] [USING DELTA] [PARTITIONED BY]
     [LOCATION 'path'] [COMMENT] [TBLPROPERTIES] [AS SELECT]: a lakehouse table, an external
     table (a name with a LOCATION) or a table by path, as delta-spark creates them."""
@@ -272,7 +273,7 @@ def _map(spark: SparkSession, scala_map: Any) -> dict[str, str]:
 
 # --- DROP TABLE ---------------------------------------------------------------------------
 
-def drop(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def drop(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """DROP TABLE [IF EXISTS] t: the table, its files and its checkpoints are deleted (an
     external table's data is kept); views and other providers' tables are Spark's."""
     parts = [str(p) for p in seq(st.plan.child().nameParts())]
@@ -287,7 +288,7 @@ def drop(lake: Lakehouse, st: Statement) -> DataFrame | None:
         "Only existing tables can be dropped.", "Use DROP TABLE IF EXISTS.")
 
 
-def _stale_external(lake: Lakehouse, parts: list[str]) -> str | None:
+def _stale_external(lake: SqlLakehouse, parts: list[str]) -> str | None:
     """An external table whose data was deleted (``rm -r`` of its location): DROP TABLE still
     forgets the name, as delta-spark's catalog does."""
     try:
@@ -299,7 +300,7 @@ def _stale_external(lake: Lakehouse, parts: list[str]) -> str | None:
 
 # --- ALTER TABLE --------------------------------------------------------------------------
 
-def add_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def add_columns(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """ALTER TABLE t ADD COLUMNS (c type, ...): nullable top-level columns at the end, one
     commit; old rows read them as NULL."""
     altered = _altered(lake, st)
@@ -333,7 +334,7 @@ def add_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
     return altered.done(lake, st)
 
 
-def alter_columns(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def alter_columns(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """ALTER TABLE t ALTER|CHANGE COLUMN c [TYPE same] [COMMENT '...'] [FIRST | AFTER x] |
     [SET | DROP] NOT NULL: metadata-only changes, one commit (files are read by column name,
     so order, comments and nullability change without a rewrite). A new type, a column that
@@ -418,7 +419,7 @@ def _has_nulls(st: Statement, path: str, column: str) -> bool:
     return df.where(df[column].isNull()).limit(1).count() > 0
 
 
-def rename(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def rename(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """ALTER TABLE t RENAME TO u: a table under the root moves to the new name's folder; an
     external table keeps its location under the new name."""
     found = target(st.plan)
@@ -429,7 +430,7 @@ def rename(lake: Lakehouse, st: Statement) -> DataFrame | None:
     return done(st.session)
 
 
-def set_location(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def set_location(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """ALTER TABLE t SET LOCATION 'path': the name now refers to the Delta table at that path
     (the old data is kept aside, as delta-spark does)."""
     found = target(st.plan)
@@ -445,7 +446,7 @@ def set_location(lake: Lakehouse, st: Statement) -> DataFrame | None:
     return done(st.session)
 
 
-def describe(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def describe(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """DESCRIBE [EXTENDED] t of a Delta table as delta-spark prints it: its columns, then
     "# Partition Information" when partitioned (Spark knows neither for a Python data source),
     and "# Detailed Table Information" for EXTENDED."""
@@ -479,7 +480,7 @@ def _spark_schema(table: Any) -> StructType:
     return StructType.fromJson(json.loads(table.schema().to_json()))
 
 
-def table_location(lake: Lakehouse, parts: list[str]) -> str | None:
+def table_location(lake: SqlLakehouse, parts: list[str]) -> str | None:
     """The folder of a lakehouse table or a ``delta.`path```, None for anything else."""
     if is_delta_path(parts):
         return normalize_uri(parts[1])
@@ -487,7 +488,7 @@ def table_location(lake: Lakehouse, parts: list[str]) -> str | None:
     return None if name is None else str(lake.path(name))
 
 
-def set_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def set_properties(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """ALTER TABLE t SET TBLPROPERTIES (...): Delta table properties (a `comment` is the
     table's description), one commit."""
     altered = _altered(lake, st)
@@ -513,7 +514,7 @@ def set_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
     return altered.done(lake, st)
 
 
-def unset_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def unset_properties(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """ALTER TABLE t UNSET TBLPROPERTIES [IF EXISTS] (...): removes table properties."""
     altered = _altered(lake, st)
     if altered is None:
@@ -532,7 +533,7 @@ def unset_properties(lake: Lakehouse, st: Statement) -> DataFrame | None:
     return altered.done(lake, st)
 
 
-def comment_on(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def comment_on(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """COMMENT ON TABLE t IS '...': the Delta table's description."""
     altered = _altered(lake, st)
     if altered is None:
@@ -558,13 +559,13 @@ class Altered:
     def label(self) -> str:
         return self.name or f"delta.`{self.path}`"
 
-    def done(self, lake: Lakehouse, st: Statement) -> DataFrame:
+    def done(self, lake: SqlLakehouse, st: Statement) -> DataFrame:
         if self.name is not None:
             lake.register(self.name)  # the catalog copy gets the new schema
         return done(st.session)
 
 
-def _altered(lake: Lakehouse, st: Statement) -> Altered | None:
+def _altered(lake: SqlLakehouse, st: Statement) -> Altered | None:
     found = target(st.plan)
     if found is None:
         return None
@@ -580,7 +581,7 @@ def _altered(lake: Lakehouse, st: Statement) -> Altered | None:
     return None if name is None else Altered(name, str(lake.path(name)))
 
 
-def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def insert(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """INSERT INTO | OVERWRITE delta.`path` [(cols)] query: Spark cannot resolve a table by path
     for a Python data source, so the query is written with ``format("delta")``: by position
     (or by the listed columns; unlisted ones are NULL), cast to the table's types, as Spark's
@@ -624,7 +625,7 @@ def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
     return done(spark)
 
 
-def guard(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def guard(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """Refuse what Spark would apply to its catalog alone, or cannot run on a lakehouse table."""
     found = target(st.plan) if st.plan is not None else None
     if found is None:

@@ -1,5 +1,5 @@
-"""Messages: Kafka as a Spark source and sink (``format("headwater.kafka")``, and
-``format("kafka")`` on readers and writers when Spark has no Kafka connector: see kafka_alias.py).
+"""Kafka as a Spark source and sink (``format("headwater.kafka")``, and
+``format("kafka")`` on readers and writers when Spark has no Kafka connector: see alias.py).
 
 Imports nothing above ``headwater.errors``; clients are created only where they are used.
 """
@@ -10,8 +10,8 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from headwater.messages import kafka_alias
-from headwater.messages.kafka_source import FORMAT_NAME, KafkaDataSource
+from headwater.kafka import alias
+from headwater.kafka.source import FORMAT_NAME, KafkaDataSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -25,7 +25,7 @@ _lock = threading.Lock()
 def register_message_sources(spark: SparkSession) -> None:
     """Make ``format("headwater.kafka")`` work on ``spark`` (once per session), and
     ``format("kafka")`` on its readers and writers."""
-    kafka_alias.install()
+    alias.install()
     with _lock:
         if spark in _registered:
             return

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, Union, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, TypeVar, Union, overload
 
 from py4j.java_gateway import JavaObject
 from pyspark.sql import SparkSession
@@ -40,8 +40,11 @@ from headwater.lakehouse.locations import check_location
 from headwater.lakehouse.names import TableName, parse_name
 
 if TYPE_CHECKING:
-    from headwater.lakehouse.delta_table import DeltaTable
-    from headwater.lakehouse.tables import Lakehouse
+    from headwater.lakehouse.catalog import AttachedLakehouse
+
+# The table a builder returns (DeltaTable: its module imports this one, so this one names it
+# only through the type its caller gives).
+T = TypeVar("T")
 
 Mode = Literal["create", "createIfNotExists", "replace", "createOrReplace"]
 
@@ -87,15 +90,15 @@ class ColumnSpec:
 
 
 @dataclass
-class TableSpec:
+class TableSpec(Generic[T]):
     """What the builder was told: the Scala ``DeltaTableBuilder``'s methods and state.
 
     open_table: makes the returned table from (session, path), so this module needs no
-    import of :class:`~headwater.lakehouse.delta_table.DeltaTable` (which imports it)."""
+    import of :class:`~headwater.lakehouse.delta_spark.delta_table.DeltaTable` (which imports it)."""
 
     spark: SparkSession
     mode: Mode
-    open_table: Callable[[SparkSession, str], DeltaTable]
+    open_table: Callable[[SparkSession, str], T]
     identifier: str | None = None
     path: str | None = None
     table_comment: str | None = None
@@ -104,37 +107,37 @@ class TableSpec:
     clustering: list[str] | None = None
     properties: dict[str, str] = field(default_factory=dict)
 
-    def tableName(self, identifier: str) -> TableSpec:  # noqa: N802 (delta-spark's name)
+    def tableName(self, identifier: str) -> TableSpec[T]:  # noqa: N802 (delta-spark's name)
         self.identifier = identifier
         return self
 
-    def location(self, location: str) -> TableSpec:
+    def location(self, location: str) -> TableSpec[T]:
         self.path = location
         return self
 
-    def comment(self, comment: str) -> TableSpec:
+    def comment(self, comment: str) -> TableSpec[T]:
         self.table_comment = comment
         return self
 
-    def addColumn(self, column: ColumnSpec | StructField) -> TableSpec:  # noqa: N802
+    def addColumn(self, column: ColumnSpec | StructField) -> TableSpec[T]:  # noqa: N802
         self.columns.append(column)
         return self
 
-    def addColumns(self, schema: StructType) -> TableSpec:  # noqa: N802
+    def addColumns(self, schema: StructType) -> TableSpec[T]:  # noqa: N802
         self.columns.extend(schema.fields)
         return self
 
-    def partitionedBy(self, *columns: str | JavaObject) -> TableSpec:  # noqa: N802
+    def partitionedBy(self, *columns: str | JavaObject) -> TableSpec[T]:  # noqa: N802
         self.partitioning = _names(columns)
         self._check_partitioning()
         return self
 
-    def clusterBy(self, *columns: str | JavaObject) -> TableSpec:  # noqa: N802
+    def clusterBy(self, *columns: str | JavaObject) -> TableSpec[T]:  # noqa: N802
         self.clustering = _names(columns)
         self._check_partitioning()
         return self
 
-    def property(self, key: str, value: str) -> TableSpec:
+    def property(self, key: str, value: str) -> TableSpec[T]:
         self.properties[key] = value
         return self
 
@@ -142,7 +145,7 @@ class TableSpec:
         if self.partitioning and self.clustering:
             raise definition.cluster_and_partition_error()
 
-    def execute(self) -> DeltaTable:
+    def execute(self) -> T:
         """Create / replace the table as the mode says; the table, as delta-spark returns it."""
         target = self._target()
         schema = StructType([c if isinstance(c, StructField) else c.build(self._parse)
@@ -218,7 +221,7 @@ class _Target:
 
     name: TableName | None
     path: str
-    lake: Lakehouse | None
+    lake: AttachedLakehouse | None
     external: bool = False
 
     @property
@@ -286,7 +289,7 @@ def _names(columns: Iterable[str | JavaObject]) -> list[str]:
     return out
 
 
-class DeltaTableBuilder:
+class DeltaTableBuilder(Generic[T]):
     """Builder to specify how to create / replace a Delta table (delta-spark's
     ``DeltaTableBuilder``): the table name or the location (one is needed), columns,
     partitioning or clustering columns, comment and properties, then ``execute()``.
@@ -300,7 +303,7 @@ class DeltaTableBuilder:
             .partitionedBy("month").execute()
     """
 
-    def __init__(self, spark: SparkSession, jbuilder: TableSpec) -> None:
+    def __init__(self, spark: SparkSession, jbuilder: TableSpec[T]) -> None:
         self._spark = spark
         self._jbuilder = jbuilder
 
@@ -314,21 +317,21 @@ class DeltaTableBuilder:
         if identity_generator.step == 0:
             raise ValueError("Column identity generation requires step to be non-zero.")
 
-    def tableName(self, identifier: str) -> DeltaTableBuilder:  # noqa: N802
+    def tableName(self, identifier: str) -> DeltaTableBuilder[T]:  # noqa: N802
         """The table's name, optionally qualified: [database_name.]table_name."""
         if type(identifier) is not str:
             self._raise_type_error("Identifier must be str.", [identifier])
         self._jbuilder = self._jbuilder.tableName(identifier)
         return self
 
-    def location(self, location: str) -> DeltaTableBuilder:
+    def location(self, location: str) -> DeltaTableBuilder[T]:
         """The folder (or object-store path) holding the table's data."""
         if type(location) is not str:
             self._raise_type_error("Location must be str.", [location])
         self._jbuilder = self._jbuilder.location(location)
         return self
 
-    def comment(self, comment: str) -> DeltaTableBuilder:
+    def comment(self, comment: str) -> DeltaTableBuilder[T]:
         """The table's comment (Delta's description)."""
         if type(comment) is not str:
             self._raise_type_error("Table comment must be str.", [comment])
@@ -343,7 +346,7 @@ class DeltaTableBuilder:
         generatedAlwaysAs: str | IdentityGenerator | None = None,  # noqa: N803
         generatedByDefaultAs: IdentityGenerator | None = None,  # noqa: N803
         comment: str | None = None,
-    ) -> DeltaTableBuilder:
+    ) -> DeltaTableBuilder[T]:
         """A column: its name and type (SQL text such as ``"BIGINT"`` or a DataType);
         nullable (default True); generatedAlwaysAs: a SQL expression over the other columns
         (a generated column) or an IdentityGenerator (values always generated);
@@ -383,7 +386,7 @@ class DeltaTableBuilder:
             colName, dataType, nullable, generated_as, identity, explicit, comment))
         return self
 
-    def addColumns(self, cols: StructType | list[StructField]) -> DeltaTableBuilder:  # noqa: N802
+    def addColumns(self, cols: StructType | list[StructField]) -> DeltaTableBuilder[T]:  # noqa: N802
         """Columns of an existing schema (a StructType or a list of StructFields)."""
         if isinstance(cols, list):
             for col in cols:
@@ -398,26 +401,26 @@ class DeltaTableBuilder:
         return self
 
     @overload
-    def partitionedBy(self, *cols: str) -> DeltaTableBuilder: ...  # noqa: N802
+    def partitionedBy(self, *cols: str) -> DeltaTableBuilder[T]: ...  # noqa: N802
 
     @overload
-    def partitionedBy(self, __cols: list[str] | tuple[str, ...]) -> DeltaTableBuilder: ...
+    def partitionedBy(self, __cols: list[str] | tuple[str, ...]) -> DeltaTableBuilder[T]: ...
 
     def partitionedBy(  # noqa: N802
-            self, *cols: Union[str, list[str], tuple[str, ...]]) -> DeltaTableBuilder:
+            self, *cols: Union[str, list[str], tuple[str, ...]]) -> DeltaTableBuilder[T]:
         """Partition columns: names, or one list of names."""
         names = self._column_names(cols, "Partitioning column must be str.")
         self._jbuilder = self._jbuilder.partitionedBy(*names)
         return self
 
     @overload
-    def clusterBy(self, *cols: str) -> DeltaTableBuilder: ...  # noqa: N802
+    def clusterBy(self, *cols: str) -> DeltaTableBuilder[T]: ...  # noqa: N802
 
     @overload
-    def clusterBy(self, __cols: list[str] | tuple[str, ...]) -> DeltaTableBuilder: ...
+    def clusterBy(self, __cols: list[str] | tuple[str, ...]) -> DeltaTableBuilder[T]: ...
 
     def clusterBy(  # noqa: N802
-            self, *cols: Union[str, list[str], tuple[str, ...]]) -> DeltaTableBuilder:
+            self, *cols: Union[str, list[str], tuple[str, ...]]) -> DeltaTableBuilder[T]:
         """Clustering columns (liquid clustering): names, or one list of names."""
         names = self._column_names(cols, "Clustering column must be str.")
         self._jbuilder = self._jbuilder.clusterBy(*names)
@@ -431,20 +434,20 @@ class DeltaTableBuilder:
                 self._raise_type_error(message, [c])
         return list(cols)
 
-    def property(self, key: str, value: str) -> DeltaTableBuilder:
+    def property(self, key: str, value: str) -> DeltaTableBuilder[T]:
         """A table property."""
         if type(key) is not str or type(value) is not str:
             self._raise_type_error("Key and value of property must be string.", [key, value])
         self._jbuilder = self._jbuilder.property(key, value)
         return self
 
-    def execute(self) -> DeltaTable:
+    def execute(self) -> T:
         """Create or replace the table; the DeltaTable."""
         return self._jbuilder.execute()
 
 
 def builder(spark: SparkSession | None, mode: Mode,
-            open_table: Callable[[SparkSession, str], DeltaTable]) -> DeltaTableBuilder:
+            open_table: Callable[[SparkSession, str], T]) -> DeltaTableBuilder[T]:
     """A builder in ``spark`` (default: the active session) for ``mode``."""
     session = spark if spark is not None else SparkSession.getActiveSession()
     if session is None:

@@ -30,8 +30,8 @@ from pyspark.sql.types import (
 
 from headwater.conf.layout import KAFKA_FLUSH_TIMEOUT_ENV
 from headwater.errors import HeadwaterError
-from headwater.messages.kafka_client import new_client
-from headwater.messages.kafka_options import SinkOptions
+from headwater.kafka.client import new_client
+from headwater.kafka.options import SinkOptions
 
 FLUSH_TIMEOUT_S = float(os.environ.get(KAFKA_FLUSH_TIMEOUT_ENV, "120"))  # a test hook
 

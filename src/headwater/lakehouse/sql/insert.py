@@ -8,7 +8,7 @@ lakehouse table (and into ``delta.`path``` tables with such columns) go through
 :func:`headwater.delta.write.native.write_native`: values computed by Spark's SQL on the driver's
 DataFrame, files written by Spark's parquet writer, one commit. Where that writer cannot write
 the table (an object store, column mapping) Spark's INSERT runs as before; other inserts into
-``delta.`path``` go to :func:`headwater.lakehouse.ddl.insert` (``format("delta")``).
+``delta.`path``` go to :func:`headwater.lakehouse.sql.ddl.insert` (``format("delta")``).
 
 Columns are matched as Spark matches them: by the column list when there is one (``INSERT
 INTO t (a, b) ...``), by name with ``BY NAME``, else by position, where a query that gives
@@ -30,20 +30,20 @@ from headwater.delta.schema import as_nullable, spark_schema
 from headwater.delta.write.native import write_native, write_rows, written_on_driver
 from headwater.delta.write.request import WriteRequest, reset_session_txn, with_session_settings
 from headwater.errors import HeadwaterError, translated
-from headwater.lakehouse import ddl
-from headwater.lakehouse.ddl import dataframe, done, is_delta_path, lakehouse_table
-from headwater.lakehouse.delta_sql import expression_text, table_path, unsupported
-from headwater.lakehouse.statements import Statement, option, seq
+from headwater.lakehouse.sql import ddl
+from headwater.lakehouse.sql.ddl import dataframe, done, is_delta_path, lakehouse_table
+from headwater.lakehouse.sql.dml import expression_text, table_path, unsupported
+from headwater.lakehouse.sql.statements import Statement, option, seq
 from headwater.spark.sql_text import tokens
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-    from headwater.lakehouse import Lakehouse
+    from headwater.lakehouse.sql.statements import SqlLakehouse
 
 
-def insert(lake: Lakehouse, st: Statement) -> DataFrame | None:
+def insert(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """INSERT into a Delta table (a lakehouse table or ``delta.`path```): the rows through
     Spark's parquet writer and one driver commit
     (:func:`headwater.delta.write.native.write_native`; generated / identity values computed
