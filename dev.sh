@@ -12,6 +12,7 @@
 #   bash dev.sh bench-cdc        AUTO CDC vs a hand-written deltalake MERGE, SCD1 and 2 (outside CI)
 #   bash dev.sh bench-dml        MERGE / DELETE: Spark vs delta-rs vs hand-written deltalake (outside CI)
 #   bash dev.sh bench-builder    DeltaTable.create + first write vs a plain df.write.format("delta") (outside CI)
+#   bash dev.sh bench-catalogs   planning a statement with three-part names vs Spark alone (outside CI)
 #   bash dev.sh bench-kafka      Kafka -> Delta vs the Python transfer limit, broker on this machine (outside CI)
 #   bash dev.sh bench-s3         the Delta sink on S3 (moto) vs a local folder (outside CI)
 #   bash dev.sh bench-autocompact  files after 1,000 micro-batches, with and without auto compaction
@@ -55,6 +56,7 @@ case "$cmd" in
   bench-cdc) exec .venv/bin/python benchmarks/cdc_apply.py "$@" ;;
   bench-dml) exec .venv/bin/python benchmarks/dml.py "$@" ;;
   bench-builder) exec .venv/bin/python benchmarks/table_builder.py "$@" ;;
+  bench-catalogs) exec .venv/bin/python benchmarks/catalog_names.py "$@" ;;
   bench-kafka) exec .venv/bin/python benchmarks/kafka_throughput.py "$@" ;;
   bench-s3) exec .venv/bin/python benchmarks/s3_sink.py "$@" ;;
   bench-autocompact) exec .venv/bin/python benchmarks/autocompact_files.py "$@" ;;

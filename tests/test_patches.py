@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from pyspark import pipelines as dp
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.catalog import Catalog
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
 from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
@@ -36,7 +37,7 @@ from headwater.spark.jvm import private_field
 from headwater.spark.session import activated
 
 CLASSES = (SparkSession, DataFrame, DataFrameReader, DataFrameWriter, DataStreamReader,
-           DataStreamWriter, dp)
+           DataStreamWriter, Catalog, dp)
 # pyspark's own state, not methods: createDataFrame sets the active session itself
 STATE = {"_activeSession", "_instantiatedSession"}
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,9 +105,10 @@ def test_importing_headwater_changes_nothing_in_pyspark():
         from pyspark import pipelines as dp
         from pyspark.sql import DataFrame, SparkSession
         from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
+        from pyspark.sql.catalog import Catalog
         from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
         owners = (SparkSession, DataFrame, DataFrameReader, DataFrameWriter, DataStreamReader,
-                  DataStreamWriter, dp)
+                  DataStreamWriter, Catalog, dp)
         before = {o: dict(vars(o)) for o in owners}
         import headwater
         for name in headwater.__all__:
