@@ -3,6 +3,10 @@
 - The pipeline definition being evaluated: the pipeline sets it (a ContextVar, so concurrent
   threads and nested definitions each see their own) while it runs a definition function;
   ``read_files`` reads it to keep its schema and file index inside that dataset's storage.
+- The Delta paths a definition reads by path (``format("delta").load(path)``, batch or
+  stream): the readers record them while the pipeline evaluates a definition, so the pipeline
+  finds a dataset read by path before its table exists from what was read, never from an
+  error's text.
 - The lakehouse root: recorded in the session's runtime conf under :data:`LAKEHOUSE_ROOT_CONF`
   when a lakehouse is attached (Spark's cloned foreachBatch sessions inherit it).
 """
@@ -48,6 +52,29 @@ def defining(context: DefinitionContext) -> Iterator[DefinitionContext]:
 def current_definition() -> DefinitionContext | None:
     """The definition being evaluated in this thread/context, if any."""
     return _definition.get()
+
+
+_path_reads: ContextVar[list[str] | None] = ContextVar("headwater_path_reads", default=None)
+
+
+@contextlib.contextmanager
+def recording_path_reads() -> Iterator[list[str]]:
+    """Collect, in the list given, the paths ``format("delta").load(path)`` reads while the
+    block runs (see :func:`record_path_read`); the previous collection comes back on exit."""
+    reads: list[str] = []
+    token = _path_reads.set(reads)
+    try:
+        yield reads
+    finally:
+        _path_reads.reset(token)
+
+
+def record_path_read(path: str) -> None:
+    """A reader was asked for the Delta table at ``path`` (kept only inside
+    :func:`recording_path_reads`)."""
+    reads = _path_reads.get()
+    if reads is not None:
+        reads.append(path)
 
 
 def lakehouse_root(spark: SparkSession) -> str | None:

@@ -32,9 +32,11 @@ in the lakehouse), ``row_filter``, expectations passed to
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from headwater.dlt.dbutils import DBUtils
 from headwater.errors import HeadwaterError
 from headwater.pipeline import api
 from headwater.pipeline.api import (
@@ -47,6 +49,7 @@ from headwater.pipeline.api import (
     expect_or_fail,
 )
 from headwater.pipeline.live_schema import without_live
+from headwater.pipeline.loader import register_dlt
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -217,3 +220,8 @@ def create_auto_cdc_from_snapshot_flow(target: str, source: Any = None, keys: An
 
 
 apply_changes_from_snapshot = create_auto_cdc_from_snapshot_flow
+
+
+# What ``import dlt`` and ``dbutils`` are in definition files: the loader (a room below) is
+# told here, never imports this package itself.
+register_dlt(sys.modules[__name__], DBUtils)

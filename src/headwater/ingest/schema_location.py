@@ -30,7 +30,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamReader
 from pyspark.sql.types import StructType, _parse_datatype_string
 
-from headwater.conf.context import current_definition, lakehouse_state_dir
+from headwater.conf.context import current_definition, lakehouse_state_dir, record_path_read
 from headwater.conf.layout import INGEST
 from headwater.errors import translated
 from headwater.ingest import landing
@@ -134,6 +134,8 @@ def _load(original: Callable[..., Any]) -> Callable[..., Any]:
         _remember(self, **options)
         settings = _settings.get(self, {})
         path_given = path if path is not None else settings.get("path")
+        if path_given and settings.get(_FORMAT, "").lower() == "delta":
+            record_path_read(path_given)
         files = settings.get(_FORMAT, "").lower() == SOURCE
         if files and path_given and not any(k in settings for k in _LOCATION_KEYS):
             source = folder(path_given)

@@ -37,6 +37,7 @@ from pyspark.sql.sql_formatter import SQLStringFormatter
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
+from headwater.conf.context import record_path_read
 from headwater.conf.options import parse_bool
 from headwater.delta.constraints import schema_overwrite
 from headwater.delta.defaults import with_defaults
@@ -219,6 +220,7 @@ def _load(original: Callable) -> Callable:
             if path is None:
                 target = next((v for k, v in settings.items() if k.lower() == "path"), None)
             if target is not None:
+                record_path_read(target)
                 native = native_load(self._spark, target, settings)
                 if native is not None:
                     return native

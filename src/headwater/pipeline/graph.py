@@ -12,7 +12,7 @@ Building creates no table: :meth:`Graph.rebuild` and :meth:`Graph.store_for` cre
 dataset's table (and its inputs') when a run first needs it. ``dry=True`` (``headwater
 validate``) never writes the lakehouse.
 
-Why one module of ~430 lines: resolving on demand, detecting cycles, reading a dataset for a
+Why one module of ~550 lines: resolving on demand, detecting cycles, reading a dataset for a
 definition and creating its table all act on one piece of state (what is resolved, what is
 being resolved, which tables exist yet); the edges, queries and model live in their own
 modules already.
@@ -34,11 +34,12 @@ from typing import TYPE_CHECKING, Any
 from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 
-from headwater.conf.context import DefinitionContext, defining
+from headwater.conf.context import DefinitionContext, defining, recording_path_reads
 from headwater.conf.layout import INGEST, late_table, quarantine_table
 from headwater.delta.cdc import CDC_TARGET_PROPERTIES
 from headwater.delta.cdc import target_schema as cdc_target_schema
 from headwater.delta.cdc.snapshot import snapshot_target_schema
+from headwater.delta.log import normalize_uri
 from headwater.delta.native_read import read_native
 from headwater.errors import HeadwaterError, find_code
 from headwater.lakehouse import Lakehouse, parse_name
@@ -298,9 +299,11 @@ class Graph(GraphQueries):
         """Run the definition function; its DataFrame shaped to the dataset, and its hints."""
         evaluation = _Evaluation(dataset.name, substitutes=substitutes)
         self._evaluations.append(evaluation)
+        path_reads: list[str] = []
         try:
             with self.flow_conf(dataset, flow), \
-                    defining(DefinitionContext(dataset.name, self._ingest_root(dataset.name))):
+                    defining(DefinitionContext(dataset.name, self._ingest_root(dataset.name))), \
+                    recording_path_reads() as path_reads:
                 # An AUTO CDC flow reads its source as headwater.read_stream would (the
                 # lakehouse's session, not whichever session is active).
                 source = flow.cdc_source
@@ -313,7 +316,7 @@ class Graph(GraphQueries):
         except (HeadwaterError, _NeedsDataset):
             raise
         except Exception as exc:  # the user's code failed while building its DataFrame
-            raise self._definition_failed(dataset, flow, exc) from exc
+            raise self._definition_failed(dataset, flow, exc, path_reads) from exc
         finally:
             self._evaluations.pop()
         if flow.snapshot is not None:  # a snapshot of the source, not the table's rows
@@ -332,7 +335,8 @@ class Graph(GraphQueries):
             self.registry.datasets[dataset.name] = dataset
         return dataset
 
-    def _definition_failed(self, dataset: Dataset, flow: Flow, exc: Exception) -> Exception:
+    def _definition_failed(self, dataset: Dataset, flow: Flow, exc: Exception,
+                           path_reads: list[str]) -> Exception:
         where = _user_line(exc, flow.location)
         function = unresolved_function(exc)
         if function is not None and is_databricks_only(function):
@@ -345,7 +349,7 @@ class Graph(GraphQueries):
             return _NeedsDataset(missing, where)
         if missing is not None and missing not in self.registry.datasets:
             return self._unknown(missing, where, "reads")
-        by_path = self._uncreated_path_read(exc)
+        by_path = self._uncreated_path_read(exc, path_reads)
         if by_path is not None:
             if self.dry:
                 return HeadwaterError(
@@ -364,15 +368,17 @@ class Graph(GraphQueries):
             "Fix the definition; `headwater validate` checks all definitions without "
             "running them.")
 
-    def _uncreated_path_read(self, exc: BaseException) -> str | None:
+    def _uncreated_path_read(self, exc: BaseException, path_reads: list[str]) -> str | None:
         """The stored dataset a failed ``format("delta").load(path)`` read, if its table
-        does not exist yet."""
+        does not exist yet: found among the paths the definition read (recorded by the
+        readers), never in the error's text."""
         found = find_code(exc)
         if found is None or found[0] != "HW_DELTA_TABLE_NOT_FOUND":
             return None
+        read = {normalize_uri(path) for path in path_reads}
         for name, dataset in self.registry.datasets.items():
             if dataset.stored and not self.lakehouse.exists(name) \
-                    and self.lakehouse.path(name) in found[1]:
+                    and normalize_uri(self.lakehouse.path(name)) in read:
                 return name
         return None
 

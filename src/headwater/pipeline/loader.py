@@ -24,7 +24,7 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -69,7 +69,7 @@ def load_definitions(project: Project, spark: SparkSession | None = None) -> Reg
     try:
         if project.spec is not None:
             os.chdir(project.dir)
-        with collecting(registry), _dlt_module(), patches.scoped(patches.DEFINITIONS), \
+        with collecting(registry), patches.scoped(patches.DEFINITIONS), _dlt_module(), \
                 activated(spark) if spark is not None else contextlib.nullcontext(), \
                 using_database(spark, project.database) if spark is not None \
                 else contextlib.nullcontext():
@@ -166,15 +166,36 @@ def _definition_error(file: Path, exc: BaseException, line: int | None = None) -
         "Fix the error at that line.")
 
 
+# What ``import dlt`` and ``dbutils`` are in definition files. headwater.dlt is a room above
+# this one (it is written over pipeline.api): it registers itself here when it is imported
+# (register_dlt), and entering the ``definitions`` scope of spark/patches.py imports it (its
+# ``dp`` rows are headwater.dlt's), so it is registered before any definition file runs.
+_dlt: tuple[ModuleType, Callable[[SparkSession | None], Any]] | None = None
+
+
+def register_dlt(module: ModuleType, dbutils: Callable[[SparkSession | None], Any]) -> None:
+    """Called by headwater.dlt on import: ``module`` is what ``import dlt`` gives while
+    definitions load, ``dbutils(spark)`` a definition file's ``dbutils`` global."""
+    global _dlt
+    _dlt = (module, dbutils)
+
+
+def _registered_dlt() -> tuple[ModuleType, Callable[[SparkSession | None], Any]]:
+    if _dlt is None:  # the definitions scope imports headwater.dlt: never reached
+        raise HeadwaterError(
+            "HW_PIPELINE_DEFINITION_FAILED", "headwater.dlt is not registered with the loader.",
+            "Definition files get `import dlt` and `dbutils` from headwater.dlt.",
+            "Import headwater.dlt before loading definitions.")
+    return _dlt
+
+
 @contextlib.contextmanager
 def _dlt_module() -> Iterator[None]:
     """``import dlt`` gives headwater.dlt while the definitions load; what was there before
-    (nothing, or another package's ``dlt``) comes back afterwards. headwater.dlt is a room
-    above this one (it is written over pipeline.api), so it is imported by name, as
-    headwater/__init__ imports its exports."""
+    (nothing, or another package's ``dlt``) comes back afterwards."""
     missing = object()
     before = sys.modules.get("dlt", missing)
-    sys.modules["dlt"] = importlib.import_module("headwater.dlt")
+    sys.modules["dlt"] = _registered_dlt()[0]
     try:
         yield
     finally:
@@ -185,9 +206,8 @@ def _dlt_module() -> Iterator[None]:
 
 
 def _dbutils(spark: SparkSession | None) -> Any:
-    """A definition file's ``dbutils``; imported by name, as :func:`_dlt_module` imports
-    headwater.dlt (a room above this one)."""
-    return importlib.import_module("headwater.dlt.dbutils").DBUtils(spark)
+    """A definition file's ``dbutils`` (headwater.dlt's, as registered)."""
+    return _registered_dlt()[1](spark)
 
 
 def _no_display(*args: Any, **kwargs: Any) -> None:
