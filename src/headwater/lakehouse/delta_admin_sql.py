@@ -21,10 +21,11 @@ from pyspark.sql.types import StructType
 from headwater.delta import maintenance, manifest
 from headwater.delta.convert import convert_parquet
 from headwater.delta.log import DeltaLog
+from headwater.delta.optimize import optimize as run_optimize
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.ddl import done
 from headwater.lakehouse.delta_sql import table_path, unsupported
-from headwater.lakehouse.delta_table import DeltaTable
+from headwater.lakehouse.delta_table import DeltaTable, optimize_frame
 from headwater.lakehouse.statements import (
     Statement,
     evaluate_timestamp,
@@ -148,14 +149,21 @@ def _columns(st: Statement, group: str) -> list[str]:
 
 
 def optimize(lake: Lakehouse, st: Statement) -> DataFrame:
-    """OPTIMIZE t [WHERE partition predicate] [ZORDER BY (cols)]: DeltaTable.optimize()'s."""
+    """OPTIMIZE t [FULL] [WHERE partition predicate] [ZORDER BY (cols)]: DeltaTable.optimize()'s
+    (a clustered table is clustered; FULL: every file, delta-spark 3.3's OPTIMIZE FULL)."""
     shape = Shape(st, 1)
-    builder = DeltaTable(st.session, _table(lake, st, shape.word("table name"))).optimize()
-    if shape.take("WHERE"):
-        builder = builder.where(shape.until("ZORDER"))
+    path = _table(lake, st, shape.word("table name"))
+    full = shape.take("FULL")
+    where = [shape.until("ZORDER")] if shape.take("WHERE") else []
     zorder = _columns(st, shape.word("ZORDER BY columns")) if shape.take("ZORDER", "BY") \
         else None
     shape.end()
+    if full:  # delta-spark's Python builder has no FULL
+        return optimize_frame(st.session, path,
+                              run_optimize(st.session, path, where, zorder or [], full=True))
+    builder = DeltaTable(st.session, path).optimize()
+    for predicate in where:
+        builder = builder.where(predicate)
     return builder.executeZOrderBy(zorder) if zorder else builder.executeCompaction()
 
 

@@ -69,6 +69,7 @@ HANDLERS: dict[str, Handler] = {
     "RenameTable": ddl.rename,
     "SetTableLocation": ddl.set_location,
     "SetTableProperties": ddl.set_properties,
+    "AlterTableClusterBy": ddl.cluster_by,
     "UnsetTableProperties": ddl.unset_properties,
     "CommentOnTable": ddl.comment_on,
     "DescribeRelation": ddl.describe,
