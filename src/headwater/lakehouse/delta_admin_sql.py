@@ -168,20 +168,29 @@ def optimize(lake: Lakehouse, st: Statement) -> DataFrame:
 
 
 def vacuum(lake: Lakehouse, st: Statement) -> DataFrame:
-    """VACUUM t [RETAIN n HOURS] [DRY RUN]: the table's path, or (DRY RUN) the files to
-    delete, as delta-spark prints them (``file:/...``); the session's
-    spark.databricks.delta.retentionDurationCheck.enabled decides the retention check."""
+    """VACUUM t [LITE | FULL] [RETAIN n HOURS] [DRY RUN] (the modifiers in any order, as
+    delta-spark's grammar): the table's path, or (DRY RUN) the files to delete, as delta-spark
+    prints them (``file:/...``); the session's
+    spark.databricks.delta.retentionDurationCheck.enabled decides the retention check. LITE:
+    only files the log removed (no listing of the folder); FULL (the default): also files the
+    log never named."""
     shape = Shape(st, 1)
     path = _table(lake, st, shape.word("table name"))
-    hours = None
-    if shape.take("RETAIN"):
-        hours = _number(st, shape.word("number of hours"), "RETAIN")
-        if not shape.take("HOURS"):
-            raise unsupported("RETAIN without HOURS", st)
-    dry_run = shape.take("DRY", "RUN")
-    shape.end()
+    hours, dry_run, mode = None, False, None
+    while shape.pos < len(shape.items):
+        if shape.take("RETAIN") and hours is None:
+            hours = _number(st, shape.word("number of hours"), "RETAIN")
+            if not shape.take("HOURS"):
+                raise unsupported("RETAIN without HOURS", st)
+        elif shape.take("DRY", "RUN") and not dry_run:
+            dry_run = True
+        elif mode is None and (shape.at("LITE") or shape.at("FULL")):
+            mode = shape.word("vacuum type").upper()
+        else:
+            shape.end()
     files = maintenance.vacuum(path, hours, dry_run=dry_run,
-                               enforce_retention=maintenance.retention_check_enabled(st.session))
+                               enforce_retention=maintenance.retention_check_enabled(st.session),
+                               lite=mode == "LITE")
     base = maintenance.qualified(path)
     rows = [(f"{base}/{unquote(f)}",) for f in files] if dry_run else [(base,)]
     return data_frame(st.session, rows, "path string")

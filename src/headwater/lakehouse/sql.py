@@ -32,7 +32,15 @@ from pyspark.errors import AnalysisException, ParseException
 
 from headwater.delta.log import DeltaLog
 from headwater.errors import HeadwaterError
-from headwater.lakehouse import constraint_sql, ddl, delta_admin_sql, delta_sql, insert_sql, json_paths
+from headwater.lakehouse import (
+    clone_sql,
+    constraint_sql,
+    ddl,
+    delta_admin_sql,
+    delta_sql,
+    insert_sql,
+    json_paths,
+)
 from headwater.lakehouse.delta_sql import expression_text, table_path
 from headwater.lakehouse.event_log import event_log_sql
 from headwater.lakehouse.hooks import raw_sql
@@ -86,7 +94,9 @@ HANDLERS: dict[str, Handler] = {
     "Restore": delta_admin_sql.restore,
     "DescribeHistory": delta_admin_sql.describe_history,
     "DescribeDetail": delta_admin_sql.describe_detail,
-    "ConvertToDelta": delta_admin_sql.convert,
+    "ConvertToDelta": clone_sql.convert,  # by name; parquet.`path`: delta_admin_sql.convert
+    "Clone": clone_sql.clone_table,
+    "ShowPartitions": clone_sql.show_partitions,
     "Generate": delta_admin_sql.generate,
     "ShowTableProperties": delta_admin_sql.show_properties,
 }
@@ -173,6 +183,8 @@ def _delta_kind(text: str) -> str | None:
     for prefix, kind in DELTA_GRAMMAR.items():
         if words[:len(prefix)] == prefix:
             return kind
+    if words[:1] in (("CREATE",), ("REPLACE",)) and clone_sql.is_clone(text):
+        return "Clone"  # delta-spark's CREATE ... SHALLOW CLONE, which Spark cannot parse
     return None
 
 
