@@ -176,17 +176,23 @@ def demo(root: str, once: bool, batches: int, interval: float, duration: float |
 
 
 @main.command()
-@click.argument("query")
+@click.argument("query", required=False)
+@click.option("--file", "-f", "script_file", default=None, type=click.File("r", encoding="utf-8"),
+              help="Read the SQL script from this file ('-': standard input) instead of QUERY.")
 @click.option("--root", default="./headwater-demo", show_default=True,
               type=click.Path(file_okay=False),
               help="The lakehouse folder or object-store URI (s3://bucket/lake).")
 @click.option("--state-dir", default=None, type=click.Path(file_okay=False),
               help="The lakehouse's local state folder when --root is on an object store.")
 @click.option("--limit", default=50, show_default=True, help="Rows to print.")
-def sql(query: str, root: str, state_dir: str | None, limit: int) -> None:
+def sql(query: str | None, script_file: Any, root: str, state_dir: str | None,
+        limit: int) -> None:
     """Run a SQL QUERY over the lakehouse's tables, e.g. "SELECT * FROM gold LIMIT 10".
     QUERY may be a script: statements separated by ';', with -- and /* */ comments; each
-    runs in order and the rows of the last one are printed."""
+    runs in order and the rows of the last one are printed. A script in a file:
+    --file script.sql, or --file - (or QUERY -) to read standard input. (A QUERY that starts
+    with '--' reads as an option: put `--` before it, or use --file.)"""
+    query = _script_text(query, script_file)
     try:
         exists = location(root).is_dir()
     except OSError:  # an object store that cannot be reached
@@ -224,6 +230,23 @@ def sql(query: str, root: str, state_dir: str | None, limit: int) -> None:
         click.echo(line)
     more = " (more not shown)" if len(rows) > limit else ""
     click.echo(f"({len(shown)} rows{more})")
+
+
+def _script_text(query: str | None, script_file: Any) -> str:
+    """The SQL text to run: QUERY, or the --file's (QUERY ``-``: standard input)."""
+    if query is not None and script_file is not None:
+        fail(HeadwaterError("HW_OPTION_INVALID", "Both QUERY and --file were given.",
+                             "headwater sql runs one script.",
+                             "Pass the SQL text as QUERY, or the script's path as --file."))
+    if script_file is not None:
+        return str(script_file.read())
+    if query == "-":
+        return sys.stdin.read()
+    if query is None:
+        fail(HeadwaterError("HW_OPTION_INVALID", "No SQL to run.",
+                             "headwater sql runs a QUERY or the script of --file.",
+                             "Pass e.g. \"SELECT * FROM gold LIMIT 10\", or --file script.sql."))
+    return str(query)
 
 
 def _cell(value: Any) -> str:

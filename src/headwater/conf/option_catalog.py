@@ -395,6 +395,14 @@ SETTINGS: tuple[Setting, ...] = (
             "Columns with min/max statistics (Z-order needs them)."),
     Setting("delta.minReaderVersion", "table", "1", "Protocol reader version."),
     Setting("delta.minWriterVersion", "table", "2", "Protocol writer version."),
+    Setting("delta.dataSkippingStatsColumns", "table", "unset",
+            "delta-spark's: the columns with statistics (instead of the first "
+            "dataSkippingNumIndexedCols); clustering columns must be among them."),
+    Setting("delta.feature.clustering", "table", "unset",
+            "Refused in TBLPROPERTIES, as delta-spark does: CLUSTER BY enables clustering."),
+    Setting("delta.compatibility.symlinkFormatManifest.enabled", "table", "false",
+            "Refused when true: headwater's writes do not regenerate the manifests; run "
+            "GENERATE symlink_format_manifest FOR TABLE t instead."),
     Setting("delta.feature.allowColumnDefaults", "table", "unset",
             "'enabled' or 'supported': the allowColumnDefaults writer feature (column DEFAULT "
             "values), recorded in the protocol, not as a property."),

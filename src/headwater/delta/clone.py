@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -135,7 +136,12 @@ def clone(source: str, target: str, version: int | None = None, shallow: bool = 
     removed_bytes = 0
     if existing is not None:
         protocol = Protocol.of_table(existing).merge(protocol)
+        # a shallow clone replaced by a clone of the same source keeps the files both name:
+        # an add and a remove of one path in one commit would contradict each other
+        kept = {unquote(a["add"]["path"]) for a in adds}
         for row in add_actions(existing, columns=FILE_COLUMNS).to_pylist():
+            if unquote(row["path"]) in kept:
+                continue
             values = row.get("partition") or {}
             removes.append({"remove": {
                 "path": row["path"], "dataChange": True, "deletionTimestamp": now,

@@ -133,6 +133,10 @@ def validate(spark: SparkSession | None, definition: TableDefinition, table: str
             error_class="DELTA_GEOSPATIAL_NOT_SUPPORTED")
     if definition.partition_by and definition.cluster_by:
         raise cluster_and_partition_error()
+    if any(k.lower() == clustering.FEATURE_PROPERTY for k in definition.properties):
+        raise clustering.feature_property_error(table, "CREATE TABLE")
+    if definition.cluster_by:
+        clustering.check_columns(schema, definition.cluster_by, definition.properties, table)
     generation = Generation.of(schema)
     for kind, columns in (("partition", definition.partition_by),
                           ("clustering", definition.cluster_by or [])):

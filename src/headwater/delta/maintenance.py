@@ -276,7 +276,7 @@ def configured_retention_hours(table: RsTable, spark: SparkSession | None = None
 def vacuum(path: str, retention_hours: float | None = None, dry_run: bool = False,
            enforce_retention: bool | None = None,
            oldest_version_needed: int | Mapping[str, int] | None = None,
-           checkpoints_root: str | None = None) -> list[str]:
+           checkpoints_root: str | None = None, lite: bool = False) -> list[str]:
     """Delete the files under the table that no version within ``retention_hours`` references
     and that are older than that (the table's ``delta.deletedFileRetentionDuration`` when
     None, 168 hours by default): files removed by commits, and files the log never named
@@ -288,8 +288,11 @@ def vacuum(path: str, retention_hours: float | None = None, dry_run: bool = Fals
     reads, or {reader name: version}; a file one of them still needs makes the whole VACUUM
     an error naming the reader. checkpoints_root: a folder of Spark checkpoints whose Delta
     source offsets name more readers (default: ``<lakehouse root>/_checkpoints`` of the
-    active session's lakehouse, if any). Returns the files deleted (or to delete), relative
-    to the table.
+    active session's lakehouse, if any). lite: delta-spark 3.3's VACUUM LITE: only files
+    the log's remove actions name (delta-rs' lite mode, from the snapshot's tombstones; the
+    folder is not listed). Files outside the table's folder (a shallow clone's, named by
+    absolute path: the source table's) are never deleted. Returns the files deleted (or to
+    delete), relative to the table.
     """
     table = _table(path)
     if enforce_retention is None:
@@ -313,7 +316,7 @@ def vacuum(path: str, retention_hours: float | None = None, dry_run: bool = Fals
     rs_enforce = configured is None and enforce_retention
     try:
         candidates = table.vacuum(retention_hours=whole, dry_run=True,
-                                  enforce_retention_duration=rs_enforce, full=True)
+                                  enforce_retention_duration=rs_enforce, full=not lite)
     except Exception as exc:  # noqa: BLE001
         if rs_enforce and "retention" in str(exc).lower():
             raise _too_short(table.table_uri, str(exc),
@@ -327,13 +330,26 @@ def vacuum(path: str, retention_hours: float | None = None, dry_run: bool = Fals
         readers.update(stream_positions(root, table.metadata().id))
     if readers and candidates:
         _check_readers(table, candidates, readers)
+    # a shallow clone's removes name the source's files: never this table's to delete
+    outside = [c for c in candidates if _outside_table(c)]
+    candidates = [c for c in candidates if not _outside_table(c)]
     if dry_run or not candidates:
+        return list(candidates)
+    if outside:  # delta-rs would delete them too: delete only the table's own
+        log = DeltaLog(normalize_uri(table.table_uri))
+        for c in candidates:
+            log.fs.delete_file(f"{log.root}/{unquote(c)}")
         return list(candidates)
     try:
         return list(table.vacuum(retention_hours=whole, dry_run=False,
-                                 enforce_retention_duration=False, full=True))
+                                 enforce_retention_duration=False, full=not lite))
     except Exception as exc:  # noqa: BLE001
         raise _failed("VACUUM", table.table_uri, exc) from exc
+
+
+def _outside_table(candidate: str) -> bool:
+    """A vacuum candidate named by absolute path or URI (a shallow clone's source file)."""
+    return "://" in candidate or candidate.startswith(("/", "file:"))
 
 
 def _too_short(uri: str, given: str, otherwise: str) -> HeadwaterError:

@@ -25,20 +25,24 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from headwater.delta import maintenance
+from headwater.delta import clustering, maintenance
 from headwater.delta.commit import Transaction, commit, log_path
 from headwater.delta.dml.rewrite import Written, data_only, remove_action, write_files
 from headwater.delta.dml.target import FILE_COL, Snapshot, TargetFile, load_snapshot, scan
 from headwater.delta.log import DeltaLog, normalize_uri
+from headwater.delta.snapshot_adds import snapshot_adds
 from headwater.errors import HeadwaterError
+from headwater.errors.delta import DeltaAnalysisError
 from headwater.spark.active import data_frame
 
 MIN_FILE_SIZE_CONF = "spark.databricks.delta.optimize.minFileSize"
@@ -59,12 +63,16 @@ class Bin:
 
 
 def optimize(spark: SparkSession, path: str, where: Sequence[str] = (),
-             zorder_by: Sequence[str] = ()) -> dict[str, Any]:
+             zorder_by: Sequence[str] = (), full: bool = False) -> dict[str, Any]:
     """Compact the table at ``path`` (or Z-order it by ``zorder_by``), limited to the
-    partitions every ``where`` predicate selects. Returns delta-spark's OptimizeMetrics."""
+    partitions every ``where`` predicate selects; a clustered table is clustered instead
+    (``full``: OPTIMIZE FULL, every file). Returns delta-spark's OptimizeMetrics."""
     started = int(time.time() * 1000)
     uri = normalize_uri(path)
     table = DeltaLog(uri).table()
+    columns = _clustering_checks(table, uri, where, zorder_by, full)
+    if columns:
+        return _cluster(spark, uri, columns, full, started)
     partition_columns = list(table.metadata().partition_columns)
     trees = [maintenance.partition_predicate(w, partition_columns, spark) for w in where]
     maintenance.check_zorder_columns(spark, table, list(zorder_by))
@@ -83,6 +91,90 @@ def optimize(spark: SparkSession, path: str, where: Sequence[str] = (),
         added = _rewrite(spark, snapshot, bins, list(zorder_by), max_size,
                          [str(t) for t in maintenance.predicate_strings(trees)])
     return _metrics(snapshot, candidates, bins, added, bool(zorder_by), started, spark)
+
+
+def _clustering_checks(table: Any, uri: str, where: Sequence[str], zorder_by: Sequence[str],
+                       full: bool) -> list[str]:
+    """delta-spark's checks of an OPTIMIZE of a clustered table (one whose protocol has the
+    clustering feature, even after CLUSTER BY NONE); returns its clustering columns."""
+    clustered = "clustering" in (table.protocol().writer_features or [])
+    if clustered and where:
+        raise DeltaAnalysisError(
+            "HW_CLUSTERING_INVALID", "OPTIMIZE command for Delta table with clustering doesn't "
+            f"support partition predicates: {' AND '.join(where)}.",
+            "A clustered table has no partitions; OPTIMIZE clusters the whole table.",
+            "Remove the WHERE clause.", error_class="DELTA_CLUSTERING_WITH_PARTITION_PREDICATE")
+    if clustered and zorder_by:
+        raise DeltaAnalysisError(
+            "HW_CLUSTERING_INVALID", "OPTIMIZE command for Delta table with clustering cannot "
+            f"specify ZORDER BY ({', '.join(zorder_by)}).",
+            "A clustered table is ordered by its clustering columns.",
+            "Remove ZORDER BY (ALTER TABLE ... CLUSTER BY changes the columns).",
+            error_class="DELTA_CLUSTERING_WITH_ZORDER_BY")
+    columns = clustering.clustering_columns(uri, table) if clustered else []
+    if full and not columns:
+        raise DeltaAnalysisError(
+            "HW_CLUSTERING_INVALID", "OPTIMIZE FULL is only supported for clustered tables with "
+            "non-empty clustering columns.",
+            "FULL reclusters every file by the table's clustering columns; this table has none.",
+            "Run OPTIMIZE without FULL, or cluster the table first (ALTER TABLE ... CLUSTER BY).",
+            error_class="DELTA_OPTIMIZE_FULL_NOT_SUPPORTED")
+    return columns
+
+
+def _cluster(spark: SparkSession, uri: str, columns: list[str], full: bool,
+             started: int) -> dict[str, Any]:
+    """OPTIMIZE [FULL] of a table clustered by ``columns``: the files delta-spark's
+    ClusteringStrategy picks (headwater.delta.clustering.candidates) rewritten as one ZCube,
+    rows ordered along a space-filling curve of the clustering columns (headwater's Z-order
+    curve; delta-spark uses a Hilbert curve), ``size / maxFileSize`` files at least one, each
+    tagged with the ZCube's id and columns and clusteringProvider ``liquid``."""
+    snapshot = _spark_snapshot(uri)
+    if snapshot is None:
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"OPTIMIZE of the clustered table at {uri}: headwater cannot rewrite this table's "
+            "files with Spark (column mapping, another unsupported feature, or object storage).",
+            "Clustering rewrites files in the clustering order with headwater's own commit; "
+            "delta-rs' optimize neither clusters nor commits to clustered tables.",
+            "Recreate the table on local storage without the feature, or leave it unoptimized.")
+    adds = snapshot_adds(DeltaLog(uri), snapshot.table)
+    chosen = {unquote(a["path"]) for a in clustering.candidates(adds, columns, full)}
+    files = [f for f in snapshot.files if unquote(f.log_path) in chosen]
+    if any(f.has_dv for f in files):
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"OPTIMIZE of the clustered table at {uri}: some files have deletion vectors.",
+            "headwater's clustering rewrite does not apply deletion vectors yet.",
+            "Run REORG TABLE ... APPLY (PURGE) with delta-spark, or rewrite the table.")
+    max_size = _size_conf(spark, MAX_FILE_SIZE_CONF)
+    bins = [Bin((), files)] if files else []
+    added: list[dict[str, Any]] = []
+    if bins:
+        added = _rewrite(spark, snapshot, bins, columns, max_size, [],
+                         clustered=(columns, full))
+    metrics = _metrics(snapshot, list(snapshot.files), bins, added, False, started, spark)
+    metrics["clusteringStats"] = _clustering_stats(adds, files, columns, full, len(added) > 0)
+    return metrics
+
+
+def _clustering_stats(adds: list[dict[str, Any]], chosen: list[TargetFile], columns: list[str],
+                      full: bool, rewritten: bool) -> dict[str, Any]:
+    """delta-spark's ClusteringStats: the table's files by whether their ZCube matches the
+    clustering columns (any ZCube with FULL), and what was merged into one new ZCube."""
+    def matching(add: dict[str, Any]) -> bool:
+        cube = clustering.zcube_of(add)
+        return cube is not None and (full or cube[1] == columns)
+
+    cubes = {c[0] for c in map(clustering.zcube_of, adds) if c is not None}
+    inside = [int(a.get("size") or 0) for a in adds if matching(a)]
+    other = [int(a.get("size") or 0) for a in adds if not matching(a)]
+    merged = [f.size for f in chosen] if rewritten else []
+    return {"inputZCubeFiles": {"numFiles": len(inside), "size": sum(inside)},
+            "inputOtherFiles": {"numFiles": len(other), "size": sum(other)},
+            "inputNumZCubes": len(cubes),
+            "mergedFiles": {"numFiles": len(merged), "size": sum(merged)},
+            "numOutputZCubes": 1 if rewritten else 0}
 
 
 def _spark_snapshot(uri: str) -> Snapshot | None:
@@ -140,8 +232,11 @@ def _bins(files: list[TargetFile], min_size: int, max_size: int, zorder: bool) -
 
 
 def _rewrite(spark: SparkSession, snapshot: Snapshot, bins: list[Bin], zorder_by: list[str],
-             max_size: int, predicates: list[str]) -> list[dict[str, Any]]:
-    """Write each bin's rows as new files (one Spark job) and commit them in one version."""
+             max_size: int, predicates: list[str],
+             clustered: tuple[list[str], bool] | None = None) -> list[dict[str, Any]]:
+    """Write each bin's rows as new files (one Spark job) and commit them in one version.
+    clustered: (clustering columns, FULL) when the bins are a clustered table's new ZCube
+    (its files tagged, the commit's parameters delta-spark's for clustering)."""
     keys = data_frame(spark,
         [(f.spark_key, i, max(1, b.size // max_size) if zorder_by else 1)
          for i, b in enumerate(bins) for f in b.files],
@@ -154,8 +249,12 @@ def _rewrite(spark: SparkSession, snapshot: Snapshot, bins: list[Bin], zorder_by
     out = _layout(rows, len(bins), zorder_by)
     written = Written(snapshot.uri)
     write_files(data_only(out, snapshot), snapshot, written)
+    zcube = str(uuid.uuid4())
     for add in written.adds:
         add["dataChange"] = False
+        if clustered is not None:
+            add["tags"] = {**(add.get("tags") or {}), **clustering.zcube_tags(zcube, clustered[0])}
+            add["clusteringProvider"] = clustering.PROVIDER
     removed = [f for b in bins for f in b.files]
     if not written.adds:
         written.cleanup()
@@ -165,11 +264,22 @@ def _rewrite(spark: SparkSession, snapshot: Snapshot, bins: list[Bin], zorder_by
     actions += [{"add": {**a, "path": log_path(a["path"])}} for a in written.adds]
     commit(Transaction(
         uri=snapshot.uri, read_version=snapshot.version, operation="OPTIMIZE",
-        parameters={"predicate": json.dumps(predicates), "zOrderBy": json.dumps(zorder_by),
-                    "clusterBy": "[]", "auto": "false"},
+        parameters=_parameters(predicates, zorder_by, clustered),
         metrics=_commit_metrics(written.adds, removed), actions=actions,
         read_paths=[f.log_path for f in removed], cleanup=written.cleanup))
     return written.adds
+
+
+def _parameters(predicates: list[str], zorder_by: list[str],
+                clustered: tuple[list[str], bool] | None) -> dict[str, str]:
+    """delta-spark's Optimize operation parameters: zOrderBy empty and isFull added when the
+    table is clustered."""
+    if clustered is None:
+        return {"predicate": json.dumps(predicates), "zOrderBy": json.dumps(zorder_by),
+                "clusterBy": "[]", "auto": "false"}
+    return {"predicate": json.dumps(predicates), "zOrderBy": "[]",
+            "clusterBy": json.dumps(clustered[0]), "auto": "false",
+            "isFull": "true" if clustered[1] else "false"}
 
 
 def _z_ordered(rows: DataFrame, columns: list[str]) -> DataFrame:

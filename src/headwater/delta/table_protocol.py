@@ -51,6 +51,7 @@ KNOWN_PROPERTIES = frozenset(k.lower() for k in (
     "delta.dropFeatureTruncateHistory.retentionDuration",
     "delta.inCommitTimestampEnablementVersion", "delta.inCommitTimestampEnablementTimestamp",
 ))
+SYMLINK_MANIFEST_PROPERTY = "delta.compatibility.symlinkFormatManifest.enabled"
 KNOWN_PREFIXES = ("delta.constraints.", "delta.feature.", "delta.coordinatedcommits.",
                   "delta.rowtracking.", "delta.columnmapping.", "delta.universalformat.")
 # Properties that turn on a feature every writer must then maintain and headwater does not
@@ -82,6 +83,16 @@ def check_properties(configuration: dict[str, str] | None, label: str = "the tab
                 "Check the name (docs.delta.io: table properties reference), or use a key "
                 "outside the delta. prefix for your own metadata.",
                 error_class="DELTA_UNKNOWN_CONFIGURATION")
+        if lowered == SYMLINK_MANIFEST_PROPERTY.lower() and \
+                str(value).strip().lower() == "true":
+            raise HeadwaterError(
+                "HW_DELTA_UNSUPPORTED_FEATURE", f"{key} = {value} on {label}: headwater's "
+                "writes do not regenerate symlink-format manifests.",
+                "With the property set, delta-spark rewrites the manifests after every write; "
+                "headwater's writers (streams, DML, pipelines) would leave them stale, and "
+                "Presto / Athena / Redshift Spectrum would read old files.",
+                "Leave the property out and run GENERATE symlink_format_manifest FOR TABLE t "
+                "after the writes the external reader needs.")
         feature_name = UNMAINTAINED.get(lowered)
         if lowered.startswith("delta.feature.") and \
                 lowered[len("delta.feature."):] in UNMAINTAINED_FEATURES:

@@ -180,6 +180,11 @@ CODES: dict[str, str] = {
                                       "schema evolution is off).",
     "HW_OPTIMIZE_WHERE_NOT_PARTITION": "OPTIMIZE WHERE names columns that are not partition "
                                        "columns.",
+    "HW_CLUSTERING_INVALID": "Liquid clustering as Delta refuses it: more than 4 clustering "
+                             "columns, columns without statistics or of a type without "
+                             "min/max, ALTER TABLE CLUSTER BY of a partitioned table, ZORDER BY "
+                             "or WHERE in an OPTIMIZE of a clustered table, OPTIMIZE FULL of "
+                             "an unclustered one.",
     "HW_OPTIMIZE_ZORDER_INVALID": "ZORDER BY names a partition column, a column the table "
                                   "lacks, or one without statistics.",
     "HW_VACUUM_RETENTION_TOO_SHORT": "VACUUM with a retention under the 168-hour safety limit.",

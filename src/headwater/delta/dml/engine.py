@@ -132,6 +132,9 @@ def _default_keyword_resolved(operation: Operation, snapshot: Snapshot) -> Opera
 
 
 def _small(snapshot: Snapshot, spec: MergeSpec | None) -> bool:
+    if any("://" in f.log_path or f.log_path.startswith(("/", "file:"))
+           for f in snapshot.files):
+        return False  # a shallow clone's files by absolute path: delta-rs refuses them
     if sum(f.size for f in snapshot.files) > DELTA_RS_MAX_TARGET_BYTES:
         return False
     if spec is None:

@@ -23,7 +23,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql.functions import lit
 from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
 
-from headwater.delta import column_defaults, metadata
+from headwater.conf.location import location
+from headwater.delta import clustering, column_defaults, definition, metadata
 from headwater.delta.create import create_delta_table
 from headwater.delta.defaults import with_defaults
 from headwater.delta.generated import (
@@ -35,11 +36,13 @@ from headwater.delta.generated import (
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.delta.metadata import change_metadata, unset_table_properties
 from headwater.delta.protocol import Protocol, add_feature
-from headwater.delta.schema import arrow_schema
+from headwater.delta.schema import arrow_schema, as_nullable
 from headwater.delta.table_protocol import check_properties
 from headwater.delta.write.checks import deltalake_writes
+from headwater.delta.write.native import write_rows
 from headwater.delta.write.replace_table import replace_native
-from headwater.errors import HeadwaterError
+from headwater.delta.write.request import WriteRequest
+from headwater.errors import HeadwaterError, translated
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.locations import check_location
 from headwater.lakehouse.sql.statements import (
@@ -104,10 +107,12 @@ def create(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     label = name or f"delta.`{parts[1]}`"
     _refuse_clauses(label, spec, st.text)
     replace = st.kind.startswith("Replace")
-    partition_by = _partitioning(seq(plan.partitioning()), st.text)
+    partition_by, cluster_by = _layout(seq(plan.partitioning()), st.text)
     comment = option(spec.comment())
     properties = _map(spark, spec.properties())
     comment = properties.pop("comment", comment)
+    if any(k.lower() == clustering.FEATURE_PROPERTY for k in properties):
+        raise clustering.feature_property_error(label, "CREATE TABLE")
     named = name is not None and lake.exists(name)
     if replace and name is not None and named and where is not None:
         check_location(lake, name, path)  # before any write
@@ -144,7 +149,13 @@ def create(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
         if not replace:
             if name is not None and where is None:
                 lake.create_table(name, schema, partition_by, comment, properties,
-                                  declared=True)
+                                  declared=True, cluster_by=cluster_by)
+            elif cluster_by is not None:  # the clustering domain: headwater's own commit
+                location(path).parent.mkdir(parents=True, exist_ok=True)
+                definition.create(spark, path, definition.TableDefinition(
+                    schema, partition_by, cluster_by, comment, properties, parts[-1]), label)
+                if name is not None:
+                    lake.register_external(name, path)
             else:
                 _check_new_columns(label, schema, partition_by)
                 create_delta_table(path, schema, partition_by, parts[-1], comment, properties)
@@ -155,7 +166,16 @@ def create(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     declared = not st.kind.endswith("AsSelect")  # REPLACE TABLE t (id INT NOT NULL)
     if name is not None and where is None:
         lake.replace(name, df, partition_by=partition_by, comment=comment, properties=properties,
-                     declared=declared)
+                     declared=declared, cluster_by=cluster_by)
+    elif cluster_by is not None:
+        _replace_clustered(spark, path, df, definition.TableDefinition(
+            df.schema if declared else as_nullable(df.schema), partition_by, cluster_by,
+            comment, properties, parts[-1]), label)
+        if name is not None:
+            if named and not lake.is_external(name):
+                lake.register(name)
+            else:
+                lake.register_external(name, path)
     else:
         _check_new_columns(label, df.schema, partition_by)
         replace_native(df, path, partition_by, name=parts[-1], description=comment,
@@ -202,7 +222,8 @@ def dataframe(spark: SparkSession, plan: Any) -> DataFrame:
 def _refuse_clauses(name: str, spec: Any, text: str) -> None:
     clauses = {
         "OPTIONS": _has_options(spec),
-        "EXTERNAL": bool(spec.external()),
+        # EXTERNAL with a LOCATION is an external table, as a name with a LOCATION is
+        "EXTERNAL without LOCATION": bool(spec.external()) and option(spec.location()) is None,
         "ROW FORMAT / STORED AS": option(spec.serde()),
     }
     used = [clause for clause, value in clauses.items() if value]
@@ -222,6 +243,33 @@ def _has_options(spec: Any) -> bool:
     return options.size() > 0
 
 
+def _layout(transforms: list[Any], text: str) -> tuple[list[str], list[str] | None]:
+    """(partition columns, clustering columns or None) of CREATE TABLE's PARTITIONED BY /
+    CLUSTER BY (Spark parses CLUSTER BY (a, b) as one ``cluster_by`` transform)."""
+    clustered = [t for t in transforms if str(t.name()) == "cluster_by"]
+    if not clustered:
+        return _partitioning(transforms, text), None
+    return [], [".".join(str(p) for p in ref.fieldNames())
+                for t in clustered for ref in t.references()]
+
+
+def _replace_clustered(spark: SparkSession, path: str, df: DataFrame,
+                       table_def: definition.TableDefinition, label: str) -> None:
+    """CREATE [OR REPLACE] TABLE delta.`path` | name LOCATION ... CLUSTER BY ... [AS SELECT]:
+    the rows computed first (a failing query changes nothing), then the clustered definition
+    in one commit and the rows in a second, as Lakehouse.replace does for managed tables."""
+    with translated():
+        df = df.localCheckpoint(eager=True)
+    uri = normalize_uri(path)
+    location(uri).parent.mkdir(parents=True, exist_ok=True)
+    if DeltaLog(uri).exists():
+        definition.replace(spark, uri, table_def, label, or_create=True)
+    else:
+        definition.create(spark, uri, table_def, label)
+    if not df.isEmpty():
+        write_rows(df, WriteRequest(path=uri))
+
+
 def _partitioning(transforms: list[Any], text: str) -> list[str]:
     columns = []
     for transform in transforms:
@@ -229,7 +277,7 @@ def _partitioning(transforms: list[Any], text: str) -> list[str]:
         if str(transform.name()) != "identity" or len(refs) != 1:
             raise HeadwaterError(
                 "HW_SQL_UNSUPPORTED",
-                f"PARTITIONED BY {transform.describe()} is not supported (near {text[:60]!r}).",
+                f"PARTITIONED BY {transform.name()}(...) is not supported (near {text[:60]!r}).",
                 "Delta tables are partitioned by column values only.",
                 "Partition by plain columns, e.g. PARTITIONED BY (event_date).")
         columns.append(str(refs[0].fieldNames()[0]))
@@ -495,6 +543,8 @@ def set_properties(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     if altered is None:
         return None
     properties = _map(st.session, st.plan.properties())
+    if any(k.lower() == clustering.FEATURE_PROPERTY for k in properties):
+        raise clustering.feature_property_error(altered.label, "ALTER TABLE")
     properties, defaults = column_defaults.feature_requested(properties, altered.label)
     check_properties(properties, altered.label)
     if defaults:  # recorded in the protocol, as delta-spark does, not as a property
@@ -511,6 +561,20 @@ def set_properties(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
                                 Protocol.of_table(open_table(altered.path)).names())
     elif properties:
         table.alter.set_table_properties(properties, raise_if_not_exists=False)
+    return altered.done(lake, st)
+
+
+def cluster_by(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
+    """ALTER TABLE t CLUSTER BY (cols) | NONE: the table's clustering columns, one commit
+    (headwater.delta.clustering.alter); files are not rewritten: OPTIMIZE clusters new data
+    by the new columns, OPTIMIZE FULL every file."""
+    altered = _altered(lake, st)
+    if altered is None:
+        return None
+    spec = option(st.plan.clusterBySpec())
+    columns = [] if spec is None else [
+        ".".join(str(p) for p in ref.fieldNames()) for ref in seq(spec.columnNames())]
+    clustering.alter(altered.path, columns, altered.label)
     return altered.done(lake, st)
 
 

@@ -21,8 +21,9 @@ from pyspark.sql.types import StructType
 from headwater.delta import maintenance, manifest
 from headwater.delta.convert import convert_parquet
 from headwater.delta.log import DeltaLog
+from headwater.delta.optimize import optimize as run_optimize
 from headwater.errors import HeadwaterError
-from headwater.lakehouse.delta_spark.delta_table import DeltaTable
+from headwater.lakehouse.delta_spark.delta_table import DeltaTable, optimize_frame
 from headwater.lakehouse.sql.ddl import done
 from headwater.lakehouse.sql.dml import table_path, unsupported
 from headwater.lakehouse.sql.statements import (
@@ -149,32 +150,48 @@ def _columns(st: Statement, group: str) -> list[str]:
 
 
 def optimize(lake: SqlLakehouse, st: Statement) -> DataFrame:
-    """OPTIMIZE t [WHERE partition predicate] [ZORDER BY (cols)]: DeltaTable.optimize()'s."""
+    """OPTIMIZE t [FULL] [WHERE partition predicate] [ZORDER BY (cols)]: DeltaTable.optimize()'s
+    (a clustered table is clustered; FULL: every file, delta-spark 3.3's OPTIMIZE FULL)."""
     shape = Shape(st, 1)
-    builder = DeltaTable(st.session, _table(lake, st, shape.word("table name"))).optimize()
-    if shape.take("WHERE"):
-        builder = builder.where(shape.until("ZORDER"))
+    path = _table(lake, st, shape.word("table name"))
+    full = shape.take("FULL")
+    where = [shape.until("ZORDER")] if shape.take("WHERE") else []
     zorder = _columns(st, shape.word("ZORDER BY columns")) if shape.take("ZORDER", "BY") \
         else None
     shape.end()
+    if full:  # delta-spark's Python builder has no FULL
+        return optimize_frame(st.session, path,
+                              run_optimize(st.session, path, where, zorder or [], full=True))
+    builder = DeltaTable(st.session, path).optimize()
+    for predicate in where:
+        builder = builder.where(predicate)
     return builder.executeZOrderBy(zorder) if zorder else builder.executeCompaction()
 
 
 def vacuum(lake: SqlLakehouse, st: Statement) -> DataFrame:
-    """VACUUM t [RETAIN n HOURS] [DRY RUN]: the table's path, or (DRY RUN) the files to
-    delete, as delta-spark prints them (``file:/...``); the session's
-    spark.databricks.delta.retentionDurationCheck.enabled decides the retention check."""
+    """VACUUM t [LITE | FULL] [RETAIN n HOURS] [DRY RUN] (the modifiers in any order, as
+    delta-spark's grammar): the table's path, or (DRY RUN) the files to delete, as delta-spark
+    prints them (``file:/...``); the session's
+    spark.databricks.delta.retentionDurationCheck.enabled decides the retention check. LITE:
+    only files the log removed (no listing of the folder); FULL (the default): also files the
+    log never named."""
     shape = Shape(st, 1)
     path = _table(lake, st, shape.word("table name"))
-    hours = None
-    if shape.take("RETAIN"):
-        hours = _number(st, shape.word("number of hours"), "RETAIN")
-        if not shape.take("HOURS"):
-            raise unsupported("RETAIN without HOURS", st)
-    dry_run = shape.take("DRY", "RUN")
-    shape.end()
+    hours, dry_run, mode = None, False, None
+    while shape.pos < len(shape.items):
+        if shape.take("RETAIN") and hours is None:
+            hours = _number(st, shape.word("number of hours"), "RETAIN")
+            if not shape.take("HOURS"):
+                raise unsupported("RETAIN without HOURS", st)
+        elif shape.take("DRY", "RUN") and not dry_run:
+            dry_run = True
+        elif mode is None and (shape.at("LITE") or shape.at("FULL")):
+            mode = shape.word("vacuum type").upper()
+        else:
+            shape.end()
     files = maintenance.vacuum(path, hours, dry_run=dry_run,
-                               enforce_retention=maintenance.retention_check_enabled(st.session))
+                               enforce_retention=maintenance.retention_check_enabled(st.session),
+                               lite=mode == "LITE")
     base = maintenance.qualified(path)
     rows = [(f"{base}/{unquote(f)}",) for f in files] if dry_run else [(base,)]
     return data_frame(st.session, rows, "path string")

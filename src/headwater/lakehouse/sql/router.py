@@ -33,7 +33,16 @@ from pyspark.errors import AnalysisException, ParseException
 from headwater.delta.log import DeltaLog
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.native_reads import with_native_reads
-from headwater.lakehouse.sql import catalogs, constraints, ddl, delta_admin, dml, insert, json_paths
+from headwater.lakehouse.sql import (
+    catalogs,
+    clones,
+    constraints,
+    ddl,
+    delta_admin,
+    dml,
+    insert,
+    json_paths,
+)
 from headwater.lakehouse.sql.dml import expression_text, table_path
 from headwater.lakehouse.sql.event_log import event_log_sql
 from headwater.lakehouse.sql.statements import (
@@ -69,6 +78,7 @@ HANDLERS: dict[str, Handler] = {
     "RenameTable": ddl.rename,
     "SetTableLocation": ddl.set_location,
     "SetTableProperties": ddl.set_properties,
+    "AlterTableClusterBy": ddl.cluster_by,
     "UnsetTableProperties": ddl.unset_properties,
     "CommentOnTable": ddl.comment_on,
     "DescribeRelation": ddl.describe,
@@ -85,7 +95,9 @@ HANDLERS: dict[str, Handler] = {
     "Restore": delta_admin.restore,
     "DescribeHistory": delta_admin.describe_history,
     "DescribeDetail": delta_admin.describe_detail,
-    "ConvertToDelta": delta_admin.convert,
+    "ConvertToDelta": clones.convert,  # by name; parquet.`path`: delta_admin.convert
+    "Clone": clones.clone_table,
+    "ShowPartitions": clones.show_partitions,
     "Generate": delta_admin.generate,
     "ShowTableProperties": delta_admin.show_properties,
     # Catalogs and their schemas (catalogs.py; USE / CREATE / DROP CATALOG: CATALOG_GRAMMAR)
@@ -187,6 +199,8 @@ def _delta_kind(text: str) -> str | None:
     for prefix, kind in (*DELTA_GRAMMAR.items(), *catalogs.CATALOG_GRAMMAR.items()):
         if words[:len(prefix)] == prefix:
             return kind
+    if words[:1] in (("CREATE",), ("REPLACE",)) and clones.is_clone(text):
+        return "Clone"  # delta-spark's CREATE ... SHALLOW CLONE, which Spark cannot parse
     return None
 
 
