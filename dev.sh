@@ -72,5 +72,5 @@ case "$cmd" in
          if [ "${1:-}" = serve ]; then shift; exec .venv/bin/mkdocs serve "$@"; fi
          exec .venv/bin/mkdocs build --strict "$@" ;;
   corpus) exec .venv/bin/python tools/dlt_corpus.py "$@" ;;
-  *) echo "usage: bash dev.sh demo|test|fast|lint|docs|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-freshness|bench-cdc|bench-dml|bench-builder|bench-kafka|bench-s3|bench-autocompact|bench-all|conformance|corpus" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh demo|test|fast|lint|docs|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-freshness|bench-cdc|bench-dml|bench-builder|bench-catalogs|bench-kafka|bench-s3|bench-autocompact|bench-all|conformance|corpus" >&2; exit 2 ;;
 esac

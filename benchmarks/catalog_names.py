@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = headwater.spark_session("local[2]", lakehouse=root,
                                     conf={"spark.ui.enabled": "false"})
     lake = headwater.Lakehouse.of(spark)
+    spark.sql("CREATE CATALOG main")
     spark.range(1000).selectExpr("id", "CAST(id % 7 AS INT) AS n").write \
         .saveAsTable("main.sales.orders")
     spark.range(1000).selectExpr("id", "CAST(id % 7 AS INT) AS n").write \

@@ -119,7 +119,12 @@ def test_use_catalog_and_schema_resolve_shorter_names(spark, lake):
 
 def test_python_entry_points_take_three_part_names(spark, lake, tmp_path):
     df = spark.createDataFrame([(1, "a"), (2, "b")], "id INT, name STRING")
-    df.write.saveAsTable("main.raw.people")  # the first table makes catalog and schema
+    with pytest.raises(HeadwaterError) as info:  # a misspelt catalog is no new one
+        df.write.saveAsTable("mian.raw.people")
+    assert info.value.error_class == "CATALOG_NOT_FOUND" and lake.catalogs() == []
+    assert not (lake.root / "mian").exists()
+    spark.sql("CREATE CATALOG main")
+    df.write.saveAsTable("main.raw.people")  # the first table makes its schema
     assert lake.catalogs() == ["main"]
     df.where("id = 2").write.mode("append").saveAsTable("main.raw.people")
     assert spark.table("main.raw.people").count() == 3
@@ -287,3 +292,50 @@ def test_a_pipeline_in_a_catalog_and_schema_runs_twice(spark, keep_lakehouse, tm
     check()
     # the tables are the lakehouse's, by their three-part names
     assert spark.sql("SELECT count(*) FROM main.mobility.rides_bronze").first()[0] == 4
+
+
+def test_names_never_reach_the_wrong_table(spark, lake):
+    """Each case once changed or deleted another table than the one named."""
+    spark.sql("CREATE TABLE sales.orders (id INT)")
+    spark.sql("INSERT INTO sales.orders VALUES (1)")
+    # a schema of spark_catalog is no catalog: Spark's own DROP SCHEMA (refused: not empty)
+    with pytest.raises(Exception):  # noqa: B017 - Spark's SCHEMA_NOT_EMPTY or headwater's
+        spark.sql("DROP SCHEMA IF EXISTS sales.orders")
+    assert files_rows(lake.root / "sales" / "orders", "id") == [(1,)]
+    # a table and a catalog never share a folder
+    spark.sql("CREATE TABLE main (id INT)")
+    with pytest.raises(HeadwaterError) as info:
+        spark.sql("CREATE CATALOG main")
+    assert info.value.code == "HW_CATALOG_NAME_INVALID"
+    spark.sql("CREATE CATALOG prod")
+    with pytest.raises(HeadwaterError) as info:
+        spark.sql("CREATE TABLE prod (id INT)")
+    assert info.value.code == "HW_TABLE_NAME_INVALID"
+    # one-part names are the root's tables in Spark's default database, whatever is current
+    spark.sql("USE CATALOG prod")
+    spark.sql("CREATE TABLE spark_catalog.default.t (id INT)")
+    spark.sql("INSERT INTO spark_catalog.default.t VALUES (7)")
+    spark.sql("CREATE TABLE default.t (id INT)")  # prod.default.t
+    assert sql_rows(spark, "SELECT id FROM prod.default.t") == []
+    assert sql_rows(spark, "SELECT id FROM spark_catalog.default.t") == [(7,)]
+    # names inside WITH are the current catalog's too, reads and INSERT targets
+    spark.sql("CREATE TABLE sales.orders (id INT)")  # prod.sales.orders
+    spark.sql("WITH x AS (SELECT 5 AS id) INSERT INTO sales.orders SELECT * FROM x")
+    assert sql_rows(spark, "WITH x AS (SELECT * FROM sales.orders) SELECT * FROM x") == [(5,)]
+    assert files_rows(lake.root / "sales" / "orders", "id") == [(1,)]
+    # a struct reached through an alias named like the catalog is no table name
+    assert sql_rows(spark, "SELECT prod.a.b FROM (SELECT named_struct('b', 2) AS a) prod") \
+        == [(2,)]
+    # a statement's names resolve in its own session
+    other = spark.newSession()
+    other.sql("USE spark_catalog.sales")
+    other.sql("DELETE FROM orders WHERE id = 1")  # spark_catalog.sales.orders
+    assert files_rows(lake.root / "sales" / "orders", "id") == []
+    assert files_rows(lake.root / "prod" / "sales" / "orders", "id") == [(5,)]
+    # DROP SCHEMA ... CASCADE deletes the tables, never other files in the folder
+    landing = lake.root / "prod" / "sales" / "landing"
+    landing.mkdir()
+    (landing / "file.json").write_text("{}")
+    spark.sql("DROP SCHEMA prod.sales CASCADE")
+    assert (landing / "file.json").is_file()
+    assert not (lake.root / "prod" / "sales" / "orders").exists()

@@ -46,6 +46,8 @@ RESERVED_PREFIXES = ("_", ".")
 NAME_PART = r"^[a-z_][a-z0-9_]*$"
 # A folder under the root holding this file is a catalog (its name and comment inside).
 CATALOG_MARKER = "_catalog.json"
+SCHEMA_MARKER = "_schema.json"  # a catalog's schema made by CREATE SCHEMA (object stores
+# have no empty folders)
 DEFAULT_CATALOG = "spark_catalog"  # Spark's session catalog: the root's own schemas
 CATALOG_SEPARATOR = "__"  # Spark's database for schema s of catalog c: c__s
 LEASE = "_lease"  # put-if-absent lease objects of a checkpoint lock (spark/lease.py)

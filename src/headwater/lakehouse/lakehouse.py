@@ -118,6 +118,7 @@ class Lakehouse:
         self._locks: dict[str, tuple[CheckpointLock, Any]] = {}
         self._registered: set[str] = set()
         self._catalogs: set[str] = set(list_catalogs(self.root))
+        self._creating_catalog = False
         # qualified name -> folder: tables kept out of the catalog (see keep_private)
         self._private: dict[str, str] = {}
         # foreachBatch threads of concurrent flows may create side tables at once
@@ -155,7 +156,11 @@ class Lakehouse:
         catalog = check_catalog(name, "Catalog")
         if catalog is None:
             return False
-        self._check_catalog_folder(TableName("default", "_", catalog))
+        self._creating_catalog = True
+        try:
+            self._check_catalog_folder(TableName("default", "_", catalog))
+        finally:
+            self._creating_catalog = False
         marker = self.root / catalog / CATALOG_MARKER
         if catalog in self._catalogs or marker.is_file():
             self._catalogs.add(catalog)
@@ -173,6 +178,12 @@ class Lakehouse:
     def _check_catalog_folder(self, tname: TableName) -> None:
         """A catalog and a schema of ``spark_catalog`` never share a folder under the root."""
         if tname.catalog is None:
+            if tname.schema is None and tname.table in self._catalogs:
+                raise HeadwaterError(
+                    "HW_TABLE_NAME_INVALID", f"{tname.qualified}: {tname.table!r} is a catalog "
+                    f"of the lakehouse at {self.root}, not a table.",
+                    "A catalog and a table of that name would share one folder.",
+                    "Use another table name.")
             if tname.schema in self._catalogs:
                 raise HeadwaterError(
                     "HW_TABLE_NAME_INVALID", f"{tname.qualified}: {tname.schema!r} is a catalog "
@@ -186,12 +197,26 @@ class Lakehouse:
         folder = self.root / tname.catalog
         if (folder / CATALOG_MARKER).is_file():
             self._catalogs.add(tname.catalog)
+        elif (folder / DELTA_LOG).is_dir():
+            raise HeadwaterError(
+                "HW_CATALOG_NAME_INVALID", f"{tname.qualified}: {tname.catalog!r} is a table of "
+                f"the lakehouse at {self.root}, not a catalog.",
+                "A catalog and a table of that name would share one folder.",
+                "Name the catalog differently.")
         elif folder.is_dir() and any((inner / DELTA_LOG).is_dir() for inner in folder.iterdir()):
             raise HeadwaterError(
                 "HW_CATALOG_NAME_INVALID", f"{tname.qualified}: {tname.catalog!r} is a schema "
                 f"of spark_catalog in the lakehouse at {self.root} (it holds tables), not a "
                 "catalog.", "A catalog and a schema of that name would share one folder.",
                 f"Name the catalog differently, or move the tables of schema {tname.catalog}.")
+        elif not self._creating_catalog:
+            raise HeadwaterError(
+                "HW_CATALOG_NOT_FOUND", f"{tname.qualified}: the catalog {tname.catalog} does "
+                f"not exist in the lakehouse at {self.root}.",
+                "Tables are created in existing catalogs (as Unity Catalog does); a misspelt "
+                "catalog would otherwise become a new one.",
+                f"Run CREATE CATALOG {tname.catalog}, or check the name.",
+                error_class="CATALOG_NOT_FOUND")
 
     def keep_private(self, name: str) -> str:
         """Make ``name`` a private table of this Lakehouse object (a pipeline's TEMPORARY
@@ -325,6 +350,9 @@ class Lakehouse:
         for qualified in sorted(self._registered):
             raw_sql(self.spark, f"DROP TABLE IF EXISTS {parse_name(qualified).sql}")
         self._registered.clear()
+        for row in raw_sql(self.spark, "SHOW DATABASES").collect():
+            if split_database(row[0])[0] in self._catalogs:
+                raw_sql(self.spark, f"DROP DATABASE IF EXISTS `{row[0]}` CASCADE")
         if not catalog.any_attached():
             hooks.uninstall()
 

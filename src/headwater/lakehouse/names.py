@@ -67,8 +67,9 @@ class TableName:
 
     @property
     def sql(self) -> str:
-        """The name Spark's session catalog knows the table by, quoted."""
-        return f"`{self.database}`.`{self.table}`" if self.database else f"`{self.table}`"
+        """The name Spark's session catalog knows the table by, quoted, with its database
+        (``default`` for the root's own tables: never the session's current one)."""
+        return f"`{self.database or 'default'}`.`{self.table}`"
 
     @property
     def relative_path(self) -> Path:
@@ -193,10 +194,10 @@ def list_tables(root: AnyPath | str) -> list[str]:
     for entry in sorted(root.iterdir()):
         if not entry.is_dir() or entry.name.startswith(RESERVED_PREFIXES):
             continue
-        if (entry / DELTA_LOG).is_dir():
+        catalog = (entry / CATALOG_MARKER).is_file()
+        if not catalog and (entry / DELTA_LOG).is_dir():
             found.append(entry.name)
             continue
-        catalog = (entry / CATALOG_MARKER).is_file()
         for inner in _folders(entry):
             if catalog:
                 in_catalogs.extend(f"{entry.name}.{inner.name}.{table.name}"

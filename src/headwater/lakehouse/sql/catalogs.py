@@ -24,14 +24,15 @@ tables, the text rewrite keeps everything else as written.
 from __future__ import annotations
 
 import fnmatch
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from headwater.conf.database import check_catalog, spark_database, split_database
-from headwater.conf.layout import DEFAULT_CATALOG
-from headwater.conf.location import remove_tree
+from headwater.conf.layout import CATALOG_MARKER, CATALOG_SEPARATOR, DEFAULT_CATALOG, SCHEMA_MARKER
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.catalog import lakehouse_of
-from headwater.lakehouse.names import catalog_schemas, current_database, list_tables
+from headwater.lakehouse.names import catalog_schemas, current_database
 from headwater.lakehouse.sql.statements import Statement, children, option, seq, walk
 from headwater.spark.active import data_frame
 from headwater.spark.raw_sql import raw_sql
@@ -88,7 +89,7 @@ def spark_text(lake: Lakehouse, spark: SparkSession, text: str, plan: Any) -> st
         parts, end = chain
         key = tuple(p.lower() for p in parts)
         replacement = None
-        if len(key) >= 3 and (key[:3] in names or key[0] in lake.catalogs()):
+        if len(key) >= 3 and key[:3] in names:
             replacement = ".".join([f"`{spark_database(key[0], key[1])}`",
                                     *(_quoted(p) for p in parts[2:])])
         elif len(key) == 2 and catalog is not None and key in names:
@@ -113,10 +114,7 @@ def _table_names(plan: Any, two_part: bool) -> set[tuple[str, ...]]:
     found: set[tuple[str, ...]] = set()
     if plan is None:
         return found
-    nodes = list(walk(plan))
-    if plan.getClass().getSimpleName() == "InsertIntoStatement":
-        nodes.append(plan.table())  # not a child of the plan
-    for node in nodes:
+    for node in _every_node(plan):
         field = _TABLE_NODES.get(node.getClass().getSimpleName())
         if field is None:
             continue
@@ -125,6 +123,21 @@ def _table_names(plan: Any, two_part: bool) -> set[tuple[str, ...]]:
                                          and split_database(parts[0])[0] is None)
         if unresolved and parts[0] not in _NOT_CATALOGS:
             found.add(parts)
+    return found
+
+
+def _every_node(plan: Any) -> list[Any]:
+    """Every node of a parsed plan, with what :func:`walk` does not reach: the bodies of
+    WITH's common table expressions and INSERT's target (neither is a child)."""
+    found, stack = [], [plan]
+    while stack:
+        for node in walk(stack.pop()):
+            found.append(node)
+            kind = node.getClass().getSimpleName()
+            if kind == "UnresolvedWith":
+                stack.extend(pair._2() for pair in seq(node.cteRelations()))
+            elif kind == "InsertIntoStatement":
+                stack.append(node.table())
     return found
 
 
@@ -244,7 +257,7 @@ def drop_catalog(lake: Lakehouse, st: Statement) -> DataFrame:
         if if_exists:
             return done(st.session)
         raise _no_catalog(lake, catalog)
-    tables = [n for n in list_tables(lake.root) if n.startswith(f"{catalog}.")]
+    tables = [n for n in lake.tables() if n.startswith(f"{catalog}.")]
     if tables and not cascade:
         raise HeadwaterError(
             "HW_CATALOG_NOT_EMPTY", f"Catalog {catalog} holds tables: {', '.join(tables)}.",
@@ -252,14 +265,33 @@ def drop_catalog(lake: Lakehouse, st: Statement) -> DataFrame:
             "Drop its tables first, or add CASCADE (which deletes their data).",
             error_class="SCHEMA_NOT_EMPTY")
     for name in tables:
-        lake.drop(name)
+        lake.drop(name)  # a table's folder (an external one's name only), as DROP TABLE
     if current_catalog(st.session) == catalog:
         raw_sql(st.session, "USE `default`")
-    for schema in catalog_schemas(lake.root, catalog):
-        raw_sql(st.session, f"DROP DATABASE IF EXISTS `{spark_database(catalog, schema)}` CASCADE")
+    _drop_databases(st.session, f"{catalog}{CATALOG_SEPARATOR}")
     lake.forget_catalog(catalog)
-    remove_tree(lake.root / catalog)
+    _remove_if_empty(lake.root / catalog)  # other files in it (a landing folder) stay
     return done(st.session)
+
+
+def _drop_databases(spark: SparkSession, prefix: str) -> None:
+    """Drop Spark's databases named ``prefix...`` (a catalog's, or one schema's)."""
+    for row in raw_sql(spark, "SHOW DATABASES").collect():
+        if row[0] == prefix or (prefix.endswith(CATALOG_SEPARATOR) and row[0].startswith(prefix)):
+            raw_sql(spark, f"DROP DATABASE IF EXISTS `{row[0]}` CASCADE")
+
+
+def _remove_if_empty(folder: Any) -> None:
+    """Remove ``folder``'s markers and empty folders, bottom up; anything else stays."""
+    if not folder.is_dir():
+        return
+    for entry in list(folder.iterdir()):
+        if entry.is_dir():
+            _remove_if_empty(entry)
+        elif entry.name in (CATALOG_MARKER, SCHEMA_MARKER):
+            entry.unlink()
+    if isinstance(folder, Path) and not any(folder.iterdir()):
+        folder.rmdir()
 
 
 def show_catalogs(lake: Lakehouse, st: Statement) -> DataFrame:
@@ -317,6 +349,8 @@ def create_namespace(lake: Lakehouse, st: Statement) -> DataFrame | None:
             error_class="SCHEMA_ALREADY_EXISTS")
     check_catalog(schema, "Schema")  # a folder name, without "__"
     (lake.root / catalog / schema).mkdir(parents=True, exist_ok=True)
+    # a marker: an object store has no empty folders
+    (lake.root / catalog / schema / SCHEMA_MARKER).write_text(json.dumps({"name": schema}))
     raw_sql(st.session, f"CREATE DATABASE IF NOT EXISTS `{spark_database(catalog, schema)}`")
     return done(st.session)
 
@@ -331,7 +365,7 @@ def drop_namespace(lake: Lakehouse, st: Statement) -> DataFrame | None:
         if bool(st.plan.ifExists()):
             return done(st.session)
         raise _no_schema(catalog, schema)
-    tables = [n for n in list_tables(lake.root) if n.startswith(f"{catalog}.{schema}.")]
+    tables = [n for n in lake.tables() if n.startswith(f"{catalog}.{schema}.")]
     if tables and not bool(st.plan.cascade()):
         raise HeadwaterError(
             "HW_SCHEMA_NOT_EMPTY", f"Schema {catalog}.{schema} holds tables: "
@@ -343,8 +377,8 @@ def drop_namespace(lake: Lakehouse, st: Statement) -> DataFrame | None:
     database = spark_database(catalog, schema)
     if current_database(st.session) == database:
         raw_sql(st.session, "USE `default`")
-    raw_sql(st.session, f"DROP DATABASE IF EXISTS `{database}` CASCADE")
-    remove_tree(lake.root / catalog / schema)
+    _drop_databases(st.session, database)
+    _remove_if_empty(lake.root / catalog / schema)
     return done(st.session)
 
 
@@ -401,7 +435,7 @@ def _catalog_schema(lake: Lakehouse, st: Statement, node: Any) -> tuple[str, str
     or one in the current catalog); None for Spark's own."""
     parts = [str(p).lower() for p in seq(node.multipartIdentifier())]
     current = current_catalog(st.session)
-    if len(parts) == 2 and parts[0] not in _NOT_CATALOGS:
+    if len(parts) == 2 and parts[0] in lake.catalogs():
         return parts[0], parts[1]
     if len(parts) == 1 and current is not None:
         return current, parts[0]

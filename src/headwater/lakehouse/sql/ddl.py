@@ -49,6 +49,7 @@ from headwater.lakehouse.sql.statements import (
     Statement,
     option,
     seq,
+    statement_session,
     target,
 )
 from headwater.spark.active import data_frame
@@ -71,7 +72,7 @@ def done(spark: SparkSession) -> DataFrame:
 def lakehouse_table(lake: SqlLakehouse, parts: list[str]) -> str | None:
     """The qualified name when ``parts`` names an existing lakehouse table, else None."""
     try:
-        name = lake.resolve(parts)
+        name = lake.resolve(parts, statement_session(lake))
     except HeadwaterError:
         return None
     return name.qualified if lake.exists(name.qualified) else None
@@ -340,7 +341,7 @@ def _stale_external(lake: SqlLakehouse, parts: list[str]) -> str | None:
     """An external table whose data was deleted (``rm -r`` of its location): DROP TABLE still
     forgets the name, as delta-spark's catalog does."""
     try:
-        name = lake.resolve(parts).qualified
+        name = lake.resolve(parts, statement_session(lake)).qualified
     except HeadwaterError:
         return None
     return name if lake.is_external(name) else None

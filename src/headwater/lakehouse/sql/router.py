@@ -52,6 +52,7 @@ from headwater.lakehouse.sql.statements import (
     evaluate_timestamp,
     not_supported_yet,
     option,
+    running_in,
     seq,
     walk,
 )
@@ -125,7 +126,8 @@ def run_sql(lake: SqlLakehouse, query: str, session: SparkSession | None = None,
     marker there is refused rather than left unbound.
     """
     spark = session or lake.spark
-    statement = parse(lake, spark, query)
+    with running_in(spark):
+        statement = parse(lake, spark, query)
     handler = HANDLERS.get(statement.kind, FALLBACK)
     if args is not None and (statement.kind in HANDLERS
                              or statement.kind in DELTA_GRAMMAR.values()):
@@ -137,7 +139,8 @@ def run_sql(lake: SqlLakehouse, query: str, session: SparkSession | None = None,
             "Put the values in the text, or use Spark's formatting: "
             "spark.sql('... {value} ...', value=...).")
     if handler is not None:
-        result = handler(lake, statement)
+        with running_in(spark):
+            result = handler(lake, statement)
         if result is not None:
             return result
     if statement.kind in DELTA_GRAMMAR.values():
@@ -312,7 +315,7 @@ def _table_changes(lake: SqlLakehouse, spark: SparkSession, args: list[Any], tex
         kind = "Version" if bound.isdigit() else "Timestamp"
         reader = reader.option(f"{key}{kind}", bound)
     view = "hw_changes_" + hashlib.sha1(repr([name, *bounds]).encode()).hexdigest()[:12]
-    reader.load(lake.path(name)).createOrReplaceTempView(view)
+    reader.load(lake.path(lake.resolve(name, spark).qualified)).createOrReplaceTempView(view)
     return f"`{view}`"
 
 

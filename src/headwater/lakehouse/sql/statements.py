@@ -6,6 +6,8 @@ Spark's parsed plans. The table from statement kind to handler is in
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -71,6 +73,28 @@ class Statement:
     kind: str
     plan: Any
     session: SparkSession
+
+
+# The session of the statement the router is running: names it holds resolve in that
+# session's current catalog and schema (a newSession or a foreachBatch clone may differ from
+# the lakehouse's own session). Set by the router around each handler.
+_statement_session: contextvars.ContextVar[SparkSession | None] = contextvars.ContextVar(
+    "headwater_statement_session", default=None)
+
+
+@contextlib.contextmanager
+def running_in(session: SparkSession) -> Iterator[None]:
+    """Names resolved by the handlers while the block runs are ``session``'s."""
+    token = _statement_session.set(session)
+    try:
+        yield
+    finally:
+        _statement_session.reset(token)
+
+
+def statement_session(lake: SqlLakehouse) -> SparkSession:
+    """The session names of the running statement resolve in (the lakehouse's outside one)."""
+    return _statement_session.get() or lake.spark
 
 
 Handler = Callable[[SqlLakehouse, Statement], "DataFrame | None"]
