@@ -112,6 +112,14 @@ def test_use_catalog_and_schema_resolve_shorter_names(spark, lake):
     spark.catalog.setCurrentDatabase("sales")
     assert spark.sql("SELECT count(*) FROM orders").first()[0] == 5
     assert "main" in [c.name for c in spark.catalog.listCatalogs()]
+    assert spark.catalog.tableExists("main.sales.orders") and spark.catalog.tableExists("orders")
+    assert spark.catalog.tableExists("sales.orders") and not spark.catalog.tableExists("nope")
+    assert spark.catalog.tableExists("orders", "main.sales")
+    assert sorted(t.name for t in spark.catalog.listTables("main.sales")) == ["events", "orders"]
+    assert spark.catalog.getTable("main.sales.orders").name == "orders"
+    # IDENTIFIER(...) and spaces around the dots name the same table
+    assert spark.sql("SELECT count(*) FROM IDENTIFIER('main.sales.orders')").first()[0] == 5
+    assert spark.sql("SELECT count(*) FROM main . sales . orders").first()[0] == 5
     spark.sql("USE spark_catalog.default")
     assert spark.catalog.currentCatalog() == "spark_catalog"
     assert spark.catalog.currentDatabase() == "default"

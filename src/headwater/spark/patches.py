@@ -146,6 +146,12 @@ PATCHES: tuple[Patch, ...] = (
           "a schema of the current catalog"),
     Patch(_CATALOG, "listCatalogs", f"{_CATALOGS}:_list_catalogs", LAKEHOUSE,
           "the lakehouse's catalogs besides spark_catalog"),
+    Patch(_CATALOG, "tableExists", f"{_CATALOGS}:_table_exists", LAKEHOUSE,
+          "three-part names, and two-part ones in the current catalog"),
+    Patch(_CATALOG, "getTable", f"{_CATALOGS}:_get_table", LAKEHOUSE,
+          "three-part names, and two-part ones in the current catalog"),
+    Patch(_CATALOG, "listTables", f"{_CATALOGS}:_list_tables", LAKEHOUSE,
+          "a catalog's schema (main.sales) as its Spark database"),
     # live (live_schema.py): DLT's LIVE virtual schema in Python definitions.
     *(Patch(owner, "table", f"{_LIVE_SCHEMA}:_table", LIVE,
             "LIVE.x is the pipeline's dataset x while its definitions run")

@@ -32,7 +32,7 @@ from headwater.conf.database import check_catalog, spark_database, split_databas
 from headwater.conf.layout import CATALOG_MARKER, CATALOG_SEPARATOR, DEFAULT_CATALOG, SCHEMA_MARKER
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.catalog import lakehouse_of
-from headwater.lakehouse.names import catalog_schemas, current_database
+from headwater.lakehouse.names import catalog_schemas, current_database, name_parts
 from headwater.lakehouse.sql.statements import Statement, children, option, seq, walk
 from headwater.spark.active import data_frame
 from headwater.spark.raw_sql import raw_sql
@@ -82,6 +82,11 @@ def spark_text(lake: Lakehouse, spark: SparkSession, text: str, plan: Any) -> st
     spans: list[tuple[int, int, str]] = []
     i = 0
     while i < len(toks):
+        literal = _identifier_literal(toks, i, names, catalog)
+        if literal is not None:  # IDENTIFIER('main.sales.orders'): its text, rewritten
+            spans.append((toks[i].start, toks[i].end, literal))
+            i += 1
+            continue
         chain = _chain(toks, i)
         if chain is None:
             i += 1
@@ -126,6 +131,24 @@ def _table_names(plan: Any, two_part: bool) -> set[tuple[str, ...]]:
     return found
 
 
+def _identifier_literal(toks: list[Token], i: int, names: set[tuple[str, ...]],
+                        catalog: str | None) -> str | None:
+    """The Spark name, as a string literal, of ``IDENTIFIER('<name>')``'s literal at token
+    ``i`` when it names a table Spark cannot resolve; None otherwise."""
+    tok = toks[i]
+    if tok.text[0] not in "'\"" or i < 2 or toks[i - 1].text != "(" \
+            or toks[i - 2].upper != "IDENTIFIER":
+        return None
+    key = tuple(name_parts(tok.text[1:-1]))
+    if len(key) == 3 and key in names:
+        database = spark_database(key[0], key[1])
+    elif len(key) == 2 and catalog is not None and key in names:
+        database = spark_database(catalog, key[0])
+    else:
+        return None
+    return f"'`{database}`.`{key[-1]}`'"
+
+
 def _every_node(plan: Any) -> list[Any]:
     """Every node of a parsed plan, with what :func:`walk` does not reach: the bodies of
     WITH's common table expressions and INSERT's target (neither is a child)."""
@@ -147,8 +170,7 @@ def _chain(toks: list[Token], i: int) -> tuple[list[str], int] | None:
     if not _is_name(toks[i]) or (i > 0 and toks[i - 1].text == "."):
         return None
     parts, end = [_unquoted(toks[i].text)], i
-    while end + 2 < len(toks) and toks[end + 1].text == "." and _is_name(toks[end + 2]) \
-            and toks[end + 1].start == toks[end].end and toks[end + 2].start == toks[end + 1].end:
+    while end + 2 < len(toks) and toks[end + 1].text == "." and _is_name(toks[end + 2]):
         parts.append(_unquoted(toks[end + 2].text))
         end += 2
     return parts, end
@@ -539,3 +561,62 @@ def _list_catalogs(original: Any) -> Any:
 
     listCatalogs.__doc__ = original.__doc__
     return listCatalogs
+
+
+def _spark_table_name(lake: Any, spark: SparkSession, name: str) -> str:
+    """``name`` as Spark's catalog knows it: a table of one of the lakehouse's catalogs by its
+    Spark database; any other name as written."""
+    try:
+        if len(name_parts(name)) < 2:
+            return name
+        tname = lake.resolve(name, spark)
+    except HeadwaterError:
+        return name
+    return f"{tname.database}.{tname.table}" if tname.catalog else name
+
+
+def _spark_database_name(lake: Any, spark: SparkSession, name: str) -> str:
+    """A schema as Spark's catalog knows it: ``main.sales`` (or ``sales`` in catalog main)
+    is ``main__sales``; any other name as written."""
+    parts = name_parts(name)
+    if len(parts) == 2 and parts[0] in lake.catalogs():
+        return spark_database(parts[0], parts[1])
+    current = current_catalog(spark)
+    if len(parts) == 1 and current is not None:
+        return spark_database(current, parts[0])
+    return name
+
+
+def _table_exists(original: Any) -> Any:
+    def tableExists(self: Any, tableName: str, dbName: str | None = None) -> bool:  # noqa: N802, N803
+        lake = lakehouse_of(self._sparkSession)
+        if lake is None:
+            return bool(original(self, tableName, dbName))
+        name = f"{dbName}.{tableName}" if dbName else tableName
+        return bool(original(self, _spark_table_name(lake, self._sparkSession, name)))
+
+    tableExists.__doc__ = original.__doc__
+    return tableExists
+
+
+def _get_table(original: Any) -> Any:
+    def getTable(self: Any, tableName: str) -> Any:  # noqa: N802, N803
+        lake = lakehouse_of(self._sparkSession)
+        if lake is None:
+            return original(self, tableName)
+        return original(self, _spark_table_name(lake, self._sparkSession, tableName))
+
+    getTable.__doc__ = original.__doc__
+    return getTable
+
+
+def _list_tables(original: Any) -> Any:
+    def listTables(self: Any, dbName: str | None = None,  # noqa: N802, N803
+                   pattern: str | None = None) -> list[Any]:
+        lake = lakehouse_of(self._sparkSession)
+        if lake is not None and dbName is not None:
+            dbName = _spark_database_name(lake, self._sparkSession, dbName)  # noqa: N806
+        return list(original(self, dbName, pattern))
+
+    listTables.__doc__ = original.__doc__
+    return listTables
