@@ -31,6 +31,8 @@ from headwater.conf.location import AnyPath, location
 from headwater.errors import HeadwaterError
 
 _PART = re.compile(NAME_PART)
+# How the per-table data sources' names start (TableName.source_name).
+SOURCE_PREFIXES = ("hw_", "hwc_")
 
 
 class TableLocations(Protocol):
@@ -79,7 +81,11 @@ class TableName:
 
     @property
     def source_name(self) -> str:
-        """The per-table data source's name (an identifier Spark's parser accepts)."""
+        """The per-table data source's name (an identifier Spark's parser accepts): ``hwc_``
+        for a catalog's table, so ``main.sales.x`` and a root table named ``main__sales__x``
+        never share one (catalog and schema names hold no ``__``)."""
+        if self.catalog:
+            return f"hwc_{self.catalog}__{self.schema or 'default'}__{self.table}"
         return f"hw_{self.database}__{self.table}" if self.database else f"hw_{self.table}"
 
 

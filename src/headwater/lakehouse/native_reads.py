@@ -35,7 +35,7 @@ from headwater.delta.file_index import scala_map
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.native_read import read_native
 from headwater.errors import HeadwaterError
-from headwater.lakehouse.names import TableLocations, parse_name
+from headwater.lakehouse.names import SOURCE_PREFIXES, TableLocations, parse_name
 from headwater.spark.plan import analyzed, node_name
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ def _native_leaf(lake: TableLocations, spark: SparkSession, node: Any) -> Any:
     relation), with ``node``'s own output attributes; None to keep ``node``."""
     table = node.table()
     identifier = node.identifier()
-    if node_name(table) != "PythonTable" or not str(table.name()).startswith("hw_") \
+    if node_name(table) != "PythonTable" or not str(table.name()).startswith(SOURCE_PREFIXES) \
             or not identifier.isDefined():
         return None
     ident = identifier.get()

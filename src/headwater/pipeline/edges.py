@@ -27,7 +27,7 @@ from headwater.conf.layout import DELTA_LOG
 from headwater.conf.location import location
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.catalog import per_table_source
-from headwater.lakehouse.names import TableName, parse_name
+from headwater.lakehouse.names import SOURCE_PREFIXES, TableName, parse_name
 from headwater.pipeline.model import Location
 from headwater.spark.catalog_ddl import columns_sql
 from headwater.spark.plan import Relation, relations
@@ -64,7 +64,7 @@ class TableNames:
         if relation.view is not None:
             dataset = self.datasets.get(relation.view)
             return relation.view if dataset is not None and not dataset.stored else None
-        if relation.source.startswith("hw_"):
+        if relation.source.startswith(SOURCE_PREFIXES):
             if relation.identifier:
                 return _parsed(".".join(relation.identifier))
             return self._by_source(relation.source)
