@@ -152,7 +152,9 @@ def test_a_lock_left_by_a_killed_process_does_not_block(tmp_path):
 def test_names_are_validated_and_cannot_escape_the_root():
     assert parse_name("Sales.`Orders`").qualified == "sales.orders"
     assert parse_name("default.bronze").qualified == "bronze"
-    for bad in ["../etc", "a/b", "a.b.c", "", "_hidden", "1abc", "x y"]:
+    assert parse_name("Main.Sales.`Orders`").qualified == "main.sales.orders"  # a catalog's
+    for bad in ["../etc", "a/b", "a.b.c.d", "delta.a.b", "a__b.c.d", "", "_hidden", "1abc",
+                "x y"]:
         with pytest.raises(HeadwaterError, match="HW_TABLE_NAME_INVALID"):
             parse_name(bad)
 
