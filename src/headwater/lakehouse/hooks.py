@@ -56,7 +56,7 @@ from headwater.errors.delta import DeltaAnalysisError
 from headwater.ingest.registration import register_sources
 from headwater.kafka import register_message_sources
 from headwater.lakehouse.catalog import lakehouse_of
-from headwater.lakehouse.names import name_parts, parse_name
+from headwater.lakehouse.names import parse_name, spark_name
 from headwater.lakehouse.native_reads import load as native_load
 from headwater.lakehouse.native_reads import read_table as native_table
 from headwater.lakehouse.native_reads import with_native_reads
@@ -384,7 +384,7 @@ def _save_as_table(original: Callable) -> Callable:
             self.format(format)
         name = _user_name(lake, self._spark, name)
         if not _delta_or_unset(self, lake, name):
-            return original(self, _spark_name(lake, self._spark, name))
+            return original(self, spark_name(name, self._spark))
         jwrite = self._jwrite
         parts = jwrite.partitioningColumns()
         lake.save_as_table(
@@ -404,7 +404,7 @@ def _insert_into(original: Callable) -> Callable:
             tableName = _user_name(lake, self._spark, tableName)  # noqa: N806 (Spark's name)
         if lake is None or not _lakehouse_table(lake, tableName):
             return original(self, tableName if lake is None
-                            else _spark_name(lake, self._spark, tableName), overwrite)
+                            else spark_name(tableName, self._spark), overwrite)
         if overwrite is not None:  # as Spark's insertInto
             self.mode("overwrite" if overwrite else "append")
         jwrite = self._jwrite
@@ -431,7 +431,7 @@ def _to_table(original: Callable) -> Callable:
         _onto_stream_writer(self, options, outputMode, partitionBy, format, queryName)
         tableName = _user_name(lake, self._spark, tableName)  # noqa: N806 (Spark's name)
         if not _delta_or_unset(self, lake, tableName):
-            return original(self, _spark_name(lake, self._spark, tableName))
+            return original(self, spark_name(tableName, self._spark))
         parts = private_field(self._jwrite, "partitioningColumns")
         lake.create_table(tableName, self._df.schema,
                           partition_by=_strings(self._spark, parts.get()) if parts.isDefined()
@@ -477,7 +477,7 @@ def _read_table(original: Callable) -> Callable:
                     if native is not None:
                         return native
                 return self.format(parse_name(own).source_name).load()
-        df = original(self, _spark_name(lake, self._spark, tableName))
+        df = original(self, spark_name(tableName, self._spark))
         if isinstance(self, DataFrameReader) \
                 and not self._jreader.userSpecifiedSchema().isDefined():
             # Spark resolved the name (current database, temp views): its table, natively
@@ -505,7 +505,7 @@ def _session_table(original: Callable) -> Callable:
         lake = lakehouse_of(self)
         if lake is None:
             return original(self, tableName)
-        df = original(self, _spark_name(lake, self, tableName))
+        df = original(self, spark_name(tableName, self))
         # Spark resolved the name (current database, temp views): its table, natively
         return with_native_reads(lake, df)
 
@@ -521,19 +521,6 @@ def _user_name(lake: Any, spark: SparkSession, name: str) -> str:
         return str(lake.resolve(name, spark).qualified)
     except HeadwaterError:
         return name
-
-
-def _spark_name(lake: Any, spark: SparkSession, name: str) -> str:
-    """The name Spark's catalog knows ``name`` by: a table of one of the lakehouse's catalogs
-    by its Spark database (```main__sales`.`orders```); any other name as written (one part
-    stays: Spark resolves temporary views and the current database itself)."""
-    try:
-        if len(name_parts(name)) < 2:
-            return name
-        tname = lake.resolve(name, spark)
-    except HeadwaterError:
-        return name
-    return str(tname.sql) if tname.catalog else name
 
 
 def _lakehouse_table(lake: Any, name: str) -> bool:

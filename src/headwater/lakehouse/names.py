@@ -183,6 +183,19 @@ def resolve(name: str | list[str], spark: SparkSession | None) -> TableName:
     return in_schema(text, database)
 
 
+def spark_name(name: str, spark: SparkSession) -> str:
+    """The name Spark's catalog knows ``name`` (written in ``spark``) by: a table of one of the
+    lakehouse's catalogs by its Spark database (```main__sales`.`orders```); any other name
+    as written (one part stays: Spark resolves temporary views and the current database)."""
+    try:
+        if len(name_parts(name)) < 2:
+            return name
+        tname = resolve(name, spark)
+    except HeadwaterError:
+        return name
+    return tname.sql if tname.catalog else name
+
+
 def _bad_name(name: Any, why: str) -> HeadwaterError:
     return HeadwaterError(
         "HW_TABLE_NAME_INVALID", f"{name!r} is not a valid table name: {why}.",

@@ -32,7 +32,7 @@ from headwater.conf.database import check_catalog, spark_database, split_databas
 from headwater.conf.layout import CATALOG_MARKER, CATALOG_SEPARATOR, DEFAULT_CATALOG, SCHEMA_MARKER
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.catalog import lakehouse_of
-from headwater.lakehouse.names import catalog_schemas, current_database, name_parts
+from headwater.lakehouse.names import catalog_schemas, current_database, name_parts, spark_name
 from headwater.lakehouse.sql.statements import Statement, children, option, seq, walk
 from headwater.spark.active import data_frame
 from headwater.spark.raw_sql import raw_sql
@@ -563,18 +563,6 @@ def _list_catalogs(original: Any) -> Any:
     return listCatalogs
 
 
-def _spark_table_name(lake: Any, spark: SparkSession, name: str) -> str:
-    """``name`` as Spark's catalog knows it: a table of one of the lakehouse's catalogs by its
-    Spark database; any other name as written."""
-    try:
-        if len(name_parts(name)) < 2:
-            return name
-        tname = lake.resolve(name, spark)
-    except HeadwaterError:
-        return name
-    return f"{tname.database}.{tname.table}" if tname.catalog else name
-
-
 def _spark_database_name(lake: Any, spark: SparkSession, name: str) -> str:
     """A schema as Spark's catalog knows it: ``main.sales`` (or ``sales`` in catalog main)
     is ``main__sales``; any other name as written."""
@@ -593,7 +581,7 @@ def _table_exists(original: Any) -> Any:
         if lake is None:
             return bool(original(self, tableName, dbName))
         name = f"{dbName}.{tableName}" if dbName else tableName
-        return bool(original(self, _spark_table_name(lake, self._sparkSession, name)))
+        return bool(original(self, spark_name(name, self._sparkSession)))
 
     tableExists.__doc__ = original.__doc__
     return tableExists
@@ -604,7 +592,7 @@ def _get_table(original: Any) -> Any:
         lake = lakehouse_of(self._sparkSession)
         if lake is None:
             return original(self, tableName)
-        return original(self, _spark_table_name(lake, self._sparkSession, tableName))
+        return original(self, spark_name(tableName, self._sparkSession))
 
     getTable.__doc__ = original.__doc__
     return getTable
