@@ -17,7 +17,7 @@ with the path built in (``hw_<schema>__<table>``) and is registered as
 ``writeStream.toTable``, ``SELECT`` and ``INSERT INTO/OVERWRITE`` work as the seeds write them.
 The catalog lives in memory, so every table under the root is registered at session start.
 
-Why one module of ~720 lines: :class:`Lakehouse` is the public object users hold; its methods
+Why one module: :class:`Lakehouse` is the public object users hold; its methods
 are thin (names, catalog registration, replace, SQL and locks live in their own modules), and
 splitting the class would split its documentation.
 """
