@@ -13,7 +13,8 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from headwater.conf.layout import CDC_STATE
-from headwater.spark.plan import analyzed, node_name, nodes
+from headwater.spark.jvm import analyzed_plan
+from headwater.spark.plan import node_name, nodes
 
 REPO = Path(__file__).resolve().parents[1]
 # Delta tables written by the JVM implementation: beside the repository in CI, absent from a
@@ -153,7 +154,7 @@ def commits(path) -> list[list[dict]]:
 def native(df) -> bool:
     """True when every table leaf of ``df``'s plan is Spark's parquet file source over a
     Delta file index (none is headwater's Python data source)."""
-    leaves = [n for n in nodes(analyzed(df)) if n.children().size() == 0
+    leaves = [n for n in nodes(analyzed_plan(df)) if n.children().size() == 0
               and node_name(n) in ("LogicalRelation", "DataSourceV2Relation")]
     return bool(leaves) and all(
         node_name(n) == "LogicalRelation"

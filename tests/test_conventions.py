@@ -156,3 +156,60 @@ def test_no_test_reads_the_shared_folder_without_the_skip_guard():
         if path.name != "test_golden.py" and re.search(r"\bGOLDEN\b", text):
             offenders.append(f"{path.name}: uses GOLDEN directly (use tests.support.golden)")
     assert not offenders, offenders
+
+
+# One boundary to the JVM (issue 36): py4j's handles (pyspark's private attributes that hold
+# JVM objects, the SQL parser's session state, private JVM fields, py4j itself) are reached
+# in headwater/spark/jvm.py; other modules call its named functions and may walk the JVM
+# objects it hands them (a parsed plan's nodes), never reach for a handle themselves.
+JVM_BOUNDARY = "spark/jvm.py"
+JVM_HANDLE = re.compile(
+    r"(?<![A-Za-z0-9_])_(jvm|jsparkSession|jdf|jwrite|jreader|jsc|jconf|jseq|jc|gateway"
+    r"|gateway_client)\b"
+    r"|sessionState\(\)|\b(set_)?private_field\b|\bdeclared_field\b"
+    r"|^\s*(from|import)\s+(py4j|pyspark\.java_gateway)\b", re.MULTILINE)
+# Modules outside the boundary allowed to touch handles, each with its reason. Only ever
+# shorter: a new entry needs a reason of this kind, not convenience.
+JVM_ALLOWED = {
+    "delta/file_index.py": "implements Spark's FileIndex in Python (py4j calls it back while "
+                           "Spark plans): JVM arrays made on the gateway, classes looked up "
+                           "once per gateway, the relation built around the index",
+    "spark/micro_batch_sink.py": "implements Spark's streaming Sink in Python (py4j callbacks) "
+                                 "and starts a query through DataStreamWriter's private "
+                                 "startQuery by reflection, with the writer's own fields",
+}
+
+
+def _jvm_handle_files() -> dict[str, int]:
+    """Module (relative to the package) -> how many lines touch a py4j handle."""
+    found = {}
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        if rel == JVM_BOUNDARY:
+            continue
+        lines = {path.read_text()[:m.start()].count("\n")
+                 for m in JVM_HANDLE.finditer(path.read_text())}
+        if lines:
+            found[rel] = len(lines)
+    return found
+
+
+def test_py4j_handles_are_reached_only_through_the_jvm_boundary():
+    found = _jvm_handle_files()
+    outside = sorted(set(found) - set(JVM_ALLOWED))
+    assert not outside, ("py4j handles outside headwater/spark/jvm.py (add a named function "
+                         f"there and call it): {[f'{f} ({found[f]} lines)' for f in outside]}")
+    stale = sorted(set(JVM_ALLOWED) - set(found))
+    assert not stale, f"allow-listed but no longer touching py4j handles (remove): {stale}"
+
+
+def test_the_jvm_guard_sees_each_kind_of_handle():
+    for line in ("x = spark._jvm.a", "spark._jsparkSession.sql(q)", "df._jdf.plan()",
+                 'getattr(w, "_jwrite", None)', "r._jreader", "sc._gateway", "c._jc",
+                 "p = s.sessionState().sqlParser()", "private_field(w, 'source')",
+                 "from py4j.java_gateway import JavaObject",
+                 "from pyspark.java_gateway import ensure_callback_server_started"):
+        assert JVM_HANDLE.search(line), line
+    for line in ("jvm = jvm_view(spark)", "from headwater.spark.jvm import JavaObject",
+                 "node.getClass().getSimpleName()", "self._jvm_of = 1"):
+        assert not JVM_HANDLE.search(line), line

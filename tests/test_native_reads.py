@@ -17,7 +17,8 @@ from tests.support import golden, native, write
 from headwater import DeltaTable, Lakehouse
 from headwater.errors import HeadwaterError, unwrap
 from headwater.spark import patches
-from headwater.spark.plan import analyzed, node_name, nodes, relations
+from headwater.spark.jvm import analyzed_plan
+from headwater.spark.plan import node_name, nodes, relations
 
 SCHEMA = "id long, name string, day date, region string, amount double"
 
@@ -154,7 +155,7 @@ def test_stream_static_join_static_side_is_native(spark, tmp):
     static = spark.read.format("delta").load(dims)
     stream = spark.readStream.format("delta").load(dims).select("k")
     joined = stream.join(static, "k", "left")
-    leaves = [n for n in nodes(analyzed(joined)) if n.children().size() == 0]
+    leaves = [n for n in nodes(analyzed_plan(joined)) if n.children().size() == 0]
     assert {node_name(n) for n in leaves} == {"StreamingRelationV2", "LogicalRelation"}
 
 

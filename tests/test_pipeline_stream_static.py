@@ -19,7 +19,8 @@ from tests.pipelines import build, project, run
 from headwater.conf.triggers import trigger_kwargs
 from headwater.errors import HeadwaterError
 from headwater.pipeline.run import Runner
-from headwater.spark.plan import analyzed, node_name, nodes
+from headwater.spark.jvm import analyzed_plan
+from headwater.spark.plan import node_name, nodes
 
 SQL = """
 CREATE OR REFRESH STREAMING TABLE customers
@@ -110,7 +111,7 @@ def test_continuous_micro_batches_read_the_static_tables_latest_version(spark, t
     graph = build(spark, root)
     for name in ("orders_sql", "orders_py"):
         (flow,) = graph.flows_of(name)
-        kinds = {node_name(n) for n in nodes(analyzed(flow.df)) if not n.isStreaming()}
+        kinds = {node_name(n) for n in nodes(analyzed_plan(flow.df)) if not n.isStreaming()}
         assert "LogicalRelation" in kinds, (name, kinds)  # the native batch read
     runner = Runner(graph, trigger_kwargs({"processingTime": "500 ms"}), True,
                     echo=lambda _: None)

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BooleanType, MapType, StructType
 
 from headwater.errors import HeadwaterError
+from headwater.spark.jvm import analyzed_plan, jvm_data_type, jvm_view
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -118,7 +119,7 @@ def checked_default(spark: SparkSession, column: str, text: str, data_type: Data
     INVALID_DEFAULT_VALUE as a HeadwaterError, before anything is written."""
     try:
         plan = spark.sql(f"SELECT ({text}) AS v")
-        expression = plan._jdf.queryExecution().analyzed().expressions().apply(0).child()
+        expression = analyzed_plan(plan).expressions().apply(0).child()
     except AnalysisException as exc:
         raise _invalid(column, text, table, "it is not an expression without column "
                        f"references ({exc.getCondition() or 'analysis'})",
@@ -142,11 +143,8 @@ def checked_default(spark: SparkSession, column: str, text: str, data_type: Data
 
 def _up_casts(spark: SparkSession, given: DataType, wanted: DataType) -> bool:
     """Spark's ``Cast.canUpCast``: the cast never loses information."""
-    jvm = spark._jvm
-    assert jvm is not None
-    parse = jvm.org.apache.spark.sql.types.DataType.fromJson
-    return bool(jvm.org.apache.spark.sql.catalyst.expressions.Cast.canUpCast(
-        parse(given.json()), parse(wanted.json())))
+    cast = jvm_view(spark).org.apache.spark.sql.catalyst.expressions.Cast
+    return bool(cast.canUpCast(jvm_data_type(spark, given), jvm_data_type(spark, wanted)))
 
 
 def _invalid(column: str, text: str, table: str, why: str, sub_class: str) -> HeadwaterError:

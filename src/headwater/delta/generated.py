@@ -34,6 +34,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from headwater.delta.column_defaults import CURRENT_DEFAULT, default_value
 from headwater.errors import HeadwaterError
 from headwater.spark.active import data_frame
+from headwater.spark.jvm import analyzed_plan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -368,7 +369,7 @@ def _check_deterministic(selected: DataFrame, name: str, expression: str, table:
     """delta-spark's refusals of a generation expression Spark resolved: a UDF, a
     non-deterministic expression (rand(), uuid()), a time of the query (current_timestamp())
     or an aggregate; found on the expression tree of Spark's analyzed plan."""
-    plan = selected._jdf.queryExecution().analyzed()
+    plan = analyzed_plan(selected)
     if plan.getClass().getSimpleName() == "Aggregate":
         raise _refused(name, expression, table, "DELTA_AGGREGATE_IN_GENERATED_COLUMN",
                        f"Found {expression}. A generated column cannot use an aggregate "

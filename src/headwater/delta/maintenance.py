@@ -20,7 +20,6 @@ from urllib.parse import unquote
 
 import pyarrow.fs as pafs
 from deltalake import DeltaTable as RsTable
-from py4j.java_gateway import JavaObject, get_field
 from pyspark.sql import SparkSession
 
 from headwater.conf.context import lakehouse_state_dir
@@ -33,6 +32,7 @@ from headwater.delta.schema import spark_schema
 from headwater.delta.write.checks import deltalake_writes
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
+from headwater.spark.jvm import JavaObject, field_value, jvm_view, parse_expression
 
 DEFAULT_RETENTION_HOURS = 168
 RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
@@ -82,7 +82,7 @@ def partition_predicate(where: str, partition_columns: list[str],
             "The predicate is read by Spark's SQL parser, as in delta-spark.",
             "Start a session first (headwater.spark_session()).")
     try:
-        tree = spark._jsparkSession.sessionState().sqlParser().parseExpression(where)
+        tree = parse_expression(spark, where)
     except Exception as exc:  # noqa: BLE001 - Spark's ParseException, in our words
         raise HeadwaterError(
             "HW_OPTIMIZE_WHERE_NOT_PARTITION", f"Cannot recognize the predicate '{where}'.",
@@ -257,13 +257,13 @@ def configured_retention_hours(table: RsTable, spark: SparkSession | None = None
     if not text:
         return float(DEFAULT_RETENTION_HOURS)
     spark = spark or SparkSession.getActiveSession()
-    jvm = spark._jvm if spark is not None else None
+    jvm = jvm_view(spark) if spark is not None else None
     if jvm is None:
         return None
     value = jvm.org.apache.spark.unsafe.types.UTF8String.fromString(text)
     interval = jvm.org.apache.spark.sql.catalyst.util.IntervalUtils.safeStringToInterval(value)
     months, days, micros = (0, 0, 0) if interval is None else (
-        get_field(interval, name) for name in ("months", "days", "microseconds"))
+        field_value(interval, name) for name in ("months", "days", "microseconds"))
     if interval is None or months != 0:
         raise HeadwaterError(
             "HW_TABLE_PROPERTY_INVALID",

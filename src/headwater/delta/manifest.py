@@ -27,6 +27,7 @@ from headwater.delta.log import (
 )
 from headwater.delta.schema import format_partition_value
 from headwater.errors import HeadwaterError
+from headwater.spark.jvm import jvm_view
 
 MODE = "symlink_format_manifest"
 MANIFEST_DIR = "_symlink_format_manifest"
@@ -75,7 +76,7 @@ def generate(spark: SparkSession, path: str, mode: str) -> list[str]:
             "false)' and purging them (REORG TABLE ... APPLY (PURGE)).",
             error_class="DELTA_UNSUPPORTED_GENERATE_WITH_DELETION_VECTORS")
     partition_columns = list(table.metadata().partition_columns)
-    jvm = spark._jvm
+    jvm = jvm_view(spark)
     assert jvm is not None  # a classic session (Spark Connect has no JVM here)
     escape = jvm.org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils
     groups: dict[str, list[str]] = {}

@@ -9,7 +9,7 @@ Offsets are canonical: once every file of a version is done the offset moves to
 The planning logic (:class:`SourcePlanner`) is plain Python over a :class:`DeltaLog`, so tests
 can count the log files it reads; :class:`DeltaStreamReader` adapts it to Spark.
 
-Why one module of ~480 lines: the offset rules (canonical offsets, limits, snapshot vs commit
+Why one module: the offset rules (canonical offsets, limits, snapshot vs commit
 positions, append-only checks) are one state machine read top to bottom; the planner/adapter
 split already separates what Spark calls from what decides.
 """

@@ -31,10 +31,10 @@ from pyspark.sql.readwriter import DataFrameWriter
 from headwater.kafka.sink import save_mode_refused
 from headwater.kafka.source import FORMAT_NAME
 from headwater.spark import patches
+from headwater.spark.jvm import class_loadable, has_jvm_writer, writer_mode
 
 SPARK_NAME = "kafka"
 _CONNECTOR = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-_has_connector: dict[int, bool] = {}  # id of the JVM gateway -> Spark's connector is there
 # Batch writers whose format is headwater's Kafka sink (weak: writers are short-lived).
 _kafka_writers: weakref.WeakSet[Any] = weakref.WeakSet()
 
@@ -53,17 +53,7 @@ def kafka_format(spark: Any, source: str, alias: str) -> str:
 
 def spark_has_connector(spark: Any) -> bool:
     """True when the session's JVM can load Spark's own Kafka source."""
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
-        return False
-    key = id(spark.sparkContext._gateway)
-    if key not in _has_connector:
-        try:
-            jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(_CONNECTOR)
-            _has_connector[key] = True
-        except Exception:  # noqa: BLE001 - ClassNotFoundException through Py4J
-            _has_connector[key] = False
-    return _has_connector[key]
+    return class_loadable(spark, _CONNECTOR)
 
 
 def _format(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -99,10 +89,9 @@ def _save(original: Callable[..., Any]) -> Callable[..., Any]:
 def kafka_save_mode(writer: Any) -> None:
     """Spark's Kafka sink's save modes on a Python data source: errorifexists (the default)
     writes as append; overwrite and ignore are refused, as Spark refuses them."""
-    jwrite = getattr(writer, "_jwrite", None)
-    if jwrite is None:
+    if not has_jvm_writer(writer):
         return
-    mode = str(jwrite.curmode().toString()).lower()
+    mode = writer_mode(writer)
     if mode in ("errorifexists", "error"):
         writer.mode("append")
     elif mode != "append":

@@ -24,6 +24,7 @@ from headwater.conf.options import parse_columns
 from headwater.delta.datasource import DeltaDataSource
 from headwater.ingest.registration import with_parallelism
 from headwater.lakehouse.names import TableName
+from headwater.spark.jvm import same_session
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -150,7 +151,7 @@ def lakehouse_of(spark: SparkSession | None) -> AttachedLakehouse | None:
         same_root = [lake for lake in _attached if str(lake.root) == root
                      and lake.spark.sparkContext is spark.sparkContext]
     for lake in same_root:  # the session's own first, then the one it was cloned from
-        if lake.spark is spark or lake.spark._jsparkSession.equals(spark._jsparkSession):
+        if lake.spark is spark or same_session(lake.spark, spark):
             return lake
     return same_root[0] if same_root else None
 

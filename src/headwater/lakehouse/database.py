@@ -12,6 +12,7 @@ from headwater.conf.database import split_database
 from headwater.conf.layout import DELTA_LOG
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.catalog import lakehouse_of
+from headwater.spark.jvm import current_database, database_exists, set_current_database
 from headwater.spark.raw_sql import raw_sql
 
 if TYPE_CHECKING:
@@ -37,12 +38,12 @@ def using_database(spark: SparkSession, database: str | None) -> Iterator[None]:
             "A database is a folder of tables under the root; tables inside a table's folder "
             "would be hidden from the catalog and at risk from its VACUUM.",
             "Name the database differently, or rename that table.")
-    jcatalog = spark._jsparkSession.catalog()  # Spark's names (main__sales), not the patched
-    previous = str(jcatalog.currentDatabase())
+    # Spark's names (main__sales), not the patched spark.catalog's
+    previous = current_database(spark)
     raw_sql(spark, f"CREATE DATABASE IF NOT EXISTS `{database}`")
-    jcatalog.setCurrentDatabase(database)
+    set_current_database(spark, database)
     try:
         yield
     finally:
-        if jcatalog.databaseExists(previous):
-            jcatalog.setCurrentDatabase(previous)
+        if database_exists(spark, previous):
+            set_current_database(spark, previous)

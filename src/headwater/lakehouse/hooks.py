@@ -61,9 +61,21 @@ from headwater.lakehouse.native_reads import load as native_load
 from headwater.lakehouse.native_reads import read_table as native_table
 from headwater.lakehouse.native_reads import with_native_reads
 from headwater.spark import patches
-from headwater.spark.jvm import java_map, private_field, set_private_field
+from headwater.spark.jvm import (
+    active_in_thread,
+    clear_writer_partitioning,
+    has_jvm,
+    reader_has_schema,
+    reader_options,
+    reader_source,
+    stream_writer_is_continuous,
+    stream_writer_output_mode,
+    writer_mode,
+    writer_options,
+    writer_partition_columns,
+    writer_source,
+)
 from headwater.spark.micro_batch_sink import start_with_sink
-from headwater.spark.session import active_in_thread
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -145,10 +157,8 @@ def _start(original: Callable) -> Callable:
               queryName: str | None = None, **options: Any):  # noqa: N803
         # What Spark's start does first: every argument goes onto the writer.
         _onto_stream_writer(self, options, outputMode, partitionBy, format, queryName)
-        jwrite = getattr(self, "_jwrite", None)
-        if jwrite is not None and str(private_field(jwrite, "source")).lower() == "delta":
-            settings = java_map(self._spark, private_field(jwrite, "extraOptions")
-                                 .originalMap())
+        if writer_source(self) == "delta":
+            settings = writer_options(self)
             target = path or next((v for k, v in settings.items() if k.lower() == "path"), None)
             if target is not None:
                 query = _driver_stream(self, target, settings)
@@ -167,13 +177,10 @@ def _driver_stream(writer: Any, path: str, settings: dict[str, str]) -> Streamin
     parquet sink and one driver commit, exactly once
     (:func:`headwater.delta.write.native.native_sink`); None (the writer untouched: the Python
     sink) where that sink cannot write the table or output mode."""
-    jwrite = writer._jwrite
-    if "Continuous" in str(private_field(jwrite, "trigger").getClass().getName()):
+    if stream_writer_is_continuous(writer):
         return None  # a micro-batch sink: Spark says what a continuous trigger supports
-    parts = private_field(jwrite, "partitioningColumns")
-    sink = native_sink(writer._df, path, settings,
-                       str(private_field(jwrite, "outputMode")).lower(),
-                       _strings(writer._spark, parts.get()) if parts.isDefined() else [])
+    sink = native_sink(writer._df, path, settings, stream_writer_output_mode(writer),
+                       writer_partition_columns(writer) or [])
     if sink is None:
         return None
     return start_with_sink(writer, f"DeltaSink[{path}]", sink)
@@ -212,10 +219,8 @@ def _load(original: Callable) -> Callable:
         self.options(**options)
         # the reader's settings through its accessors: one py4j call each (reflection on
         # its private fields costs a dozen, a failed lookup in a subclass many more)
-        jreader = getattr(self, "_jreader", None)
-        if jreader is not None and str(jreader.source()).lower() == "delta" \
-                and not jreader.userSpecifiedSchema().isDefined():
-            settings = java_map(self._spark, jreader.extraOptions().originalMap())
+        if reader_source(self) == "delta" and not reader_has_schema(self):
+            settings = reader_options(self)
             target = path if isinstance(path, str) else None
             if path is None:
                 target = next((v for k, v in settings.items() if k.lower() == "path"), None)
@@ -240,8 +245,7 @@ def _save(original: Callable) -> Callable:
             self.partitionBy(partitionBy)
         if format is not None:
             self.format(format)
-        jwrite = getattr(self, "_jwrite", None)
-        if jwrite is None or str(private_field(jwrite, "source")).lower() != "delta":
+        if writer_source(self) != "delta":
             return original(self, path)
         with active_in_thread(self._spark):  # Spark finds "delta" in the thread's session
             return _save_delta(self, original, path)
@@ -252,9 +256,8 @@ def _save(original: Callable) -> Callable:
 
 def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
     spark = writer._spark
-    jwrite = writer._jwrite
-    given = java_map(spark, jwrite.extraOptions().originalMap())
-    mode = str(jwrite.curmode().toString()).lower()
+    given = writer_options(writer)
+    mode = writer_mode(writer)
     # delta-spark's session settings (autoMerge, userMetadata, txnAppId / txnVersion,
     # partitionOverwriteMode) where the writer sets none, onto the writer too: the Python data
     # source writer reads only its options
@@ -267,12 +270,11 @@ def _save_delta(writer: Any, original: Callable, path: str | None) -> None:
     # properties of the table it creates, over the session's properties.defaults.*
     explicit = {k: v for k, v in given.items() if k.startswith("delta.")}
     target = path or options.get("path")
-    parts = jwrite.partitioningColumns()
-    partition_by = _strings(spark, parts.get()) if parts.isDefined() else []
+    partition_by = writer_partition_columns(writer) or []
     if partition_by:  # the Delta writer's option; Spark must not see a Python source partitioned
         if "partitionby" not in options:
             writer.option("partitionBy", ",".join(partition_by))
-        set_private_field(jwrite, "partitioningColumns", spark._jvm.scala.Option.empty())
+        clear_writer_partitioning(writer)
     overwrite_schema = parse_bool("overwriteSchema", options.get("overwriteschema"), False)
     if target is None:
         return original(writer, path)  # the Python writer's HW_SINK_NO_PATH
@@ -342,7 +344,7 @@ def _new_table_properties(writer: Any, spark: SparkSession, target: str,
 def _sql(original: Callable) -> Callable:
     def sql(self, sqlQuery: str, args: Any = None, **kwargs: Any):  # noqa: N803 (Spark's name)
         lake = lakehouse_of(self)
-        if lake is None or not hasattr(self, "_jsparkSession"):
+        if lake is None or not has_jvm(self):
             return original(self, sqlQuery, args, **kwargs)
         assert _router is not None  # set by install()
         if not kwargs:
@@ -385,12 +387,9 @@ def _save_as_table(original: Callable) -> Callable:
         name = _user_name(lake, self._spark, name)
         if not _delta_or_unset(self, lake, name):
             return original(self, spark_name(name, self._spark))
-        jwrite = self._jwrite
-        parts = jwrite.partitioningColumns()
         lake.save_as_table(
-            self._df, name, mode=jwrite.curmode().toString().lower(),
-            partition_by=_strings(self._spark, parts.get()) if parts.isDefined() else [],
-            options=java_map(self._spark, jwrite.extraOptions().originalMap()))
+            self._df, name, mode=writer_mode(self),
+            partition_by=writer_partition_columns(self) or [], options=writer_options(self))
         return None
 
     saveAsTable.__doc__ = original.__doc__
@@ -407,12 +406,10 @@ def _insert_into(original: Callable) -> Callable:
                             else spark_name(tableName, self._spark), overwrite)
         if overwrite is not None:  # as Spark's insertInto
             self.mode("overwrite" if overwrite else "append")
-        jwrite = self._jwrite
-        if jwrite.partitioningColumns().isDefined():
+        if writer_partition_columns(self) is not None:
             return original(self, tableName)  # Spark's own error: insertInto with partitionBy
-        replace = str(jwrite.curmode().toString()).lower() == "overwrite"
-        lake.insert_into(self._df, tableName, overwrite=replace,
-                         options=java_map(self._spark, jwrite.extraOptions().originalMap()))
+        replace = writer_mode(self) == "overwrite"
+        lake.insert_into(self._df, tableName, overwrite=replace, options=writer_options(self))
         return None
 
     insertInto.__doc__ = original.__doc__
@@ -432,16 +429,12 @@ def _to_table(original: Callable) -> Callable:
         tableName = _user_name(lake, self._spark, tableName)  # noqa: N806 (Spark's name)
         if not _delta_or_unset(self, lake, tableName):
             return original(self, spark_name(tableName, self._spark))
-        parts = private_field(self._jwrite, "partitioningColumns")
         lake.create_table(tableName, self._df.schema,
-                          partition_by=_strings(self._spark, parts.get()) if parts.isDefined()
-                          else [])
+                          partition_by=writer_partition_columns(self) or [])
         # The Delta table now carries the partitioning; Spark's writer into a (partitionless)
         # Python table must not be given it again.
-        set_private_field(self._jwrite, "partitioningColumns",
-                           self._spark._jvm.scala.Option.empty())
-        settings = java_map(self._spark, private_field(self._jwrite, "extraOptions")
-                             .originalMap())
+        clear_writer_partitioning(self)
+        settings = writer_options(self)
         query = _driver_stream(self, lake.path(tableName), settings)
         if query is not None:
             return query
@@ -467,8 +460,7 @@ def _read_table(original: Callable) -> Callable:
             return original(self, tableName)
         own = _user_name(lake, self._spark, tableName)
         if _lakehouse_table(lake, own):
-            options = java_map(self._spark, private_field(self._jreader, "extraOptions")
-                                .originalMap())
+            options = reader_options(self)
             # a change feed read, or time travel (delta-spark: .option("versionAsOf", 0)
             # .table(t)): Spark refuses both on a catalog table of a Python data source
             if any(k.lower() in _SOURCE_ONLY_OPTIONS for k in options):
@@ -479,7 +471,7 @@ def _read_table(original: Callable) -> Callable:
                 return self.format(parse_name(own).source_name).load()
         df = original(self, spark_name(tableName, self._spark))
         if isinstance(self, DataFrameReader) \
-                and not self._jreader.userSpecifiedSchema().isDefined():
+                and not reader_has_schema(self):
             # Spark resolved the name (current database, temp views): its table, natively
             return with_native_reads(lake, df)
         return df
@@ -546,11 +538,3 @@ def _delta_or_unset(writer: Any, lake: Any, name: str) -> bool:
             "different table under the same name.",
             "Drop .format(...) (or use .format('delta')), or write to another table name.")
     return False
-
-
-# --- reading Spark's writer state -----------------------------------------------------------
-
-def _strings(spark: SparkSession, seq: Any) -> list[str]:
-    return [str(s) for s in spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq)]
-
-

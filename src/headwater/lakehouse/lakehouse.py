@@ -17,7 +17,7 @@ with the path built in (``hw_<schema>__<table>``) and is registered as
 ``writeStream.toTable``, ``SELECT`` and ``INSERT INTO/OVERWRITE`` work as the seeds write them.
 The catalog lives in memory, so every table under the root is registered at session start.
 
-Why one module of ~720 lines: :class:`Lakehouse` is the public object users hold; its methods
+Why one module: :class:`Lakehouse` is the public object users hold; its methods
 are thin (names, catalog registration, replace, SQL and locks live in their own modules), and
 splitting the class would split its documentation.
 """
@@ -68,7 +68,6 @@ from headwater.lakehouse.catalog import per_table_source
 from headwater.lakehouse.names import (
     TableName,
     catalog_schemas,
-    current_database,
     list_catalogs,
     list_tables,
     parse_name,
@@ -78,6 +77,7 @@ from headwater.lakehouse.sources import start_session
 from headwater.lakehouse.sql.router import run_sql
 from headwater.spark.catalog_ddl import columns_sql
 from headwater.spark.checkpoint_lock import CheckpointLock, guarded
+from headwater.spark.jvm import catalog_table, current_database, has_jvm_writer
 from headwater.spark.micro_batch_sink import start_with_sink
 from headwater.spark.plan import group_keys
 from headwater.spark.raw_sql import raw_sql
@@ -391,12 +391,10 @@ class Lakehouse:
     def _in_catalog(self, tname: TableName, schema: StructType) -> bool:
         """True when Spark's catalog holds ``tname`` as this table's source with exactly
         ``schema``: registering it again would change nothing."""
-        state = self.spark._jsparkSession.sessionState()
         try:
-            ident = state.sqlParser().parseTableIdentifier(tname.sql)
-            if not state.catalog().tableExists(ident):
+            meta = catalog_table(self.spark, tname.sql)
+            if meta is None:
                 return False
-            meta = state.catalog().getTableMetadata(ident)
             provider = meta.provider()
             if not provider.isDefined() or str(provider.get()) != tname.source_name:
                 return False
@@ -725,7 +723,7 @@ class Lakehouse:
                 sink = native_sink(df, self.path(name),
                                    {**_strs(options), "checkpointLocation": checkpoint}, mode,
                                    [])
-                if sink is not None and getattr(writer, "_jwrite", None) is not None:
+                if sink is not None and has_jvm_writer(writer):
                     # Spark's parquet sink, driver commits (Spark Connect: the Python sink)
                     query = start_with_sink(writer.outputMode(mode),
                                             f"DeltaSink[{self.path(name)}]", sink)

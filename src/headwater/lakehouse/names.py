@@ -29,6 +29,7 @@ from headwater.conf.layout import (
 )
 from headwater.conf.location import AnyPath, location
 from headwater.errors import HeadwaterError
+from headwater.spark.jvm import current_database
 
 _PART = re.compile(NAME_PART)
 # How the per-table data sources' names start (TableName.source_name).
@@ -158,12 +159,6 @@ def in_schema(name: str, schema: str | None) -> TableName:
     if parts == 2 and catalog is not None and tname.catalog is None:
         return TableName(tname.schema or "default", tname.table, catalog)
     return tname
-
-
-def current_database(spark: SparkSession) -> str:
-    """The session's current database as Spark names it (``main__sales`` in a catalog;
-    ``spark.catalog.currentDatabase()`` answers ``sales`` in a session with a lakehouse)."""
-    return str(spark._jsparkSession.catalog().currentDatabase())
 
 
 def resolve(name: str | list[str], spark: SparkSession | None) -> TableName:

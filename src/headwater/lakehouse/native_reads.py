@@ -36,7 +36,8 @@ from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.native_read import read_native
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.names import SOURCE_PREFIXES, TableLocations, parse_name
-from headwater.spark.plan import analyzed, node_name
+from headwater.spark.jvm import analyzed_plan, cached_rows, dataframe_of_plan, jvm_view, scala_none
+from headwater.spark.plan import node_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -100,15 +101,14 @@ def with_native_reads(lake: TableLocations, df: DataFrame) -> DataFrame:
     (``CACHE TABLE t``, ``spark.table(t).cache()`` of the Python reader's plan) is kept, so
     the query keeps using the cache."""
     spark = df.sparkSession
-    plan = analyzed(df)
-    cache = spark._jsparkSession.sharedState().cacheManager()
-    cached = not cache.isEmpty()
+    plan = analyzed_plan(df)
+    cached = cached_rows(spark)
     swaps: list[tuple[Any, Any]] = []
     stack = [plan]
     while stack:
         node = stack.pop()
         if node_name(node) == "DataSourceV2Relation":
-            if cached and cache.lookupCachedData(spark._jsparkSession, node).isDefined():
+            if cached(node):
                 continue  # CACHE TABLE t: the query reads the cached rows, as before
             swap = _native_leaf(lake, spark, node)
             if swap is not None:
@@ -122,9 +122,7 @@ def with_native_reads(lake: TableLocations, df: DataFrame) -> DataFrame:
         return df
     # a Scala Map is a PartialFunction: exactly the swapped leaves are replaced
     rewritten = plan.transformUpWithSubqueries(scala_map(spark, swaps))
-    jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession,
-                                                                 rewritten)
-    return DataFrame(jdf, spark)
+    return dataframe_of_plan(spark, rewritten)
 
 
 def _native_leaf(lake: TableLocations, spark: SparkSession, node: Any) -> Any:
@@ -148,9 +146,9 @@ def _native_leaf(lake: TableLocations, spark: SparkSession, node: Any) -> Any:
         return None
     if native is None:
         return None
-    leaf = analyzed(native)
+    leaf = analyzed_plan(native)
     if leaf.schema().json() != node.schema().json():
         return None  # the table changed since the query was analyzed: keep its reader
-    sources = spark._jvm.org.apache.spark.sql.execution.datasources
-    empty = spark._jvm.scala.Option.empty()
+    sources = jvm_view(spark).org.apache.spark.sql.execution.datasources
+    empty = scala_none(spark)
     return sources.LogicalRelation(leaf.relation(), node.output(), empty, False, empty)

@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from py4j.java_gateway import is_instance_of
 from pyspark.errors import AnalysisException
 
 from headwater.errors import HeadwaterError
 from headwater.errors.spark import fix_for, spark_message
+from headwater.spark.jvm import analyzed_plan, has_jvm_plan, is_jvm_instance, jvm_view
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -51,15 +51,14 @@ def check_stream(df: DataFrame, output_mode: str, table: str) -> CheckResult:
     result = CheckResult()
     if not df.isStreaming:
         return result
-    jdf = getattr(df, "_jdf", None)
-    if jdf is None:  # Spark Connect: the plan lives on the server, out of Py4J's reach
+    if not has_jvm_plan(df):  # Spark Connect: the plan lives on the server, out of Py4J's reach
         result.warnings.append(
             f"Table {table}: streaming checks skipped (no JVM plan under Spark Connect); "
             "Spark checks the query when it starts. Fix: validate with a classic SparkSession.")
         return result
     session = df.sparkSession
-    jvm = session._jvm
-    plan = jdf.queryExecution().analyzed()
+    jvm = jvm_view(session)
+    plan = analyzed_plan(df)
 
     # Spark skips its own check when this (internal) flag is off; so do we, to agree with it.
     check_on = session.conf.get("spark.sql.streaming.unsupportedOperationCheck", "true")
@@ -73,8 +72,7 @@ def check_stream(df: DataFrame, output_mode: str, table: str) -> CheckResult:
                 message, fix_for(message),
             ))
 
-    gateway = session.sparkContext._gateway
-    result.warnings.extend(_state_warnings(plan, mode, table, jvm, gateway))
+    result.warnings.extend(_state_warnings(plan, mode, table, jvm))
     return result
 
 
@@ -82,12 +80,12 @@ def spark_refusal(df: DataFrame, mode: str) -> AnalysisException | None:
     """Spark's own answer to "can this streaming query run in ``mode``": the error
     ``UnsupportedOperationChecker.checkForStreaming`` raises on its analyzed plan (the check
     ``writeStream.start()`` runs), or None when Spark accepts it. Classic sessions only (the
-    caller checks ``df._jdf``)."""
-    jvm = df.sparkSession._jvm
+    caller checks :func:`~headwater.spark.jvm.has_jvm_plan`)."""
+    jvm = jvm_view(df.sparkSession)
     jmode = getattr(jvm.org.apache.spark.sql.streaming.OutputMode, mode.capitalize())()
     try:
         jvm.org.apache.spark.sql.catalyst.analysis.UnsupportedOperationChecker \
-            .checkForStreaming(df._jdf.queryExecution().analyzed(), jmode)
+            .checkForStreaming(analyzed_plan(df), jmode)
     except AnalysisException as exc:
         return exc
     return None
@@ -110,19 +108,19 @@ def _nodes(plan: Any) -> list[Any]:
     return out
 
 
-def _has_watermark(exprs: list[Any], gateway: Any) -> bool:
+def _has_watermark(exprs: list[Any]) -> bool:
     # Like Spark, only a bare attribute carrying the marker counts: group by date_trunc(ts)
     # loses it, and then no watermark ever closes a group.
-    return any(is_instance_of(gateway, e, _ATTRIBUTE) and e.metadata().contains(_WATERMARK_KEY)
+    return any(is_jvm_instance(e, _ATTRIBUTE) and e.metadata().contains(_WATERMARK_KEY)
                for e in exprs)
 
 
-def _state_warnings(plan: Any, mode: str, table: str, jvm: Any, gateway: Any) -> list[str]:
+def _state_warnings(plan: Any, mode: str, table: str, jvm: Any) -> list[str]:
     warnings: list[str] = []
     helper = jvm.org.apache.spark.sql.catalyst.analysis.StreamingJoinHelper
     for node in _nodes(plan):
         kind = node.nodeName()
-        if kind == "Deduplicate" and not _has_watermark(_seq(node.keys()), gateway):
+        if kind == "Deduplicate" and not _has_watermark(_seq(node.keys())):
             warnings.append(
                 f"Table {table}: dropDuplicates/distinct keeps every key it has seen, forever "
                 "(no event-time column among its keys). Fix: add .withWatermark('ts', '<delay>') "
@@ -137,7 +135,7 @@ def _state_warnings(plan: Any, mode: str, table: str, jvm: Any, gateway: Any) ->
                     "rewrites the whole table each batch (watermarks never drop state here). "
                     "Fix: fine for a small, bounded number of groups; otherwise group by "
                     "window() over a watermarked column and use 'append' or 'update' mode.")
-            elif not _has_watermark(keys, gateway):
+            elif not _has_watermark(keys):
                 warnings.append(
                     f"Table {table}: the aggregation keeps every group forever (no watermarked "
                     "event-time column or window() among its GROUP BY keys). Fix: add "

@@ -12,7 +12,7 @@ Building creates no table: :meth:`Graph.rebuild` and :meth:`Graph.store_for` cre
 dataset's table (and its inputs') when a run first needs it. ``dry=True`` (``headwater
 validate``) never writes the lakehouse.
 
-Why one module of ~550 lines: resolving on demand, detecting cycles, reading a dataset for a
+Why one module: resolving on demand, detecting cycles, reading a dataset for a
 definition and creating its table all act on one piece of state (what is resolved, what is
 being resolved, which tables exist yet); the edges, queries and model live in their own
 modules already.

@@ -51,15 +51,21 @@ import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from py4j.java_gateway import is_instance_of
-from pyspark import SparkContext
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampType
 
 from headwater.conf.layout import late_table
 from headwater.errors import HeadwaterError
-from headwater.spark.plan import analyzed, node_name, nodes
+from headwater.spark.jvm import (
+    analyzed_plan,
+    dataframe_of_plan,
+    hadoop_conf,
+    has_jvm_plan,
+    is_jvm_instance,
+    jvm_view,
+)
+from headwater.spark.plan import node_name, nodes
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -127,7 +133,7 @@ class LateRows:
                 "Complete mode keeps every group forever and never drops a row behind the "
                 "watermark, so there are no late rows to keep.",
                 "Drop keep_late_rows, or use append or update mode.")
-        if not hasattr(agg_df, "_jdf"):
+        if not has_jvm_plan(agg_df):
             raise _unsupported(
                 f"keep_late_rows for table {table} needs a classic (non-Connect) SparkSession.",
                 "headwater reads the query plan on the JVM to find the rows entering the "
@@ -198,7 +204,7 @@ class LateRows:
 
 def _streaming_aggregate(agg_df: DataFrame, table: str) -> tuple[Any, Any]:
     found = []
-    for node in nodes(analyzed(agg_df)):
+    for node in nodes(analyzed_plan(agg_df)):
         if not node.isStreaming():
             continue
         name = node_name(node)
@@ -217,11 +223,10 @@ def _streaming_aggregate(agg_df: DataFrame, table: str) -> tuple[Any, Any]:
 
 
 def _event_time_key(agg: Any, table: str) -> Any:
-    gateway = SparkContext._gateway
     keys = agg.groupingExpressions()
     for i in range(keys.size()):
         key = keys.apply(i)
-        if not is_instance_of(gateway, key, _ATTRIBUTE) or not key.metadata().contains(_DELAY_KEY):
+        if not is_jvm_instance(key, _ATTRIBUTE) or not key.metadata().contains(_DELAY_KEY):
             continue
         if key.metadata().contains(_SESSION_KEY):
             raise _unsupported(
@@ -236,8 +241,7 @@ def _event_time_key(agg: Any, table: str) -> Any:
 
 
 def _dataframe(spark: SparkSession, plan: Any) -> DataFrame:
-    jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
-    return DataFrame(jdf, spark)
+    return dataframe_of_plan(spark, plan)
 
 
 def late_watermark_ms(spark: SparkSession, checkpoint: str, batch_id: int) -> int:
@@ -278,9 +282,9 @@ def _read_text(spark: SparkSession, path: str) -> str | None:
             return None
         with open(local, encoding="utf-8") as handle:
             return handle.read()
-    jvm = spark._jvm
+    jvm = jvm_view(spark)
     jpath = jvm.org.apache.hadoop.fs.Path(path)
-    fs = jpath.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
+    fs = jpath.getFileSystem(hadoop_conf(spark))
     if not fs.exists(jpath):
         return None
     stream = fs.open(jpath)

@@ -38,7 +38,8 @@ from headwater.pipeline import notebook
 from headwater.pipeline.fields import LAUNCH_DIR
 from headwater.pipeline.registry import Registry, collecting
 from headwater.spark import patches
-from headwater.spark.session import activated, thread_session
+from headwater.spark.jvm import thread_session
+from headwater.spark.session import activated
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from headwater.errors import HeadwaterError
 from headwater.pipeline.checks import spark_refusal
 from headwater.pipeline.model import TABLE
+from headwater.spark.jvm import has_jvm_plan
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -44,7 +45,7 @@ def flow_output_mode(dataset: Dataset, flow: Flow, df: DataFrame) -> OutputMode:
     if dataset.output_mode is not None:
         return dataset.output_mode
     if dataset.kind != TABLE or flow.cdc is not None or flow.snapshot is not None \
-            or not df.isStreaming or getattr(df, "_jdf", None) is None:
+            or not df.isStreaming or not has_jvm_plan(df):
         return "append"  # (Spark Connect: no plan to ask; Spark checks at start)
     if spark_refusal(df, "append") is not None and spark_refusal(df, "complete") is None:
         return "complete"

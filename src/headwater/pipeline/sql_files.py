@@ -47,6 +47,7 @@ from headwater.pipeline.sql_dlt import (
     substitute,
 )
 from headwater.pipeline.sql_snapshot import cut_snapshot_source, snapshot_flow_from_sql
+from headwater.spark.jvm import parse_plan
 from headwater.spark.sql_text import Token, statements, tokens
 
 if TYPE_CHECKING:
@@ -185,7 +186,7 @@ def register_sql_text(registry: Registry, text: str, file: Path) -> None:
 
 def _parse(spark: Any, sql: str, where: Location) -> Any:
     try:
-        return spark._jsparkSession.sessionState().sqlParser().parsePlan(sql)
+        return parse_plan(spark, sql)
     except Exception as exc:  # noqa: BLE001 - ParseException
         message = str(exc).strip()
         at = re.search(r"line (\d+)", message)

@@ -7,37 +7,17 @@ result of a CREATE TABLE, a MERGE's keys) would make its session the application
 where Spark's own ``spark.sql`` leaves it alone. :func:`data_frame` builds them and puts both back.
 
 Kept out of ``spark/session.py`` on purpose: the Delta writer's modules, which Spark's Python
-workers import, use it, and it imports nothing but pyspark's SparkSession.
+workers import, use it, and it imports nothing but pyspark and the JVM boundary
+(:mod:`headwater.spark.jvm`, where :func:`~headwater.spark.jvm.kept_active` lives).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-
-@contextmanager
-def kept_active(spark: Any) -> Iterator[None]:
-    """The active session (pyspark's and the JVM's of this thread, or none) after the block
-    as it was before it. ``spark``: any session of the JVM (a Spark Connect session has no
-    JVM here: nothing is kept, nothing to keep)."""
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
-        yield
-        return
-    sessions = jvm.SparkSession
-    before, jbefore = SparkSession._activeSession, sessions.getActiveSession()
-    try:
-        yield
-    finally:
-        SparkSession._activeSession = before
-        if jbefore.isDefined():
-            sessions.setActiveSession(jbefore.get())
-        else:
-            sessions.clearActiveSession()
+from headwater.spark.jvm import kept_active
 
 
 def data_frame(spark: SparkSession, data: Any, schema: Any = None, **kwargs: Any) -> DataFrame:

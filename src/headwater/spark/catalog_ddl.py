@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from headwater.spark.jvm import jvm_data_type
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
@@ -21,7 +23,5 @@ def columns_sql(spark: SparkSession, schema: StructType) -> str:
     schema without columns (Spark then asks the source)."""
     if not schema.fields:
         return ""
-    jvm = spark._jvm
-    assert jvm is not None
-    ddl = jvm.org.apache.spark.sql.types.DataType.fromJson(schema.json()).toDDL()
+    ddl = jvm_data_type(spark, schema).toDDL()
     return f"({ddl}) "

@@ -20,37 +20,34 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from headwater.spark.plan import analyzed, node_name
+from headwater.spark.jvm import analyzed_plan, dataframe_of_plan, jvm_view, parse_plan, scala_list
+from headwater.spark.plan import node_name
 
 
 def _seq(spark: SparkSession, items: Sequence[Any]) -> Any:
-    values = spark._jvm.java.util.ArrayList()
-    for item in items:
-        values.add(item)
-    return spark._jvm.scala.jdk.javaapi.CollectionConverters.asScala(values).toList()
+    return scala_list(spark, items)
 
 
 def _hidden_tag(spark: SparkSession) -> Any:
-    logical = spark._jvm.org.apache.spark.sql.catalyst.plans.logical
+    logical = jvm_view(spark).org.apache.spark.sql.catalyst.plans.logical
     return getattr(logical, "Project$").__getattr__("MODULE$").hiddenOutputTag()
 
 
 def _project(spark: SparkSession, visible: list[Any], hidden: list[Any], child: Any) -> Any:
-    project = spark._jvm.org.apache.spark.sql.catalyst.plans.logical.Project(
+    project = jvm_view(spark).org.apache.spark.sql.catalyst.plans.logical.Project(
         _seq(spark, visible), child)
     project.setTagValue(_hidden_tag(spark), _seq(spark, hidden))
     return project
 
 
 def _dataframe(spark: SparkSession, plan: Any) -> DataFrame:
-    jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
-    return DataFrame(jdf, spark)
+    return dataframe_of_plan(spark, plan)
 
 
 def hide(df: DataFrame, names: Sequence[str]) -> DataFrame:
     """``df`` without the columns ``names`` (those it has), which stay resolvable by name."""
     spark = df.sparkSession
-    plan = analyzed(df)
+    plan = analyzed_plan(df)
     output = plan.output()
     attributes = [output.apply(i) for i in range(output.size())]
     wanted = {n.lower() for n in names}
@@ -85,7 +82,7 @@ def sql_with_relations(spark: SparkSession, query: str,
     """``query`` (one SELECT) analyzed with each one-part table name of ``relations`` read as
     that DataFrame, hidden columns included. A name read where the walk does not reach (inside
     a subquery expression or a CTE) resolves through Spark's catalog as usual."""
-    plans = {name.lower(): analyzed(df) for name, df in relations.items()}
+    plans = {name.lower(): analyzed_plan(df) for name, df in relations.items()}
 
     def named(node: Any) -> Any | None:
         if node_name(node) != "UnresolvedRelation":
@@ -105,5 +102,5 @@ def sql_with_relations(spark: SparkSession, query: str,
         return node.withNewChildren(_seq(spark, [swap(children.apply(i))
                                                  for i in range(children.size())]))
 
-    parsed = spark._jsparkSession.sessionState().sqlParser().parsePlan(query)
+    parsed = parse_plan(spark, query)
     return _dataframe(spark, swap(parsed))

@@ -17,8 +17,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql.streaming import StreamingQueryListener
+
+from headwater.spark.jvm import add_streaming_listener, has_jvm, remove_streaming_listener
 
 log = logging.getLogger(__name__)
 
@@ -62,21 +63,16 @@ def add_json_listener(spark: Any, on_progress: EventCallback,
     """Call ``on_progress(progress_dict)`` for every micro-batch of every query of ``spark``
     (and ``on_terminated(event_dict)`` with ``runId`` and ``exception``); returns the handle
     ``remove_json_listener`` takes."""
-    if getattr(spark, "_jsparkSession", None) is None:  # not a classic session
+    if not has_jvm(spark):  # not a classic session
         return _add_pyspark_listener(spark, on_progress, on_terminated)
-    context = spark.sparkContext
-    ensure_callback_server_started(context._gateway)
-    handle = context._jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(
-        _JsonEvents(on_progress, on_terminated))
-    spark._jsparkSession.streams().addListener(handle)
-    return handle
+    return add_streaming_listener(spark, _JsonEvents(on_progress, on_terminated))
 
 
 def remove_json_listener(spark: Any, handle: Any) -> None:
-    if getattr(spark, "_jsparkSession", None) is None:
+    if not has_jvm(spark):
         spark.streams.removeListener(handle)
     else:
-        spark._jsparkSession.streams().removeListener(handle)
+        remove_streaming_listener(spark, handle)
 
 
 def _add_pyspark_listener(spark: Any, on_progress: EventCallback,

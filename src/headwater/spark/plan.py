@@ -10,10 +10,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from headwater.errors import HeadwaterError
-
-
-def analyzed(df: DataFrame) -> Any:
-    return df._jdf.queryExecution().analyzed()
+from headwater.spark.jvm import analyzed_plan, dataframe_of_plan, jvm_view, scala_seq
 
 
 def nodes(plan: Any) -> Iterator[Any]:
@@ -32,7 +29,7 @@ def node_name(node: Any) -> str:
 
 def group_keys(df: DataFrame) -> list[str]:
     """The output column names of the top aggregate's grouping keys (update-mode MERGE keys)."""
-    for node in nodes(analyzed(df)):
+    for node in nodes(analyzed_plan(df)):
         if node_name(node) == "Aggregate":
             grouping = node.groupingExpressions()
             names = {grouping.apply(i).references().toSeq().apply(0).name()
@@ -87,7 +84,7 @@ def relations(df: DataFrame) -> list[Relation]:
     """Every data-source relation and temporary view the analyzed plan reads (subqueries in
     expressions included), in plan order, without duplicates."""
     found: list[Relation] = []
-    stack = [analyzed(df)]
+    stack = [analyzed_plan(df)]
     while stack:
         node = stack.pop()
         name = node_name(node)
@@ -167,16 +164,13 @@ def substitute_reads(df: DataFrame,
 def _substitute(df: DataFrame, node_type: str,
                 replacement: Callable[[Relation], DataFrame | None], strict: bool) -> DataFrame:
     spark = df.sparkSession
-    jvm = spark._jvm
+    jvm = jvm_view(spark)
     expressions = jvm.org.apache.spark.sql.catalyst.expressions
     logical = jvm.org.apache.spark.sql.catalyst.plans.logical
     changed = False
 
     def seq(items: list) -> Any:
-        values = jvm.java.util.ArrayList()
-        for item in items:
-            values.add(item)
-        return jvm.scala.jdk.javaapi.CollectionConverters.asScala(values).toSeq()
+        return scala_seq(spark, items)
 
     def aliased(node: Any, new: Any) -> Any | None:
         wanted, output = node.output(), new.output()
@@ -201,7 +195,7 @@ def _substitute(df: DataFrame, node_type: str,
         nonlocal changed
         if node_name(node) == node_type:
             new = replacement(_v2_relation(node, node_type == "StreamingRelationV2"))
-            project = aliased(node, analyzed(new)) if new is not None else None
+            project = aliased(node, analyzed_plan(new)) if new is not None else None
             if project is not None:
                 changed = True
                 return project
@@ -212,8 +206,7 @@ def _substitute(df: DataFrame, node_type: str,
         return node.withNewChildren(seq([swap(children.apply(i))
                                          for i in range(children.size())]))
 
-    plan = swap(analyzed(df))
+    plan = swap(analyzed_plan(df))
     if not changed:
         return df
-    jdf = jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan)
-    return DataFrame(jdf, spark)
+    return dataframe_of_plan(spark, plan)

@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from headwater.conf.layout import LOG_LEVEL_CONF
 from headwater.errors import HeadwaterError
 from headwater.spark import class_archive
-from headwater.spark.active import kept_active
+from headwater.spark.jvm import driver_gateway, kept_active, run_sql_in_jvm, set_thread_session
 
 _LOG4J = Path(__file__).parent.parent / "log4j2.properties"
 
@@ -149,7 +149,7 @@ def build_session(
         if key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
             value = f"{log_opt} {value}"  # the user's JVM options keep headwater's log config
         settings[key] = str(value)
-    if SparkContext._gateway is None:  # a new driver JVM is launched: its class archive
+    if driver_gateway() is None:  # a new driver JVM is launched: its class archive
         java = _java()
         archive = class_archive.jvm_options(major, java_version(java) if java else "",
                                             settings)
@@ -165,7 +165,7 @@ def build_session(
     fresh = SparkContext._active_spark_context is None
     spark = builder.getOrCreate()
     if fresh:
-        class_archive.check_started(SparkContext._gateway)
+        class_archive.check_started(driver_gateway())
         _warm_up(spark, "spark.sql.warehouse.dir" in settings and str(settings.get(
             "spark.sql.catalogImplementation", "in-memory")).lower() != "hive")
     if caller_sigint is not None:
@@ -206,30 +206,11 @@ def _warm_up(spark: SparkSession, catalog: bool) -> None:
 
     def run() -> None:
         try:
-            spark._jsparkSession.sql(statement).collect()
+            run_sql_in_jvm(spark, statement)
         except Exception:  # noqa: BLE001 - see the docstring
             pass
 
     threading.Thread(target=run, name="headwater-sql-warm-up", daemon=True).start()
-
-
-def thread_session() -> Any:
-    """This thread's active SparkSession as the JVM knows it, or None.
-
-    ``SparkSession.getActiveSession()`` can return another thread's foreachBatch clone (see
-    :func:`activate`); the JVM keeps the active session per thread, so ask it.
-    """
-    sc = SparkContext._active_spark_context
-    if sc is None or sc._jvm is None:
-        return None
-    found = sc._jvm.SparkSession.getActiveSession()
-    if not found.isDefined():
-        return None
-    jsession = found.get()
-    current = SparkSession._activeSession
-    if current is not None and current._jsparkSession.equals(jsession):
-        return current
-    return SparkSession(sc, jsession)
 
 
 @contextmanager
@@ -246,30 +227,8 @@ def activated(spark: Any) -> Iterator[None]:
     """
     with kept_active(spark):
         SparkSession._activeSession = spark
-        spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+        set_thread_session(spark)
         yield
-
-
-@contextmanager
-def active_in_thread(spark: Any) -> Iterator[None]:
-    """``spark`` as the JVM's active session of this thread while the block runs; the
-    thread's previous one (or none) afterwards.
-
-    Why: Spark looks a Python data source (``format("delta")`` on a write) up in the JVM's
-    active session of the calling thread, a thread-local. A Python thread of the user's (a
-    ThreadPool, a web handler) starts with none, so a write there failed with
-    DATA_SOURCE_NOT_FOUND although the writer's own session has the source registered.
-    """
-    sessions = spark._jvm.SparkSession
-    previous = sessions.getActiveSession()
-    sessions.setActiveSession(spark._jsparkSession)
-    try:
-        yield
-    finally:
-        if previous.isDefined():
-            sessions.setActiveSession(previous.get())
-        else:
-            sessions.clearActiveSession()
 
 
 def stop_spark() -> None:
@@ -289,7 +248,7 @@ def _at_exit() -> None:
     try:
         stop_spark()
     finally:
-        class_archive.finish(SparkContext._gateway)  # an archive this JVM was asked to write
+        class_archive.finish(driver_gateway())  # an archive this JVM was asked to write
 
 
 def _own_sigint_handler() -> Any:

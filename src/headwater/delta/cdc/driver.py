@@ -25,6 +25,7 @@ from pyspark.sql import types as T
 from headwater.delta.cdc import timeline as tl
 from headwater.delta.cdc.spec import DELETE, OP, SEQ, TRUNCATE, UPSERT, CdcSpec, raise_bad_events
 from headwater.delta.log import add_actions, arrow_dataset
+from headwater.spark.jvm import optimized_plan_stats
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -43,7 +44,7 @@ def collect(batch: DataFrame, events: DataFrame) -> pa.Table | None:
     """The batch's events in Arrow (one Spark job), or None when they are too many for the
     driver. Spark's estimate from the batch's optimized plan decides (no job); when it knows
     nothing (an RDD, some sources), at most DRIVER_MAX_EVENTS + 1 events are collected."""
-    stats = batch._jdf.queryExecution().optimizedPlan().stats()
+    stats = optimized_plan_stats(batch)
     rows = stats.rowCount()
     if rows.isDefined():
         return events.toArrow() if int(str(rows.get())) <= DRIVER_MAX_EVENTS else None

@@ -29,6 +29,7 @@ from headwater.delta.dml.merge_spec import MergeSpec
 from headwater.delta.dml.target import Snapshot
 from headwater.delta.generated import declares_generation
 from headwater.delta.log import open_table
+from headwater.spark.jvm import logical_plan, parse_expression
 
 # Table features deltalake 1.6.6 writes correctly in delete / update / merge.
 _FEATURES = {"appendOnly", "invariants", "changeDataFeed", "timestampNtz", "checkConstraints"}
@@ -53,7 +54,7 @@ def to_delta_rs_sql(spark: SparkSession, text: ColumnOrSql | None, aliases: Mapp
         return None
     if not isinstance(text, str):
         raise NotPortable("a Column expression")
-    tree = spark._jsparkSession.sessionState().sqlParser().parseExpression(text)
+    tree = parse_expression(spark, text)
     return _print(tree, aliases, columns)
 
 
@@ -223,7 +224,7 @@ def _refuse_duplicate_keys(spark: SparkSession, spec: MergeSpec, source: Any,
                            aliases: Mapping[str, str], columns: Mapping[str, list[str]]) -> None:
     """Delta's rule (two source rows may not change one target row), which delta-rs does not
     check: an ON of ANDed target = source column pairs, and source keys unique; else Spark."""
-    tree = spark._jsparkSession.sessionState().sqlParser().parseExpression(str(spec.condition))
+    tree = parse_expression(spark, str(spec.condition))
     keys: list[str] = []
     stack = [tree]
     while stack:
@@ -256,7 +257,7 @@ def _committed(snapshot: Snapshot, operation: str,
 
 def _alias_of(df: Any) -> str | None:
     """The alias a DataFrame was given (``df.alias('s')``), read from its logical plan."""
-    plan = df._jdf.queryExecution().logical()
+    plan = logical_plan(df)
     if plan.getClass().getSimpleName() == "SubqueryAlias":
         return str(plan.alias())
     return None

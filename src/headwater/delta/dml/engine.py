@@ -18,7 +18,7 @@ from headwater.delta.dml.common import ColumnOrSql, DmlResult, target_column_nam
 from headwater.delta.dml.merge_spec import MergeSpec
 from headwater.delta.dml.target import Snapshot, load_snapshot
 from headwater.errors import HeadwaterError, translated
-from headwater.spark.session import active_in_thread
+from headwater.spark.jvm import active_in_thread, optimized_plan_stats
 
 ENGINES = ("auto", "spark", "delta-rs")
 # Largest target (bytes of its data files) ``auto`` gives delta-rs. benchmarks/dml_crossover.py
@@ -140,7 +140,7 @@ def _small(snapshot: Snapshot, spec: MergeSpec | None) -> bool:
     if spec is None:
         return True
     # the source's size: Spark's estimate from its optimized plan (no job runs)
-    stats = spec.source._jdf.queryExecution().optimizedPlan().stats()
+    stats = optimized_plan_stats(spec.source)
     rows = stats.rowCount()
     if rows.isDefined():
         return int(str(rows.get())) <= DELTA_RS_MAX_SOURCE_ROWS

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import SparkSession
 
 from headwater.delta.dml.target import Snapshot, TargetFile, added_file
+from headwater.spark.jvm import column_expression
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -73,7 +74,7 @@ def read_filter(test: FileTest | None, snapshot: Snapshot
 
 def _expression(column: Column):
     spark = SparkSession.getActiveSession()
-    return spark._jsparkSession.expression(column._jc)  # type: ignore[union-attr]
+    return column_expression(spark, column)  # type: ignore[arg-type]
 
 
 def _op(node) -> str | None:

@@ -43,6 +43,7 @@ from headwater.lakehouse.delta_spark.table_builder import (  # re-exported: delt
     IdentityGenerator as IdentityGenerator,
 )
 from headwater.spark.active import data_frame
+from headwater.spark.jvm import parse_multipart_identifier
 
 
 class DeltaTable:
@@ -185,9 +186,7 @@ class DeltaTable:
         """Turn the parquet folder ``parquet.`path``` into a Delta table in place;
         ``partitionSchema``: its hive-style partition columns, a StructType or DDL text
         ("part int"). A folder that already is a Delta table is returned unchanged."""
-        parser = sparkSession._jsparkSession.sessionState().sqlParser()
-        jparts = parser.parseMultipartIdentifier(identifier)
-        parts = [str(jparts.apply(i)) for i in range(jparts.size())]
+        parts = parse_multipart_identifier(sparkSession, identifier)
         if len(parts) != 2 or parts[0].lower() != "parquet":
             raise DeltaAnalysisError(
                 "HW_SQL_UNSUPPORTED",

@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, TypeVar, Union, overload
 
-from py4j.java_gateway import JavaObject
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DataType, StructField, StructType
 
@@ -38,6 +37,7 @@ from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.catalog import lakehouse_of
 from headwater.lakehouse.locations import check_location
 from headwater.lakehouse.names import TableName, parse_name
+from headwater.spark.jvm import JavaObject
 
 if TYPE_CHECKING:
     from headwater.lakehouse.catalog import AttachedLakehouse

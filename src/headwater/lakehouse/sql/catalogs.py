@@ -32,9 +32,10 @@ from headwater.conf.database import check_catalog, spark_database, split_databas
 from headwater.conf.layout import CATALOG_MARKER, CATALOG_SEPARATOR, DEFAULT_CATALOG, SCHEMA_MARKER
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.catalog import lakehouse_of
-from headwater.lakehouse.names import catalog_schemas, current_database, name_parts, spark_name
+from headwater.lakehouse.names import catalog_schemas, name_parts, spark_name
 from headwater.lakehouse.sql.statements import Statement, children, option, seq, walk
 from headwater.spark.active import data_frame
+from headwater.spark.jvm import current_database, database_exists
 from headwater.spark.raw_sql import raw_sql
 from headwater.spark.sql_text import Token, tokens
 
@@ -466,7 +467,7 @@ def _catalog_schema(lake: Lakehouse, st: Statement, node: Any) -> tuple[str, str
 
 def _schema_exists(lake: Lakehouse, spark: SparkSession, catalog: str | None, schema: str) -> bool:
     if catalog is None:
-        return bool(spark._jsparkSession.catalog().databaseExists(schema))
+        return database_exists(spark, schema)
     return schema in catalog_schemas(lake.root, catalog)  # its folder: the Spark database
     # may be left from another lakehouse of the session
 

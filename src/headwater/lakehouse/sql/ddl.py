@@ -53,6 +53,7 @@ from headwater.lakehouse.sql.statements import (
     target,
 )
 from headwater.spark.active import data_frame
+from headwater.spark.jvm import dataframe_of_plan, java_map
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -215,9 +216,7 @@ def _check_new_columns(label: str, schema: StructType, partition_by: list[str]) 
 
 def dataframe(spark: SparkSession, plan: Any) -> DataFrame:
     """A DataFrame of a parsed query plan (analysed now: a wrong query fails before any write)."""
-    datasets = spark._jvm.org.apache.spark.sql.classic.Dataset
-    jdf = capture_sql_exception(datasets.ofRows)(spark._jsparkSession, plan)
-    return DataFrame(jdf, spark)
+    return capture_sql_exception(dataframe_of_plan)(spark, plan)
 
 
 def _refuse_clauses(name: str, spec: Any, text: str) -> None:
@@ -316,8 +315,7 @@ def _schema(spark: SparkSession, columns: list[Any], name: str, text: str) -> St
 
 
 def _map(spark: SparkSession, scala_map: Any) -> dict[str, str]:
-    converted = spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(scala_map)
-    return {str(k): str(v) for k, v in dict(converted).items()}
+    return java_map(spark, scala_map)
 
 
 # --- DROP TABLE ---------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from headwater.lakehouse.sql.statements import (
     target,
 )
 from headwater.spark.active import data_frame
+from headwater.spark.jvm import sql_parser
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -106,7 +107,7 @@ class Shape:
 
 
 def _parser(st: Statement) -> Any:
-    return st.session._jsparkSession.sessionState().sqlParser()
+    return sql_parser(st.session)
 
 
 def _table(lake: SqlLakehouse, st: Statement, word: str) -> str:

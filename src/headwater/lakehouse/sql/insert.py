@@ -34,6 +34,7 @@ from headwater.lakehouse.sql import ddl
 from headwater.lakehouse.sql.ddl import dataframe, done, is_delta_path, lakehouse_table
 from headwater.lakehouse.sql.dml import expression_text, table_path, unsupported
 from headwater.lakehouse.sql.statements import Statement, option, seq
+from headwater.spark.jvm import parse_plan
 from headwater.spark.sql_text import tokens
 
 if TYPE_CHECKING:
@@ -216,8 +217,7 @@ def _default_keyword_rows(st: Statement, schema: StructType, generation: Generat
     for start in sorted(placed, reverse=True):
         value = column_defaults.default_text(fields[names[placed[start]]])
         text = text[:start] + value + text[start + len("DEFAULT"):]
-    parser = st.session._jsparkSession.sessionState().sqlParser()
-    return dataframe(st.session, parser.parsePlan(text).query())
+    return dataframe(st.session, parse_plan(st.session, text).query())
 
 
 def _value_rows(query: Any) -> list[list[Any]]:

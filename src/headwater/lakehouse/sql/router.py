@@ -56,6 +56,7 @@ from headwater.lakehouse.sql.statements import (
     seq,
     walk,
 )
+from headwater.spark.jvm import sql_parser
 from headwater.spark.raw_sql import raw_sql
 from headwater.spark.sql_text import tokens, without_comments
 
@@ -165,7 +166,7 @@ def parse(lake: SqlLakehouse, spark: SparkSession, query: str) -> Statement:
     delta_kind = _delta_kind(text)
     if delta_kind is not None:  # Delta's grammar: Spark's parser would fail or misread it
         return Statement(text, delta_kind, None, spark)
-    parser = spark._jsparkSession.sessionState().sqlParser()
+    parser = sql_parser(spark)
     try:
         plan = parser.parsePlan(text)
     except ParseException:

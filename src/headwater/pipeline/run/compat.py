@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import FLOW_STATE
 from headwater.errors import HeadwaterError
-from headwater.spark.plan import analyzed, node_name, nodes
+from headwater.spark.jvm import analyzed_plan
+from headwater.spark.plan import node_name, nodes
 
 if TYPE_CHECKING:
     from headwater.pipeline.graph import ResolvedFlow
@@ -53,7 +54,7 @@ def save_state(rf: ResolvedFlow, checkpoint: str) -> None:
 
 def flow_state(rf: ResolvedFlow) -> dict[str, Any]:
     stateful = any(node_name(n) in _STATE_NODES and n.isStreaming()
-                   for n in nodes(analyzed(rf.df)))
+                   for n in nodes(analyzed_plan(rf.df)))
     return {"output_mode": rf.output_mode, "stateful": stateful,
             "keep_late_rows": rf.dataset.keep_late_rows,
             "schema": rf.df.schema.simpleString()}

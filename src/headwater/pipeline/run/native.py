@@ -21,8 +21,9 @@ from headwater.delta.schema import spark_schema, strip_field_metadata
 from headwater.delta.source import Offset, SourceOptions, SourcePlanner
 from headwater.errors import HeadwaterError
 from headwater.pipeline.run.flow_writer import write_table
+from headwater.spark.jvm import analyzed_plan
 from headwater.spark.offset_log import COMMITS, logged_offsets
-from headwater.spark.plan import analyzed, node_name, nodes
+from headwater.spark.plan import node_name, nodes
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
@@ -57,7 +58,7 @@ def native_input(graph: Graph, rf: ResolvedFlow) -> Read | None:
     if source is not None and not source.stored:
         return None  # a view: its rows are a query, not files
     leaves = 0
-    for node in nodes(analyzed(rf.df)):
+    for node in nodes(analyzed_plan(rf.df)):
         if not node.isStreaming():
             continue
         if node_name(node) in STATEFUL_NODES:
