@@ -375,3 +375,65 @@ def test_a_stream_reads_the_table_across_added_and_reordered_columns(spark, boxe
     assert sorted(rows(spark.table("column_ddl_fresh")), key=lambda r: r["colA"]) == [
         {"n": None, "colA": "a", "colB": {"field2": "f2", "field1": "f1", "nested": None}},
         {"n": 5, "colA": "b", "colB": {"field2": "g2", "field1": "g1", "nested": "n"}}]
+
+
+# --- tables headwater commits to itself; column mapping -------------------------------------
+
+def test_identity_column_tables_take_column_ddl_but_not_on_the_identity_column(spark, lake):
+    spark.sql("CREATE TABLE ids (id BIGINT GENERATED ALWAYS AS IDENTITY, v STRING) USING delta")
+    spark.sql("INSERT INTO ids (v) VALUES ('a')")
+    path = lake.path("ids")
+    spark.sql("ALTER TABLE ids ADD COLUMNS (w INT AFTER id)")
+    spark.sql("ALTER TABLE ids ALTER COLUMN id COMMENT 'the key'")
+    spark.sql("ALTER TABLE ids ALTER COLUMN v FIRST")
+    schema = logged_schema(path)
+    assert shape(schema) == ["v", "id", "w"]
+    assert schema["fields"][1]["metadata"]["comment"] == "the key"
+    assert "delta.identity.start" in schema["fields"][1]["metadata"]  # kept
+    with pytest.raises(HeadwaterError, match="DELTA_IDENTITY_COLUMNS_ALTER_COLUMN_NOT_SUPPORTED"):
+        spark.sql("ALTER TABLE ids ALTER COLUMN id DROP NOT NULL")
+    with pytest.raises(HeadwaterError,
+                       match="DELTA_IDENTITY_COLUMNS_REPLACE_COLUMN_NOT_SUPPORTED"):
+        spark.sql("ALTER TABLE ids REPLACE COLUMNS (v STRING, id BIGINT, w INT)")
+    spark.sql("INSERT INTO ids (v, w) VALUES ('b', 2)")
+    got = sorted((r.v, r.w) for r in spark.table("ids").collect())
+    assert got == [("a", None), ("b", 2)]
+    assert sorted(r["id"] for r in rs_rows(path)) == [1, 2]
+
+
+def test_new_fields_of_a_column_mapped_schema_get_ids_and_physical_names():
+    from headwater.delta import column_ddl
+
+    schema = {"type": "struct", "fields": [
+        {"name": "a", "type": "integer", "nullable": True, "metadata": {
+            "delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-a"}}]}
+    new = column_ddl.add_columns(schema, [column_ddl.NewColumn(
+        ["s"], {"name": "s", "type": {"type": "struct", "fields": [
+            {"name": "x", "type": "long", "nullable": True, "metadata": {}}]},
+            "nullable": True, "metadata": {}}, "FIRST")], "t")
+    config = column_ddl.assign_column_mapping(new, {"delta.columnMapping.maxColumnId": "1"})
+    assert config["delta.columnMapping.maxColumnId"] == "3"
+    s, a = new["fields"]
+    assert (s["name"], s["metadata"]["delta.columnMapping.id"]) == ("s", 2)
+    assert s["type"]["fields"][0]["metadata"]["delta.columnMapping.id"] == 3
+    assert s["metadata"]["delta.columnMapping.physicalName"].startswith("col-")
+    assert a["metadata"]["delta.columnMapping.physicalName"] == "col-a"  # untouched
+    # REPLACE COLUMNS drops columns only where column mapping keeps the files readable
+    replaced = column_ddl.replace_columns(new, [a], "t", column_mapping=True,
+                                          partition_columns=[])
+    assert [f["name"] for f in replaced["fields"]] == ["a"]
+    with pytest.raises(HeadwaterError, match="dropping column"):
+        column_ddl.replace_columns(new, [a], "t", column_mapping=False, partition_columns=[])
+
+
+def test_writes_after_a_reorder_take_the_table_order(spark, lake, boxes):
+    spark.sql("ALTER TABLE boxes CHANGE COLUMN colB.field2 field2 STRING FIRST")
+    spark.sql("ALTER TABLE boxes ALTER COLUMN colA AFTER colB")
+    spark.table("boxes").where("false").unionByName(spark.createDataFrame(
+        [({"field2": "w2", "field1": "w1"}, "w")], "colB struct<field2: string, "
+        "field1: string>, colA string")).write.format("delta").mode("append").save(boxes)
+    spark.sql("INSERT INTO boxes SELECT named_struct('field2', 'i2', 'field1', 'i1'), 'i'")
+    got = {r["colA"]: r["colB"] for r in rs_rows(boxes)}
+    assert got == {"a": {"field2": "f2", "field1": "f1"}, "w": {"field2": "w2", "field1": "w1"},
+                   "i": {"field2": "i2", "field1": "i1"}}
+    assert {r["colA"]: r["colB"] for r in rows(spark.table("boxes"))} == got

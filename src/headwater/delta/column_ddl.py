@@ -374,9 +374,10 @@ def _check_type(field: Json, change: ColumnChange, label: str, type_widening: bo
 def _check_identity(field: Json, change: ColumnChange, label: str) -> None:
     if IDENTITY_START not in (field.get("metadata") or {}):
         return
+    # as delta-spark: any nullability or default change, even a no-op (a type only when new)
     if (change.data_type is not None and strip_metadata(change.data_type)
-            != strip_metadata(field["type"])) or change.set_default is not None or (
-            change.nullable is not None and change.nullable != field.get("nullable", True)):
+            != strip_metadata(field["type"])) or change.set_default is not None or \
+            change.nullable is not None:
         raise DeltaAnalysisError(
             "HW_ALTER_COLUMN_UNSUPPORTED",
             f"ALTER TABLE {label}: ALTER TABLE ALTER COLUMN is not supported for IDENTITY "
