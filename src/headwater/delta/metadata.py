@@ -52,10 +52,13 @@ def metadata_action(table: Any, schema_json: str | None = None,
 
 
 def change_metadata(path: str, operation: str, parameters: dict[str, str],
-                    change: MetadataChange) -> int:
+                    change: MetadataChange, table: Any = None, reads_data: bool = False
+                    ) -> int:
     """Commit ``change(current metaData action)`` as the table's new metaData (schema,
     configuration, description: what ALTER TABLE changes without rewriting data); return the
-    commit's version."""
+    commit's version. ``table``: the snapshot (deltalake) the change was decided on (default:
+    the latest); ``reads_data``: the change depends on the rows of that snapshot (SET NOT
+    NULL checked them), so data added concurrently is a ConcurrentAppendException."""
     if "://" in path and not path.startswith("file://"):
         raise HeadwaterError(
             "HW_SQL_UNSUPPORTED", f"{operation} on {path} is not supported.",
@@ -63,12 +66,13 @@ def change_metadata(path: str, operation: str, parameters: dict[str, str],
             "file, which headwater does only on local file systems.",
             "Rewrite the table with CREATE OR REPLACE TABLE ... AS SELECT instead.")
     uri = normalize_uri(str(path))
-    table = open_table(uri)
+    if table is None:
+        table = open_table(uri)
     current = metadata_action(table)["metaData"]
     return commit(Transaction(
         uri=uri, read_version=table.version(), operation=operation, parameters=parameters,
         metrics={}, actions=[{"metaData": change(current)}], extra={"engineInfo": "headwater"},
-        reads_data=False, conflict_code="HW_DELTA_COMMIT_CONFLICT"))
+        reads_data=reads_data, conflict_code="HW_DELTA_COMMIT_CONFLICT"))
 
 
 # --- ALTER TABLE on tables deltalake does not commit to ---------------------------------
@@ -89,18 +93,6 @@ FEATURE_OF_PROPERTY = {
     "delta.checkpointpolicy": "v2Checkpoint",
     "delta.enableincommittimestamps": "inCommitTimestamp",
 }
-
-
-def add_columns(path: str, fields: list[dict[str, Any]]) -> int:
-    """Append ``fields`` (Spark schema JSON fields) to the table's schema: ADD COLUMNS."""
-    def change(meta: dict[str, Any]) -> dict[str, Any]:
-        schema = json.loads(meta["schemaString"])
-        schema["fields"] = [*schema["fields"], *fields]
-        meta["schemaString"] = json.dumps(schema)
-        return meta
-
-    columns = [{"column": f, "position": None} for f in fields]
-    return change_metadata(path, "ADD COLUMNS", {"columns": json.dumps(columns)}, change)
 
 
 def set_properties(path: str, properties: dict[str, str], supported: Iterable[str]) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     BooleanType,
     ByteType,
@@ -25,6 +26,8 @@ from pyspark.sql.types import (
     FloatType,
     IntegerType,
     LongType,
+    MapType,
+    NullType,
     ShortType,
     StringType,
     StructField,
@@ -106,6 +109,27 @@ def strip_field_metadata(schema: StructType) -> StructType:
         return node
 
     return StructType.fromJson(clean(data))
+
+
+def read_compatible(existing: DataType, read: DataType) -> bool:
+    """Whether data written with schema ``existing`` reads with schema ``read`` (delta-spark's
+    SchemaUtils.isReadCompatible, by name): every existing field is in ``read`` (any order,
+    case-insensitively) with a compatible type; ``read`` may have more fields (read as NULL).
+    Comments and nullability do not matter here: a stream keeps its schema across a
+    reordering, a comment, a DROP NOT NULL, and stops at a new or dropped column."""
+    if isinstance(existing, StructType) and isinstance(read, StructType):
+        have = {f.name.lower(): f for f in read.fields}
+        return all(f.name.lower() in have
+                   and read_compatible(f.dataType, have[f.name.lower()].dataType)
+                   for f in existing.fields)
+    if isinstance(existing, ArrayType) and isinstance(read, ArrayType):
+        return read_compatible(existing.elementType, read.elementType)
+    if isinstance(existing, MapType) and isinstance(read, MapType):
+        return read_compatible(existing.keyType, read.keyType) and \
+            read_compatible(existing.valueType, read.valueType)
+    if isinstance(existing, NullType):
+        return True
+    return existing == read
 
 
 # --- conforming file data to the logical schema ---------------------------------------

@@ -36,8 +36,8 @@ from headwater.delta.log import DeltaLog, FileEntry, deletion_vectors, resolve_f
 from headwater.delta.schema import (
     arrow_schema,
     parse_partition_value,
+    read_compatible,
     spark_schema,
-    strip_field_metadata,
 )
 from headwater.errors import HeadwaterError
 
@@ -279,10 +279,12 @@ class SourcePlanner:
     def _check_metadata(self, version: int, metadata: dict[str, Any]) -> None:
         if metadata.get("id") and metadata["id"] != self.table_id:
             raise _recreated(self.log.uri, version)
-        # As Spark sees it: a commit that changes only Delta's own column metadata (an
-        # identity column's high-water mark) leaves the stream's schema as it is.
+        # As delta-spark's DeltaSource checks it: data of this version must read with the
+        # stream's schema, by name (a commit that changes only Delta's own column metadata,
+        # an identity column's high-water mark, a comment, or the order of columns leaves the
+        # stream as it is; a restarted stream reads older versions with its newer schema).
         new_schema = spark_schema(metadata["schemaString"])
-        if strip_field_metadata(new_schema) != strip_field_metadata(self.schema):
+        if not read_compatible(new_schema, self.schema):
             old = {f.name: f.dataType.simpleString() for f in self.schema.fields}
             new = {f.name: f.dataType.simpleString() for f in new_schema.fields}
             changed = sorted(set(old.items()) ^ set(new.items()))

@@ -85,6 +85,11 @@ CODES: dict[str, str] = {
     "HW_TABLE_SCHEMA_INVALID": "A new table's schema cannot be a Delta schema (duplicate "
                                "columns).",
     "HW_SQL_UNSUPPORTED": "A SQL statement cannot be run on the lakehouse as written.",
+    "HW_ALTER_COLUMN_UNSUPPORTED": "A column change (ADD / ALTER / CHANGE / REPLACE COLUMNS) "
+                                   "Delta does not make on this table; delta-spark's error "
+                                   "class is named.",
+    "HW_ALTER_COLUMN_NOT_FOUND": "ALTER TABLE names a column or nested field the table does "
+                                 "not have.",
     "HW_SQL_FAILED": "`headwater sql`: Spark could not run the query.",
     # --- file ingestion ---------------------------------------------------------------------
     "HW_INGEST_NO_FILES": "No files to infer a schema from, and no schema given.",

@@ -17,7 +17,6 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from deltalake.schema import Field
 from pyspark.errors.exceptions.captured import capture_sql_exception
 from pyspark.sql import DataFrame
 from pyspark.sql.functions import lit
@@ -34,9 +33,9 @@ from headwater.delta.generated import (
     IDENTITY_STEP,
 )
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
-from headwater.delta.metadata import change_metadata, unset_table_properties
+from headwater.delta.metadata import unset_table_properties
 from headwater.delta.protocol import Protocol, add_feature
-from headwater.delta.schema import arrow_schema, as_nullable
+from headwater.delta.schema import as_nullable
 from headwater.delta.table_protocol import check_properties
 from headwater.delta.write.checks import deltalake_writes
 from headwater.delta.write.native import write_rows
@@ -347,125 +346,6 @@ def _stale_external(lake: SqlLakehouse, parts: list[str]) -> str | None:
 
 # --- ALTER TABLE --------------------------------------------------------------------------
 
-def add_columns(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
-    """ALTER TABLE t ADD COLUMNS (c type, ...): nullable top-level columns at the end, one
-    commit; old rows read them as NULL."""
-    altered = _altered(lake, st)
-    if altered is None:
-        return None
-    table = open_table(altered.path)
-    have = {f.name.lower() for f in table.schema().fields}
-    fields = []
-    for col in seq(st.plan.columnsToAdd()):
-        parts = [str(p) for p in seq(col.name())]
-        if option(col.default()) is not None:
-            raise column_defaults.add_column_default_error(altered.label, ".".join(parts))
-        problem = ("a nested column" if len(parts) > 1 else
-                   "FIRST/AFTER" if option(col.position()) is not None else
-                   "NOT NULL" if not col.nullable() else
-                   "an existing name" if parts[0].lower() in have else None)
-        if problem:
-            raise HeadwaterError(
-                "HW_SQL_UNSUPPORTED",
-                f"ALTER TABLE {altered.label} ADD COLUMNS: {'.'.join(parts)} uses {problem}, "
-                "which headwater cannot add to the Delta table.",
-                "Columns are added at the end, nullable, without defaults, with new names "
-                "(old rows read them as NULL).",
-                "Add a plain nullable top-level column with a new name.")
-        fields.append(StructField(parts[0], _parse_datatype_json_string(col.dataType().json())))
-    if not deltalake_writes(table):  # identity columns / clustering: headwater commits
-        metadata.add_columns(altered.path, [f.jsonValue() for f in fields])
-        return altered.done(lake, st)
-    arrow = arrow_schema(StructType(fields))
-    table.alter.add_columns([Field.from_arrow(arrow.field(f.name)) for f in fields])
-    return altered.done(lake, st)
-
-
-def alter_columns(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
-    """ALTER TABLE t ALTER|CHANGE COLUMN c [TYPE same] [COMMENT '...'] [FIRST | AFTER x] |
-    [SET | DROP] NOT NULL: metadata-only changes, one commit (files are read by column name,
-    so order, comments and nullability change without a rewrite). A new type, a column that
-    would become NOT NULL with NULLs in it, and defaults are refused."""
-    altered = _altered(lake, st)
-    if altered is None:
-        return None
-    path = altered.path
-    label = altered.label
-    has_defaults_feature = column_defaults.FEATURE in Protocol.of_table(open_table(path)).names()
-
-    def change(meta: dict[str, Any]) -> dict[str, Any]:
-        schema = json.loads(meta["schemaString"])
-        fields = schema["fields"]
-        for spec in seq(st.plan.specs()):
-            column = [str(p) for p in seq(spec.column().name())]
-            index = _field_index(fields, column, label)
-            field = fields[index]
-            new_type = option(spec.newDataType())
-            if new_type is not None:
-                wanted = json.loads(new_type.json())
-                if wanted != field["type"]:
-                    raise HeadwaterError(
-                        "HW_SQL_UNSUPPORTED", f"ALTER TABLE {label}: changing the type of "
-                        f"{column[0]} from {field['type']} to {wanted} needs a rewrite.",
-                        "Delta changes a column's type only with type widening, which "
-                        "headwater does not write.",
-                        "CREATE OR REPLACE TABLE ... AS SELECT with the column cast.")
-            nullable = option(spec.newNullability())
-            if nullable is not None and bool(nullable) != field["nullable"]:
-                if not nullable and _has_nulls(st, path, column[0]):
-                    raise HeadwaterError(
-                        "HW_SQL_UNSUPPORTED", f"ALTER TABLE {label}: {column[0]} has NULLs, "
-                        "so it cannot become NOT NULL.", "NOT NULL is checked on every row.",
-                        "Fill the NULLs first (UPDATE ... SET col = ... WHERE col IS NULL).")
-                field["nullable"] = bool(nullable)
-            comment = option(spec.newComment())
-            if comment is not None:
-                field.setdefault("metadata", {})["comment"] = str(comment)
-            default = option(spec.newDefaultExpression())
-            if default is not None or spec.dropDefault():
-                if not has_defaults_feature:
-                    raise column_defaults.not_enabled_error(label, "ALTER TABLE")
-                metadata_of = field.setdefault("metadata", {})
-                if default is None:
-                    metadata_of.pop(column_defaults.CURRENT_DEFAULT, None)
-                else:
-                    metadata_of[column_defaults.CURRENT_DEFAULT] = \
-                        column_defaults.checked_default(
-                            st.session, column[0], str(default.originalSQL()),
-                            _parse_datatype_json_string(json.dumps(field["type"])), label)
-            position = option(spec.newPosition())
-            if position is not None:
-                moved = fields.pop(index)
-                where = position.position()
-                if where.getClass().getSimpleName().startswith("After"):
-                    after = _field_index(fields, [str(where.column())], label)
-                    fields.insert(after + 1, moved)
-                else:
-                    fields.insert(0, moved)
-        meta["schemaString"] = json.dumps(schema, separators=(",", ":"))
-        return meta
-
-    change_metadata(path, "CHANGE COLUMN", {}, change)
-    return altered.done(lake, st)
-
-
-def _field_index(fields: list[dict[str, Any]], column: list[str], label: str) -> int:
-    if len(column) == 1:
-        for i, field in enumerate(fields):
-            if field["name"].lower() == column[0].lower():
-                return i
-    raise DeltaAnalysisError(
-        "HW_DML_UNKNOWN_COLUMN", f"ALTER TABLE {label}: {'.'.join(column)} is not a top-level "
-        f"column of the table ({', '.join(f['name'] for f in fields)}).",
-        "ALTER COLUMN changes an existing column.", "Check the column's name.",
-        error_class="DELTA_COLUMN_NOT_FOUND")
-
-
-def _has_nulls(st: Statement, path: str, column: str) -> bool:
-    df = st.session.read.format("delta").load(path)
-    return df.where(df[column].isNull()).limit(1).count() > 0
-
-
 def rename(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """ALTER TABLE t RENAME TO u: a table under the root moves to the new name's folder; an
     external table keeps its location under the new name."""
@@ -538,7 +418,7 @@ def table_location(lake: SqlLakehouse, parts: list[str]) -> str | None:
 def set_properties(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """ALTER TABLE t SET TBLPROPERTIES (...): Delta table properties (a `comment` is the
     table's description), one commit."""
-    altered = _altered(lake, st)
+    altered = altered_table(lake, st)
     if altered is None:
         return None
     properties = _map(st.session, st.plan.properties())
@@ -567,7 +447,7 @@ def cluster_by(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """ALTER TABLE t CLUSTER BY (cols) | NONE: the table's clustering columns, one commit
     (headwater.delta.clustering.alter); files are not rewritten: OPTIMIZE clusters new data
     by the new columns, OPTIMIZE FULL every file."""
-    altered = _altered(lake, st)
+    altered = altered_table(lake, st)
     if altered is None:
         return None
     spec = option(st.plan.clusterBySpec())
@@ -579,7 +459,7 @@ def cluster_by(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
 
 def unset_properties(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """ALTER TABLE t UNSET TBLPROPERTIES [IF EXISTS] (...): removes table properties."""
-    altered = _altered(lake, st)
+    altered = altered_table(lake, st)
     if altered is None:
         return None
     keys = [str(k) for k in seq(st.plan.propertyKeys())]
@@ -598,7 +478,7 @@ def unset_properties(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
 
 def comment_on(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     """COMMENT ON TABLE t IS '...': the Delta table's description."""
-    altered = _altered(lake, st)
+    altered = altered_table(lake, st)
     if altered is None:
         return None
     table = open_table(altered.path)
@@ -628,7 +508,7 @@ class Altered:
         return done(st.session)
 
 
-def _altered(lake: SqlLakehouse, st: Statement) -> Altered | None:
+def altered_table(lake: SqlLakehouse, st: Statement) -> Altered | None:
     found = target(st.plan)
     if found is None:
         return None
