@@ -437,3 +437,21 @@ def test_writes_after_a_reorder_take_the_table_order(spark, lake, boxes):
     assert got == {"a": {"field2": "f2", "field1": "f1"}, "w": {"field2": "w2", "field1": "w1"},
                    "i": {"field2": "i2", "field1": "i1"}}
     assert {r["colA"]: r["colB"] for r in rows(spark.table("boxes"))} == got
+
+
+def test_the_constraints_pages_drop_not_null_example_runs_as_printed(spark, lake):
+    spark.sql("""CREATE TABLE default.people10m (
+        id INT NOT NULL,
+        firstName STRING,
+        middleName STRING NOT NULL,
+        lastName STRING,
+        gender STRING,
+        birthDate TIMESTAMP,
+        ssn STRING,
+        salary INT
+    ) USING DELTA;""")
+    spark.sql("ALTER TABLE default.people10m CHANGE COLUMN middleName DROP NOT NULL;")
+    nullable = {f["name"]: f["nullable"] for f in logged_schema(lake.path("people10m"))["fields"]}
+    assert nullable["middleName"] and not nullable["id"]
+    assert {f.name: f.nullable for f in DeltaTable(lake.path("people10m")).schema().fields}[
+        "middleName"]
