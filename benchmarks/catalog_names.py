@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.statements, args.rounds = 30, 1
     record = results_file.Run(
-        __file__, "Three-part names: planning a statement", SETUP, order=9,
+        __file__, "Three-part names: planning a statement", SETUP, order=12,
         parameters={"statements": args.statements, "rounds": args.rounds,
                     "smoke": args.smoke}, argv=argv)
     root = Path(tempfile.mkdtemp(prefix="hw-bench-catalogs-"))
