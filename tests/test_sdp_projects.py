@@ -111,10 +111,11 @@ def test_spec_mistakes_are_named(tmp_path, spec, words):
     assert words in str(error), str(error)
 
 
-def test_unsupported_spec_settings_and_two_spec_files_are_refused(tmp_path):
-    root = spec_project(tmp_path, BASIC + "catalog: main\n")
-    error = refused(root)
-    assert error.code == "HW_PIPELINE_UNSUPPORTED" and "Unity Catalog" in str(error)
+def test_spec_catalogs_and_two_spec_files(tmp_path):
+    root = spec_project(tmp_path, BASIC + "catalog: main\n")  # a catalog of the lakehouse
+    assert Project.load(root).database == "main__default"  # tests/test_catalogs.py runs it
+    error = refused(spec_project(tmp_path / "a", BASIC + "catalog: 'a__b'\n"))
+    assert error.code == "HW_CATALOG_NAME_INVALID" and "__" in str(error)
     root = spec_project(tmp_path / "b", BASIC + "database: sales\n")
     assert Project.load(root).database == "sales"  # tests/test_sdp_database.py runs it
     root = spec_project(tmp_path / "c", BASIC)

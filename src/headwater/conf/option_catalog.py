@@ -423,9 +423,13 @@ PROJECT_KEYS: dict[str, Option] = {o.name: o for o in (
            "(`\"30 seconds\"`) or `continuous`."),
     Option("master", "local[*]", "Spark master URL", "Where Spark runs."),
     Option("event_log", "true", "boolean", "Write every batch's progress to `_event_log`."),
+    Option("catalog", "spark_catalog", "catalog name",
+           "The catalog of the pipeline's tables (`<root>/<catalog>/<schema>/<table>`, named "
+           "`catalog.schema.table`); created by the run when missing."),
     Option("database", "none", "schema name",
            "Unqualified names in the definitions are tables of this schema "
-           "(`<root>/<database>/<table>`)."),
+           "(`<root>/<database>/<table>`; in the catalog's folder with `catalog`)."),
+    Option("schema", "none", "schema name", "Another name for `database`."),
     Option("auto_compact", "true", "boolean",
            "Compact the small files of every table the run writes; a table's "
            "`delta.autoOptimize.autoCompact` wins."),
@@ -448,7 +452,8 @@ SPEC_KEYS: dict[str, str] = {
     "libraries": "The definition files: `glob: {include: folder/**}` or `file: {path: ...}` "
                  "entries, SDP's two shapes.",
     "configuration": "Spark settings (strings); `spark.conf.get(...)` sees them.",
-    "catalog": "`spark_catalog` only (Unity Catalog names are refused).",
+    "catalog": "The catalog of the pipeline's tables (`main`: `main.<schema>.<name>`), "
+               "created by the run when missing.",
     "database": "The schema the pipeline's tables live in.",
     "schema": "Another name for database.",
     "headwater": "headwater's own keys (below). spark-pipelines refuses this key: put them in "
