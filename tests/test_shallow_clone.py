@@ -5,7 +5,6 @@ disk."""
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -14,21 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
+from tests.support import commits
 
-from headwater import HeadwaterError, Lakehouse
-
-
-@pytest.fixture
-def lake(spark, tmp_path, keep_lakehouse):
-    lake = Lakehouse(tmp_path / "lake", spark)
-    yield lake
-    lake.detach()
-
-
-def commits(path: str | Path) -> list[list[dict]]:
-    log = Path(path) / "_delta_log"
-    return [[json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-            for f in sorted(log.glob("*.json"))]
+from headwater import HeadwaterError
 
 
 def data_files(path: str | Path) -> set[str]:

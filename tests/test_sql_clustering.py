@@ -12,21 +12,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
+from tests.support import commits
 
-from headwater import HeadwaterError, Lakehouse
-
-
-@pytest.fixture
-def lake(spark, tmp_path, keep_lakehouse):
-    lake = Lakehouse(tmp_path / "lake", spark)
-    yield lake
-    lake.detach()
-
-
-def commits(path: str | Path) -> list[list[dict]]:
-    log = Path(path) / "_delta_log"
-    return [[json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-            for f in sorted(log.glob("*.json"))]
+from headwater import HeadwaterError
 
 
 def of(actions: list[dict], kind: str) -> list[dict]:

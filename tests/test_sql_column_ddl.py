@@ -13,23 +13,11 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
+from tests.support import commits
 
-from headwater import HeadwaterError, Lakehouse
+from headwater import HeadwaterError
 from headwater.delta.log import open_table
 from headwater.delta.native_read import natively_readable
-
-
-@pytest.fixture
-def lake(spark, tmp_path, keep_lakehouse):
-    lake = Lakehouse(tmp_path / "lake", spark)
-    yield lake
-    lake.detach()
-
-
-def commits(path: str | Path) -> list[list[dict]]:
-    log = Path(path) / "_delta_log"
-    return [[json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-            for f in sorted(log.glob("*.json"))]
 
 
 def last_commit(path: str | Path) -> dict[str, dict]:
