@@ -72,6 +72,7 @@ def test_update_and_merge_take_the_default_keyword_and_merge_inserts_fill_defaul
                  WHEN MATCHED THEN UPDATE SET status = DEFAULT
                  WHEN NOT MATCHED AND src.id = 3 THEN INSERT (id, note) VALUES (src.id, src.note)
                  WHEN NOT MATCHED THEN INSERT (id, status, note) VALUES (src.id, DEFAULT, 'k')""")
+    spark.catalog.dropTempView("src")  # the shared session: later tests read a table src
     assert rows(spark, "m") == [(1, "new", None), (2, "new", "b"), (3, "new", "c"),
                                 (4, "new", "k")]
 
