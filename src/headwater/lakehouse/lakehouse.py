@@ -118,7 +118,6 @@ class Lakehouse:
         self._locks: dict[str, tuple[CheckpointLock, Any]] = {}
         self._registered: set[str] = set()
         self._catalogs: set[str] = set(list_catalogs(self.root))
-        self._creating_catalog = False
         # qualified name -> folder: tables kept out of the catalog (see keep_private)
         self._private: dict[str, str] = {}
         # foreachBatch threads of concurrent flows may create side tables at once
@@ -156,11 +155,7 @@ class Lakehouse:
         catalog = check_catalog(name, "Catalog")
         if catalog is None:
             return False
-        self._creating_catalog = True
-        try:
-            self._check_catalog_folder(TableName("default", "_", catalog))
-        finally:
-            self._creating_catalog = False
+        self._check_catalog_folder(TableName("default", "_", catalog), creating=True)
         marker = self.root / catalog / CATALOG_MARKER
         if catalog in self._catalogs or marker.is_file():
             self._catalogs.add(catalog)
@@ -175,7 +170,7 @@ class Lakehouse:
         """Forget catalog ``name`` (DROP CATALOG removes its folder)."""
         self._catalogs.discard(name)
 
-    def _check_catalog_folder(self, tname: TableName) -> None:
+    def _check_catalog_folder(self, tname: TableName, creating: bool = False) -> None:
         """A catalog and a schema of ``spark_catalog`` never share a folder under the root."""
         if tname.catalog is None:
             if tname.schema is None and tname.table in self._catalogs:
@@ -209,7 +204,7 @@ class Lakehouse:
                 f"of spark_catalog in the lakehouse at {self.root} (it holds tables), not a "
                 "catalog.", "A catalog and a schema of that name would share one folder.",
                 f"Name the catalog differently, or move the tables of schema {tname.catalog}.")
-        elif not self._creating_catalog:
+        elif not creating:
             raise HeadwaterError(
                 "HW_CATALOG_NOT_FOUND", f"{tname.qualified}: the catalog {tname.catalog} does "
                 f"not exist in the lakehouse at {self.root}.",

@@ -280,21 +280,27 @@ def drop_catalog(lake: Lakehouse, st: Statement) -> DataFrame:
         if if_exists:
             return done(st.session)
         raise _no_catalog(lake, catalog)
-    tables = [n for n in lake.tables() if n.startswith(f"{catalog}.")]
-    if tables and not cascade:
-        raise HeadwaterError(
-            "HW_CATALOG_NOT_EMPTY", f"Catalog {catalog} holds tables: {', '.join(tables)}.",
-            "DROP CATALOG without CASCADE drops only an empty catalog.",
-            "Drop its tables first, or add CASCADE (which deletes their data).",
-            error_class="SCHEMA_NOT_EMPTY")
-    for name in tables:
-        lake.drop(name)  # a table's folder (an external one's name only), as DROP TABLE
+    _drop_tables(lake, "HW_CATALOG_NOT_EMPTY", "Catalog", catalog, cascade)
     if current_catalog(st.session) == catalog:
         raw_sql(st.session, "USE `default`")
     _drop_databases(st.session, f"{catalog}{CATALOG_SEPARATOR}")
     lake.forget_catalog(catalog)
     _remove_if_empty(lake.root / catalog)  # other files in it (a landing folder) stay
     return done(st.session)
+
+
+def _drop_tables(lake: Lakehouse, code: str, kind: str, name: str, cascade: bool) -> None:
+    """DROP CATALOG / SCHEMA's tables (those named ``name.``...): refused without CASCADE,
+    else each dropped as DROP TABLE drops it (an external one's name only)."""
+    tables = [n for n in lake.tables() if n.startswith(f"{name}.")]
+    if tables and not cascade:
+        raise HeadwaterError(
+            code, f"{kind} {name} holds tables: {', '.join(tables)}.",
+            f"DROP {kind.upper()} without CASCADE drops only an empty {kind.lower()}.",
+            "Drop its tables first, or add CASCADE (which deletes their data).",
+            error_class="SCHEMA_NOT_EMPTY")
+    for table in tables:
+        lake.drop(table)
 
 
 def _drop_databases(spark: SparkSession, prefix: str) -> None:
@@ -388,15 +394,8 @@ def drop_namespace(lake: Lakehouse, st: Statement) -> DataFrame | None:
         if bool(st.plan.ifExists()):
             return done(st.session)
         raise _no_schema(catalog, schema)
-    tables = [n for n in lake.tables() if n.startswith(f"{catalog}.{schema}.")]
-    if tables and not bool(st.plan.cascade()):
-        raise HeadwaterError(
-            "HW_SCHEMA_NOT_EMPTY", f"Schema {catalog}.{schema} holds tables: "
-            f"{', '.join(tables)}.", "DROP SCHEMA without CASCADE drops only an empty schema.",
-            "Drop its tables first, or add CASCADE (which deletes their data).",
-            error_class="SCHEMA_NOT_EMPTY")
-    for name in tables:
-        lake.drop(name)
+    _drop_tables(lake, "HW_SCHEMA_NOT_EMPTY", "Schema", f"{catalog}.{schema}",
+                 bool(st.plan.cascade()))
     database = spark_database(catalog, schema)
     if current_database(st.session) == database:
         raw_sql(st.session, "USE `default`")
