@@ -293,12 +293,19 @@ def names() -> str:
 _RST_LITERAL = re.compile(r"``(.+?)``(?!`)")
 
 
+def _html_literal(text: str) -> str:
+    """A literal inside ``<code>``: Markdown still reads ``[IN c] [LIKE 'p']`` there as a
+    reference link, so brackets and pipes become character references."""
+    return (html.escape(text).replace("|", "&#124;").replace("[", "&#91;")
+            .replace("]", "&#93;"))
+
+
 def _doc_line(function: Callable[..., object]) -> str:
     """The first paragraph of a docstring, for a table cell (RST ``literals`` as code)."""
     doc = inspect.getdoc(function) or ""
     text = re.sub(r":\w+:`", "`", " ".join(doc.split("\n\n")[0].split()))  # :func:`x`
     parts = _RST_LITERAL.split(text)  # even: prose, odd: a literal
-    return "".join(f"<code>{html.escape(p).replace('|', '&#124;')}</code>" if i % 2 else cell(p)
+    return "".join(f"<code>{_html_literal(p)}</code>" if i % 2 else cell(p)
                    for i, p in enumerate(parts))
 
 
