@@ -134,6 +134,9 @@ class Graph(GraphQueries):
         self.names = TableNames(self.registry.datasets, lakehouse)
         self._schemas: dict[str, StructType] = {}  # stored datasets: the schema to create
         self._snapshot_types: dict[str, DataType] = {}  # snapshot flows' version types
+        # (target, flow) -> (latest, answer): a snapshot function's answer got while the graph
+        # was built, handed to the run's first call with the same latest version
+        self.snapshot_answers: dict[tuple[str, str], tuple[Any, tuple[DataFrame, Any] | None]] = {}
         self._pending: set[str] = set()
         self._done: set[str] = set()
         self._stack: list[tuple[str, Location | None]] = []

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 from headwater.pipeline.expectations import Expectation
 
@@ -21,10 +21,13 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
+    from headwater.delta.cdc.snapshot import SnapshotSpec
     from headwater.delta.cdc.spec import CdcSpec
-    from headwater.pipeline.snapshot import SnapshotFlow
 
 OutputMode = Literal["append", "complete", "update"]
+
+# A snapshot function: the (snapshot, version) after the given version, or None at the end.
+NextSnapshot = Callable[[Any], "tuple[DataFrame, Any] | None"]
 
 
 class Kind(str, Enum):
@@ -57,6 +60,30 @@ class Location:
 
 
 @dataclass(frozen=True)
+class SnapshotSource:
+    """Where an AUTO CDC FROM SNAPSHOT flow's snapshots come from: ``table`` (a name) or
+    ``query`` (SQL text), both read once per run and versioned by the run's time, or
+    ``function`` (asked for each next snapshot, :mod:`headwater.pipeline.snapshot`)."""
+
+    table: str | None = None
+    function: NextSnapshot | None = None
+    query: str | None = None
+
+    @property
+    def periodic(self) -> bool:
+        """One snapshot per run, its version the run's time (a table or a query)."""
+        return self.function is None
+
+
+@dataclass(frozen=True)
+class SnapshotFlow:
+    """An AUTO CDC FROM SNAPSHOT flow's source and semantics (``Flow.snapshot``)."""
+
+    source: SnapshotSource
+    spec: SnapshotSpec
+
+
+@dataclass(frozen=True)
 class Flow:
     """One query writing into a dataset. A dataset's own function is its default flow
     (``name == target``); append flows add more into a streaming table.
@@ -69,8 +96,8 @@ class Flow:
     cdc: an AUTO CDC flow's semantics (a ``headwater.delta.cdc.CdcSpec``): its function
         returns the change events, which are applied to the target instead of appended.
     snapshot: an AUTO CDC FROM SNAPSHOT flow's source and semantics
-        (:class:`headwater.pipeline.snapshot.SnapshotFlow`): no stream; the runner applies
-        each new snapshot of the source.
+        (:class:`SnapshotFlow`): no stream; the runner applies each new snapshot of the
+        source (:mod:`headwater.pipeline.snapshot`).
     cdc_source: the dataset an AUTO CDC flow reads as a stream (``source=`` / ``FROM
         STREAM(name)``): the graph reads it itself, with the lakehouse's session, instead of
         calling ``func``.

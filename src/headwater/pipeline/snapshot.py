@@ -26,8 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,13 +38,12 @@ from headwater.delta.cdc.snapshot import ERROR_CLASS, SnapshotSpec
 from headwater.delta.cdc.spec import END_AT, START_AT
 from headwater.errors import HeadwaterError
 from headwater.pipeline import model
+from headwater.pipeline.model import NextSnapshot
 from headwater.spark.active import data_frame
 
 if TYPE_CHECKING:
     from headwater.pipeline.graph import Graph
     from headwater.pipeline.model import Location
-
-NextSnapshot = Callable[[Any], "tuple[DataFrame, Any] | None"]
 
 # Python version values and the Spark type __START_AT / __END_AT (and the state) take.
 _VERSION_TYPES: dict[type, tuple[str, T.DataType]] = {
@@ -120,62 +118,41 @@ class Progress:
         os.replace(tmp, folder / SNAPSHOT_STATE)
 
 
-@dataclass
-class SnapshotSource:
-    """Where a flow's snapshots come from: ``table`` (a name), ``query`` (SQL text; both read
-    once per run, versioned by the run's time) or ``function``."""
-
-    table: str | None = None
-    function: NextSnapshot | None = None
-    query: str | None = None
-
-    @property
-    def periodic(self) -> bool:
-        """One snapshot per run, its version the run's time (a table or a query)."""
-        return self.function is None
-    # the function's answer for one `latest`, asked while the graph was built (reused once)
-    _peeked: tuple[Any, tuple[DataFrame, Any] | None] | None = field(default=None, repr=False)
-
-    def next(self, latest: Any, where: Location) -> tuple[DataFrame, Any] | None:
-        """The function's next (snapshot, version) after ``latest``, checked; None at the end."""
-        assert self.function is not None
-        if self._peeked is not None and self._peeked[0] == latest:
-            got, self._peeked = self._peeked[1], None
-            return got
-        try:
-            got = self.function(latest)
-        except HeadwaterError:
-            raise
-        except Exception as exc:  # the user's function failed
-            raise HeadwaterError(
-                "HW_PIPELINE_DEFINITION_FAILED", f"{where}: the snapshot function failed "
-                f"(asked for the snapshot after {latest!r}): {type(exc).__name__}: {exc}",
-                "AUTO CDC FROM SNAPSHOT calls it for each next snapshot.",
-                "Fix the function; it returns (DataFrame, version), or None when there is no "
-                "newer snapshot.") from exc
-        if got is None:
-            return None
-        if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], DataFrame)):
-            raise _invalid(where, f"the snapshot function returned {type(got).__name__}, not "
-                           "(DataFrame, version) or None.", "Each call hands over the next "
-                           "snapshot and its version, or None when there is none.",
-                           "Return (spark.read..., version) or None.", "INVALID_SNAPSHOT_VERSION")
-        version_type(got[1], where)
-        return got
-
-    def peek(self, latest: Any, where: Location) -> tuple[DataFrame, Any] | None:
-        """:meth:`next`, kept for the run's first call with the same ``latest``."""
-        got = self.next(latest, where)
-        self._peeked = (latest, got)
-        return got
+def ask_function(function: NextSnapshot, latest: Any, where: Location
+                 ) -> tuple[DataFrame, Any] | None:
+    """A snapshot function's next (snapshot, version) after ``latest``, checked; None at the
+    end."""
+    try:
+        got = function(latest)
+    except HeadwaterError:
+        raise
+    except Exception as exc:  # the user's function failed
+        raise HeadwaterError(
+            "HW_PIPELINE_DEFINITION_FAILED", f"{where}: the snapshot function failed "
+            f"(asked for the snapshot after {latest!r}): {type(exc).__name__}: {exc}",
+            "AUTO CDC FROM SNAPSHOT calls it for each next snapshot.",
+            "Fix the function; it returns (DataFrame, version), or None when there is no "
+            "newer snapshot.") from exc
+    if got is None:
+        return None
+    if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], DataFrame)):
+        raise _invalid(where, f"the snapshot function returned {type(got).__name__}, not "
+                       "(DataFrame, version) or None.", "Each call hands over the next "
+                       "snapshot and its version, or None when there is none.",
+                       "Return (spark.read..., version) or None.", "INVALID_SNAPSHOT_VERSION")
+    version_type(got[1], where)
+    return got
 
 
-@dataclass(frozen=True)
-class SnapshotFlow:
-    """An AUTO CDC FROM SNAPSHOT flow's source and semantics (``Flow.snapshot``)."""
-
-    source: SnapshotSource
-    spec: SnapshotSpec
+def next_snapshot(graph: Graph, flow: model.Flow, latest: Any) -> tuple[DataFrame, Any] | None:
+    """The flow's function's next (snapshot, version) after ``latest``: the answer
+    :func:`snapshot_preview` got for the same ``latest`` while the graph was built (used
+    once), or a new call."""
+    assert flow.snapshot is not None and flow.snapshot.source.function is not None
+    kept = graph.snapshot_answers.pop((flow.target, flow.name), None)
+    if kept is not None and kept[0] == latest:
+        return kept[1]
+    return ask_function(flow.snapshot.source.function, latest, flow.location)
 
 
 def _pair_as_function(pair: tuple[Any, Any], where: Location) -> NextSnapshot:
@@ -203,13 +180,13 @@ def snapshot_flow(*, target: str, source: Any, name: str | None, location: Locat
     (SQL's ``FROM SNAPSHOT (query)``): a query whose rows are each run's snapshot.
     column_list / except_column_list (SQL's COLUMNS clause): the snapshot columns kept."""
     if query is not None:
-        origin = SnapshotSource(query=query)
+        origin = model.SnapshotSource(query=query)
     elif isinstance(source, str) and source:
-        origin = SnapshotSource(table=source)
+        origin = model.SnapshotSource(table=source)
     elif isinstance(source, tuple):
-        origin = SnapshotSource(function=_pair_as_function(source, location))
+        origin = model.SnapshotSource(function=_pair_as_function(source, location))
     elif callable(source):
-        origin = SnapshotSource(function=source)
+        origin = model.SnapshotSource(function=source)
     else:
         raise HeadwaterError(
             "HW_CDC_INVALID", f"{location}: AUTO CDC FROM SNAPSHOT into {target!r} got source "
@@ -228,7 +205,7 @@ def snapshot_flow(*, target: str, source: Any, name: str | None, location: Locat
 
     snapshots.__name__ = f"auto_cdc_from_snapshot_into_{target}"
     return model.Flow(name=name or target, target=target, func=snapshots, location=location,
-                      snapshot=SnapshotFlow(origin, spec))
+                      snapshot=model.SnapshotFlow(origin, spec))
 
 
 # --- what the graph and the runner ask of a snapshot flow ----------------------------------
@@ -262,7 +239,9 @@ def snapshot_preview(graph: Graph, target: str, flow: model.Flow) -> tuple[DataF
         return df, T.TimestampType()
     lake = graph.lakehouse
     progress = Progress.load(lake.checkpoint(target, flow.name))
-    got = source.peek(progress.version, flow.location)
+    assert source.function is not None
+    got = ask_function(source.function, progress.version, flow.location)
+    graph.snapshot_answers[(flow.target, flow.name)] = (progress.version, got)  # the run's first
     if got is not None:
         return got[0], version_type(got[1], flow.location)
     if progress.version is None and not lake.exists(target):

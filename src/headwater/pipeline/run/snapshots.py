@@ -17,7 +17,7 @@ from pyspark.sql.types import TimestampType
 
 from headwater.delta.cdc.snapshot import ERROR_CLASS, apply_snapshot
 from headwater.errors import HeadwaterError
-from headwater.pipeline.snapshot import Progress, periodic_snapshot, version_type
+from headwater.pipeline.snapshot import Progress, next_snapshot, periodic_snapshot, version_type
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -74,7 +74,7 @@ def _next(graph: Graph, rf: ResolvedFlow, progress: Progress, taken: bool
         with graph.definitions_active():
             return periodic_snapshot(graph, rf.flow), now
     with graph.definitions_active():
-        return source.next(progress.version, rf.flow.location)
+        return next_snapshot(graph, rf.flow, progress.version)
 
 
 def apply_new_snapshots(graph: Graph, rf: ResolvedFlow, checkpoint: str,
