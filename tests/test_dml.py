@@ -61,6 +61,9 @@ def test_delete_update_with_strings_and_columns_and_cdf(spark, tmp):
     expected = [(0, "V0", "a"), (1, "V1", "a"), (2, "v2", "a"), (4, "v4", "a"), (5, "v5", "b"),
                 (6, "v6", "b"), (8, "v8!", "b"), (9, "v9!", "b")]
     assert rs_rows(path) == expected == spark_rows(spark, path)
+    # the rewritten files' folders hold data files only: no _SUCCESS marker VACUUM would
+    # never remove (it skips names starting with "_")
+    assert not list(path.rglob("_SUCCESS"))
     info = json.loads((path / "_delta_log" / f"{2:020d}.json").read_text().splitlines()[0])
     assert info["commitInfo"]["operation"] == "UPDATE"
     assert info["commitInfo"]["operationMetrics"]["numUpdatedRows"] == "2"

@@ -5,6 +5,9 @@
 2. No import cycles anywhere, between rooms or between modules of one room (import-linter's
    layers contract does not look inside a layer): strongly connected components of grimp's
    module graph, imports under ``if TYPE_CHECKING:`` left out (they never run).
+3. No cycles of types either: the same graph with the ``if TYPE_CHECKING:`` imports in. A
+   helper that takes its caller as an argument names what it needs in a ``Protocol`` (as
+   ``pipeline/snapshot.py`` does for the graph), so modules can be read bottom-up.
 
 Exit code 1 and each broken rule printed when one fails.
 """
@@ -85,9 +88,12 @@ def main() -> int:
     found = cycles(graph)
     for component in found:
         print("import cycle: " + " <-> ".join(component))
-    print(f"layers: {'kept' if ok else 'BROKEN'}; cycles: {len(found)} "
-          f"({len(graph.modules)} modules)")
-    return 0 if ok and not found else 1
+    typed = cycles(grimp.build_graph(PACKAGE, exclude_type_checking_imports=False))
+    for component in typed:
+        print("type-level import cycle (TYPE_CHECKING imports in): " + " <-> ".join(component))
+    print(f"layers: {'kept' if ok else 'BROKEN'}; cycles: {len(found)}, type-level: "
+          f"{len(typed)} ({len(graph.modules)} modules)")
+    return 0 if ok and not found and not typed else 1
 
 
 if __name__ == "__main__":

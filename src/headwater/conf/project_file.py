@@ -28,7 +28,7 @@ AWS_ALLOW_HTTP = "true"
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from headwater.conf.database import check_catalog, check_database, spark_database
@@ -70,7 +70,8 @@ class Project:
         path = Path(project_dir).resolve()
         spec = find_spec(path) if path.is_dir() else (path if path.name in SPEC_FILES else None)
         if spec is not None:
-            return load_spec(spec, cls)
+            settings = load_spec(spec)
+            return cls(**{f.name: getattr(settings, f.name) for f in fields(settings)})
         config = path / CONFIG if path.is_dir() else path
         if not config.is_file():
             raise HeadwaterError(

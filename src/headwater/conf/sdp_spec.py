@@ -30,17 +30,15 @@ from __future__ import annotations
 
 import glob as globlib
 import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import yaml
 
 from headwater.conf.database import check_catalog, check_database, spark_database
 from headwater.errors import HeadwaterError
-
-if TYPE_CHECKING:
-    from headwater.conf.project_file import Project
 
 SPEC_FILES = ("spark-pipeline.yml", "spark-pipeline.yaml")
 SPEC_KEYS = {"name", "storage", "catalog", "database", "schema", "configuration", "libraries",
@@ -60,8 +58,26 @@ def find_spec(folder: Path) -> Path | None:
     return found[0] if found else None
 
 
-def load_spec(spec: Path, project_cls: type[Project]) -> Project:
-    """Read ``spec`` (and a headwater.toml beside it) into a Project."""
+@dataclass(frozen=True)
+class SpecSettings:
+    """What a spark-pipeline.yml (and a headwater.toml beside it) sets: the fields of a
+    :class:`~headwater.conf.project_file.Project` read from it."""
+
+    dir: Path
+    name: str
+    root: Path
+    definitions: list[str]
+    trigger: str | None
+    master: str | None
+    event_log: bool
+    auto_compact: bool
+    spark_conf: dict[str, str] = field(repr=False)  # may hold secrets
+    spec: Path
+    database: str | None
+
+
+def load_spec(spec: Path) -> SpecSettings:
+    """Read ``spec`` (and a headwater.toml beside it)."""
     data = _read_yaml(spec)
     unknown = sorted(str(k) for k in data if k not in SPEC_KEYS)
     if unknown:
@@ -85,7 +101,7 @@ def load_spec(spec: Path, project_cls: type[Project]) -> Project:
         toml_keys, toml_conf = _headwater_toml(beside)
         extra = {**toml_keys, **extra}
         spark_conf = {**toml_conf, **spark_conf}
-    return project_cls(
+    return SpecSettings(
         dir=spec.parent, name=str(data["name"]), root=_storage(spec, data["storage"]),
         definitions=_libraries(spec, data["libraries"]), trigger=extra.get("trigger"),
         master=extra.get("master"), event_log=extra.get("event_log", True),

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from headwater.conf.layout import RUNS
 from headwater.conf.location import AnyPath, location, state_folder
@@ -26,8 +26,13 @@ from headwater.monitor.gaps import fill_from_checkpoint, progress_dict
 from headwater.monitor.observer import FlowOutcome, FlowStatus, RunDescription
 from headwater.spark.listener import add_json_listener, remove_json_listener
 
-if TYPE_CHECKING:
-    from headwater.monitor.display import Display
+
+class RunView(Protocol):
+    """A live view a run drives (:class:`headwater.monitor.display.Display`)."""
+
+    def watch(self, monitor: RunMonitor) -> object: ...
+
+    def close(self) -> None: ...
 
 
 
@@ -57,7 +62,7 @@ class RunMonitor:
     """
 
     def __init__(self, root: str | Path | AnyPath, event_log: bool = True,
-                 display: Display | None = None,
+                 display: RunView | None = None,
                  state_dir: str | Path | None = None) -> None:
         self.root: AnyPath = location(root)
         self.state_dir: Path = state_folder(self.root, state_dir)

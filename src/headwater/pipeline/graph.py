@@ -66,13 +66,13 @@ from headwater.pipeline.model import (
     Dataset,
     Flow,
     Location,
-    OutputMode,
     StreamingTable,
     as_materialized_view,
     flow_settings,
 )
 from headwater.pipeline.output_mode import check_alone, flow_output_mode
 from headwater.pipeline.registry import Registry
+from headwater.pipeline.resolved_flow import ResolvedFlow
 from headwater.pipeline.shape import check_kind, conform
 from headwater.pipeline.snapshot import snapshot_preview
 from headwater.spark.plan import Relation, substitute_reads, substitute_streams
@@ -83,24 +83,6 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
 __all__ = ["Graph", "Read", "ResolvedFlow", "current_graph"]
-
-
-@dataclass
-class ResolvedFlow:
-    """A flow with its DataFrame, what it reads, and the output mode it writes in (the
-    table's declared one, or the one its query needs: see :mod:`headwater.pipeline.output_mode`).
-    """
-
-    flow: Flow
-    dataset: Dataset
-    df: DataFrame
-    reads: list[Read] = field(default_factory=list)
-    output_mode: OutputMode = "append"
-
-    @property
-    def key(self) -> str:
-        return self.dataset.name if self.flow.name == self.dataset.name else \
-            f"{self.dataset.name}/{self.flow.name}"
 
 
 @dataclass

@@ -9,7 +9,7 @@ from headwater.errors import HeadwaterError
 from headwater.pipeline.model import SINK, VIEW, Location
 
 if TYPE_CHECKING:
-    from headwater.pipeline.graph import ResolvedFlow
+    from headwater.pipeline.resolved_flow import ResolvedFlow
 
 
 class GraphQueries:

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame
 
-    from headwater.pipeline.graph import ResolvedFlow
     from headwater.pipeline.model import Dataset, Flow, OutputMode
+    from headwater.pipeline.resolved_flow import ResolvedFlow
 
 DOCS_PAGE = "https://docs.databricks.com/aws/en/ldp/stateful-processing"
 

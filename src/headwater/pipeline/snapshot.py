@@ -28,7 +28,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
@@ -42,8 +42,20 @@ from headwater.pipeline.model import NextSnapshot
 from headwater.spark.active import data_frame
 
 if TYPE_CHECKING:
-    from headwater.pipeline.graph import Graph
+    from headwater.lakehouse import Lakehouse
     from headwater.pipeline.model import Location
+
+
+class Graph(Protocol):
+    """What snapshot flows ask of the pipeline's graph (:class:`headwater.pipeline.graph.Graph`)."""
+
+    lakehouse: Lakehouse
+    # (target, flow) -> (latest, answer): a snapshot function's answer got while the graph
+    # was built, handed to the run's first call with the same latest version
+    snapshot_answers: dict[tuple[str, str], tuple[Any, tuple[DataFrame, Any] | None]]
+
+    def read(self, name: str, streaming: bool, options: dict[str, Any],
+             location: Location) -> DataFrame: ...
 
 # Python version values and the Spark type __START_AT / __END_AT (and the state) take.
 _VERSION_TYPES: dict[type, tuple[str, T.DataType]] = {

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
@@ -53,7 +53,13 @@ from headwater.spark.sql_text import Token, statements, tokens
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from headwater.pipeline.registry import Registry
+
+class Registry(Protocol):
+    """Where a SQL file's definitions go (:class:`headwater.pipeline.registry.Registry`)."""
+
+    def add_dataset(self, dataset: model.Dataset) -> None: ...
+
+    def add_flow(self, flow: model.Flow) -> None: ...
 
 
 # --- the parts Spark's grammar lacks ---------------------------------------------------------

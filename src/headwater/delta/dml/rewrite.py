@@ -63,7 +63,11 @@ def write_files(df: DataFrame, snapshot: Snapshot, written: Written, cdc: bool =
     folder = f"{CDC_DIR}/{stamp}" if cdc else stamp
     written.folders.append(folder)
     (df.write.mode("errorifexists").partitionBy(*snapshot.partition_columns)
-     .option("compression", "snappy").parquet(f"{snapshot.uri}/{folder}"))
+     .option("compression", "snappy")
+     # the commit is the log's: no _SUCCESS marker left in the folder once VACUUM removed
+     # the files (VACUUM skips names starting with "_", so the folder would stay forever)
+     .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+     .parquet(f"{snapshot.uri}/{folder}"))
     actions = staged_adds(snapshot.uri, folder, df, snapshot.partition_columns)
     if cdc:
         written.cdcs.extend({"cdc": {"path": a["path"], "partitionValues": a["partitionValues"],
