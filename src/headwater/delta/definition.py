@@ -82,13 +82,24 @@ class TableDefinition:
     name: str | None = None
 
 
+DELETION_VECTORS_PROPERTY = "delta.enabledeletionvectors"
+
+
 def needs_definition(schema: StructType, properties: dict[str, str] | None = None) -> bool:
     """True when a schema declares what only this module writes (generated, identity or
     DEFAULT columns), or the properties enable a feature deltalake cannot create
     (allowColumnDefaults): callers that would create the table through deltalake come here
     instead."""
     return declares_generation(schema.json()) or any(
-        k.lower() == column_defaults.FEATURE_PROPERTY.lower() for k in properties or {})
+        k.lower() == column_defaults.FEATURE_PROPERTY.lower() for k in properties or {}) \
+        or enables_deletion_vectors(properties)
+
+
+def enables_deletion_vectors(properties: dict[str, str] | None) -> bool:
+    """``delta.enableDeletionVectors = true``: deltalake would write the protocol with a
+    variantType feature no column needs, so the table's first commit is written here."""
+    return any(k.lower() == DELETION_VECTORS_PROPERTY and str(v).strip().lower() == "true"
+               for k, v in (properties or {}).items())
 
 
 def _requested_features(definition: TableDefinition, existing: Any, table: str

@@ -16,6 +16,7 @@ properties (the session's ``properties.defaults.*``, :func:`headwater.delta.writ
 from __future__ import annotations
 
 import tempfile
+from types import SimpleNamespace
 from typing import Any
 
 from pyspark.sql.types import StructField, StructType
@@ -158,7 +159,31 @@ def deltalake_protocol(schema: StructType, partition_by: list[str],
                 partition_by=list(partition_by) or None, configuration=delta_keys or None)
         except Exception as exc:  # noqa: BLE001 - deltalake's refusal, translated when known
             raise invalid_property(exc, label) from exc
-        return made.protocol()
+        return without_spurious_features(made.protocol(), schema)
+
+
+# deltalake 1.6.6 names these in every protocol it moves to table features (enabling deletion
+# vectors gives readers [deletionVectors, variantType]); delta-spark adds them for a variant
+# column only.
+VARIANT_FEATURES = frozenset({"variantType", "variantType-preview"})
+
+
+def has_variant(schema_json: str) -> bool:
+    """Whether a schema (its JSON) has a variant column, nested ones included."""
+    return '"variant"' in schema_json
+
+
+def without_spurious_features(protocol: Any, schema: StructType) -> Any:
+    """deltalake's protocol without the variant features when no column is a variant."""
+    if has_variant(schema.json()):
+        return protocol
+
+    def drop(names: list[str] | None) -> list[str] | None:
+        return None if names is None else [n for n in names if n not in VARIANT_FEATURES]
+    return SimpleNamespace(min_reader_version=protocol.min_reader_version,
+                           min_writer_version=protocol.min_writer_version,
+                           reader_features=drop(protocol.reader_features),
+                           writer_features=drop(protocol.writer_features))
 
 
 def features(protocol: Any) -> tuple[set[str], set[str]]:
