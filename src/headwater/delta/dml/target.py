@@ -53,6 +53,7 @@ _SUPPORTED_WRITER_FEATURES = {
     "appendOnly", "invariants", "changeDataFeed", "timestampNtz", "domainMetadata",
     "v2Checkpoint", "vacuumProtocolCheck", "checkConstraints", "deletionVectors",
     "generatedColumns", "identityColumns", "clustering", "allowColumnDefaults",
+    "inCommitTimestamp",  # headwater's commit writes each commit's inCommitTimestamp
 }
 _SUPPORTED_READER_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
                               "deletionVectors"}
