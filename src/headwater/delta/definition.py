@@ -82,7 +82,7 @@ class TableDefinition:
     name: str | None = None
 
 
-DELETION_VECTORS_PROPERTY = "delta.enabledeletionvectors"
+OWN_FEATURE_PROPERTIES = {"delta.enabledeletionvectors", "delta.enabletypewidening"}
 
 
 def needs_definition(schema: StructType, properties: dict[str, str] | None = None) -> bool:
@@ -96,9 +96,10 @@ def needs_definition(schema: StructType, properties: dict[str, str] | None = Non
 
 
 def enables_deletion_vectors(properties: dict[str, str] | None) -> bool:
-    """``delta.enableDeletionVectors = true``: deltalake would write the protocol with a
-    variantType feature no column needs, so the table's first commit is written here."""
-    return any(k.lower() == DELETION_VECTORS_PROPERTY and str(v).strip().lower() == "true"
+    """``delta.enableDeletionVectors = true`` (deltalake would write the protocol with a
+    variantType feature no column needs) or ``delta.enableTypeWidening = true`` (deltalake
+    refuses it): the table's first commit is written here."""
+    return any(k.lower() in OWN_FEATURE_PROPERTIES and str(v).strip().lower() == "true"
                for k, v in (properties or {}).items())
 
 
@@ -347,12 +348,12 @@ def _refuse_on_object_store(definition: TableDefinition, protocol: dict[str, Any
                             table: str) -> None:
     features = set(protocol.get("writerFeatures") or [])
     if protocol["minWriterVersion"] == 6 or features & {
-            "identityColumns", column_defaults.FEATURE, *clustering.FEATURES}:
+            "identityColumns", column_defaults.FEATURE, *clustering.FEATURES, "typeWidening"}:
         raise HeadwaterError(
             "HW_DELTA_UNSUPPORTED_FEATURE",
             f"Table {table} on an object store would need identity columns, column defaults "
-            "(allowColumnDefaults) or clustering, which headwater commits only on local or "
-            "mounted storage.",
+            "(allowColumnDefaults), clustering or typeWidening, which headwater commits only "
+            "on local or mounted storage.",
             "deltalake writes none of them; headwater's own commit needs the local "
             "filesystem's atomic put-if-absent.", "Create the table on a local or mounted "
             "path, or leave out the identity columns / DEFAULT values / CLUSTER BY.")

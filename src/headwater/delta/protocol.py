@@ -121,8 +121,10 @@ WRITABLE = frozenset({
 
 
 # Features deltalake cannot write but headwater's own commits maintain (every write that
-# computes column values goes through Spark's SQL and headwater's commit): they may be added.
-MAINTAINED_HERE = frozenset({"allowColumnDefaults"})
+# computes column values goes through Spark's SQL and headwater's commit; typeWidening: the
+# writes' files have the current types, older files are widened by every reader): they may
+# be added.
+MAINTAINED_HERE = frozenset({"allowColumnDefaults", "typeWidening"})
 
 
 def feature(name: str) -> Feature | None:
@@ -485,14 +487,20 @@ def _commit(table: RsTable, protocol: Protocol, operation: str,
 
 # Properties whose value ``true`` turns on a feature headwater can add to a protocol here.
 ENABLING_PROPERTIES = {"delta.enabledeletionvectors": "deletionVectors",
+                       "delta.enabletypewidening": "typeWidening",
                        "delta.enablechangedatafeed": "changeDataFeed",
                        "delta.appendonly": "appendOnly"}
 
 
 def enabled_features(properties: Mapping[str, str]) -> list[str]:
-    """The features ``properties`` turn on (``delta.enableDeletionVectors = true``...)."""
-    return sorted({ENABLING_PROPERTIES[k.lower()] for k, v in properties.items()
-                   if k.lower() in ENABLING_PROPERTIES and str(v).strip().lower() == "true"})
+    """The features ``properties`` turn on (``delta.enableDeletionVectors = true``,
+    ``delta.checkpointPolicy = v2``...)."""
+    found = {ENABLING_PROPERTIES[k.lower()] for k, v in properties.items()
+             if k.lower() in ENABLING_PROPERTIES and str(v).strip().lower() == "true"}
+    if any(k.lower() == "delta.checkpointpolicy" and str(v).strip().lower() == "v2"
+           for k, v in properties.items()):
+        found.add("v2Checkpoint")
+    return sorted(found)
 
 
 def set_properties_with_features(path: str, properties: Mapping[str, str],

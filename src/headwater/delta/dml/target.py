@@ -54,9 +54,10 @@ _SUPPORTED_WRITER_FEATURES = {
     "v2Checkpoint", "vacuumProtocolCheck", "checkConstraints", "deletionVectors",
     "generatedColumns", "identityColumns", "clustering", "allowColumnDefaults",
     "inCommitTimestamp",  # headwater's commit writes each commit's inCommitTimestamp
+    "typeWidening", "typeWidening-preview",  # Spark's parquet reader widens older files
 }
 _SUPPORTED_READER_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
-                              "deletionVectors"}
+                              "deletionVectors", "typeWidening", "typeWidening-preview"}
 # The variant feature asks writers to write variant columns as Delta lays them out; a table
 # without such a column (deltalake 1.6.6 adds the feature to every protocol it upgrades to
 # table features) has nothing the rewrite could get wrong.
