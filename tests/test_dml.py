@@ -160,7 +160,7 @@ def _copy_golden(name, tmp):
     return target
 
 
-@pytest.mark.parametrize("name", ["dv-partitioned-with-checkpoint", "dv-with-columnmapping",
+@pytest.mark.parametrize("name", ["dv-with-columnmapping",
                                   "table-with-columnmapping-mode-name",
                                   "table-with-columnmapping-mode-id"])
 def test_golden_dv_and_column_mapping_tables_are_refused_unchanged(spark, tmp, name):

@@ -341,7 +341,7 @@ def test_schema_evolution_by_option_session_and_sql(spark, lake):
 @pytest.mark.parametrize(("key", "value", "error_class"), [
     ("delta.foo", "1", "DELTA_UNKNOWN_CONFIGURATION"),
     ("delta.enableRowTracking", "true", "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"),
-    ("delta.enableTypeWidening", "true", "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"),
+    ("delta.enableInCommitTimestamps", "true", "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"),
     ("delta.feature.rowTracking", "supported", "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"),
 ])
 def test_properties_headwater_cannot_honour_are_refused(spark, lake, key, value, error_class):

@@ -65,6 +65,8 @@ STATEMENTS: dict[str, str] = {
     "VACUUM": r"VACUUM",
     "OPTIMIZE [ZORDER BY]": r"OPTIMIZE ",
     "RESTORE": r"RESTORE TABLE",
+    "REORG TABLE ... APPLY (PURGE)": r"REORG TABLE",
+    "ALTER TABLE ... DROP FEATURE": r"DROP FEATURE",
     "CONVERT TO DELTA": r"CONVERT TO DELTA",
     "GENERATE symlink_format_manifest": r"GENERATE ",
     "DROP TABLE": r"DROP TABLE",

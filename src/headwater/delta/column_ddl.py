@@ -4,9 +4,10 @@ ChangeColumn / ReplaceColumns commands): new schemas computed from the table's s
 
 * :func:`add_columns`: ``ADD COLUMNS (c T [COMMENT ..] [FIRST | AFTER x], s.f T ...)``:
   nullable columns at a position, nested ones in the struct their path names.
-* :func:`change_column`: ``ALTER | CHANGE COLUMN c`` with a type (only the same one: a new type
-  needs type widening), nullability, comment, position; nested (``s.f``), map ``key`` /
-  ``value`` and array ``element`` as delta-spark resolves them.
+* :func:`change_column`: ``ALTER | CHANGE COLUMN c`` with a type (the same one, or on a table
+  with type widening a wider one, recorded in the field's ``delta.typeChanges``),
+  nullability, comment, position; nested (``s.f``), map ``key`` / ``value`` and array
+  ``element`` as delta-spark resolves them.
 * :func:`replace_columns`: ``REPLACE COLUMNS (...)``: the new list keeps every existing
   column's metadata (comments given replace theirs), may reorder, add nullable columns and
   loosen nullability; it drops columns only on column-mapped tables (delta-spark's rule).
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -263,8 +265,12 @@ def change_column(schema: Json, change: ColumnChange, label: str,
         if i < 0:
             raise _not_found(path, schema, label, statement)
         field = parent["fields"][i]
-        _check_type(field, change, label, type_widening)
-        _check_identity(field, change, label)
+        if type_widening and widening(field["type"], change.data_type):
+            _check_identity(field, change, label)
+            _widen(field, change.data_type)
+        else:
+            _check_type(field, change, label, type_widening)
+            _check_identity(field, change, label)
         if change.nullable is not None:
             field["nullable"] = change.nullable
         if change.comment is not None:
@@ -305,6 +311,10 @@ def change_column(schema: Json, change: ColumnChange, label: str,
             raise _change_col_op(label, path, pseudo, pseudo,
                                  "a map's key / value or an array's element has no position "
                                  "or default")
+        if type_widening and widening(pseudo["type"], change.data_type):
+            raise _change_col_op(label, path, pseudo, {**pseudo, "type": change.data_type},
+                                 "headwater widens struct fields and top-level columns; a "
+                                 "map's key / value or an array's element not yet.")
         _check_type(pseudo, change, label, type_widening)
         return schema
     raise DeltaAnalysisError(  # resolve() returned an atomic type: the path goes through it
@@ -325,6 +335,46 @@ def _change_col_op(label: str, path: list[str], old: Json, new: Json, why: str
         "Rewrite the table with the column changed: CREATE OR REPLACE TABLE ... AS SELECT "
         "(or df.write.mode('overwrite').option('overwriteSchema', 'true')).",
         error_class="DELTA_UNSUPPORTED_ALTER_TABLE_CHANGE_COL_OP")
+
+
+# Type widening (docs.delta.io "Type widening"; delta-spark's TypeWidening
+# .isTypeChangeSupported): integers to wider integers, to double, to a decimal with room for
+# their digits; float to double; date to timestamp_ntz; a decimal to one with no fewer
+# integer digits and no smaller scale.
+TYPE_CHANGES = "delta.typeChanges"
+_INTEGER_DIGITS = {"byte": 3, "short": 5, "integer": 10, "long": 20}
+_INTEGERS = ["byte", "short", "integer", "long"]
+_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
+
+
+def widening(old: Any, new: Any) -> bool:
+    """Whether type widening allows changing a column of type ``old`` to ``new`` (Delta's
+    type JSON: ``"integer"``, ``"decimal(10,2)"``...)."""
+    if not isinstance(old, str) or not isinstance(new, str) or old == new:
+        return False
+    if old in _INTEGERS and new in _INTEGERS:
+        return _INTEGERS.index(new) > _INTEGERS.index(old)
+    if old in ("byte", "short", "integer") and new == "double":
+        return True
+    if (old, new) in (("float", "double"), ("date", "timestamp_ntz")):
+        return True
+    to = _DECIMAL.fullmatch(new)
+    if to is None:
+        return False
+    precision, scale = int(to.group(1)), int(to.group(2))
+    if old in _INTEGER_DIGITS:
+        return precision - scale >= _INTEGER_DIGITS[old]
+    was = _DECIMAL.fullmatch(old)
+    return was is not None and scale >= int(was.group(2)) and \
+        precision - scale >= int(was.group(1)) - int(was.group(2))
+
+
+def _widen(field: Json, wanted: str) -> None:
+    """The field's type changed to ``wanted``, the change recorded in its typeChanges."""
+    metadata = field.setdefault("metadata", {})
+    metadata[TYPE_CHANGES] = [*metadata.get(TYPE_CHANGES, []),
+                              {"fromType": field["type"], "toType": wanted}]
+    field["type"] = wanted
 
 
 def _check_type(field: Json, change: ColumnChange, label: str, type_widening: bool) -> None:
@@ -362,9 +412,11 @@ def _check_type(field: Json, change: ColumnChange, label: str, type_widening: bo
         f"ALTER TABLE {label}: ALTER TABLE CHANGE COLUMN is not supported for changing column "
         f"{dotted(change.path)} from {type_string(current)} to {type_string(wanted)}.",
         "Delta changes a column's type in place only with the typeWidening table feature "
-        "(delta.enableTypeWidening), which headwater does not write yet: files keep the old "
-        "type and every reader must widen it." if not type_widening else
-        "The table has type widening, but headwater does not apply type changes yet.",
+        "(delta.enableTypeWidening = true): files keep the old type and every reader widens "
+        "it." if not type_widening else
+        "Type widening allows only wider types: byte -> short -> int -> long, integers to "
+        "double or to a decimal with room for their digits, float -> double, date -> "
+        "timestamp_ntz, a decimal to more precision and scale.",
         "Rewrite the table with the column cast: CREATE OR REPLACE TABLE t AS SELECT "
         "CAST(c AS <type>) AS c, ... FROM t (or df.write.mode('overwrite').option("
         "'overwriteSchema', 'true')).",

@@ -104,9 +104,35 @@ def put_if_absent(uri: str, version: int, payload: bytes) -> bool:
         os.unlink(temp)
 
 
-def _commit_info(txn: Transaction, version: int) -> dict[str, Any]:
+ICT_PROPERTY = "delta.enableInCommitTimestamps"
+
+
+def in_commit_timestamp(txn: Transaction, log: DeltaLog, version: int, now: int) -> int | None:
+    """The ``inCommitTimestamp`` commit ``version`` must carry (Delta's in-commit timestamps:
+    the table's ``delta.enableInCommitTimestamps``), or None. It is after the previous
+    commit's (the protocol's monotonic rule). A commit whose metaData turns the property on
+    or off decides; otherwise the previous commit does (every commit of such a table has one).
+    Turning it on after version 0 needs enablement properties headwater does not write: the
+    property is refused where tables are created or altered (table_protocol.UNMAINTAINED)."""
+    meta = next((a["metaData"] for a in txn.actions if "metaData" in a), None)
+    previous = log.read_commit(version - 1) if version > 0 else None
+    info = next((a["commitInfo"] for a in previous or [] if "commitInfo" in a), {})
+    last = info.get("inCommitTimestamp")
+    if meta is not None:
+        config = meta.get("configuration") or {}
+        if str(config.get(ICT_PROPERTY, "false")).lower() != "true":
+            return None
+    elif last is None:
+        return None
+    return max(now, int(last) + 1) if last is not None else now
+
+
+def _commit_info(txn: Transaction, version: int, log: DeltaLog | None = None
+                 ) -> dict[str, Any]:
+    now = int(time.time() * 1000)
+    stamp = None if log is None else in_commit_timestamp(txn, log, version, now)
     info = {
-        "timestamp": int(time.time() * 1000),
+        "timestamp": now if stamp is None else stamp,
         "operation": txn.operation,
         "operationParameters": {k: v if isinstance(v, str) else json.dumps(v)
                                 for k, v in txn.parameters.items()},
@@ -118,6 +144,8 @@ def _commit_info(txn: Transaction, version: int) -> dict[str, Any]:
         "txnId": str(uuid.uuid4()),
         **txn.extra,
     }
+    if stamp is not None:  # the first field readers look for: the commit's time
+        info = {"inCommitTimestamp": stamp, **info}
     if txn.read_version < 0:  # a table's first commit read nothing (readers want no -1)
         del info["readVersion"]
     return {"commitInfo": info}
@@ -233,7 +261,7 @@ def commit(txn: Transaction, max_attempts: int = 10_000) -> int:
     version = txn.read_version + 1
     try:
         for _ in range(max_attempts):
-            body = [_commit_info(txn, version), *txn.actions]
+            body = [_commit_info(txn, version, log), *txn.actions]
             payload = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in body)
             if put_if_absent(uri, version, payload.encode("utf-8")):
                 _checkpoint_if_due(uri, version)

@@ -82,13 +82,25 @@ class TableDefinition:
     name: str | None = None
 
 
+OWN_FEATURE_PROPERTIES = {"delta.enabledeletionvectors", "delta.enabletypewidening"}
+
+
 def needs_definition(schema: StructType, properties: dict[str, str] | None = None) -> bool:
     """True when a schema declares what only this module writes (generated, identity or
     DEFAULT columns), or the properties enable a feature deltalake cannot create
     (allowColumnDefaults): callers that would create the table through deltalake come here
     instead."""
     return declares_generation(schema.json()) or any(
-        k.lower() == column_defaults.FEATURE_PROPERTY.lower() for k in properties or {})
+        k.lower() == column_defaults.FEATURE_PROPERTY.lower() for k in properties or {}) \
+        or enables_deletion_vectors(properties)
+
+
+def enables_deletion_vectors(properties: dict[str, str] | None) -> bool:
+    """``delta.enableDeletionVectors = true`` (deltalake would write the protocol with a
+    variantType feature no column needs) or ``delta.enableTypeWidening = true`` (deltalake
+    refuses it): the table's first commit is written here."""
+    return any(k.lower() in OWN_FEATURE_PROPERTIES and str(v).strip().lower() == "true"
+               for k, v in (properties or {}).items())
 
 
 def _requested_features(definition: TableDefinition, existing: Any, table: str
@@ -336,12 +348,12 @@ def _refuse_on_object_store(definition: TableDefinition, protocol: dict[str, Any
                             table: str) -> None:
     features = set(protocol.get("writerFeatures") or [])
     if protocol["minWriterVersion"] == 6 or features & {
-            "identityColumns", column_defaults.FEATURE, *clustering.FEATURES}:
+            "identityColumns", column_defaults.FEATURE, *clustering.FEATURES, "typeWidening"}:
         raise HeadwaterError(
             "HW_DELTA_UNSUPPORTED_FEATURE",
             f"Table {table} on an object store would need identity columns, column defaults "
-            "(allowColumnDefaults) or clustering, which headwater commits only on local or "
-            "mounted storage.",
+            "(allowColumnDefaults), clustering or typeWidening, which headwater commits only "
+            "on local or mounted storage.",
             "deltalake writes none of them; headwater's own commit needs the local "
             "filesystem's atomic put-if-absent.", "Create the table on a local or mounted "
             "path, or leave out the identity columns / DEFAULT values / CLUSTER BY.")

@@ -248,14 +248,16 @@ def retention_check_enabled(spark: SparkSession | None = None) -> bool:
     return str(spark.conf.get(RETENTION_CHECK_CONF, "true")).strip().lower() != "false"
 
 
-def configured_retention_hours(table: RsTable, spark: SparkSession | None = None
-                               ) -> float | None:
-    """The table's ``delta.deletedFileRetentionDuration`` in hours (168 when unset), read with
-    Spark's interval parser as delta-spark reads it; None without a Spark session (delta-rs
-    then checks the retention with its own reading of the property)."""
-    text = (table.metadata().configuration or {}).get(RETENTION_PROPERTY)
+def configured_retention_hours(table: RsTable, spark: SparkSession | None = None,
+                               key: str = RETENTION_PROPERTY,
+                               default_hours: float = DEFAULT_RETENTION_HOURS) -> float | None:
+    """The table's ``delta.deletedFileRetentionDuration`` (or another interval property
+    ``key``) in hours (168 / ``default_hours`` when unset), read with Spark's interval parser
+    as delta-spark reads it; None without a Spark session (delta-rs then checks the retention
+    with its own reading of the property)."""
+    text = (table.metadata().configuration or {}).get(key)
     if not text:
-        return float(DEFAULT_RETENTION_HOURS)
+        return float(default_hours)
     spark = spark or SparkSession.getActiveSession()
     jvm = jvm_view(spark) if spark is not None else None
     if jvm is None:
@@ -267,7 +269,7 @@ def configured_retention_hours(table: RsTable, spark: SparkSession | None = None
     if interval is None or months != 0:
         raise HeadwaterError(
             "HW_TABLE_PROPERTY_INVALID",
-            f"{RETENTION_PROPERTY} of {table.table_uri} is {text!r}, not an interval of days, "
+            f"{key} of {table.table_uri} is {text!r}, not an interval of days, "
             "hours or less.", "Delta needs a fixed duration (months vary in length).",
             "Set it to e.g. 'interval 7 days' (ALTER TABLE ... SET TBLPROPERTIES).")
     return days * 24 + micros / 3_600_000_000

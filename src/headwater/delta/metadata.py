@@ -52,13 +52,14 @@ def metadata_action(table: Any, schema_json: str | None = None,
 
 
 def change_metadata(path: str, operation: str, parameters: dict[str, str],
-                    change: MetadataChange, table: Any = None, reads_data: bool = False
-                    ) -> int:
+                    change: MetadataChange, table: Any = None, reads_data: bool = False,
+                    protocol: dict[str, Any] | None = None) -> int:
     """Commit ``change(current metaData action)`` as the table's new metaData (schema,
     configuration, description: what ALTER TABLE changes without rewriting data); return the
     commit's version. ``table``: the snapshot (deltalake) the change was decided on (default:
     the latest); ``reads_data``: the change depends on the rows of that snapshot (SET NOT
-    NULL checked them), so data added concurrently is a ConcurrentAppendException."""
+    NULL checked them), so data added concurrently is a ConcurrentAppendException.
+    protocol: a protocol action the change needs (a new type's feature), in the same commit."""
     if "://" in path and not path.startswith("file://"):
         raise HeadwaterError(
             "HW_SQL_UNSUPPORTED", f"{operation} on {path} is not supported.",
@@ -71,7 +72,8 @@ def change_metadata(path: str, operation: str, parameters: dict[str, str],
     current = metadata_action(table)["metaData"]
     return commit(Transaction(
         uri=uri, read_version=table.version(), operation=operation, parameters=parameters,
-        metrics={}, actions=[{"metaData": change(current)}], extra={"engineInfo": "headwater"},
+        metrics={}, actions=([protocol] if protocol else []) + [{"metaData": change(current)}],
+        extra={"engineInfo": "headwater"},
         reads_data=reads_data, conflict_code="HW_DELTA_COMMIT_CONFLICT"))
 
 

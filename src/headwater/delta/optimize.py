@@ -16,8 +16,9 @@ and committed through :mod:`headwater.delta.commit`, with delta-spark's rules:
   bits, and writes the bin's rows in that order, in ``size / maxFileSize`` files at least one.
 - removes and adds carry dataChange=false, so streams reading the table see nothing new.
 
-Tables this writer cannot rewrite exactly (column mapping, deletion vectors on a chosen file,
-features the DML writer refuses, object stores) are optimized by delta-rs instead, with the
+Files with deletion vectors are rewritten without the rows their vectors delete (the scan of
+:mod:`headwater.delta.dml.target` applies them). Tables this writer cannot rewrite exactly
+(column mapping, features the DML writer refuses, object stores) are optimized by delta-rs instead, with the
 same checks and metrics; their history then has delta-rs' parameters.
 """
 
@@ -83,14 +84,80 @@ def optimize(spark: SparkSession, path: str, where: Sequence[str] = (),
     min_size = _size_conf(spark, MIN_FILE_SIZE_CONF)
     max_size = _size_conf(spark, MAX_FILE_SIZE_CONF)
     bins = _bins(candidates, min_size, max_size, bool(zorder_by))
-    chosen = [f for b in bins for f in b.files]
-    if any(f.has_dv for f in chosen):
-        return _with_delta_rs(uri, where, zorder_by, started)
     added: list[dict[str, Any]] = []
     if bins:
         added = _rewrite(spark, snapshot, bins, list(zorder_by), max_size,
                          [str(t) for t in maintenance.predicate_strings(trees)])
     return _metrics(snapshot, candidates, bins, added, bool(zorder_by), started, spark)
+
+
+def purge(spark: SparkSession, path: str, where: Sequence[str] = ()) -> dict[str, Any]:
+    """REORG TABLE ... APPLY (PURGE), as delta-spark's DeletionVectorsPurge: every file with a
+    deletion vector (in the partitions ``where`` selects) rewritten without the rows it
+    deletes, packed per partition up to maxFileSize, removes and adds with dataChange=false,
+    committed as REORG. Returns delta-spark's OptimizeMetrics."""
+    started = int(time.time() * 1000)
+    uri = normalize_uri(path)
+    table = DeltaLog(uri).table()
+    partition_columns = list(table.metadata().partition_columns)
+    trees = [maintenance.partition_predicate(w, partition_columns, spark) for w in where]
+    snapshot = _spark_snapshot(uri)
+    if snapshot is None:
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"REORG TABLE {uri} APPLY (PURGE): headwater cannot rewrite this table's files with "
+            "Spark (column mapping, another unsupported feature, or object storage).",
+            "A purge rewrites the files that have deletion vectors with headwater's own commit.",
+            "Run the purge with delta-spark.")
+    candidates = _select(spark, snapshot, list(where))
+    max_size = _size_conf(spark, MAX_FILE_SIZE_CONF)
+    by_partition: dict[tuple[object, ...], list[TargetFile]] = {}
+    for f in candidates:
+        if f.has_dv:
+            by_partition.setdefault(f.typed_values, []).append(f)
+    bins: list[Bin] = []
+    for partition, members in by_partition.items():
+        current = Bin(partition)
+        for f in sorted(members, key=lambda f: f.size):
+            if current.files and current.size + f.size > max_size:
+                bins.append(current)
+                current = Bin(partition)
+            current.files.append(f)
+        bins.append(current)
+    predicates = [str(t) for t in maintenance.predicate_strings(trees)]
+    added: list[dict[str, Any]] = []
+    if bins:
+        added = _rewrite(spark, snapshot, bins, [], max_size, predicates, operation=(
+            "REORG", {"predicate": json.dumps(predicates), "applyPurge": "true"}))
+    if bins and not added:  # every row of those files was deleted: remove them
+        _remove_only(snapshot, [f for b in bins for f in b.files], predicates)
+    if added:
+        return _metrics(snapshot, candidates, bins, added, False, started, spark)
+    return _purge_metrics(snapshot, candidates, bins, started, spark)
+
+
+def _remove_only(snapshot: Snapshot, files: list[TargetFile], predicates: list[str]) -> None:
+    now = int(time.time() * 1000)
+    commit(Transaction(
+        uri=snapshot.uri, read_version=snapshot.version, operation="REORG",
+        parameters={"predicate": json.dumps(predicates), "applyPurge": "true"},
+        metrics={"numRemovedFiles": len(files), "numAddedFiles": 0},
+        actions=[remove_action(f, now, data_change=False) for f in files],
+        read_paths=[f.log_path for f in files]))
+
+
+def _purge_metrics(snapshot: Snapshot, candidates: list[TargetFile], bins: list[Bin],
+                   started: int, spark: SparkSession) -> dict[str, Any]:
+    """Metrics of a purge that added no file (nothing to purge, or only deleted rows)."""
+    metrics = _metrics(snapshot, candidates, [], [], False, started, spark)
+    removed = [f for b in bins for f in b.files]
+    metrics.update(numFilesRemoved=len(removed),
+                   filesRemoved=_file_stats([f.size for f in removed]),
+                   deletionVectorStats={
+                       "numDeletionVectorsRemoved": len(removed),
+                       "numDeletionVectorRowsRemoved": sum(len(f.deleted_rows)
+                                                           for f in removed)})
+    return metrics
 
 
 def _clustering_checks(table: Any, uri: str, where: Sequence[str], zorder_by: Sequence[str],
@@ -141,12 +208,6 @@ def _cluster(spark: SparkSession, uri: str, columns: list[str], full: bool,
     adds = snapshot_adds(DeltaLog(uri), snapshot.table)
     chosen = {unquote(a["path"]) for a in clustering.candidates(adds, columns, full)}
     files = [f for f in snapshot.files if unquote(f.log_path) in chosen]
-    if any(f.has_dv for f in files):
-        raise HeadwaterError(
-            "HW_DELTA_UNSUPPORTED_FEATURE",
-            f"OPTIMIZE of the clustered table at {uri}: some files have deletion vectors.",
-            "headwater's clustering rewrite does not apply deletion vectors yet.",
-            "Run REORG TABLE ... APPLY (PURGE) with delta-spark, or rewrite the table.")
     max_size = _size_conf(spark, MAX_FILE_SIZE_CONF)
     bins = [Bin((), files)] if files else []
     added: list[dict[str, Any]] = []
@@ -233,10 +294,12 @@ def _bins(files: list[TargetFile], min_size: int, max_size: int, zorder: bool) -
 
 def _rewrite(spark: SparkSession, snapshot: Snapshot, bins: list[Bin], zorder_by: list[str],
              max_size: int, predicates: list[str],
-             clustered: tuple[list[str], bool] | None = None) -> list[dict[str, Any]]:
+             clustered: tuple[list[str], bool] | None = None,
+             operation: tuple[str, dict[str, str]] | None = None) -> list[dict[str, Any]]:
     """Write each bin's rows as new files (one Spark job) and commit them in one version.
     clustered: (clustering columns, FULL) when the bins are a clustered table's new ZCube
-    (its files tagged, the commit's parameters delta-spark's for clustering)."""
+    (its files tagged, the commit's parameters delta-spark's for clustering). operation:
+    another commit's (name, parameters) than OPTIMIZE's (REORG)."""
     keys = data_frame(spark,
         [(f.spark_key, i, max(1, b.size // max_size) if zorder_by else 1)
          for i, b in enumerate(bins) for f in b.files],
@@ -263,8 +326,10 @@ def _rewrite(spark: SparkSession, snapshot: Snapshot, bins: list[Bin], zorder_by
     actions = [remove_action(f, now, data_change=False) for f in removed]
     actions += [{"add": {**a, "path": log_path(a["path"])}} for a in written.adds]
     commit(Transaction(
-        uri=snapshot.uri, read_version=snapshot.version, operation="OPTIMIZE",
-        parameters=_parameters(predicates, zorder_by, clustered),
+        uri=snapshot.uri, read_version=snapshot.version,
+        operation="OPTIMIZE" if operation is None else operation[0],
+        parameters=_parameters(predicates, zorder_by, clustered) if operation is None
+        else operation[1],
         metrics=_commit_metrics(written.adds, removed), actions=actions,
         read_paths=[f.log_path for f in removed], cleanup=written.cleanup))
     return written.adds
@@ -323,8 +388,10 @@ def _commit_metrics(added: list[dict[str, Any]], removed: list[TargetFile]) -> d
             "numAddedBytes": sum(sizes), "numRemovedBytes": sum(f.size for f in removed),
             "minFileSize": sizes[0], "p25FileSize": sizes[n // 4], "p50FileSize": sizes[n // 2],
             "p75FileSize": sizes[n * 3 // 4], "maxFileSize": sizes[-1],
-            "numDeletionVectorsRemoved": 0, "numDeletionVectorRowsRemoved": 0,
-            "numDeletionVectorBytesRemoved": 0}
+            "numDeletionVectorsRemoved": sum(1 for f in removed if f.deletion_vector),
+            "numDeletionVectorRowsRemoved": sum(len(f.deleted_rows) for f in removed),
+            "numDeletionVectorBytesRemoved": sum(int(f.deletion_vector.get("sizeInBytes") or 0)
+                                                 for f in removed if f.deletion_vector)}
 
 
 def _file_stats(sizes: list[int]) -> dict[str, Any]:
@@ -363,8 +430,11 @@ def _metrics(snapshot: Snapshot, candidates: list[TargetFile], bins: list[Bin],
         "endTimeMs": int(time.time() * 1000),
         "totalClusterParallelism": spark.sparkContext.defaultParallelism,
         "totalScheduledTasks": 0, "autoCompactParallelismStats": None,
-        "deletionVectorStats": {"numDeletionVectorsRemoved": 0,
-                                "numDeletionVectorRowsRemoved": 0},
+        "deletionVectorStats": {
+            "numDeletionVectorsRemoved": sum(1 for b in bins for f in b.files
+                                             if f.deletion_vector) if added else 0,
+            "numDeletionVectorRowsRemoved": sum(len(f.deleted_rows) for b in bins
+                                                for f in b.files) if added else 0},
         "numTableColumns": columns,
         "numTableColumnsWithStats": min(indexed, columns) if indexed >= 0 else columns,
     }

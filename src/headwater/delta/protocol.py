@@ -29,6 +29,7 @@ from deltalake import DeltaTable as RsTable
 
 from headwater.delta.commit import Transaction, commit
 from headwater.delta.log import DeltaLog, normalize_uri
+from headwater.delta.metadata import metadata_action
 from headwater.errors import HeadwaterError
 
 FEATURES_MIN_READER = 3  # reader versions from here list their features
@@ -120,8 +121,10 @@ WRITABLE = frozenset({
 
 
 # Features deltalake cannot write but headwater's own commits maintain (every write that
-# computes column values goes through Spark's SQL and headwater's commit): they may be added.
-MAINTAINED_HERE = frozenset({"allowColumnDefaults"})
+# computes column values goes through Spark's SQL and headwater's commit; typeWidening: the
+# writes' files have the current types, older files are widened by every reader): they may
+# be added.
+MAINTAINED_HERE = frozenset({"allowColumnDefaults", "typeWidening"})
 
 
 def feature(name: str) -> Feature | None:
@@ -366,8 +369,31 @@ def add_feature(path: str, name: str) -> Protocol:
 
 def drop_feature(path: str, name: str, truncate_history: bool = False) -> Protocol:
     """``dropFeatureSupport``: delta-spark's checks in its order, then one commit of the
-    weaker protocol. Returns the protocol after."""
+    weaker protocol. Returns the protocol after. (Features whose drop rewrites files first,
+    deletionVectors, are :mod:`headwater.delta.drop_feature`'s.)"""
     table = DeltaLog(normalize_uri(path)).table()
+    f = check_drop(table, name, truncate_history)
+    if f.name != "checkConstraints":
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"headwater cannot drop {f.name} yet.",
+            "delta-spark drops it by rewriting the table's files or properties first and, for "
+            "reader-writer features, by protecting history with the checkpointProtection "
+            "writer feature, which delta-rs (headwater's engine) cannot write.",
+            "Drop the feature with delta-spark, or copy the data into a new table.")
+    return commit_drop(table, f, name, truncate_history)
+
+
+def commit_drop(table: RsTable, f: Feature, name: str, truncate_history: bool) -> Protocol:
+    """One DROP FEATURE commit: the protocol without ``f``. Returns it."""
+    new = Protocol.of_table(table).without(f)
+    _commit(table, new, "DROP FEATURE",
+            {"featureName": name, "truncateHistory": json.dumps(bool(truncate_history))})
+    return new
+
+
+def check_drop(table: RsTable, name: str, truncate_history: bool) -> Feature:
+    """delta-spark's checks of DROP FEATURE ``name``, in its order; the feature dropped."""
     current = Protocol.of_table(table)
     f = feature(name)
     present = current.supports(name)
@@ -427,18 +453,7 @@ def drop_feature(path: str, name: str, truncate_history: bool = False) -> Protoc
                 "The feature guards the table's CHECK constraints.",
                 "ALTER TABLE ... DROP CONSTRAINT each of them, then drop the feature.",
                 error_class="DELTA_CANNOT_DROP_CHECK_CONSTRAINT_FEATURE")
-    else:
-        raise HeadwaterError(
-            "HW_DELTA_UNSUPPORTED_FEATURE",
-            f"headwater cannot drop {f.name} yet.",
-            "delta-spark drops it by rewriting the table's files or properties first and, for "
-            "reader-writer features, by protecting history with the checkpointProtection "
-            "writer feature, which delta-rs (headwater's engine) cannot write.",
-            "Drop the feature with delta-spark, or copy the data into a new table.")
-    new = current.without(f)
-    _commit(table, new, "DROP FEATURE",
-            {"featureName": name, "truncateHistory": json.dumps(bool(truncate_history))})
-    return new
+    return f
 
 
 def _closure(f: Feature) -> list[Feature]:
@@ -468,3 +483,45 @@ def _commit(table: RsTable, protocol: Protocol, operation: str,
     return commit(Transaction(uri=uri, read_version=table.version(), operation=operation,
                               parameters=dict(parameters), metrics={},
                               actions=[protocol.action()]))
+
+
+# Properties whose value ``true`` turns on a feature headwater can add to a protocol here.
+ENABLING_PROPERTIES = {"delta.enabledeletionvectors": "deletionVectors",
+                       "delta.enabletypewidening": "typeWidening",
+                       "delta.enablechangedatafeed": "changeDataFeed",
+                       "delta.appendonly": "appendOnly"}
+
+
+def enabled_features(properties: Mapping[str, str]) -> list[str]:
+    """The features ``properties`` turn on (``delta.enableDeletionVectors = true``,
+    ``delta.checkpointPolicy = v2``...)."""
+    found = {ENABLING_PROPERTIES[k.lower()] for k, v in properties.items()
+             if k.lower() in ENABLING_PROPERTIES and str(v).strip().lower() == "true"}
+    if any(k.lower() == "delta.checkpointpolicy" and str(v).strip().lower() == "v2"
+           for k, v in properties.items()):
+        found.add("v2Checkpoint")
+    return sorted(found)
+
+
+def set_properties_with_features(path: str, properties: Mapping[str, str],
+                                 names: Iterable[str]) -> int:
+    """SET TBLPROPERTIES of properties that turn on features: the protocol upgraded with
+    delta-spark's rules and the new configuration in one commit (as delta-spark writes it;
+    deltalake's ``set_table_properties`` would also list variantType). Returns the version."""
+    table = DeltaLog(normalize_uri(path)).table()
+    current = Protocol.of_table(table)
+    wanted = [FEATURES[n.lower()] for n in names]
+    closure = [g for f in wanted for g in (f, *_closure(f))]
+    _check_writable(table, closure)
+    new = current
+    missing = [f for f in wanted if not current.supports(f.name)]
+    if missing:
+        reader = FEATURES_MIN_READER if any(f.reader_writer for f in closure) else current.reader
+        new = Protocol.of(reader, FEATURES_MIN_WRITER).with_features(missing).merge(current)
+    configuration = {**dict(table.metadata().configuration or {}), **properties}
+    actions = ([new.action()] if new != current else []) + \
+        [metadata_action(table, configuration=configuration)]
+    return commit(Transaction(
+        uri=normalize_uri(table.table_uri), read_version=table.version(),
+        operation="SET TBLPROPERTIES", parameters={"properties": json.dumps(dict(properties))},
+        metrics={}, actions=actions, conflict_code="HW_DELTA_COMMIT_CONFLICT"))

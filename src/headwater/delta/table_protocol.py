@@ -16,6 +16,7 @@ properties (the session's ``properties.defaults.*``, :func:`headwater.delta.writ
 from __future__ import annotations
 
 import tempfile
+from types import SimpleNamespace
 from typing import Any
 
 from pyspark.sql.types import StructField, StructType
@@ -58,12 +59,12 @@ KNOWN_PREFIXES = ("delta.constraints.", "delta.feature.", "delta.coordinatedcomm
 # (row ids and commit versions, widened types, in-commit timestamps, Iceberg metadata):
 # enabling one is refused rather than recorded without the feature's upkeep.
 UNMAINTAINED = {
-    "delta.enablerowtracking": "rowTracking", "delta.enabletypewidening": "typeWidening",
+    "delta.enablerowtracking": "rowTracking",
     "delta.enableincommittimestamps": "inCommitTimestamp",
     "delta.enableicebergcompatv1": "icebergCompatV1",
     "delta.enableicebergcompatv2": "icebergCompatV2",
 }
-UNMAINTAINED_FEATURES = {"rowtracking", "typewidening", "typewidening-preview",
+UNMAINTAINED_FEATURES = {"rowtracking", "typewidening-preview",
                          "incommittimestamp", "icebergcompatv1", "icebergcompatv2",
                          "allowcolumndefaults"}
 
@@ -148,6 +149,10 @@ def deltalake_protocol(schema: StructType, partition_by: list[str],
     from deltalake import DeltaTable, Schema  # noqa: PLC0415 - worker: deltalake only in the worker that commits
 
     delta_keys, _ = split_properties(properties)
+    # deltalake 1.6.6 refuses delta.enableTypeWidening: the feature is added here
+    widened = any(k.lower() == TYPE_WIDENING_PROPERTY and str(v).strip().lower() == "true"
+                  for k, v in delta_keys.items())
+    delta_keys = {k: v for k, v in delta_keys.items() if k.lower() != TYPE_WIDENING_PROPERTY}
     # column types only: generation and identity are the callers' to add (deltalake would
     # read Spark's SQL expressions with its own dialect)
     fields = [StructField(f.name, f.dataType, f.nullable) for f in schema.fields]
@@ -158,7 +163,41 @@ def deltalake_protocol(schema: StructType, partition_by: list[str],
                 partition_by=list(partition_by) or None, configuration=delta_keys or None)
         except Exception as exc:  # noqa: BLE001 - deltalake's refusal, translated when known
             raise invalid_property(exc, label) from exc
-        return made.protocol()
+        protocol = without_spurious_features(made.protocol(), schema)
+    if not widened:
+        return protocol
+    reader, writer = features(protocol)
+    return SimpleNamespace(min_reader_version=3, min_writer_version=7,
+                           reader_features=sorted(reader | {TYPE_WIDENING}),
+                           writer_features=sorted(writer | LEGACY_WRITER[2] | {TYPE_WIDENING}))
+
+
+TYPE_WIDENING = "typeWidening"
+TYPE_WIDENING_PROPERTY = "delta.enabletypewidening"
+
+
+# deltalake 1.6.6 names these in every protocol it moves to table features (enabling deletion
+# vectors gives readers [deletionVectors, variantType]); delta-spark adds them for a variant
+# column only.
+VARIANT_FEATURES = frozenset({"variantType", "variantType-preview"})
+
+
+def has_variant(schema_json: str) -> bool:
+    """Whether a schema (its JSON) has a variant column, nested ones included."""
+    return '"variant"' in schema_json
+
+
+def without_spurious_features(protocol: Any, schema: StructType) -> Any:
+    """deltalake's protocol without the variant features when no column is a variant."""
+    if has_variant(schema.json()):
+        return protocol
+
+    def drop(names: list[str] | None) -> list[str] | None:
+        return None if names is None else [n for n in names if n not in VARIANT_FEATURES]
+    return SimpleNamespace(min_reader_version=protocol.min_reader_version,
+                           min_writer_version=protocol.min_writer_version,
+                           reader_features=drop(protocol.reader_features),
+                           writer_features=drop(protocol.writer_features))
 
 
 def features(protocol: Any) -> tuple[set[str], set[str]]:

@@ -27,7 +27,7 @@ from headwater.delta.dml.common import (
 )
 from headwater.delta.dml.rewrite import CHANGE_TYPE, Written, commit_rewrite, data_only, write_files
 from headwater.delta.dml.skipping import file_test, read_filter
-from headwater.delta.dml.target import FILE_COL, Snapshot, refuse_deletion_vectors, scan
+from headwater.delta.dml.target import FILE_COL, Snapshot, scan
 from headwater.delta.generated import Generation, identity_update_error, recompute
 from headwater.errors import HeadwaterError
 
@@ -77,14 +77,11 @@ def _rewrite(spark: SparkSession, snapshot: Snapshot, operation: str,
     def rows_of(files):
         df = scan(spark, snapshot, files)
         return df.alias(alias) if alias else df
-    refuse_deletion_vectors(snapshot, candidates, operation)
     by_key = {f.spark_key: f for f in candidates}
     if cond is None:
         touched = list(candidates)
-        if any(f.num_records is None for f in touched):
-            matched = rows_of(touched).count()
-        else:
-            matched = sum(f.num_records for f in touched)
+        live = [f.live_records for f in touched]
+        matched = rows_of(touched).count() if None in live else sum(live)  # type: ignore[arg-type]
     else:
         counts = rows_of(candidates).where(cond).groupBy(FILE_COL).count().collect()
         touched = [by_key[row[0]] for row in counts]

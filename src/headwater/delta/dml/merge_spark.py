@@ -36,7 +36,7 @@ from headwater.delta.dml.merge_spec import (
 )
 from headwater.delta.dml.rewrite import CHANGE_TYPE, Written, commit_rewrite, write_files
 from headwater.delta.dml.skipping import file_test, read_filter
-from headwater.delta.dml.target import FILE_COL, ROW_COL, Snapshot, refuse_deletion_vectors, scan
+from headwater.delta.dml.target import FILE_COL, ROW_COL, Snapshot, scan
 from headwater.delta.generated import (
     Generation,
     IdentitySpec,
@@ -87,7 +87,6 @@ def spark_merge(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Dml
     # every target row is read when rows not matched by the source may change
     test = None if by_source else file_test(snapshot, on, alias)
     candidates = [f for f in snapshot.files if test is None or test(f)]
-    refuse_deletion_vectors(snapshot, candidates, "MERGE")
     by_key = {f.spark_key: f for f in candidates}
 
     def target(files):

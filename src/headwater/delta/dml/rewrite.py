@@ -77,9 +77,13 @@ def write_files(df: DataFrame, snapshot: Snapshot, written: Written, cdc: bool =
 
 
 def remove_action(f: TargetFile, now: int, data_change: bool = True) -> dict[str, Any]:
-    return {"remove": {"path": f.log_path, "dataChange": data_change, "deletionTimestamp": now,
-                       "extendedFileMetadata": True, "partitionValues": f.partition_values,
-                       "size": f.size}}
+    """The remove of ``f``, with its deletion vector: log replay keys a file by both."""
+    remove: dict[str, Any] = {"path": f.log_path, "dataChange": data_change,
+                              "deletionTimestamp": now, "extendedFileMetadata": True,
+                              "partitionValues": f.partition_values, "size": f.size}
+    if f.deletion_vector:
+        remove["deletionVector"] = f.deletion_vector
+    return {"remove": remove}
 
 
 def commit_rewrite(snapshot: Snapshot, operation: str, parameters: dict[str, Any],

@@ -5,6 +5,13 @@ Each row read carries ``_hw_file`` (the file it came from, as Spark names it) an
 ``_hw_row`` (its position in that file): touched files are found with them and only those are
 rewritten. Partition values live in the log, not in the files, so for partitioned tables they
 are joined in from a small broadcast table of (file, values).
+
+Deletion vectors: Spark's parquet reader returns every row of a file, so the rows a file's
+deletion vector deletes (read by deltalake, :func:`headwater.delta.log.deletion_vectors`) are
+anti-joined away by (file, row position) before anything sees them. A DML then rewrites the
+touched files without those rows and removes each old file together with its vector (the
+remove names the add's ``deletionVector``, as log replay keys a file by path and vector):
+copy-on-write, which every Delta reader accepts; no new deletion vector is written.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from headwater.delta.log import (
     DeltaLog,
     add_actions,
     deletion_vector_paths,
+    deletion_vectors,
     normalize_uri,
     resolve_file,
 )
@@ -32,6 +40,7 @@ from headwater.delta.schema import (
     spark_schema,
     strip_field_metadata,
 )
+from headwater.delta.snapshot_adds import snapshot_adds
 from headwater.errors import HeadwaterError
 from headwater.spark.active import data_frame
 
@@ -44,9 +53,17 @@ _SUPPORTED_WRITER_FEATURES = {
     "appendOnly", "invariants", "changeDataFeed", "timestampNtz", "domainMetadata",
     "v2Checkpoint", "vacuumProtocolCheck", "checkConstraints", "deletionVectors",
     "generatedColumns", "identityColumns", "clustering", "allowColumnDefaults",
+    "inCommitTimestamp",  # headwater's commit writes each commit's inCommitTimestamp
+    "typeWidening", "typeWidening-preview",  # Spark's parquet reader widens older files
 }
 _SUPPORTED_READER_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
-                              "deletionVectors"}
+                              "deletionVectors", "typeWidening", "typeWidening-preview"}
+# The variant feature asks writers to write variant columns as Delta lays them out; a table
+# without such a column (deltalake 1.6.6 adds the feature to every protocol it upgrades to
+# table features) has nothing the rewrite could get wrong.
+_VARIANT_FEATURES = {"variantType", "variantType-preview"}
+# Deleted rows up to this many are broadcast to the scan's join (16 bytes-ish a row).
+_BROADCAST_DELETED_ROWS = 1_000_000
 # java.net.URI leaves these unquoted in a path; Hadoop's Path (Spark's file names) uses it.
 _URI_PATH_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
                      "_-!.~'()*,;:$&+=/@")
@@ -65,10 +82,20 @@ class TargetFile:
     has_dv: bool
     min_values: dict[str, Any] = field(default_factory=dict)
     max_values: dict[str, Any] = field(default_factory=dict)
+    # the add's deletion vector descriptor (its remove repeats it) and the rows it deletes
+    deletion_vector: dict[str, Any] | None = None
+    deleted_rows: tuple[int, ...] = ()
 
     @property
     def spark_key(self) -> str:
         return spark_file_name(self.path)
+
+    @property
+    def live_records(self) -> int | None:
+        """Rows a reader sees: the file's records minus those its deletion vector deletes."""
+        if self.num_records is None:
+            return None
+        return self.num_records - len(self.deleted_rows)
 
 
 @dataclass
@@ -135,7 +162,11 @@ def check_writable(table, uri: str, operation: str, needs_rows: bool = True) -> 
         raise _refuse(uri, operation, "uses column mapping (physical column names in its files)",
                       "Run the statement with delta-spark, or copy the rows into a table without "
                       "column mapping.")
-    unknown = sorted((writer - _SUPPORTED_WRITER_FEATURES) | (reader - _SUPPORTED_READER_FEATURES))
+    supported_writer, supported_reader = _SUPPORTED_WRITER_FEATURES, _SUPPORTED_READER_FEATURES
+    if '"variant"' not in table.schema().to_json():
+        supported_writer = supported_writer | _VARIANT_FEATURES
+        supported_reader = supported_reader | _VARIANT_FEATURES
+    unknown = sorted((writer - supported_writer) | (reader - supported_reader))
     if unknown:
         raise _refuse(uri, operation, f"uses the table feature(s) {', '.join(unknown)}",
                       "Run the statement with a writer that supports them (delta-spark).")
@@ -168,19 +199,26 @@ def load_snapshot(path: str, operation: str, needs_rows: bool = True) -> Snapsho
     raw_json = table.schema().to_json()
     schema = strip_field_metadata(spark_schema(raw_json))
     partition_columns = list(table.metadata().partition_columns)
-    dv_paths = deletion_vector_paths(table)
+    masks = deletion_vectors(table) if deletion_vector_paths(table) else {}
+    # the log's own add actions hold the deletion vector descriptors deltalake does not list
+    descriptors = {resolve_file(log.root, a["path"]): a.get("deletionVector")
+                   for a in snapshot_adds(log, table)} if masks else {}
     actions = add_actions(table).to_pylist()
     files = []
     for row in actions:
         values = row.get("partition") or {}
         typed = tuple(_utc(values.get(c)) for c in partition_columns)
         fs_path = resolve_file(log.root, row["path"])
+        mask = masks.get(fs_path)
         files.append(TargetFile(
             log_path=row["path"], path=fs_path, size=int(row["size_bytes"]),
             partition_values={c: format_partition_value(values.get(c)) for c in partition_columns},
             typed_values=typed,
-            num_records=row.get("num_records"), has_dv=fs_path in dv_paths,
+            num_records=row.get("num_records"), has_dv=mask is not None,
             min_values=row.get("min") or {}, max_values=row.get("max") or {},
+            deletion_vector=descriptors.get(fs_path) if mask is not None else None,
+            deleted_rows=tuple(i for i, keep in enumerate(mask) if not keep)
+            if mask is not None else (),
         ))
     return Snapshot(uri, table.version(), table, schema, raw_json, partition_columns,
                     dict(table.metadata().configuration or {}), files)
@@ -198,6 +236,7 @@ def added_file(snapshot: Snapshot, add: dict[str, Any]) -> TargetFile:
         log_path=add["path"], path=add["path"], size=int(add.get("size") or 0),
         partition_values=dict(values), typed_values=typed,
         num_records=stats.get("numRecords"), has_dv=bool(add.get("deletionVector")),
+        deletion_vector=add.get("deletionVector"),
         min_values=stats.get("minValues") or {}, max_values=stats.get("maxValues") or {})
 
 
@@ -205,17 +244,6 @@ def _utc(value: Any) -> Any:
     if isinstance(value, dt.datetime) and value.tzinfo is None:
         return value.replace(tzinfo=dt.UTC)
     return value
-
-
-def refuse_deletion_vectors(snapshot: Snapshot, files: list[TargetFile], operation: str) -> None:
-    """Files with deletion vectors hide rows Spark's parquet reader would return: refuse."""
-    with_dv = [f.log_path for f in files if f.has_dv]
-    if with_dv:
-        raise _refuse(snapshot.uri, operation,
-                      f"has deletion vectors on {len(with_dv)} file(s) it would rewrite, "
-                      f"e.g. {with_dv[0]}",
-                      "Purge them first with delta-spark (REORG TABLE ... APPLY (PURGE)), or "
-                      "copy the rows into a new table.")
 
 
 def scan(spark: SparkSession, snapshot: Snapshot, files: list[TargetFile]) -> DataFrame:
@@ -239,6 +267,14 @@ def scan(spark: SparkSession, snapshot: Snapshot, files: list[TargetFile]) -> Da
     else:
         df = df.select("*", F.col("_metadata.file_path").alias(FILE_COL),
                        F.col("_metadata.row_index").alias(ROW_COL))
+    deleted = [(f.spark_key, row) for f in files for row in f.deleted_rows]
+    if deleted:  # rows the files' deletion vectors delete are no rows of the table
+        gone = data_frame(spark, deleted, StructType([StructField("_hw_dv_file", StringType()),
+                                                      StructField("_hw_dv_row", LongType())]))
+        if len(deleted) <= _BROADCAST_DELETED_ROWS:
+            gone = F.broadcast(gone)
+        df = df.join(gone, (df[FILE_COL] == gone["_hw_dv_file"])
+                     & (df[ROW_COL] == gone["_hw_dv_row"]), "left_anti")
     if snapshot.partition_columns:
         part_fields = [snapshot.schema[c] for c in snapshot.partition_columns]
         values = data_frame(spark,

@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 
     from headwater.delta.constraints import Constraints
 
-# Writer features deltalake 1.6.6 refuses to commit to.
-_NOT_DELTALAKE = {"identityColumns", "clustering", "domainMetadata", "allowColumnDefaults"}
+# Writer features deltalake 1.6.6 refuses to commit to (inCommitTimestamp: "Unsupported table
+# features required"; headwater's commit writes each commit's inCommitTimestamp).
+_NOT_DELTALAKE = {"identityColumns", "clustering", "domainMetadata", "allowColumnDefaults",
+                  "inCommitTimestamp", "typeWidening", "typeWidening-preview"}
 # Writer features whose rules a commit of added / removed whole files follows (or that do
 # not concern such a commit): tables with others (row tracking, in-commit timestamps, ...)
 # are not committed to here.
@@ -29,7 +31,7 @@ OWN_COMMIT_WRITER_FEATURES = {
     "appendOnly", "invariants", "changeDataFeed", "timestampNtz", "domainMetadata",
     "v2Checkpoint", "vacuumProtocolCheck", "checkConstraints", "deletionVectors",
     "generatedColumns", "identityColumns", "clustering", "typeWidening", "variantType",
-    "allowColumnDefaults",
+    "allowColumnDefaults", "inCommitTimestamp", "typeWidening-preview",
 }
 
 

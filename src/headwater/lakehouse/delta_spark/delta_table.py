@@ -33,6 +33,7 @@ from headwater.delta.dml.common import (
     checked_condition,
 )
 from headwater.delta.dml.merge_spec import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, MergeClause
+from headwater.delta.drop_feature import drop_feature
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.optimize import optimize as run_optimize
 from headwater.errors import HeadwaterError
@@ -218,12 +219,13 @@ class DeltaTable:
 
     def dropFeatureSupport(self, featureName: str, truncateHistory: bool | None = None) -> None:
         """Drop table feature ``featureName``, leaving the weakest protocol that supports the
-        rest (a legacy one where it can). headwater drops features whose removal rewrites
-        nothing (checkConstraints without constraints); see headwater.delta.protocol."""
+        rest (a legacy one where it can). headwater drops writer features whose removal
+        rewrites nothing (checkConstraints without constraints) and deletionVectors with
+        truncateHistory; see headwater.delta.drop_feature."""
         _check_type(featureName, str, "featureName", "a string")
         if truncateHistory is not None:
             _check_type(truncateHistory, bool, "truncateHistory", "a boolean")
-        protocol.drop_feature(self._path, featureName, bool(truncateHistory))
+        drop_feature(self._spark, self._path, featureName, bool(truncateHistory))
 
     def clone(self, target: str, isShallow: bool = False, replace: bool = False,
               properties: Mapping[str, str] | None = None) -> DeltaTable:

@@ -20,7 +20,7 @@ from headwater.delta import column_ddl, column_defaults
 from headwater.delta.column_ddl import ColumnChange, NewColumn
 from headwater.delta.log import open_table
 from headwater.delta.metadata import change_metadata, metadata_action
-from headwater.delta.protocol import Protocol, add_feature
+from headwater.delta.protocol import Protocol, add_feature, feature
 from headwater.delta.schema import arrow_schema
 from headwater.delta.write.checks import deltalake_writes
 from headwater.errors import HeadwaterError
@@ -82,7 +82,19 @@ def _commit_schema(path: str, operation: str, parameters: dict[str, str], table:
         meta["schemaString"] = json.dumps(schema, separators=_COMPACT)
         return meta
 
-    change_metadata(path, operation, parameters, change, table=table, reads_data=reads_data)
+    change_metadata(path, operation, parameters, change, table=table, reads_data=reads_data,
+                    protocol=_protocol_for(table, schema))
+
+
+def _protocol_for(table: Any, schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The protocol action a schema needs beyond the table's (a column widened to
+    timestamp_ntz needs the timestampNtz feature, as delta-spark adds it), or None."""
+    current = Protocol.of_table(table)
+    if '"timestamp_ntz"' not in json.dumps(schema) or current.supports("timestampNtz"):
+        return None
+    ntz = feature("timestampNtz")
+    assert ntz is not None
+    return Protocol.of(3, 7).with_feature(ntz).merge(current).action()
 
 
 def _current(table: Any) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -34,7 +34,12 @@ from headwater.delta.generated import (
 )
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.delta.metadata import unset_table_properties
-from headwater.delta.protocol import Protocol, add_feature
+from headwater.delta.protocol import (
+    Protocol,
+    add_feature,
+    enabled_features,
+    set_properties_with_features,
+)
 from headwater.delta.schema import as_nullable
 from headwater.delta.table_protocol import check_properties
 from headwater.delta.write.checks import deltalake_writes
@@ -435,7 +440,24 @@ def set_properties(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
             metadata.set_description(altered.path, properties.pop("comment"))
         else:
             table.alter.set_table_description(properties.pop("comment"))
-    if properties and own:
+    # deltalake's set_table_properties lists variantType in every table-features protocol
+    # it writes (and when it upgrades one for deletion vectors): headwater's own commit does
+    # what delta-spark does, on local tables
+    enabling = enabled_features(properties)
+    uri = normalize_uri(altered.path)
+    listed = Protocol.of_table(table).lists_writers
+    local = "://" not in uri or uri.startswith("file://")
+    if "typeWidening" in enabling and not local:
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE", f"SET TBLPROPERTIES of {altered.label}: the "
+            "typeWidening feature is written by headwater's own commit, which needs local or "
+            "mounted storage.", "deltalake (the engine on object stores) refuses the feature.",
+            "Keep the table on local or mounted storage, or leave delta.enableTypeWidening out.",
+            error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
+    if properties and (enabling or listed) and local \
+            and not any(k.lower().startswith("delta.columnmapping.") for k in properties):
+        set_properties_with_features(altered.path, properties, enabling)
+    elif properties and own:
         metadata.set_properties(altered.path, properties,
                                 Protocol.of_table(open_table(altered.path)).names())
     elif properties:

@@ -1,6 +1,6 @@
 """Delta's own statements in SQL (handlers of the SQL router): OPTIMIZE, VACUUM, RESTORE,
-DESCRIBE HISTORY / DETAIL, CONVERT TO DELTA, GENERATE symlink_format_manifest, and SHOW
-TBLPROPERTIES of a Delta table.
+REORG TABLE ... APPLY (PURGE), ALTER TABLE ... DROP FEATURE, DESCRIBE HISTORY / DETAIL,
+CONVERT TO DELTA, GENERATE symlink_format_manifest, and SHOW TBLPROPERTIES of a Delta table.
 
 Spark's parser does not know Delta's grammar, so :func:`words` splits the statement into its
 top-level words (quotes, backticks and parentheses kept whole, with their positions) and each
@@ -20,8 +20,10 @@ from pyspark.sql.types import StructType
 
 from headwater.delta import maintenance, manifest
 from headwater.delta.convert import convert_parquet
+from headwater.delta.drop_feature import drop_feature as run_drop_feature
 from headwater.delta.log import DeltaLog
 from headwater.delta.optimize import optimize as run_optimize
+from headwater.delta.optimize import purge
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.delta_spark.delta_table import DeltaTable, optimize_frame
 from headwater.lakehouse.sql.ddl import done
@@ -167,6 +169,46 @@ def optimize(lake: SqlLakehouse, st: Statement) -> DataFrame:
     for predicate in where:
         builder = builder.where(predicate)
     return builder.executeZOrderBy(zorder) if zorder else builder.executeCompaction()
+
+
+def reorg(lake: SqlLakehouse, st: Statement) -> DataFrame:
+    """REORG TABLE t [WHERE partition predicate] APPLY (PURGE): the files with deletion
+    vectors rewritten without them (OPTIMIZE's result columns, as delta-spark returns).
+    APPLY (UPGRADE UNIFORM (...)) needs Iceberg metadata headwater does not write."""
+    shape = Shape(st, 1)
+    if not shape.take("TABLE"):
+        raise unsupported("REORG without TABLE", st)
+    path = _table(lake, st, shape.word("table name"))
+    where = [shape.until("APPLY")] if shape.take("WHERE") else []
+    if not shape.take("APPLY"):
+        raise unsupported("REORG TABLE without APPLY (PURGE)", st)
+    group = "".join(shape.word("APPLY clause").upper().split())
+    shape.end()
+    if group.startswith("(UPGRADE"):
+        raise HeadwaterError(
+            "HW_SQL_UNSUPPORTED", f"REORG TABLE ... APPLY {group} is not supported "
+            f"(near {st.text[:60]!r}).",
+            "UniForm's upgrade rewrites the table for Iceberg compatibility (icebergCompatV2, "
+            "column mapping and Iceberg metadata), which headwater does not write.",
+            "Run it with delta-spark; REORG TABLE t APPLY (PURGE) works here.")
+    if group != "(PURGE)":
+        raise unsupported(f"APPLY {group}", st)
+    return optimize_frame(st.session, path, purge(st.session, path, where))
+
+
+def drop_feature(lake: SqlLakehouse, st: Statement) -> DataFrame:
+    """ALTER TABLE t DROP FEATURE f [TRUNCATE HISTORY] (headwater.delta.drop_feature)."""
+    shape = Shape(st, 2)
+    path = _table(lake, st, shape.word("table name"))
+    if not shape.take("DROP", "FEATURE"):
+        raise unsupported("ALTER TABLE without DROP FEATURE", st)
+    name = shape.word("feature name")
+    if name[:1] in "`'\"":
+        name = name[1:-1]
+    truncate = shape.take("TRUNCATE", "HISTORY")
+    shape.end()
+    run_drop_feature(st.session, path, name, truncate)
+    return done(st.session)
 
 
 def vacuum(lake: SqlLakehouse, st: Statement) -> DataFrame:

@@ -95,6 +95,8 @@ HANDLERS: dict[str, Handler] = {
     "MergeIntoTable": dml.merge,
     # Delta's own grammar and table information (delta_admin.py)
     "Optimize": delta_admin.optimize,
+    "Reorg": delta_admin.reorg,
+    "DropFeature": delta_admin.drop_feature,
     "Vacuum": delta_admin.vacuum,
     "Restore": delta_admin.restore,
     "DescribeHistory": delta_admin.describe_history,
@@ -205,6 +207,9 @@ def _delta_kind(text: str) -> str | None:
     for prefix, kind in (*DELTA_GRAMMAR.items(), *catalogs.CATALOG_GRAMMAR.items()):
         if words[:len(prefix)] == prefix:
             return kind
+    if words[:2] == ("ALTER", "TABLE") and \
+            [w[0].upper() for w in delta_admin.words(text)[3:5]] == ["DROP", "FEATURE"]:
+        return "DropFeature"  # delta-spark's ALTER TABLE t DROP FEATURE f [TRUNCATE HISTORY]
     if words[:1] in (("CREATE",), ("REPLACE",)) and clones.is_clone(text):
         return "Clone"  # delta-spark's CREATE ... SHALLOW CLONE, which Spark cannot parse
     return None

@@ -112,7 +112,7 @@ STATEMENT_NAMES = {
     "Optimize": "OPTIMIZE", "Vacuum": "VACUUM", "Restore": "RESTORE",
     "ConvertToDelta": "CONVERT TO DELTA", "Generate": "GENERATE", "Reorg": "REORG",
     "DescribeHistory": "DESCRIBE HISTORY", "DescribeDetail": "DESCRIBE DETAIL",
-    "Clone": "CREATE TABLE ... CLONE",
+    "Clone": "CREATE TABLE ... CLONE", "DropFeature": "ALTER TABLE ... DROP FEATURE",
     "DeleteFromTable": "DELETE FROM", "UpdateTable": "UPDATE", "MergeIntoTable": "MERGE INTO",
 }
 

@@ -1,0 +1,165 @@
+"""ALTER TABLE ... DROP FEATURE (``dropFeatureSupport``), including the features whose drop
+first rewrites the table: deletion vectors, as delta-spark's drop WITH TRUNCATE HISTORY.
+
+delta-spark drops a reader-writer feature in two steps. The first call removes the feature's
+traces from the current version (for deletionVectors: ``delta.enableDeletionVectors`` set to
+false, then the files with deletion vectors rewritten, as ``REORG TABLE ... APPLY (PURGE)``)
+and fails with DELTA_FEATURE_DROP_WAIT_FOR_RETENTION_PERIOD: older versions still hold them.
+Once those versions are older than ``delta.dropFeatureTruncateHistory.retentionDuration``
+(24 hours by default), the call again finds no trace in the newer history, truncates the log
+before them (a checkpoint at the last old version, the older log files deleted) and commits
+the protocol without the feature. A trace still within the retention fails with
+DELTA_FEATURE_DROP_HISTORICAL_VERSIONS_EXIST.
+
+delta-spark's default drop (without TRUNCATE HISTORY) keeps history and protects it with the
+``checkpointProtection`` writer feature instead, which delta-rs (headwater's engine) cannot
+write: it is refused, naming TRUNCATE HISTORY. Writer features (checkConstraints...) drop
+in one commit (:func:`headwater.delta.protocol.drop_feature`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.fs as pafs
+
+from headwater.delta import maintenance, metadata
+from headwater.delta.log import DeltaLog, deletion_vector_paths, normalize_uri
+from headwater.delta.optimize import purge
+from headwater.delta.protocol import Protocol, check_drop, commit_drop
+from headwater.delta.protocol import drop_feature as drop_writer_feature
+from headwater.errors import HeadwaterError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DELETION_VECTORS = "deletionVectors"
+DV_PROPERTY = "delta.enableDeletionVectors"
+TRUNCATE_RETENTION_PROPERTY = "delta.dropFeatureTruncateHistory.retentionDuration"
+DEFAULT_TRUNCATE_RETENTION_HOURS = 24.0
+
+
+def drop_feature(spark: SparkSession, path: str, name: str,
+                 truncate_history: bool = False) -> Protocol:
+    """Drop table feature ``name`` from the table at ``path``; returns the protocol after."""
+    uri = normalize_uri(path)
+    table = DeltaLog(uri).table()
+    f = check_drop(table, name, truncate_history)
+    if f.name != DELETION_VECTORS:
+        return drop_writer_feature(uri, name, truncate_history)
+    if not truncate_history:
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"DROP FEATURE {f.name} of {uri} without TRUNCATE HISTORY is not supported.",
+            "delta-spark's default drop protects the table's history with the "
+            "checkpointProtection writer feature, which delta-rs (headwater's engine) cannot "
+            "write; the table was left unchanged.",
+            f"Run ALTER TABLE ... DROP FEATURE {f.name} TRUNCATE HISTORY (dropFeatureSupport("
+            f"'{f.name}', True)): once to purge the deletion vectors, then again after "
+            f"{TRUNCATE_RETENTION_PROPERTY} (24 hours by default).")
+    if _remove_traces(spark, uri, table):
+        raise _wait_error(f.name, _retention_text(DeltaLog(uri).table()))
+    table = DeltaLog(uri).table()
+    hours = maintenance.configured_retention_hours(
+        table, spark, key=TRUNCATE_RETENTION_PROPERTY,
+        default_hours=DEFAULT_TRUNCATE_RETENTION_HOURS)
+    if hours is None:
+        hours = DEFAULT_TRUNCATE_RETENTION_HOURS
+    cutoff = int(time.time() * 1000 - hours * 3_600_000)
+    log = DeltaLog(uri)
+    boundary = _first_version_after(log, table.version(), cutoff)
+    if boundary is None:
+        raise HeadwaterError(
+            "HW_DELTA_PROTOCOL_INVALID",
+            f"Cannot drop {f.name} from {uri}: versions within the retention period still "
+            "use deletion vectors.",
+            f"Readers of those versions need the feature; {TRUNCATE_RETENTION_PROPERTY} is "
+            f"{_retention_text(table)}.",
+            "Wait until those versions are older than the retention period, then run the "
+            "command again.", error_class="DELTA_FEATURE_DROP_HISTORICAL_VERSIONS_EXIST")
+    if boundary > 0:
+        _truncate_before(log, boundary)
+    return commit_drop(DeltaLog(uri).table(), f, name, True)
+
+
+def _remove_traces(spark: SparkSession, uri: str, table: Any) -> bool:
+    """delta-spark's DeletionVectorsPreDowngradeCommand: the property set to false, the
+    files with deletion vectors purged. True when it had something to do."""
+    changed = False
+    config = dict(table.metadata().configuration or {})
+    if any(k.lower() == DV_PROPERTY.lower() and str(v).strip().lower() == "true"
+           for k, v in config.items()):
+        def disable(meta: dict[str, Any]) -> dict[str, Any]:
+            meta["configuration"] = {
+                **{k: v for k, v in meta["configuration"].items()
+                   if k.lower() != DV_PROPERTY.lower()}, DV_PROPERTY: "false"}
+            return meta
+        metadata.change_metadata(uri, "SET TBLPROPERTIES",
+                                 {"properties": json.dumps({DV_PROPERTY: "false"})}, disable)
+        changed = True
+    if deletion_vector_paths(DeltaLog(uri).table()):
+        purge(spark, uri)
+        changed = True
+    return changed
+
+
+def _first_version_after(log: DeltaLog, latest: int, cutoff_ms: int) -> int | None:
+    """The first version of the history newer than ``cutoff_ms`` (latest + 1 when all are
+    older), or None when one of those versions adds or removes a file with a deletion
+    vector (a trace a reader of that version needs the feature for)."""
+    version = latest
+    while version >= 0:
+        actions = log.read_commit(version)
+        if actions is None:
+            break  # cleaned up already
+        if _commit_time(log, version, actions) < cutoff_ms:
+            break
+        if any((a.get("add") or a.get("remove") or {}).get("deletionVector")
+               for a in actions):
+            return None
+        version -= 1
+    return version + 1
+
+
+def _commit_time(log: DeltaLog, version: int, actions: list[dict[str, Any]]) -> int:
+    for action in actions:
+        info = action.get("commitInfo")
+        if info is not None:
+            stamp = info.get("inCommitTimestamp") or info.get("timestamp")
+            if stamp is not None:
+                return int(stamp)
+    mtime = log.commit_mtime(version)
+    return 0 if mtime is None else mtime // 1_000_000
+
+
+def _truncate_before(log: DeltaLog, boundary: int) -> None:
+    """A checkpoint at version ``boundary - 1``, then every log file of an older version
+    deleted: the history before the retention period is gone, as TRUNCATE HISTORY says."""
+    kept = boundary - 1
+    DeltaLog(log.uri).table(kept).create_checkpoint()
+    folder = f"{log.root}/_delta_log"
+    for info in log.fs.get_file_info(pafs.FileSelector(folder, recursive=False)):
+        name = info.path.rsplit("/", 1)[-1].lstrip(".")  # .N.json.crc: Hadoop's checksums
+        prefix = name[:20]
+        if len(name) > 20 and prefix.isdigit() and int(prefix) < kept:
+            log.fs.delete_file(info.path)
+
+
+def _retention_text(table: Any) -> str:
+    return (table.metadata().configuration or {}).get(TRUNCATE_RETENTION_PROPERTY,
+                                                      "24 hours")
+
+
+def _wait_error(name: str, retention: str) -> HeadwaterError:
+    return HeadwaterError(
+        "HW_DELTA_PROTOCOL_INVALID",
+        f"Dropping {name} was partially successful. The feature is now no longer used in the "
+        "current version of the table. However, the feature is still present in historical "
+        "versions of the table. The table feature cannot be dropped from the table protocol "
+        "until these historical versions have expired.",
+        f"Readers of older versions need the feature; {TRUNCATE_RETENTION_PROPERTY} = "
+        f"{retention}.",
+        "Wait for the historical versions to expire, then repeat this command.",
+        error_class="DELTA_FEATURE_DROP_WAIT_FOR_RETENTION_PERIOD")
