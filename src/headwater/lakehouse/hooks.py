@@ -37,11 +37,12 @@ from pyspark.sql.sql_formatter import SQLStringFormatter
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-from headwater.conf.context import record_path_read
+from headwater.conf.context import current_definition, record_path_read
 from headwater.conf.options import parse_bool
 from headwater.delta.constraints import schema_overwrite
 from headwater.delta.defaults import with_defaults
 from headwater.delta.log import DeltaLog, normalize_uri
+from headwater.delta.native_source import native_stream
 from headwater.delta.write.native import native_sink, write_native
 from headwater.delta.write.replace_table import replace_native
 from headwater.delta.write.request import (
@@ -68,6 +69,7 @@ from headwater.spark.jvm import (
     reader_has_schema,
     reader_options,
     reader_source,
+    stream_reader_source,
     stream_writer_is_continuous,
     stream_writer_output_mode,
     writer_mode,
@@ -227,6 +229,35 @@ def _load(original: Callable) -> Callable:
             if target is not None:
                 record_path_read(target)
                 native = native_load(self._spark, target, settings)
+                if native is not None:
+                    return native
+        return original(self, path)
+
+    load.__doc__ = original.__doc__
+    return load
+
+
+def _stream_load(original: Callable) -> Callable:
+    """``spark.readStream.format("delta").load(path)``: a native Delta stream source (Spark's
+    parquet reader reads each micro-batch) where the table and session allow it
+    (:func:`headwater.delta.native_source.native_stream`); the Python data source otherwise."""
+    def load(self, path: str | None = None, format: str | None = None,  # noqa: A002
+             schema: Any = None, **options: Any) -> DataFrame:
+        if format is not None:
+            self.format(format)
+        if schema is not None:
+            self.schema(schema)
+        self.options(**options)
+        if stream_reader_source(self) == "delta":
+            settings = reader_options(self)
+            target = path if isinstance(path, str) else None
+            if path is None:
+                target = next((v for k, v in settings.items() if k.lower() == "path"), None)
+            # inside a pipeline's definitions the graph reads streams from their plans
+            # (StreamingRelationV2): those keep the Python data source
+            if target is not None and current_definition() is None:
+                record_path_read(target)
+                native = native_stream(self._spark, target, settings)
                 if native is not None:
                     return native
         return original(self, path)
