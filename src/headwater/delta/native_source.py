@@ -42,6 +42,7 @@ from headwater.delta.log import DeltaLog, FileEntry, normalize_uri
 from headwater.delta.native_read import natively_readable
 from headwater.delta.schema import spark_schema, strip_field_metadata
 from headwater.delta.source import DeltaStreamReader, Offset, SourcePlanner
+from headwater.spark.plan import register_stream_source
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -78,6 +79,12 @@ class NativeDeltaSource:
     @property
     def planner(self) -> SourcePlanner:
         return self._reader.planner
+
+    # --- what plan inspection reads (headwater.spark.plan.relations) ---------------------
+    def relation_facts(self) -> tuple[str, tuple[str, ...] | None, str, tuple]:
+        """(source, identifier, path, options) as the Python data source's relation had."""
+        options = tuple(sorted((k, str(v)) for k, v in self._args[1].items() if k != "path"))
+        return "delta", None, self.uri, options
 
     # --- org.apache.spark.sql.execution.streaming.Source ----------------------------------
     def schema(self) -> Any:
@@ -230,6 +237,7 @@ def native_stream(spark: SparkSession, path: str, options: dict[str, str]) -> Da
         source, attributes, jvm.scala.Option.empty(),
         getattr(runtime.StreamingExecutionRelation, "apply$default$4")(),
         spark._jsparkSession)
+    register_stream_source(source)
     log.debug("stream of %s: Spark's parquet reader (a native Delta source)", uri)
     return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(
         spark._jsparkSession, relation), spark)

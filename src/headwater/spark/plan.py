@@ -80,6 +80,17 @@ def register_file_index(index: Any) -> None:
     _file_indexes[index.hashCode()] = index
 
 
+# Python objects serving as a query's v1 streaming source (headwater.delta.native_source), by
+# the hash code they give the JVM: a plan's StreamingExecutionRelation names only the proxy.
+_stream_sources: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def register_stream_source(source: Any) -> None:
+    """Let :func:`relations` report streams of ``source`` (``hashCode()``, and
+    ``relation_facts()`` as :func:`register_file_index` takes them)."""
+    _stream_sources[source.hashCode()] = source
+
+
 def relations(df: DataFrame) -> list[Relation]:
     """Every data-source relation and temporary view the analyzed plan reads (subqueries in
     expressions included), in plan order, without duplicates."""
@@ -93,6 +104,11 @@ def relations(df: DataFrame) -> list[Relation]:
             relation = _v2_relation(node, _V2_RELATIONS[name])
         elif name == "LogicalRelation":
             relation = _file_relation(node)
+        elif name == "StreamingExecutionRelation":
+            source = _stream_sources.get(node.source().hashCode())
+            if source is not None:
+                kind, identifier, path, options = source.relation_facts()
+                relation = Relation(kind, True, identifier, path, options)
         elif name == "View" and node.isTempView():
             relation = Relation("", bool(node.isStreaming()),
                                 view=node.desc().identifier().table().lower())
