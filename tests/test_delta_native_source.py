@@ -13,6 +13,7 @@ from pyspark.sql.streaming import DataStreamReader
 from tests.support import golden, rows, write
 
 import headwater
+from headwater import Lakehouse
 from headwater.spark import patches
 from headwater.spark.jvm import analyzed_plan
 from headwater.spark.plan import node_name, nodes, relations
@@ -101,3 +102,19 @@ def test_a_checkpoint_moves_between_the_python_and_the_native_source(spark, tmp,
     later = run(stream(second), dst, cp)
     assert [p["numInputRows"] for p in later.recentProgress if p["numInputRows"]] == [1] * 7
     assert [r[0] for r in rows(spark, str(dst))] == [0, 1, 10, 11, 20, 21, 30, 31]
+
+
+def test_a_lakehouse_table_streamed_by_name_is_read_natively(spark, tmp, keep_lakehouse):
+    lake = Lakehouse(tmp / "lake", spark)
+    try:
+        spark.createDataFrame([(1, "a"), (2, "b")], "id long, part string") \
+            .write.saveAsTable("events")
+        df = spark.readStream.table("events").select("events.id")  # the table's alias too
+        assert leaves(df) == {"StreamingExecutionRelation"}
+        assert relations(df)[0].identifier == ("events",)  # pipelines see the read
+        run(df, tmp / "dst", tmp / "cp")
+        assert [r[0] for r in rows(spark, str(tmp / "dst"))] == [1, 2]
+        feed = spark.readStream.option("readChangeFeed", "true").table("events")
+        assert leaves(feed) == {"StreamingRelationV2"}
+    finally:
+        lake.detach()

@@ -61,8 +61,9 @@ class NativeDeltaSource:
 
     def __init__(self, spark: SparkSession, uri: str, options: dict[str, str],
                  schema: StructType, table_schema: StructType, partition_columns: list[str],
-                 table_id: str) -> None:
+                 table_id: str, name: tuple[str, str] | None = None) -> None:
         self._spark = spark
+        self.name = name
         self._jvm = spark._jvm
         self.uri = uri
         self.schema_ = schema
@@ -84,7 +85,9 @@ class NativeDeltaSource:
     def relation_facts(self) -> tuple[str, tuple[str, ...] | None, str, tuple]:
         """(source, identifier, path, options) as the Python data source's relation had."""
         options = tuple(sorted((k, str(v)) for k, v in self._args[1].items() if k != "path"))
-        return "delta", None, self.uri, options
+        if self.name is None:
+            return "delta", None, self.uri, options
+        return self.name[0], tuple(self.name[1].split(".")), self.uri, options
 
     # --- org.apache.spark.sql.execution.streaming.Source ----------------------------------
     def schema(self) -> Any:
@@ -212,10 +215,12 @@ class NativeDeltaSource:
         return None, None
 
 
-def native_stream(spark: SparkSession, path: str, options: dict[str, str]) -> DataFrame | None:
+def native_stream(spark: SparkSession, path: str, options: dict[str, str],
+                  name: tuple[str, str] | None = None) -> DataFrame | None:
     """``spark.readStream.format("delta").options(...).load(path)`` as a stream of
     :class:`NativeDeltaSource`, or None: the Python data source reads it (see the module
-    docstring for when)."""
+    docstring for when). name: (data source name, qualified name) of a lakehouse table read
+    by name, for plan inspection."""
     opts = {k.lower(): v for k, v in options.items()}
     uri = normalize_uri(path)
     reason = _python_path_reason(spark, uri, opts)
@@ -226,7 +231,7 @@ def native_stream(spark: SparkSession, path: str, options: dict[str, str]) -> Da
     table_schema = spark_schema(table.schema().to_json())
     source = NativeDeltaSource(spark, uri, opts, strip_field_metadata(table_schema),
                                table_schema, list(table.metadata().partition_columns),
-                               table.metadata().id)
+                               table.metadata().id, name)
     gateway = spark.sparkContext._gateway
     ensure_callback_server_started(gateway)
     jvm = spark._jvm

@@ -35,7 +35,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.readwriter import DataFrameReader
 from pyspark.sql.sql_formatter import SQLStringFormatter
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.streaming.readwriter import DataStreamWriter
+from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
 from headwater.conf.context import current_definition, record_path_read
 from headwater.conf.options import parse_bool
@@ -481,6 +481,8 @@ _SOURCE_ONLY_OPTIONS = ("readchangefeed", "readchangedata", "versionasof", "time
 def _read_table(original: Callable) -> Callable:
     """``spark.read.table(t)``: the table Spark resolves, read by Spark's parquet reader where
     it allows it (:func:`~headwater.lakehouse.native_reads.with_native_reads`).
+    ``spark.readStream.table(t)``: the native Delta stream source
+    (:func:`~headwater.delta.native_source.native_stream`) where the table allows it.
     ``spark.read[Stream].option('readChangeFeed', 'true').table(t)`` and
     ``.option('versionAsOf', 3).table(t)`` of a lakehouse table: a catalog table's schema is
     fixed and Spark refuses time travel on it, so such reads go to the table directly
@@ -500,6 +502,14 @@ def _read_table(original: Callable) -> Callable:
                     if native is not None:
                         return native
                 return self.format(parse_name(own).source_name).load()
+            if isinstance(self, DataStreamReader) and current_definition() is None \
+                    and stream_reader_source(self) is not None:
+                # a stream of the table: the native Delta stream source where it can read it
+                tname = parse_name(own)
+                native = native_stream(self._spark, str(lake.path(own)), options,
+                                       name=(tname.source_name, tname.qualified))
+                if native is not None:
+                    return native.alias(tname.table)
         df = original(self, spark_name(tableName, self._spark))
         if isinstance(self, DataFrameReader) \
                 and not reader_has_schema(self):
