@@ -94,8 +94,8 @@ class NativeDeltaSource:
         return self._jschema
 
     def getOffset(self) -> Any:  # noqa: N802 (Spark's names, through py4j)
-        # Spark asks a source with admission control for latestOffset instead
-        return self._jvm.scala.Option.apply(self.latestOffset(None, self._limits.allAvailable()))
+        """Never called: Spark asks a source with admission control for latestOffset."""
+        raise NotImplementedError("DeltaSource plans with latestOffset(start, limit)")
 
     def getBatch(self, start: Any, end: Any) -> Any:  # noqa: N802
         """The micro-batch's DataFrame. Its files are listed when Spark plans it, not here:
