@@ -248,6 +248,28 @@ def native_stream(spark: SparkSession, path: str, options: dict[str, str],
         spark._jsparkSession, relation), spark)
 
 
+def native_stream_leaf(spark: SparkSession, path: str, options: dict[str, str], output: Any,
+                       name: tuple[str, str] | None = None) -> Any:
+    """A native stream of ``path`` as a JVM plan leaf with ``output`` (another stream
+    relation's attributes, so the plan above it resolves unchanged), or None where
+    :func:`native_stream` keeps the Python data source."""
+    native = native_stream(spark, path, options, name)
+    if native is None:
+        return None
+    leaf = native._jdf.queryExecution().analyzed()
+    if leaf.schema().catalogString() != output_schema(spark, output).catalogString():
+        return None  # the table changed since the plan was analyzed: keep its reader
+    runtime = spark._jvm.org.apache.spark.sql.execution.streaming.runtime
+    return runtime.StreamingExecutionRelation(
+        leaf.source(), output, spark._jvm.scala.Option.empty(),
+        getattr(runtime.StreamingExecutionRelation, "apply$default$4")(), spark._jsparkSession)
+
+
+def output_schema(spark: SparkSession, output: Any) -> Any:
+    """The JVM StructType of a plan node's output attributes."""
+    return spark._jvm.org.apache.spark.sql.catalyst.types.DataTypeUtils.fromAttributes(output)
+
+
 def _python_path_reason(spark: SparkSession, uri: str, opts: dict[str, str]) -> str | None:
     """Why this stream stays on the Python data source, or None: it can read natively."""
     if getattr(spark, "_jsparkSession", None) is None:

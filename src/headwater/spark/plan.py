@@ -156,6 +156,27 @@ def _v2_relation(node: Any, streaming: bool) -> Relation:
     return Relation(str(source), streaming, identifier, path, tuple(sorted(pairs.items())))
 
 
+def swap_streams(df: DataFrame, replacement: Callable[[Relation, Any], Any]) -> DataFrame:
+    """``df`` with each Python data source stream (``StreamingRelationV2``) replaced by
+    ``replacement(relation, its output attributes)``: a JVM plan leaf with those very
+    attributes, or None to keep the stream. ``df`` itself when nothing is replaced."""
+    spark = df.sparkSession
+    plan = analyzed_plan(df)
+    jvm = jvm_view(spark)
+    swaps = getattr(getattr(jvm.scala.collection.immutable, "Map$"), "MODULE$").empty()
+    found = False
+    for node in nodes(plan):
+        if node_name(node) == "StreamingRelationV2":
+            leaf = replacement(_v2_relation(node, True), node.output())
+            if leaf is not None:
+                swaps = swaps.updated(node, leaf)
+                found = True
+    if not found:
+        return df
+    # a Scala Map is a PartialFunction: exactly the swapped leaves are replaced
+    return dataframe_of_plan(spark, plan.transformUpWithSubqueries(swaps))
+
+
 def substitute_streams(df: DataFrame, matches: Callable[[Relation], bool],
                        batch: DataFrame) -> DataFrame:
     """``df`` with every streaming relation for which ``matches`` holds replaced by
