@@ -4,12 +4,16 @@ the two. The source's options and rules are test_delta_source's, which runs agai
 
 from __future__ import annotations
 
+import json
+import logging
 import shutil
 import time
 
 import pyarrow as pa
 import pytest
 from pyspark.sql.streaming import DataStreamReader
+from tests.pipelines import project
+from tests.pipelines import run as run_pipeline
 from tests.support import golden, rows, write
 
 import headwater
@@ -118,3 +122,39 @@ def test_a_lakehouse_table_streamed_by_name_is_read_natively(spark, tmp, keep_la
         assert leaves(feed) == {"StreamingRelationV2"}
     finally:
         lake.detach()
+
+
+AGGREGATE = """
+CREATE OR REFRESH STREAMING TABLE readings
+AS SELECT * FROM STREAM read_files("{land}", format => "json");
+
+CREATE OR REFRESH STREAMING TABLE totals
+AS SELECT device, sum(value) AS total FROM STREAM(readings) GROUP BY device;
+"""
+
+
+def test_a_pipelines_stateful_flow_streams_its_input_natively(spark, tmp_path, caplog,
+                                                               keep_lakehouse):
+    """An aggregate's flow cannot be re-applied batch by batch (pipeline/run/native.py): its
+    stream of the upstream table is the native Delta source when the query starts, and two
+    runs on the same checkpoint count every reading once."""
+    land = tmp_path / "land"
+    land.mkdir()
+
+    def land_file(name: str, records: list[tuple[str, int]]) -> None:
+        (land / name).write_text("".join(
+            json.dumps({"device": d, "value": v}) + "\n" for d, v in records))
+
+    land_file("1.json", [("a", 1), ("b", 2), ("a", 3)])
+    root = project(tmp_path, {"p.sql": AGGREGATE.format(land=land)}, globs=("defs/*.sql",))
+    caplog.set_level(logging.DEBUG, logger="headwater.delta.native")
+    lake, results = run_pipeline(spark, root)
+    assert {r.status.name for r in results.values()} == {"COMPLETED"}
+    readings = str((root / "lake" / "readings").resolve())
+    assert f"stream of {readings}: Spark's parquet reader (a native Delta source)" \
+        in caplog.text
+    land_file("2.json", [("b", 10)])
+    lake, results = run_pipeline(spark, root)
+    totals = sorted(tuple(r) for r in lake.read("totals").collect())
+    assert totals == [("a", 4), ("b", 12)]
+    lake.detach()

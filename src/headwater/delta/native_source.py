@@ -23,8 +23,10 @@ callback server, as :mod:`headwater.delta.file_index` implements ``FileIndex``:
 otherwise (the caller keeps the Python data source): a change feed, an explicit schema, a
 table Spark's reader cannot read as it is (deletion vectors, column mapping, an object
 store: :func:`headwater.delta.native_read.natively_readable`), or a session with no JVM on
-this driver (Spark Connect). A debug line on ``headwater.delta.native`` says which path a
-stream got.
+this driver (Spark Connect). Pipelines evaluate their definitions with the Python source
+(the graph reads those plans) and swap each stream of a lakehouse table for
+:func:`native_stream_leaf` when a flow's query starts. A debug line on
+``headwater.delta.native`` says which path a stream got.
 """
 
 from __future__ import annotations

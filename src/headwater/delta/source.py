@@ -15,7 +15,7 @@ can count the log files it reads. Two adapters hand it to Spark:
 - :class:`DeltaStreamReader` here: the Python data source's reader, which reads the files with
   pyarrow and sends the rows to Spark as Arrow batches. Streams the native source cannot take
   read through it: a change feed (:mod:`headwater.delta.cdf` builds on it), deletion vectors,
-  column mapping, object stores, pipeline definitions, sessions without a JVM on the driver.
+  column mapping, object stores, sessions without a JVM on the driver.
 
 Both write the same offset JSON, so a checkpoint of either is continued by the other.
 
