@@ -174,6 +174,9 @@ JVM_ALLOWED = {
     "delta/file_index.py": "implements Spark's FileIndex in Python (py4j calls it back while "
                            "Spark plans): JVM arrays made on the gateway, classes looked up "
                            "once per gateway, the relation built around the index",
+    "delta/native_source.py": "implements Spark's streaming Source in Python (py4j calls it "
+                              "back from the query's micro-batch thread): offsets, the "
+                              "stream's relation and each batch's DataFrame built in the JVM",
     "spark/micro_batch_sink.py": "implements Spark's streaming Sink in Python (py4j callbacks) "
                                  "and starts a query through DataStreamWriter's private "
                                  "startQuery by reflection, with the writer's own fields",

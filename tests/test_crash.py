@@ -18,8 +18,10 @@ DRIVER = textwrap.dedent("""
     import headwater
     spark = headwater.spark_session("local[1]", conf={"spark.ui.enabled": "false"})
     src, dst, cp = sys.argv[1:4] if len(sys.argv) > 3 else ({args})
-    (spark.readStream.format("delta").load(src).writeStream.format("delta")
-     .option("checkpointLocation", cp).trigger(availableNow=True).start(dst).awaitTermination())
+    query = (spark.readStream.format("delta").load(src).writeStream.format("delta")
+             .option("checkpointLocation", cp).trigger(availableNow=True).start(dst))
+    query.awaitTermination()
+    print("SOURCES", {s["description"] for p in query.recentProgress for s in p["sources"]})
     print("DONE")
 """)
 
@@ -35,6 +37,8 @@ def test_driver_killed_around_commit_then_restart_commits_exactly_once(spark, tm
     write(tmp / "src", {"id": pa.array(range(5), pa.int64())})
     done = driver(tmp, None)
     assert "DONE" in done.stdout, done.stderr[-2000:]
+    # the native Delta stream source (Spark's parquet reader), not the Python data source
+    assert f"DeltaSource[{(tmp / 'src').resolve()}]" in done.stdout
     write(tmp / "src", {"id": pa.array(range(5, 9), pa.int64())})
 
     crashed = driver(tmp, fault)
@@ -50,6 +54,7 @@ def test_driver_killed_around_commit_then_restart_commits_exactly_once(spark, tm
 
     again = driver(tmp, None)
     assert "DONE" in again.stdout, again.stderr[-2000:]
+    assert "DeltaSource[" in again.stdout
     assert [r[0] for r in rows(spark, str(tmp / "dst"))] == list(range(9))
     table = DeltaTable(str(tmp / "dst"))
     app_ids = {a["txn"]["appId"] for line in (tmp / "dst" / "_delta_log").glob("*.json")

@@ -156,7 +156,8 @@ def test_stream_static_join_static_side_is_native(spark, tmp):
     stream = spark.readStream.format("delta").load(dims).select("k")
     joined = stream.join(static, "k", "left")
     leaves = [n for n in nodes(analyzed_plan(joined)) if n.children().size() == 0]
-    assert {node_name(n) for n in leaves} == {"StreamingRelationV2", "LogicalRelation"}
+    # the stream itself: the native Delta stream source (headwater.delta.native_source)
+    assert {node_name(n) for n in leaves} == {"StreamingExecutionRelation", "LogicalRelation"}
 
 
 def test_lakehouse_tables_by_name_and_sql_read_natively(spark, tmp, keep_lakehouse):

@@ -160,8 +160,11 @@ class DeltaFileIndex:
     def __init__(self, spark: SparkSession, uri: str, schema: StructType,
                  partition_columns: list[str], version: int | None,
                  readable: Callable[[Any], bool],
-                 name: tuple[str, str] | None = None) -> None:
+                 name: tuple[str, str] | None = None,
+                 entries: Callable[[], list[FileEntry]] | None = None) -> None:
         self.uri = uri
+        # fixed files (a stream's micro-batch, listed when first asked), or None: a snapshot
+        self.entries = entries
         self.schema = schema
         self.partition_columns = list(partition_columns)
         self.version = version
@@ -258,6 +261,10 @@ class DeltaFileIndex:
         latest's (rebuilt only when the log has a new version)."""
         log_ = DeltaLog(self.uri)
         with self._lock:
+            if self.entries is not None:  # a micro-batch's files: listed once
+                if self._listing is None:
+                    self._listing = self._listing_of(self.entries(), self.version or 0, ())
+                return self._listing
             if self.version is not None:
                 if self._listing is None:
                     self._listing = self._shared(log_, self.version, None)
@@ -299,10 +306,12 @@ class DeltaFileIndex:
 
     def _build(self, log_: DeltaLog, table: Any, commit: tuple) -> _Listing:
         self._check(table)
-        entries = log_.snapshot_files(table)
+        return self._listing_of(log_.snapshot_files(table), table.version(), commit)
+
+    def _listing_of(self, entries: list[FileEntry], version: int, commit: tuple) -> _Listing:
         missing = [e.path for e in entries if not os.path.exists(e.path)]
         if missing:
-            raise missing_files(self.uri, table.version(), missing)
+            raise missing_files(self.uri, version, missing)
         groups: dict[tuple, list[FileEntry]] = {}
         for entry in entries:
             key = tuple(entry.partition_values.get(c) for c in self.partition_columns)
@@ -322,8 +331,8 @@ class DeltaFileIndex:
             directories.append(j.directory.apply(row, files))
             rows.append(row)
         log.debug("native read of %s: version %s, %d files in %d partitions", self.uri,
-                  table.version(), len(entries), len(groups))
-        return _Listing(table.version(), commit, directories, rows, sum(e.size for e in entries),
+                  version, len(entries), len(groups))
+        return _Listing(version, commit, directories, rows, sum(e.size for e in entries),
                         ["file:" + quote(e.path, safe=_URI_PATH_SAFE) for e in ordered],
                         [e.path for e in ordered])
 
@@ -496,8 +505,11 @@ def missing_files(uri: str, version: int | None, paths: list[str]) -> HeadwaterE
         "files.", error_class="DELTA_FILE_NOT_FOUND_DETAILED")
 
 
-def native_frame(spark: SparkSession, index: DeltaFileIndex) -> DataFrame:
-    """A DataFrame over ``index``: Spark's parquet file source, the table's column order."""
+def native_frame(spark: SparkSession, index: DeltaFileIndex, streaming: bool = False
+                 ) -> DataFrame:
+    """A DataFrame over ``index``: Spark's parquet file source, the table's column order.
+    ``streaming``: a micro-batch's DataFrame (what a v1 streaming source's getBatch returns:
+    isStreaming, so Spark plans it as the batch of its source)."""
     j = _jvm_of(spark)
     ensure_callback_server_started(j.gateway)
     register_file_index(index)
@@ -505,5 +517,5 @@ def native_frame(spark: SparkSession, index: DeltaFileIndex) -> DataFrame:
     relation = j.relation(index, index._jpartition_schema,
                           jspark.parseDataType(index.schema.json()), j.none, j.parquet,
                           j.empty_map, jspark)
-    return DataFrame(j.dataset.ofRows(jspark, j.logical.apply(relation, False)), spark)
+    return DataFrame(j.dataset.ofRows(jspark, j.logical.apply(relation, streaming)), spark)
 

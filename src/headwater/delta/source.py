@@ -7,7 +7,17 @@ Offsets are canonical: once every file of a version is done the offset moves to
 (version + 1, -1, False), so "no new data" returns the start offset unchanged.
 
 The planning logic (:class:`SourcePlanner`) is plain Python over a :class:`DeltaLog`, so tests
-can count the log files it reads; :class:`DeltaStreamReader` adapts it to Spark.
+can count the log files it reads. Two adapters hand it to Spark:
+
+- :class:`headwater.delta.native_source.NativeDeltaSource` (the usual one): a v1 streaming
+  Source the JVM calls through py4j; Spark's parquet reader reads each micro-batch's files,
+  so rows never pass through Python;
+- :class:`DeltaStreamReader` here: the Python data source's reader, which reads the files with
+  pyarrow and sends the rows to Spark as Arrow batches. Streams the native source cannot take
+  read through it: a change feed (:mod:`headwater.delta.cdf` builds on it), deletion vectors,
+  column mapping, object stores, sessions without a JVM on the driver.
+
+Both write the same offset JSON, so a checkpoint of either is continued by the other.
 
 Why one module: the offset rules (canonical offsets, limits, snapshot vs commit
 positions, append-only checks) are one state machine read top to bottom; the planner/adapter

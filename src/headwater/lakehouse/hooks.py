@@ -35,13 +35,14 @@ from pyspark.sql import SparkSession
 from pyspark.sql.readwriter import DataFrameReader
 from pyspark.sql.sql_formatter import SQLStringFormatter
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.streaming.readwriter import DataStreamWriter
+from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
-from headwater.conf.context import record_path_read
+from headwater.conf.context import current_definition, record_path_read
 from headwater.conf.options import parse_bool
 from headwater.delta.constraints import schema_overwrite
 from headwater.delta.defaults import with_defaults
 from headwater.delta.log import DeltaLog, normalize_uri
+from headwater.delta.native_source import native_stream
 from headwater.delta.write.native import native_sink, write_native
 from headwater.delta.write.replace_table import replace_native
 from headwater.delta.write.request import (
@@ -68,6 +69,7 @@ from headwater.spark.jvm import (
     reader_has_schema,
     reader_options,
     reader_source,
+    stream_reader_source,
     stream_writer_is_continuous,
     stream_writer_output_mode,
     writer_mode,
@@ -227,6 +229,35 @@ def _load(original: Callable) -> Callable:
             if target is not None:
                 record_path_read(target)
                 native = native_load(self._spark, target, settings)
+                if native is not None:
+                    return native
+        return original(self, path)
+
+    load.__doc__ = original.__doc__
+    return load
+
+
+def _stream_load(original: Callable) -> Callable:
+    """``spark.readStream.format("delta").load(path)``: a native Delta stream source (Spark's
+    parquet reader reads each micro-batch) where the table and session allow it
+    (:func:`headwater.delta.native_source.native_stream`); the Python data source otherwise."""
+    def load(self, path: str | None = None, format: str | None = None,  # noqa: A002
+             schema: Any = None, **options: Any) -> DataFrame:
+        if format is not None:
+            self.format(format)
+        if schema is not None:
+            self.schema(schema)
+        self.options(**options)
+        if stream_reader_source(self) == "delta":
+            settings = reader_options(self)
+            target = path if isinstance(path, str) else None
+            if path is None:
+                target = next((v for k, v in settings.items() if k.lower() == "path"), None)
+            # inside a pipeline's definitions the graph reads streams from their plans
+            # (StreamingRelationV2): those keep the Python data source
+            if target is not None and current_definition() is None:
+                record_path_read(target)
+                native = native_stream(self._spark, target, settings)
                 if native is not None:
                     return native
         return original(self, path)
@@ -450,6 +481,8 @@ _SOURCE_ONLY_OPTIONS = ("readchangefeed", "readchangedata", "versionasof", "time
 def _read_table(original: Callable) -> Callable:
     """``spark.read.table(t)``: the table Spark resolves, read by Spark's parquet reader where
     it allows it (:func:`~headwater.lakehouse.native_reads.with_native_reads`).
+    ``spark.readStream.table(t)``: the native Delta stream source
+    (:func:`~headwater.delta.native_source.native_stream`) where the table allows it.
     ``spark.read[Stream].option('readChangeFeed', 'true').table(t)`` and
     ``.option('versionAsOf', 3).table(t)`` of a lakehouse table: a catalog table's schema is
     fixed and Spark refuses time travel on it, so such reads go to the table directly
@@ -469,6 +502,14 @@ def _read_table(original: Callable) -> Callable:
                     if native is not None:
                         return native
                 return self.format(parse_name(own).source_name).load()
+            if isinstance(self, DataStreamReader) and current_definition() is None \
+                    and stream_reader_source(self) is not None:
+                # a stream of the table: the native Delta stream source where it can read it
+                tname = parse_name(own)
+                native = native_stream(self._spark, str(lake.path(own)), options,
+                                       name=(tname.source_name, tname.qualified))
+                if native is not None:
+                    return native.alias(tname.table)
         df = original(self, spark_name(tableName, self._spark))
         if isinstance(self, DataFrameReader) \
                 and not reader_has_schema(self):

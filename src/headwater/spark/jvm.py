@@ -447,6 +447,19 @@ def reader_source(reader: Any) -> str | None:
     return str(jreader.source()).lower()
 
 
+def stream_reader_source(reader: DataStreamReader) -> str | None:
+    """The format given to a stream reader, lower-cased; None without a JVM reader (Spark
+    Connect) or when it was given a schema or a source name (``name()``), which the native
+    Delta stream does not take."""
+    jreader = getattr(reader, "_jreader", None)
+    if jreader is None:
+        return None
+    if private_field(jreader, "userSpecifiedSchema").isDefined() \
+            or private_field(jreader, "userProvidedSourceName").isDefined():
+        return None
+    return str(private_field(jreader, "source")).lower()
+
+
 def reader_has_schema(reader: Any) -> bool:
     """True when ``schema(...)`` was given to a batch reader."""
     return bool(reader._jreader.userSpecifiedSchema().isDefined())

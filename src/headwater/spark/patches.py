@@ -112,6 +112,9 @@ PATCHES: tuple[Patch, ...] = (
           "writeStream.format('delta').start(path): the native Delta sink"),
     Patch(_READER, "load", f"{_HOOKS}:_load", SESSION,
           "read.format('delta').load: Spark's parquet reader where the table allows it"),
+    Patch(_STREAM_READER, "load", f"{_HOOKS}:_stream_load", SESSION,
+          "readStream.format('delta').load: the native Delta stream source where the "
+          "table allows it"),
     Patch(_SPARK_SESSION, "newSession", f"{_HOOKS}:_new_session", SESSION,
           "a new session gets headwater's sources and its parent's lakehouse"),
     # lakehouse (hooks.py): names reach the lakehouse attached to the session.

@@ -80,6 +80,17 @@ def register_file_index(index: Any) -> None:
     _file_indexes[index.hashCode()] = index
 
 
+# Python objects serving as a query's v1 streaming source (headwater.delta.native_source), by
+# the hash code they give the JVM: a plan's StreamingExecutionRelation names only the proxy.
+_stream_sources: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def register_stream_source(source: Any) -> None:
+    """Let :func:`relations` report streams of ``source`` (``hashCode()``, and
+    ``relation_facts()`` as :func:`register_file_index` takes them)."""
+    _stream_sources[source.hashCode()] = source
+
+
 def relations(df: DataFrame) -> list[Relation]:
     """Every data-source relation and temporary view the analyzed plan reads (subqueries in
     expressions included), in plan order, without duplicates."""
@@ -93,6 +104,11 @@ def relations(df: DataFrame) -> list[Relation]:
             relation = _v2_relation(node, _V2_RELATIONS[name])
         elif name == "LogicalRelation":
             relation = _file_relation(node)
+        elif name == "StreamingExecutionRelation":
+            source = _stream_sources.get(node.source().hashCode())
+            if source is not None:
+                kind, identifier, path, options = source.relation_facts()
+                relation = Relation(kind, True, identifier, path, options)
         elif name == "View" and node.isTempView():
             relation = Relation("", bool(node.isStreaming()),
                                 view=node.desc().identifier().table().lower())
@@ -138,6 +154,27 @@ def _v2_relation(node: Any, streaming: bool) -> Relation:
         pairs[str(entry.getKey()).lower()] = str(entry.getValue())
     path = pairs.pop("path", None)
     return Relation(str(source), streaming, identifier, path, tuple(sorted(pairs.items())))
+
+
+def swap_streams(df: DataFrame, replacement: Callable[[Relation, Any], Any]) -> DataFrame:
+    """``df`` with each Python data source stream (``StreamingRelationV2``) replaced by
+    ``replacement(relation, its output attributes)``: a JVM plan leaf with those very
+    attributes, or None to keep the stream. ``df`` itself when nothing is replaced."""
+    spark = df.sparkSession
+    plan = analyzed_plan(df)
+    jvm = jvm_view(spark)
+    swaps = getattr(getattr(jvm.scala.collection.immutable, "Map$"), "MODULE$").empty()
+    found = False
+    for node in nodes(plan):
+        if node_name(node) == "StreamingRelationV2":
+            leaf = replacement(_v2_relation(node, True), node.output())
+            if leaf is not None:
+                swaps = swaps.updated(node, leaf)
+                found = True
+    if not found:
+        return df
+    # a Scala Map is a PartialFunction: exactly the swapped leaves are replaced
+    return dataframe_of_plan(spark, plan.transformUpWithSubqueries(swaps))
 
 
 def substitute_streams(df: DataFrame, matches: Callable[[Relation], bool],

@@ -15,6 +15,7 @@ the expectations reject now, not one copy per batch.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -23,12 +24,16 @@ from headwater.delta import autocompact
 from headwater.delta.cdc import apply_changes_batch
 from headwater.delta.cdc.apply import state_path
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
+from headwater.delta.native_source import native_stream_leaf
 from headwater.delta.update_mode import merge_batch
 from headwater.delta.write.native import fault, write_native
 from headwater.delta.write.request import WriteRequest
+from headwater.lakehouse.names import parse_name
 from headwater.pipeline import expectations as expect_mod
 from headwater.pipeline.late import LateRows
-from headwater.spark.plan import group_keys
+from headwater.spark.plan import Relation, group_keys, swap_streams
+
+log = logging.getLogger("headwater.delta.native")
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -46,7 +51,7 @@ def start_stream(graph: Graph, rf: ResolvedFlow, checkpoint: str, trigger: dict[
     auto_compact: compact the tables it writes after commits (a table's
     ``delta.autoOptimize.autoCompact`` property wins)."""
     dataset = rf.dataset
-    df = graph.rebuild(rf)
+    df = native_streams(graph, graph.rebuild(rf))
     rules = dataset.expectations
     if rules:
         df = expect_mod.observe(df, rules, dataset.name)
@@ -59,6 +64,29 @@ def start_stream(graph: Graph, rf: ResolvedFlow, checkpoint: str, trigger: dict[
     writer = writer.outputMode(rf.output_mode).foreachBatch(
         batch_writer(graph.lakehouse, rf, checkpoint, late, result, auto_compact))
     return writer.start()
+
+
+def native_streams(graph: Graph, df: DataFrame) -> DataFrame:
+    """``df`` with each stream of a lakehouse table read by the native Delta stream source
+    (Spark's parquet reader reads each micro-batch) where the table allows it; the same
+    offsets as the Python source's, so the flow's checkpoint carries on either way. The
+    definitions were evaluated with Python sources (the graph reads their plans)."""
+    lake = graph.lakehouse
+    spark = lake.spark
+
+    def native(relation: Relation, output: Any) -> Any:
+        name = graph.names.name_of(relation)
+        if name is None or not lake.exists(name):
+            return None
+        try:
+            return native_stream_leaf(spark, str(lake.path(name)), dict(relation.options),
+                                      output, (parse_name(name).source_name, name))
+        except Exception:  # noqa: BLE001 - any doubt: the flow keeps the Python source
+            log.debug("stream of %s: headwater's Python reader (kept in the flow)", name,
+                      exc_info=True)
+            return None
+
+    return swap_streams(df, native)
 
 
 def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
