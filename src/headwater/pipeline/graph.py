@@ -140,6 +140,7 @@ class Graph(GraphQueries):
         self._evaluations: list[_Evaluation] = []
         self._scratch: Lakehouse | None = None
         self._lock = threading.RLock()  # foreachBatch calls of concurrent flows rebuild too
+        self._stream_options: dict[str, str] = {}  # added to stream reads of a rebuild
         # spark_conf of flows: does any flow have settings; the keys a flow_conf block of this
         # thread set, with the session's value before it (see flow_conf)
         self._with_settings = any(
@@ -438,16 +439,23 @@ class Graph(GraphQueries):
         self.registry.pickled_by_value.clear()
 
     def rebuild(self, resolved: ResolvedFlow,
-                substitutes: dict[str, DataFrame] | None = None) -> DataFrame:
+                substitutes: dict[str, DataFrame] | None = None,
+                stream_options: dict[str, str] | None = None) -> DataFrame:
         """A fresh DataFrame from the flow's definition (materialized views re-plan each run);
         the flow's table and its inputs' tables are created first when missing.
 
         substitutes: batch DataFrames that stand for the streams of these datasets (one
-        micro-batch's rows, for flows run natively), however the definition reads them."""
+        micro-batch's rows, for flows run natively), however the definition reads them.
+        stream_options: read options added to the definition's stream reads of Delta tables
+        (``headwater.read_stream``, ``dlt.read_stream``): a continuous run's commit wait."""
         with self._lock, self._active():
             for name in [resolved.dataset.name] + [r.name for r in resolved.reads if r.internal]:
                 self.ensure_table(name)
-            df, _ = self._evaluate(resolved.dataset, resolved.flow, dict(substitutes or {}))
+            self._stream_options = dict(stream_options or {})
+            try:
+                df, _ = self._evaluate(resolved.dataset, resolved.flow, dict(substitutes or {}))
+            finally:
+                self._stream_options = {}
         for name, batch in (substitutes or {}).items():
             if df.isStreaming:
                 df = substitute_streams(df, self.names.matcher(name), batch)
@@ -506,6 +514,8 @@ class Graph(GraphQueries):
 
     def _read_table(self, name: str, streaming: bool, options: dict[str, Any]) -> DataFrame:
         lake = self.lakehouse
+        if streaming and self._stream_options:
+            options = {**options, **self._stream_options}
         if not lake.exists(name):  # a dataset not created yet: its pending catalog source
             spark = lake.spark
             reader = spark.readStream if streaming else spark.read
