@@ -34,7 +34,13 @@ from typing import TYPE_CHECKING, Any
 from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 
-from headwater.conf.context import DefinitionContext, defining, recording_path_reads
+from headwater.conf.context import (
+    DefinitionContext,
+    adding_stream_read_options,
+    defining,
+    recording_path_reads,
+    stream_read_options,
+)
 from headwater.conf.layout import INGEST, late_table, quarantine_table
 from headwater.delta.cdc import CDC_TARGET_PROPERTIES
 from headwater.delta.cdc import target_schema as cdc_target_schema
@@ -140,7 +146,6 @@ class Graph(GraphQueries):
         self._evaluations: list[_Evaluation] = []
         self._scratch: Lakehouse | None = None
         self._lock = threading.RLock()  # foreachBatch calls of concurrent flows rebuild too
-        self._stream_options: dict[str, str] = {}  # added to stream reads of a rebuild
         # spark_conf of flows: does any flow have settings; the keys a flow_conf block of this
         # thread set, with the session's value before it (see flow_conf)
         self._with_settings = any(
@@ -446,16 +451,14 @@ class Graph(GraphQueries):
 
         substitutes: batch DataFrames that stand for the streams of these datasets (one
         micro-batch's rows, for flows run natively), however the definition reads them.
-        stream_options: read options added to the definition's stream reads of Delta tables
-        (``headwater.read_stream``, ``dlt.read_stream``): a continuous run's commit wait."""
+        stream_options: read options added to the definition's stream reads of lakehouse
+        tables (``headwater.read_stream``, ``spark.readStream.table``): a continuous run's
+        commit wait."""
         with self._lock, self._active():
             for name in [resolved.dataset.name] + [r.name for r in resolved.reads if r.internal]:
                 self.ensure_table(name)
-            self._stream_options = dict(stream_options or {})
-            try:
+            with adding_stream_read_options(stream_options or {}):
                 df, _ = self._evaluate(resolved.dataset, resolved.flow, dict(substitutes or {}))
-            finally:
-                self._stream_options = {}
         for name, batch in (substitutes or {}).items():
             if df.isStreaming:
                 df = substitute_streams(df, self.names.matcher(name), batch)
@@ -514,8 +517,8 @@ class Graph(GraphQueries):
 
     def _read_table(self, name: str, streaming: bool, options: dict[str, Any]) -> DataFrame:
         lake = self.lakehouse
-        if streaming and self._stream_options:
-            options = {**options, **self._stream_options}
+        if streaming:
+            options = {**options, **stream_read_options()}
         if not lake.exists(name):  # a dataset not created yet: its pending catalog source
             spark = lake.spark
             reader = spark.readStream if streaming else spark.read

@@ -445,12 +445,13 @@ class Runner:
             self._status(rf.key, FlowStatus.RUNNING, native_read=native.name,
                          **({"alongside": native.name} if alongside else {}))
             self.echo(f"started   {rf.key} ({_mode(rf)}, native read of "
-                      f"{native.name}{', alongside it' if alongside else ''})")
+                      f"{native.name}{', alongside it' if alongside else ''}{_hop(result)})")
         else:
             self._status(rf.key, FlowStatus.RUNNING)
             into = f"{dataset.format} sink, " if isinstance(dataset, Sink) else ""
             self.echo(f"started   {rf.key} ({into}{_mode(rf)}, checkpoint "
-                      f"{Path(checkpoint).relative_to(self.lakehouse.state_dir)})")
+                      f"{Path(checkpoint).relative_to(self.lakehouse.state_dir)}"
+                      f"{_hop(result)})")
         return query
 
     def _trigger_of(self, rf: ResolvedFlow) -> dict[str, Any]:
@@ -713,6 +714,11 @@ def _clean_committed(query: StreamingQuery) -> None:
         return
     for index_path, seq in committed_offsets(progress.get("sources", []), "endOffset"):
         clean_quietly(index_path, seq)
+
+
+def _hop(result: FlowResult) -> str:
+    """What the start message says of a commit-driven flow (run/hops.py)."""
+    return ", batches on its input's commits" if result.commit_driven else ""
 
 
 def _mode(rf: ResolvedFlow) -> str:
