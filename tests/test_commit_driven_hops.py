@@ -99,7 +99,7 @@ def test_downstream_flows_and_views_follow_their_inputs_commits(spark, tmp_path)
         {"bronze": False, "silver": True, "doubled": True}
     assert all(r.status in (FlowStatus.STOPPED, FlowStatus.COMPLETED) for r in results), \
         [(r.key, r.status, r.error) for r in results]
-    assert any(m.startswith("started   silver") and "batches on its input's commits" in m
+    assert any("started   silver" in m and "batches on its input's commits" in m
                for m in messages), messages
     # stopped between batches: every planned batch committed, none replayed twice
     for flow in ("silver", "doubled"):
