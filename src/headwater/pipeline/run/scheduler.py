@@ -5,8 +5,11 @@ all of its inputs' new rows; independent datasets run together. Materialized vie
 recomputed after their inputs, in one overwrite commit each. A native flow (stateless,
 appending) whose input is a streaming table of the run starts alongside that input and reads
 each of its commits as it lands; it is stopped once the input is done and read through.
-Continuous runs start every streaming flow at once on a processing-time trigger and recompute
-materialized views whenever an input table got a new version.
+Continuous runs start every streaming flow at once and recompute materialized views whenever an
+input table got a new version; the hops are commit-driven (run/hops.py): a flow streaming
+lakehouse tables starts its micro-batch when its input commits, views are looked at when a
+batch ends, and the processing-time trigger is the floor (and the trigger of file, Kafka and
+other streams).
 
 A failed flow stops only itself and the datasets downstream of it. A stop request (the
 ``stop_requested`` event: SIGINT, SIGTERM, a timer) waits for each query's running
