@@ -7,6 +7,9 @@
   stream): the readers record them while the pipeline evaluates a definition, so the pipeline
   finds a dataset read by path before its table exists from what was read, never from an
   error's text.
+- Read options for the lakehouse tables a definition streams: a continuous pipeline run
+  sets them while it rebuilds a flow (its commit wait, see pipeline/run/hops.py), and the
+  table readers (``headwater.read_stream``, ``spark.readStream.table``) add them.
 - The lakehouse root: recorded in the session's runtime conf under :data:`LAKEHOUSE_ROOT_CONF`
   when a lakehouse is attached (Spark's cloned foreachBatch sessions inherit it).
 """
@@ -75,6 +78,26 @@ def record_path_read(path: str) -> None:
     reads = _path_reads.get()
     if reads is not None:
         reads.append(path)
+
+
+_stream_read_options: ContextVar[dict[str, str] | None] = ContextVar(
+    "headwater_stream_read_options", default=None)
+
+
+@contextlib.contextmanager
+def adding_stream_read_options(options: dict[str, str]) -> Iterator[None]:
+    """While the block runs, stream reads of lakehouse tables get ``options`` too (see
+    :func:`stream_read_options`); the previous ones come back on exit."""
+    token = _stream_read_options.set(dict(options) or None)
+    try:
+        yield
+    finally:
+        _stream_read_options.reset(token)
+
+
+def stream_read_options() -> dict[str, str]:
+    """The options to add to a stream read of a lakehouse table now (usually none)."""
+    return dict(_stream_read_options.get() or {})
 
 
 def lakehouse_root(spark: SparkSession) -> str | None:

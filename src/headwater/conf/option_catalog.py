@@ -70,7 +70,8 @@ DELTA_READ = OptionGroup(
     title="Delta reader: spark.read / spark.readStream .format(\"delta\")",
     usage='spark.readStream.format("delta").option("maxFilesPerTrigger", 100).load(path)',
     modules=("delta/source.py", "delta/datasource.py", "delta/cdf.py"),
-    internal=("path",),
+    # __hw_commit_wait_ms: set by continuous pipeline runs (conf.layout.COMMIT_WAIT_OPTION)
+    internal=("path", "__hw_commit_wait_ms"),
     note="The same options apply to `.table(name)` reads of lakehouse tables.",
     options=(
         Option("maxFilesPerTrigger", "1000", "whole number", "Files per micro-batch.",

@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import os
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,6 +144,21 @@ class DeltaLog:
         if text is None:
             return None
         return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def wait_for_commit(self, version: int, seconds: float) -> bool:
+        """Wait up to ``seconds`` for commit ``version`` to exist; True once it does. A
+        commit is one put-if-absent file, so its appearance is the commit: a stat every
+        10 ms on a local disk (100 ms elsewhere: a HEAD request each)."""
+        path = self.commit_path(version)
+        step = 0.01 if isinstance(self.fs, pafs.LocalFileSystem) else 0.1
+        deadline = time.monotonic() + seconds
+        while True:
+            if self.fs.get_file_info(path).type != pafs.FileType.NotFound:
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(step, left))
 
     def commit_mtime(self, version: int) -> int | None:
         info = self.fs.get_file_info(self.commit_path(version))

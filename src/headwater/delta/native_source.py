@@ -165,8 +165,13 @@ class NativeDeltaSource:
             begin = (Offset.from_dict(json.loads(start.json())) if start is not None
                      else self.planner.initial_offset())
             max_files, max_bytes = self._limits_of(limit)
-            end = self.planner.latest_offset(begin, max_files, max_bytes,
-                                             self._reader.cap_version)
+            reader = self._reader
+            end = self.planner.latest_offset(begin, max_files, max_bytes, reader.cap_version)
+        if end == begin and start is not None and reader.waits_for_commits:
+            # a continuous pipeline's commit-driven flow (pipeline/run/hops.py): wait for
+            # the table's next commit, outside the lock (a stop is not held up by it)
+            end = reader.wait_for_commit(begin, max_files, max_bytes)
+        with self._lock:
             if end == begin and start is not None:
                 return start  # unchanged: no new data
             # a first batch ends at least at the stream's starting point (as the Python

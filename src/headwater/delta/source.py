@@ -29,6 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +89,9 @@ class SourceOptions:
     ignore_changes: bool = False
     skip_change_commits: bool = False
     fail_on_data_loss: bool = True
+    # set by continuous pipeline runs (conf.layout.COMMIT_WAIT_OPTION): with nothing new,
+    # latestOffset waits this long for the table's next commit (commit-driven hops)
+    commit_wait_ms: int = 0
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> SourceOptions:
@@ -104,6 +108,8 @@ class SourceOptions:
             skip_change_commits=parse_bool("skipChangeCommits",
                                            options.get("skipchangecommits"), False),
             fail_on_data_loss=parse_bool("failOnDataLoss", options.get("failondataloss"), True),
+            commit_wait_ms=parse_int("__hw_commit_wait_ms", options.get("__hw_commit_wait_ms"),
+                                     0, minimum=0),
         )
         if opts.starting_version is not None and opts.starting_timestamp is not None:
             raise HeadwaterError(
@@ -470,7 +476,31 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = Offset.from_dict(start)
         max_files, max_bytes = limits_of(limit, self.options.max_bytes)
         end = self.planner.latest_offset(begin, max_files, max_bytes, self.cap_version)
+        if end == begin and self.waits_for_commits:
+            end = self.wait_for_commit(begin, max_files, max_bytes)
         return start if end == begin else end.to_dict()
+
+    @property
+    def waits_for_commits(self) -> bool:
+        """A continuous pipeline's stream (the commit wait option) outside AvailableNow."""
+        return bool(self.options.commit_wait_ms) and self.cap_version is None
+
+    def wait_for_commit(self, begin: Offset, max_files: int | None,
+                         max_bytes: int | None) -> Offset:
+        """Nothing new at ``begin``: wait (up to the commit wait) for the table's next
+        commits and answer as soon as one brings data, so a continuous pipeline's downstream
+        flow starts its micro-batch when its input commits instead of at its next poll. A
+        commit without data for the stream (OPTIMIZE, a metadata change) waits for the
+        next one. ``begin`` again when none came in time: the query then asks once more."""
+        log = self.planner.log
+        deadline = time.monotonic() + self.options.commit_wait_ms / 1000
+        version = log.latest_version() + 1
+        while log.wait_for_commit(version, deadline - time.monotonic()):
+            end = self.planner.latest_offset(begin, max_files, max_bytes, None)
+            if end != begin:
+                return end
+            version += 1
+        return begin
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         entries = self.planner.files_between(Offset.from_dict(start), Offset.from_dict(end))

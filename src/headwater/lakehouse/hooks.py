@@ -37,7 +37,7 @@ from pyspark.sql.sql_formatter import SQLStringFormatter
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
 
-from headwater.conf.context import current_definition, record_path_read
+from headwater.conf.context import current_definition, record_path_read, stream_read_options
 from headwater.conf.options import parse_bool
 from headwater.delta.constraints import schema_overwrite
 from headwater.delta.defaults import with_defaults
@@ -493,6 +493,8 @@ def _read_table(original: Callable) -> Callable:
             return original(self, tableName)
         own = _user_name(lake, self._spark, tableName)
         if _lakehouse_table(lake, own):
+            if not isinstance(self, DataFrameReader):  # a stream: a continuous pipeline
+                self.options(**stream_read_options())  # run's commit wait, if any
             options = reader_options(self)
             # a change feed read, or time travel (delta-spark: .option("versionAsOf", 0)
             # .table(t)): Spark refuses both on a catalog table of a Python data source

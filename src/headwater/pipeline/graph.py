@@ -34,7 +34,13 @@ from typing import TYPE_CHECKING, Any
 from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 
-from headwater.conf.context import DefinitionContext, defining, recording_path_reads
+from headwater.conf.context import (
+    DefinitionContext,
+    adding_stream_read_options,
+    defining,
+    recording_path_reads,
+    stream_read_options,
+)
 from headwater.conf.layout import INGEST, late_table, quarantine_table
 from headwater.delta.cdc import CDC_TARGET_PROPERTIES
 from headwater.delta.cdc import target_schema as cdc_target_schema
@@ -423,16 +429,21 @@ class Graph(GraphQueries):
         self.registry.pickled_by_value.clear()
 
     def rebuild(self, resolved: ResolvedFlow,
-                substitutes: dict[str, DataFrame] | None = None) -> DataFrame:
+                substitutes: dict[str, DataFrame] | None = None,
+                stream_options: dict[str, str] | None = None) -> DataFrame:
         """A fresh DataFrame from the flow's definition (materialized views re-plan each run);
         the flow's table and its inputs' tables are created first when missing.
 
         substitutes: batch DataFrames that stand for the streams of these datasets (one
-        micro-batch's rows, for flows run natively), however the definition reads them."""
+        micro-batch's rows, for flows run natively), however the definition reads them.
+        stream_options: read options added to the definition's stream reads of lakehouse
+        tables (``headwater.read_stream``, ``spark.readStream.table``): a continuous run's
+        commit wait."""
         with self._lock, self._active():
             for name in [resolved.dataset.name] + [r.name for r in resolved.reads if r.internal]:
                 self.ensure_table(name)
-            df, _ = self._evaluate(resolved.dataset, resolved.flow, dict(substitutes or {}))
+            with adding_stream_read_options(stream_options or {}):
+                df, _ = self._evaluate(resolved.dataset, resolved.flow, dict(substitutes or {}))
         for name, batch in (substitutes or {}).items():
             if df.isStreaming:
                 df = substitute_streams(df, self.names.matcher(name), batch)
@@ -491,6 +502,8 @@ class Graph(GraphQueries):
 
     def _read_table(self, name: str, streaming: bool, options: dict[str, Any]) -> DataFrame:
         lake = self.lakehouse
+        if streaming:
+            options = {**options, **stream_read_options()}
         if not lake.exists(name):  # a dataset not created yet: its pending catalog source
             spark = lake.spark
             reader = spark.readStream if streaming else spark.read

@@ -121,6 +121,21 @@ def relations(df: DataFrame) -> list[Relation]:
     return found
 
 
+def stream_leaf_options(df: DataFrame) -> list[dict[str, str] | None]:
+    """Each stream the analyzed plan reads (its streaming leaves): the read's options,
+    lower-cased (the path left out), for a data source stream; None for other streams
+    (Spark's V1 sources, memory streams)."""
+    found: list[dict[str, str] | None] = []
+    for node in nodes(analyzed_plan(df)):
+        if not node.isStreaming() or node.children().size() != 0:
+            continue
+        if node_name(node) == "StreamingRelationV2":
+            found.append(dict(_v2_relation(node, True).options))
+        else:
+            found.append(None)
+    return found
+
+
 def _file_relation(node: Any) -> Relation | None:
     """A Delta read through Spark's parquet reader (a registered file index), else None."""
     relation = node.relation()

@@ -31,6 +31,7 @@ from headwater.delta.write.request import WriteRequest
 from headwater.lakehouse.names import parse_name
 from headwater.pipeline import expectations as expect_mod
 from headwater.pipeline.late import LateRows
+from headwater.pipeline.run.hops import COMMIT_DRIVEN_TRIGGER, commit_driven, wait_options
 from headwater.spark.plan import Relation, group_keys, swap_streams
 
 log = logging.getLogger("headwater.delta.native")
@@ -46,12 +47,22 @@ if TYPE_CHECKING:
 
 
 def start_stream(graph: Graph, rf: ResolvedFlow, checkpoint: str, trigger: dict[str, Any],
-                 result: FlowResult, auto_compact: bool = False) -> StreamingQuery:
+                 result: FlowResult, auto_compact: bool = False,
+                 commit_wait: float | None = None) -> StreamingQuery:
     """Start ``rf``'s query on ``checkpoint``; each batch's counts go to ``result``.
     auto_compact: compact the tables it writes after commits (a table's
-    ``delta.autoOptimize.autoCompact`` property wins)."""
+    ``delta.autoOptimize.autoCompact`` property wins).
+    commit_wait: a continuous run's interval (seconds): when every stream of the flow is a
+    Delta table, the flow runs commit-driven (see :mod:`headwater.pipeline.run.hops`;
+    ``result.commit_driven`` says whether it does)."""
     dataset = rf.dataset
-    df = native_streams(graph, graph.rebuild(rf))
+    df = graph.rebuild(rf, stream_options=wait_options(commit_wait) if commit_wait else None)
+    if commit_wait and commit_driven(df):
+        trigger = COMMIT_DRIVEN_TRIGGER
+        result.commit_driven = True
+    # the Python Delta sources swapped for native ones (their options, the commit wait
+    # included, carried over)
+    df = native_streams(graph, df)
     rules = dataset.expectations
     if rules:
         df = expect_mod.observe(df, rules, dataset.name)

@@ -21,6 +21,7 @@ from headwater.delta.schema import spark_schema, strip_field_metadata
 from headwater.delta.source import Offset, SourceOptions, SourcePlanner
 from headwater.errors import HeadwaterError
 from headwater.pipeline.run.flow_writer import write_table
+from headwater.pipeline.run.hops import COMMIT_DRIVEN_TRIGGER, wait_options
 from headwater.spark.jvm import analyzed_plan
 from headwater.spark.offset_log import COMMITS, logged_offsets
 from headwater.spark.plan import node_name, nodes
@@ -76,13 +77,20 @@ def native_input(graph: Graph, rf: ResolvedFlow) -> Read | None:
 
 def start_native(graph: Graph, rf: ResolvedFlow, checkpoint: str, read: Read,
                  trigger: dict[str, Any], result: FlowResult,
-                 auto_compact: bool = False) -> StreamingQuery:
+                 auto_compact: bool = False, commit_wait: float | None = None
+                 ) -> StreamingQuery:
     """Start ``rf`` reading ``read``'s files batch by batch; rows written go to ``result``.
-    auto_compact: as for :func:`headwater.pipeline.run.flow_writer.start_stream`."""
+    auto_compact, commit_wait: as for
+    :func:`headwater.pipeline.run.flow_writer.start_stream` (the one stream here is a
+    Delta table's: a commit wait makes the flow commit-driven)."""
     lake = graph.lakehouse
     spark = lake.spark
     source_path = graph.store_for(read.name).path(read.name)
     options = dict(read.options)
+    if commit_wait:
+        options.update(wait_options(commit_wait))
+        trigger = COMMIT_DRIVEN_TRIGGER
+        result.commit_driven = True
     files = (spark.readStream.format("hw_delta_files").option("path", source_path)
              .options(**options).load())
     # the schema headwater's Delta source reports, read here (no Python data source asked)

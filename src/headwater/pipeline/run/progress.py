@@ -33,6 +33,7 @@ class FlowResult:
     malformed: int = 0
     schema_changes: int = 0
     worker_restarts: int = 0  # restarts after Spark's Python worker missed its start window
+    commit_driven: bool = False  # started on a commit-driven trigger (see run/hops.py)
     expectations: dict[str, int] = field(default_factory=dict)
     cdc: dict[str, int] = field(default_factory=dict)  # AUTO CDC: upserted, deleted, history_rows
     # complete mode: each batch is the whole table, so its own expectations' counts (like its

@@ -5,8 +5,11 @@ all of its inputs' new rows; independent datasets run together. Materialized vie
 recomputed after their inputs, in one overwrite commit each. A native flow (stateless,
 appending) whose input is a streaming table of the run starts alongside that input and reads
 each of its commits as it lands; it is stopped once the input is done and read through.
-Continuous runs start every streaming flow at once on a processing-time trigger and recompute
-materialized views whenever an input table got a new version.
+Continuous runs start every streaming flow at once and recompute materialized views whenever an
+input table got a new version; the hops are commit-driven (run/hops.py): a flow streaming
+lakehouse tables starts its micro-batch when its input commits, views are looked at when a
+batch ends, and the processing-time trigger is the floor (and the trigger of file, Kafka and
+other streams).
 
 A failed flow stops only itself and the datasets downstream of it. A stop request (the
 ``stop_requested`` event: SIGINT, SIGTERM, a timer) waits for each query's running
@@ -24,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from headwater.conf.layout import EXPECTATIONS_METRICS, LATE_SUFFIX, QUARANTINE_SUFFIX
 from headwater.conf.triggers import parse_interval
-from headwater.delta.log import open_table
+from headwater.delta.log import DeltaLog, open_table
 from headwater.errors import HeadwaterError, find_code, unwrap
 from headwater.errors.spark import is_worker_start_timeout, translate_flow_failure
 from headwater.ingest.clean import clean_quietly, committed_offsets
@@ -34,6 +37,7 @@ from headwater.pipeline.graph import Graph, Read, ResolvedFlow
 from headwater.pipeline.model import MATERIALIZED_VIEW, SINK, TABLE, Sink, describe, flow_settings
 from headwater.pipeline.run import compat
 from headwater.pipeline.run.flow_writer import start_stream
+from headwater.pipeline.run.hops import CommitSignal, between_batches
 from headwater.pipeline.run.native import native_input, read_through, start_native
 from headwater.pipeline.run.progress import (
     FlowResult,
@@ -341,6 +345,29 @@ class Runner:
         seen_versions: dict[str, dict[str, int]] = {}
         source_versions: dict[str, tuple[int, ...]] = {}
         interval = _interval_seconds(self.trigger)
+        # views and snapshot flows are looked at again when a flow's batch read rows (it
+        # committed), or after an interval
+        signal = CommitSignal(self.lakehouse.spark) if views or snapshots else None
+        try:
+            self._continue(running, snapshots, views, seen_versions, source_versions,
+                           interval, signal)
+        finally:
+            if signal is not None:
+                signal.close()
+        self._stop_all(running)
+        self._collect(running)
+        for flow in snapshots:
+            result = self.results.get(flow.key)
+            if result is not None and result.status == FlowStatus.RUNNING:
+                result.status = FlowStatus.STOPPED
+                self._status(flow.key, FlowStatus.STOPPED, summary(result))
+
+    def _continue(self, running: dict[str, StreamingQuery], snapshots: list[ResolvedFlow],
+                  views: list[str], seen_versions: dict[str, dict[str, int]],
+                  source_versions: dict[str, tuple[int, ...]], interval: float,
+                  signal: CommitSignal | None) -> None:
+        """The continuous run's loop until a stop: snapshots applied and views recomputed
+        when their inputs changed, flows' batches counted and ended flows settled."""
         while not self.stop_requested.is_set():
             for flow in snapshots:  # a function: asked each interval; a table: when it changed
                 if self._skip_if_upstream_failed(flow.dataset.name) or \
@@ -363,14 +390,10 @@ class Runner:
             if (running or not (views or snapshots)) and \
                     not any(q.isActive for q in running.values()):
                 break  # every flow ended (failed): nothing will change the views either
-            self.stop_requested.wait(max(interval, 0.5))
-        self._stop_all(running)
-        self._collect(running)
-        for flow in snapshots:
-            result = self.results.get(flow.key)
-            if result is not None and result.status == FlowStatus.RUNNING:
-                result.status = FlowStatus.STOPPED
-                self._status(flow.key, FlowStatus.STOPPED, summary(result))
+            if signal is not None:
+                signal.wait(max(interval, 0.5), self.stop_requested)
+            else:
+                self.stop_requested.wait(max(interval, 0.5))
 
     # --- streaming flows -----------------------------------------------------------------
 
@@ -397,6 +420,11 @@ class Runner:
             if dataset.stored:
                 self._remember_schemas(dataset.name)
             trigger = self._trigger_of(rf)
+            # a continuous run's flows reading Delta tables start each batch when their
+            # input commits, the interval as the floor (run/hops.py)
+            wait = _interval_seconds(trigger) if self.continuous \
+                and "processingTime" in trigger else None
+            result.commit_driven = False
             # the flow's spark_conf while its query is defined and starts: Spark copies the
             # session's settings into the query's own session at start
             with self.graph.flow_conf(dataset, rf.flow):
@@ -404,10 +432,10 @@ class Runner:
                     query = start_sink(self.graph, rf, checkpoint, trigger)
                 elif (native := native_input(self.graph, rf)) is not None:
                     query = start_native(self.graph, rf, checkpoint, native, trigger, result,
-                                         self.auto_compact)
+                                         self.auto_compact, commit_wait=wait)
                 else:
                     query = start_stream(self.graph, rf, checkpoint, trigger, result,
-                                         self.auto_compact)
+                                         self.auto_compact, commit_wait=wait)
             self._locks[rf.key].watch(query)  # a lease taken over stops it (HW_LEASE_LOST)
             compat.save_state(rf, checkpoint)
         except Exception as exc:  # noqa: BLE001 - one flow's failure must not stop the others
@@ -420,12 +448,13 @@ class Runner:
             self._status(rf.key, FlowStatus.RUNNING, native_read=native.name,
                          **({"alongside": native.name} if alongside else {}))
             self.echo(f"started   {rf.key} ({_mode(rf)}, native read of "
-                      f"{native.name}{', alongside it' if alongside else ''})")
+                      f"{native.name}{', alongside it' if alongside else ''}{_hop(result)})")
         else:
             self._status(rf.key, FlowStatus.RUNNING)
             into = f"{dataset.format} sink, " if isinstance(dataset, Sink) else ""
             self.echo(f"started   {rf.key} ({into}{_mode(rf)}, checkpoint "
-                      f"{Path(checkpoint).relative_to(self.lakehouse.state_dir)})")
+                      f"{Path(checkpoint).relative_to(self.lakehouse.state_dir)}"
+                      f"{_hop(result)})")
         return query
 
     def _trigger_of(self, rf: ResolvedFlow) -> dict[str, Any]:
@@ -451,17 +480,24 @@ class Runner:
     def _stop_all(self, running: dict[str, StreamingQuery]) -> None:
         """Stop each query between micro-batches (bounded wait for a running batch)."""
         for key, query in running.items():
-            if self._stop_between_batches(query):
+            rf = self.graph.flows[key]
+            # a commit-driven flow's trigger is active while its source waits for a commit:
+            # its checkpoint says whether a batch runs
+            checkpoint = self.lakehouse.checkpoint(rf.dataset.name, rf.flow.name) \
+                if self.results[key].commit_driven else None
+            if self._stop_between_batches(query, checkpoint):
                 self.results[key].status = FlowStatus.STOPPED
                 self._status(key, FlowStatus.STOPPED)
 
     @staticmethod
-    def _stop_between_batches(query: StreamingQuery) -> bool:
+    def _stop_between_batches(query: StreamingQuery, checkpoint: str | None = None) -> bool:
         """Stop ``query`` once its running trigger ends (bounded wait); False when it had
-        ended already."""
+        ended already. checkpoint: a commit-driven query's, whose batch (planned in its
+        offset log, not yet in its commit log) is waited for instead of its trigger."""
         deadline = time.monotonic() + STOP_WAIT_SECONDS
-        while query.isActive and query.status.get("isTriggerActive") \
-                and time.monotonic() < deadline:
+        while query.isActive and time.monotonic() < deadline and (
+                query.status.get("isTriggerActive") if checkpoint is None
+                else not between_batches(checkpoint)):
             time.sleep(0.05)
         if not query.isActive:
             return False
@@ -638,8 +674,10 @@ class Runner:
             return None
 
     def _version(self, name: str) -> int:
+        """The table's newest version (its log folder listed: no snapshot loaded); -1 when
+        it does not exist yet."""
         try:
-            return int(open_table(self.lakehouse.path(name)).version())
+            return DeltaLog(self.lakehouse.path(name)).latest_version()
         except Exception:  # noqa: BLE001 - not created yet
             return -1
 
@@ -679,6 +717,11 @@ def _clean_committed(query: StreamingQuery) -> None:
         return
     for index_path, seq in committed_offsets(progress.get("sources", []), "endOffset"):
         clean_quietly(index_path, seq)
+
+
+def _hop(result: FlowResult) -> str:
+    """What the start message says of a commit-driven flow (run/hops.py)."""
+    return ", batches on its input's commits" if result.commit_driven else ""
 
 
 def _mode(rf: ResolvedFlow) -> str:

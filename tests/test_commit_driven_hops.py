@@ -1,0 +1,159 @@
+"""Commit-driven hops (pipeline/run/hops.py): in a continuous run, a flow streaming Delta
+tables starts its micro-batch when its input commits, and materialized views are recomputed
+when a batch ends; the trigger interval is only the floor.
+
+The run's interval here is a minute: only the landing folder is polled often (its flow's
+own ``pipelines.trigger.interval``); silver and doubled wait for their inputs' commits (2 s
+at most per wait), and total is recomputed when a batch ends. No test times anything."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+from tests.pipelines import build, project
+
+from headwater.conf.layout import COMMIT_WAIT_OPTION
+from headwater.delta.log import DeltaLog
+from headwater.delta.schema import spark_schema
+from headwater.delta.source import DeltaStreamReader, Offset
+from headwater.monitor.observer import FlowStatus
+from headwater.pipeline.run import Runner
+
+DEFS = """
+@headwater.table(spark_conf={{"pipelines.trigger.interval": "1 second"}})
+def bronze():
+    return headwater.read_files({landing!r}, format="json", schema="id INT, amount INT")
+
+@headwater.table
+@headwater.expect_or_drop("positive", "amount > 0")
+def silver():
+    return spark.readStream.table("bronze")
+
+@headwater.table
+def doubled():
+    return headwater.read_stream("silver").select("id", (F.col("amount") * 2).alias("amount"))
+
+@headwater.materialized_view
+def total():
+    return headwater.read("doubled").groupBy().agg(F.sum("amount").alias("amount"))
+"""
+
+
+def land(folder: Path, name: str, records: list[dict]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{name}"
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
+    tmp.rename(folder / name)
+
+
+def wait_for(check, what: str, seconds: float = 240) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except Exception:  # noqa: BLE001, S110 - a table not created yet
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"not within {seconds} s: {what}")
+
+
+def total_amount(lake: Path) -> int | None:
+    rows = DeltaTable(str(lake / "total")).to_pyarrow_table().to_pylist()
+    return rows[0]["amount"] if rows else None
+
+
+def test_downstream_flows_and_views_follow_their_inputs_commits(spark, tmp_path):
+    landing = tmp_path / "landing"
+    land(landing, "a.json", [{"id": 1, "amount": 5}])
+    root = project(tmp_path, {"p.py": DEFS.format(landing=str(landing))})
+    lake = root / "lake"
+    graph = build(spark, root)
+    messages: list[str] = []
+    runner = Runner(graph, {"processingTime": "60 seconds"}, True, echo=messages.append)
+    results: list = []
+    thread = threading.Thread(target=lambda: results.extend(runner.run()), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: total_amount(lake) == 10, "the first landing in total")
+        # a landing while the flows run
+        land(landing, "b.json", [{"id": 2, "amount": 7}, {"id": 3, "amount": -1}])
+        wait_for(lambda: total_amount(lake) == 24, "the second landing in total")
+        wait_for(lambda: len(DeltaTable(str(lake / "silver__quarantine"))
+                             .to_pyarrow_table()) == 1, "the bad row quarantined")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the run said: {messages}") from None
+    finally:
+        runner.stop_requested.set()
+        thread.join(180)
+    assert not thread.is_alive()
+    by_key = {r.key: r for r in results}
+    # the file stream keeps its trigger; both Delta reads (spark.readStream.table and
+    # headwater.read_stream, the second one native) are commit-driven
+    assert {k: r.commit_driven for k, r in by_key.items() if k != "total"} == \
+        {"bronze": False, "silver": True, "doubled": True}
+    assert all(r.status in (FlowStatus.STOPPED, FlowStatus.COMPLETED) for r in results), \
+        [(r.key, r.status, r.error) for r in results]
+    assert any("started   silver" in m and "batches on its input's commits" in m
+               for m in messages), messages
+    # stopped between batches: every planned batch committed, none replayed twice
+    for flow in ("silver", "doubled"):
+        checkpoint = lake / "_checkpoints" / flow / flow
+        offsets = sorted(int(p.name) for p in (checkpoint / "offsets").iterdir()
+                         if p.name.isdigit())
+        commits = sorted(int(p.name) for p in (checkpoint / "commits").iterdir()
+                         if p.name.isdigit())
+        assert offsets == commits, flow
+    ids = sorted(r["id"] for r in DeltaTable(str(lake / "doubled")).to_pyarrow_table()
+                 .to_pylist())
+    assert ids == [1, 2]
+
+
+def reader(path: Path, wait_ms: int) -> DeltaStreamReader:
+    log = DeltaLog(str(path))
+    table = log.table()
+    schema = spark_schema(table.schema().to_json())
+    return DeltaStreamReader(str(path), {COMMIT_WAIT_OPTION: str(wait_ms)}, schema, schema,
+                             [], table.metadata().id)
+
+
+def test_the_delta_source_answers_when_the_next_commit_lands(tmp_path):
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"x": [1]}))
+    source = reader(path, 120_000)
+    start = source.initialOffset()
+    first = source.latestOffset(start, None)
+    assert first != start  # the snapshot's file
+    source.commit(first)
+
+    def commit_later() -> None:
+        time.sleep(0.5)
+        write_deltalake(str(path), pa.table({"x": [2]}), mode="append")
+
+    writer = threading.Thread(target=commit_later)
+    writer.start()
+    try:
+        # nothing new yet: the source waits for version 1 and answers with it (without
+        # the wait it would answer ``first`` again, and after the wait too)
+        nxt = Offset.from_dict(source.latestOffset(first, None))
+    finally:
+        writer.join()
+    assert (nxt.version, nxt.index) == (2, -1)  # version 1 read whole
+    assert [e.version for e in source.planner.files_between(Offset.from_dict(first), nxt)] \
+        == [1]
+
+
+def test_without_a_commit_the_source_answers_nothing_new_after_its_wait(tmp_path):
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"x": [1]}))
+    source = reader(path, 50)
+    first = source.latestOffset(source.initialOffset(), None)
+    assert source.latestOffset(first, None) == first
+    # an available-now query never waits: its last version is fixed when it starts
+    source.prepareForTriggerAvailableNow()
+    assert source.latestOffset(first, None) == first
