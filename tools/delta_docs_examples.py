@@ -5,9 +5,10 @@ SNAPSHOT is a local copy of github delta-io/delta: a checkout, or the git direct
 ``docs/src/content/docs/**/*.mdx`` (docs.delta.io's source). Nothing of them is copied into
 this repository: the SQL and Python code blocks are read from the snapshot at run time.
 
-Every page runs its SQL and Python blocks in order, on one headwater session shared by all
-pages, each page with a fresh lakehouse folder (its temporary views, ``SET`` values and
-current database are undone after the page). A block is
+Every page runs its SQL blocks in order, then (in another fresh lakehouse folder) its Python
+blocks in order: the pages show each example in SQL and Python tabs, alternatives a reader
+picks one of. One headwater session serves all pages; a block's ``SET`` values are undone
+after it, a page's temporary views and current database after the page. A block is
 
 - ``passed``: every statement ran (a stream it starts is run to the end of its input, then
   stopped);
@@ -240,10 +241,11 @@ FIXTURES: dict[str, tuple[str, str, str]] = {
                        "    spark.sql(f'INSERT INTO entire_dataset VALUES ({i})')",
                        "table entire_dataset with 16 versions (clone VERSION AS OF 15)"),
     "timestamp_string": (r"\btimestamp_string\b",
-                         "timestamp_string = spark.sql('SELECT CAST(current_timestamp() AS "
-                         "STRING)').first()[0]\nversion = 0",
-                         "variables timestamp_string (now) and version (0) of the time travel "
-                         "example"),
+                         "timestamp_string = str(spark.sql('DESCRIBE HISTORY "
+                         "delta.`{data}/tmp/delta/people10m`').first()['timestamp'])\n"
+                         "version = 0",
+                         "variables timestamp_string (the latest commit's time) and version "
+                         "(0) of the time travel example"),
     "my_table": (r"\bmy_table\b(?!_)",
                  "spark.sql('CREATE TABLE my_table (id INT) USING DELTA')\n"
                  "spark.sql('INSERT INTO my_table VALUES (1), (2)')", "table my_table"),
@@ -519,6 +521,11 @@ def _python_statements(text: str) -> list[str]:
 
 
 def error_of(exc: BaseException) -> str:
+    """``CODE: first line``: the HeadwaterError's code (also one Spark carried back from a
+    Python data source or a task), else the exception class and Spark's error class."""
+    from headwater import unwrap  # noqa: PLC0415 - imported after PYTHONPATH is known
+
+    exc = unwrap(exc)
     code = getattr(exc, "code", None)
     if isinstance(code, str) and code:
         label = code
@@ -552,6 +559,7 @@ class PageRun:
         self.conf_before = {r[0]: r[1] for r in spark.sql("SET").collect()}
         self.views_before = {t.name for t in spark.catalog.listTables() if t.isTemporary}
         self.made: dict[str, bool] = {}  # fixture -> clean (not yet touched by a block)
+        self.recreated: list[str] = []  # fixtures the running block creates itself
         self.ns: dict[str, Any] = {"spark": spark, "dt": datetime,
                                    "display": lambda df, *a, **k: df.show()}
         exec(PRELUDE, self.ns)  # noqa: S102 - the imports the pages assume
@@ -568,6 +576,7 @@ class PageRun:
                 self._drop(targets, paths)
                 block.edits.append(f"dropped {', '.join(mine)}: the example creates it again")
                 self.made[name] = False
+                self.recreated.append(name)
                 continue
             if self.made.get(name) is True or (name in self.made and self.page in SEQUENCES):
                 continue
@@ -598,6 +607,7 @@ class PageRun:
             block.status, block.reason = "skipped", reason
             return
         started = time.monotonic()
+        self.recreated = []
         try:
             try:
                 self.fixture(block, text)
@@ -632,6 +642,9 @@ class PageRun:
                 block.edits.append("traceback: " + traceback.format_exc(limit=-2)
                                    .strip().splitlines()[-3][:200])
         finally:
+            if block.status == "failed":  # it did not make what it replaces: made again
+                for name in self.recreated:
+                    self.made.pop(name, None)
             self.touched(text)
             block.seconds = time.monotonic() - started
             self.stop_streams()
@@ -760,14 +773,20 @@ def main(argv: list[str] | None = None) -> int:
                     b.status, b.reason = ("skipped", reason) if reason else ("", "")
                     print(f"  {b.line:5} {b.lang:7} {'skip: ' + reason if reason else 'run'}")
                 continue
-            run = PageRun(spark, name, work / name)
-            try:
-                for b in page_blocks:
-                    run.run(b)
-                    mark = {"passed": "ok  ", "failed": "FAIL", "skipped": "skip"}[b.status]
-                    print(f"  {mark} {b.line:5} {b.lang:6} {b.reason[:150]}", flush=True)
-            finally:
-                run.close()
+            for b in page_blocks:
+                if b.lang not in RUN_LANGS:
+                    b.status, b.reason = "skipped", skip_reason(b, b.text)
+            for track in RUN_LANGS:  # a page's SQL and Python tabs are alternatives
+                run = PageRun(spark, name, work / name / track)
+                try:
+                    for b in page_blocks:
+                        if b.lang != track:
+                            continue
+                        run.run(b)
+                        mark = {"passed": "ok  ", "failed": "FAIL", "skipped": "skip"}[b.status]
+                        print(f"  {mark} {b.line:5} {b.lang:6} {b.reason[:150]}", flush=True)
+                finally:
+                    run.close()
     finally:
         if args.keep:
             print(f"work folder: {work}")
