@@ -570,7 +570,8 @@ class PageRun:
                 continue
             targets = [a or b for a, b in re.findall(
                 r"saveAsTable\('([\w.]+)'\)|CREATE TABLE (\w+)\b(?!\.)", code)]
-            paths = re.findall(r"\{data\}/([\w/.-]+)", code)
+            paths = [a or b for a, b in re.findall(  # the folders it writes (not reads)
+                r"save\('\{data\}/([\w/.-]+)'\)|CREATE TABLE delta\.`\{data\}/([\w/.-]+)`", code)]
             mine = [t for t in targets if creates(text, t)]
             if mine:  # another way to create it: the reader runs this one instead
                 self._drop(targets, paths)
