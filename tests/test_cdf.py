@@ -189,6 +189,20 @@ def test_table_changes_sql_and_reads_by_name(spark, tmp, keep_lakehouse):
                                                 ("update_preimage", 1)]
 
 
+def test_table_changes_by_path_reads_a_path_tables_changes(spark, tmp, keep_lakehouse):
+    """delta-spark's table_changes_by_path (Delta's change data feed docs): a table by its
+    path, here outside the lakehouse, versions or a bad call as table_changes takes them."""
+    changing_table(tmp / "outside")
+    Lakehouse(tmp / "lake", spark)
+    expected = rs_changes(tmp / "outside", 1, 3)
+    got = spark.sql(f"SELECT * FROM table_changes_by_path('{tmp / 'outside'}', 1, 3)")
+    assert spark_changes(got) == expected
+    with pytest.raises(HeadwaterError) as caught:
+        spark.sql(f"SELECT * FROM table_changes_by_path('{tmp / 'outside'}')")
+    assert caught.value.code == "HW_OPTION_INVALID"
+    assert "table_changes_by_path takes a table path" in str(caught.value)
+
+
 def test_read_stream_read_change_feed_in_a_pipeline(spark, tmp, keep_lakehouse):
     """A pipeline's streaming table over read_stream(name, read_change_feed=True): the option
     is on the flow's edge, and the run reads change rows (not the native file path)."""

@@ -523,3 +523,20 @@ def test_pipeline_table_schemas_record_and_enforce_not_null(spark, tmp_path):
     with pytest.raises(HeadwaterError) as caught:
         spark.sql("INSERT INTO st VALUES (NULL, 'x')")
     assert caught.value.error_class == "DELTA_NOT_NULL_CONSTRAINT_VIOLATED"
+
+
+def test_replace_where_naming_an_unknown_column_is_sparks_analysis_error(spark, tmp):
+    """A typo in a data-column replaceWhere (delta-batch's docs example has ``start_data``)
+    is the unresolved column, not a mismatch with a garbled row; the table is unchanged."""
+    path = tmp / "events"
+    _events(spark).write.format("delta").save(str(path))
+    version = DeltaTable(str(path)).version()
+    new = _events(spark, [(30, "2017-01-01", "x")])
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - checked below
+        (new.write.format("delta").mode("overwrite")
+         .option("replaceWhere", "start_data >= '2017-01-01'").save(str(path)))
+    assert not isinstance(caught.value, HeadwaterError), str(caught.value)[:300]
+    assert "UNRESOLVED_COLUMN" in str(caught.value)
+    assert "start_data" in str(caught.value)
+    assert DeltaTable(str(path)).version() == version
+    assert ids(spark, path) == [1, 2, 3, 4, 5]

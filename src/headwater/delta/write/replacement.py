@@ -35,6 +35,10 @@ def checked_rows(df: DataFrame, predicate: str, path: str) -> DataFrame:
     does not satisfy it (false or NULL) fails the write with DELTA_REPLACE_WHERE_MISMATCH
     and its values (delta-spark's constraint check of replaceWhere)."""
     condition = F.coalesce(F.expr(predicate), F.lit(False))
+    # resolved alone first: an unknown column is Spark's own analysis error, naming the
+    # predicate only (the guard below would quote its message, headwater's code included,
+    # and the error would read as a mismatch)
+    df.select(condition)
     error = mismatch_error(path, predicate, "a row with ")
     what, _, rest = str(error).partition("a row with ")
     values = F.concat_ws(", ", *[F.concat(F.lit(f"{c} = "), F.coalesce(

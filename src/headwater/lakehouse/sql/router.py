@@ -310,20 +310,42 @@ def _with_delta_paths(spark: SparkSession, text: str, plan: Any) -> str:
 def _table_changes(lake: SqlLakehouse, spark: SparkSession, args: list[Any], text: str) -> str:
     """``table_changes('t', start[, end])`` (versions or timestamps, as delta-spark takes
     them): a temp view over the batch change data feed read of table ``t``."""
+    name, bounds = _changes_args("table_changes", "'orders'", args, text)
+    return _changes_view(spark, lake.path(lake.resolve(name, spark).qualified), [name, *bounds],
+                         bounds)
+
+
+def _table_changes_by_path(lake: SqlLakehouse, spark: SparkSession, args: list[Any],
+                           text: str) -> str:
+    """``table_changes_by_path('/path', start[, end])``: delta-spark's change data feed
+    reader of the table at a path."""
+    path, bounds = _changes_args("table_changes_by_path", "'/data/orders'", args, text)
+    return _changes_view(spark, path, ["path", path, *bounds], bounds)
+
+
+def _changes_args(function: str, example: str, args: list[Any], text: str
+                  ) -> tuple[str, list[str]]:
+    """(table name or path, [start, end?]) of a ``table_changes`` call: literals only."""
     values = [a.value() if a.getClass().getSimpleName() == "Literal" else None for a in args]
     if len(args) not in (2, 3) or any(v is None for v in values):
         raise HeadwaterError(
             "HW_OPTION_INVALID",
-            f"table_changes takes a table name and 1 or 2 literal versions or timestamps "
-            f"(in: {text}).", "It reads the change data feed between two points.",
-            "Write e.g. table_changes('orders', 2) or table_changes('orders', 2, 5).")
-    name, *bounds = [str(v.toString()) if hasattr(v, "toString") else str(v) for v in values]
+            f"{function} takes a table {'path' if 'path' in function else 'name'} and 1 or 2 "
+            f"literal versions or timestamps (in: {text}).",
+            "It reads the change data feed between two points.",
+            f"Write e.g. {function}({example}, 2) or {function}({example}, 2, 5).")
+    first, *bounds = [str(v.toString()) if hasattr(v, "toString") else str(v) for v in values]
+    return first, bounds
+
+
+def _changes_view(spark: SparkSession, path: str, key: list[str], bounds: list[str]) -> str:
+    """A temp view over the batch change data feed read of the table at ``path``."""
     reader = spark.read.format("delta").option("readChangeFeed", "true")
-    for key, bound in zip(("starting", "ending"), bounds):
+    for which, bound in zip(("starting", "ending"), bounds):
         kind = "Version" if bound.isdigit() else "Timestamp"
-        reader = reader.option(f"{key}{kind}", bound)
-    view = "hw_changes_" + hashlib.sha1(repr([name, *bounds]).encode()).hexdigest()[:12]
-    reader.load(lake.path(lake.resolve(name, spark).qualified)).createOrReplaceTempView(view)
+        reader = reader.option(f"{which}{kind}", bound)
+    view = "hw_changes_" + hashlib.sha1(repr(key).encode()).hexdigest()[:12]
+    reader.load(path).createOrReplaceTempView(view)
     return f"`{view}`"
 
 
@@ -338,6 +360,7 @@ def _event_log(lake: SqlLakehouse, spark: SparkSession, args: list[Any], text: s
 TableFunction = Callable[["SqlLakehouse", "SparkSession", list[Any], str], str]
 TABLE_FUNCTIONS: dict[str, TableFunction] = {
     "table_changes": _table_changes,   # delta-spark's change data feed reader
+    "table_changes_by_path": _table_changes_by_path,  # ... of a path table
     "event_log": _event_log,           # Databricks' pipeline event log
 }
 
