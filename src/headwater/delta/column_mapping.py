@@ -441,3 +441,66 @@ def physical_names(schema_json: str | Json) -> set[str]:
     return {str((f.get("metadata") or {}).get(PHYSICAL_NAME, f["name"]))
             for f in _fields(schema)}
 
+
+
+# --- streams across a rename or drop ---------------------------------------------------------
+
+def _by_id(data_type: Any, path: tuple[str, ...] = ()) -> dict[int, tuple[str, ...]]:
+    """Each mapped struct field's id -> its logical path."""
+    found: dict[int, tuple[str, ...]] = {}
+    if not isinstance(data_type, dict):
+        return found
+    kind = data_type.get("type")
+    if kind == "struct":
+        for f in data_type["fields"]:
+            at = (*path, f["name"])
+            column_id = (f.get("metadata") or {}).get(COLUMN_MAPPING_ID)
+            if column_id is not None:
+                found[int(column_id)] = at
+            found.update(_by_id(f["type"], at))
+    elif kind == "array":
+        found.update(_by_id(data_type["elementType"], (*path, "element")))
+    elif kind == "map":
+        found.update(_by_id(data_type["keyType"], (*path, "key")))
+        found.update(_by_id(data_type["valueType"], (*path, "value")))
+    return found
+
+
+def has_ids(schema: StructType) -> bool:
+    """Whether a (Spark) schema carries column mapping ids."""
+    return any(COLUMN_MAPPING_ID in (f.metadata or {}) for f in schema.fields)
+
+
+def non_additive_change(stream_schema: StructType, schema_json: str, later: bool = True
+                        ) -> str | None:
+    """How the schema of a commit a stream reads renames or drops one of the stream's
+    mapped columns (by column id), or None: what delta-spark's streaming source refuses
+    without a schema tracking location. later: ``schema_json`` is newer than the stream's
+    schema (a commit it reads), else older (the version a resumed stream starts at)."""
+    before = _by_id(stream_schema.jsonValue())
+    if not before:
+        return None
+    after = _by_id(json.loads(schema_json))
+    changes = []
+    for column_id, path in sorted(before.items()):
+        now = after.get(column_id)
+        if now is None:
+            changes.append(f"{'.'.join(path)} dropped" if later else
+                           f"{'.'.join(path)} missing there")
+        elif [p.lower() for p in now] != [p.lower() for p in path]:
+            changes.append(f"{'.'.join(path)} renamed to {'.'.join(now)}" if later else
+                           f"{'.'.join(now)} renamed to {'.'.join(path)} since")
+    return ", ".join(changes) or None
+
+
+def stream_change_error(uri: str, version: int, change: str) -> HeadwaterError:
+    return HeadwaterError(
+        "HW_SOURCE_SCHEMA_CHANGED",
+        f"Streaming read of the column-mapped table {uri}: version {version} changes the "
+        f"schema in a non-additive way ({change}).",
+        "A rename or drop of a column under column mapping cannot be streamed through with "
+        "one schema: delta-spark needs a schema tracking location to evolve the stream, "
+        "which headwater's Delta source does not keep yet.",
+        "Start the stream again from a new checkpoint (the new schema, with startingVersion "
+        "after the change), or read the change with a batch query.",
+        error_class="DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG")

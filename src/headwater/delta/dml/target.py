@@ -131,11 +131,9 @@ def check_writable(table, uri: str, operation: str, needs_rows: bool = True) -> 
     config = table.metadata().configuration or {}
     writer = set(protocol.writer_features or [])
     reader = set(protocol.reader_features or [])
-    if config.get("delta.columnMapping.mode", "none") != "none" or "columnMapping" in writer:
-        raise _refuse(uri, operation, "uses column mapping (physical column names in its files)",
-                      "Run the statement with delta-spark, or copy the rows into a table without "
-                      "column mapping.")
-    unknown = sorted((writer - _SUPPORTED_WRITER_FEATURES) | (reader - _SUPPORTED_READER_FEATURES))
+    # column mapping: the delta-rs engine only (headwater.delta.dml.engine decides)
+    unknown = sorted((writer - _SUPPORTED_WRITER_FEATURES - {"columnMapping"})
+                     | (reader - _SUPPORTED_READER_FEATURES - {"columnMapping"}))
     if unknown:
         raise _refuse(uri, operation, f"uses the table feature(s) {', '.join(unknown)}",
                       "Run the statement with a writer that supports them (delta-spark).")

@@ -491,7 +491,8 @@ def comment_on(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
         return None
     table = open_table(altered.path)
     comment = st.plan.comment()
-    if not deltalake_writes(table) or column_mapping.is_mapped(table):  # identity columns / clustering: headwater commits
+    # identity columns / clustering / column mapping: headwater commits
+    if not deltalake_writes(table) or column_mapping.is_mapped(table):
         metadata.set_description(altered.path, None if comment is None else str(comment))
     else:
         table.alter.set_table_description(str(comment))
