@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,6 +20,10 @@ from deltalake import DeltaTable, QueryBuilder
 from tests.support import commits, golden
 
 from headwater import HeadwaterError
+from headwater.delta import dml
+from headwater.delta.log import DeltaLog
+from headwater.delta.schema import spark_schema
+from headwater.delta.source import SourceOptions, SourcePlanner
 
 MAPPING_ID = "delta.columnMapping.id"
 PHYSICAL = "delta.columnMapping.physicalName"
@@ -61,7 +66,6 @@ def physical(path: str | Path, *names: str) -> list[str]:
 
 
 def file_columns(path: str | Path, relative: str) -> list[str]:
-    from urllib.parse import unquote
     return pq.read_schema(Path(path) / unquote(relative)).names
 
 
@@ -259,7 +263,6 @@ def test_dml_on_a_mapped_table(spark, people):
     assert spark_rows(spark, "people") == expected
     assert rs_rows(people) == expected
     # Spark's copy-on-write engine does not map names yet: refused, naming the feature
-    from headwater.delta import dml
     version = DeltaTable(str(people)).version()
     with pytest.raises(HeadwaterError) as err:
         dml.delete(spark, str(people), "id = 2", engine="spark")
@@ -305,11 +308,7 @@ def test_golden_column_mapped_table_takes_headwater_appends(spark, tmp_path):
 
 def test_a_running_stream_stops_at_a_drop(spark, people, tmp_path):
     """The commit that drops a column, read by a stream started before it (the planner
-    sees its metaData action): refused, the sink unchanged after the earlier rows."""
-    from headwater.delta.log import DeltaLog
-    from headwater.delta.source import SourceOptions, SourcePlanner
-    from headwater.delta.schema import spark_schema
-
+    meets its metaData action while walking the log): refused."""
     enable(spark)
     table = DeltaTable(str(people))
     planner = SourcePlanner(DeltaLog(str(people)), spark_schema(table.schema().to_json()),
@@ -320,3 +319,30 @@ def test_a_running_stream_stops_at_a_drop(spark, people, tmp_path):
         planner.latest_offset(start, None, None)
     assert "DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG" in str(err.value)
     assert "name dropped" in str(err.value)
+
+
+def test_create_table_and_ctas_in_name_mode(spark, lake):
+    spark.sql("CREATE TABLE made (id INT, name STRING, s STRUCT<a: INT>) USING delta "
+              "PARTITIONED BY (name) TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
+    path = lake.path("made")
+    first = last_actions(path)
+    assert first["commitInfo"][0]["operation"] == "CREATE TABLE"
+    assert first["protocol"][0]["readerFeatures"] == ["columnMapping"]
+    assert first["metaData"][0]["configuration"]["delta.columnMapping.maxColumnId"] == "4"
+    names = physical(path, "id", "name", "s")
+    assert all(n.startswith("col-") for n in names)
+    spark.sql("INSERT INTO made VALUES (1, 'x', named_struct('a', 5))")
+    add = last_actions(path)["add"][0]
+    assert set(add["partitionValues"]) == {names[1]}
+    assert set(file_columns(path, add["path"])) == {names[0], names[2]}
+    assert spark_rows(spark, "made") == [{"id": 1, "name": "x", "s": {"a": 5}}]
+    assert rs_rows(path) == [{"id": 1, "name": "x", "s": {"a": 5}}]
+    spark.sql("CREATE TABLE copied TBLPROPERTIES ('delta.columnMapping.mode' = 'name') "
+              "AS SELECT id, name FROM made")
+    spark.sql("ALTER TABLE copied RENAME COLUMN name TO nm")
+    assert spark_rows(spark, "copied") == [{"id": 1, "nm": "x"}]
+    assert rs_rows(lake.path("copied")) == [{"id": 1, "nm": "x"}]
+    with pytest.raises(HeadwaterError) as err:
+        spark.sql("CREATE TABLE by_id (id INT) USING delta "
+                  "TBLPROPERTIES ('delta.columnMapping.mode' = 'id')")
+    assert err.value.code == "HW_DELTA_UNSUPPORTED_FEATURE"

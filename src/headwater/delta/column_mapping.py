@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
+from headwater.delta import column_ddl
 from headwater.delta.column_ddl import (
     COLUMN_MAPPING_ID,
     MAX_COLUMN_ID,
@@ -153,6 +154,47 @@ def check_unset(keys: list[str], table: Any, label: str) -> None:
     lowered = {k.lower() for k in keys}
     if is_mapped(table) and lowered & {MODE.lower(), MAX_COLUMN_ID.lower()}:
         raise _mode_change_error(label, mode_of(table.metadata().configuration), "none")
+
+
+def without_mode(properties: dict[str, str]) -> dict[str, str]:
+    """``properties`` without the column mapping keys a new table's definition sets itself."""
+    return {k: v for k, v in properties.items()
+            if k.lower() not in (MODE.lower(), MAX_COLUMN_ID.lower())}
+
+
+def check_new_mode(mode: str, label: str, object_store: bool) -> None:
+    """A new table's mode: ``name`` on a local table (headwater writes its first commit)."""
+    if mode not in MODES:
+        requested_mode({MODE: mode})  # DELTA_MODE_NOT_SUPPORTED
+    if mode == "id" or object_store:
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"Creating {label} with delta.columnMapping.mode = '{mode}' is not supported "
+            + ("on an object store." if object_store else "(id mode)."),
+            "headwater writes column-mapped tables in name mode, committing them itself, "
+            "which needs local or mounted storage; id mode needs parquet field ids matched "
+            "by every reader.",
+            "Use delta.columnMapping.mode = 'name' on a local or mounted path.",
+            error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
+
+
+def map_new_table(meta: Json) -> None:
+    """A new table's metaData action (in place) in name mode: every field an id and a
+    ``col-<uuid>`` physical name, as delta-spark creates a mapped table."""
+    schema = json.loads(meta["schemaString"])
+    configuration = column_ddl.assign_column_mapping(schema, {MAX_COLUMN_ID: "0"})
+    meta["schemaString"] = json.dumps(schema, separators=(",", ":"))
+    meta["configuration"] = {**meta["configuration"], MODE: "name", **configuration}
+
+
+def protocol_with_mapping(action: Json) -> Json:
+    """A new table's protocol action (its body) with columnMapping supported."""
+    current = Protocol(int(action["minReaderVersion"]), int(action["minWriterVersion"]),
+                       frozenset(action["readerFeatures"]) if "readerFeatures" in action
+                       else None,
+                       frozenset(action["writerFeatures"]) if "writerFeatures" in action
+                       else None)
+    return _requested_protocol(current, {}).action()["protocol"]
 
 
 def _requested_protocol(current: Protocol, properties: dict[str, str]) -> Protocol:
