@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, QueryBuilder
-from tests.support import commits, golden
+from tests.support import cdc_apply, commits, golden
 
 from headwater import HeadwaterError
 from headwater.delta import dml
@@ -346,3 +346,17 @@ def test_create_table_and_ctas_in_name_mode(spark, lake):
         spark.sql("CREATE TABLE by_id (id INT) USING delta "
                   "TBLPROPERTIES ('delta.columnMapping.mode' = 'id')")
     assert err.value.code == "HW_DELTA_UNSUPPORTED_FEATURE"
+
+
+def test_auto_cdc_into_a_mapped_target(spark, lake):
+    """AUTO CDC's MERGE (delta-rs) into a target created in name mode and renamed since:
+    physical names in its files, the rows by logical name."""
+    spark.sql("CREATE TABLE target (id INT, name STRING, city STRING) USING delta "
+              "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
+    path = lake.path("target")
+    cdc_apply(spark, path, [(1, "ann", "oslo", 1, "U"), (2, "bob", "rome", 1, "U")], 0)
+    cdc_apply(spark, path, [(1, "ann", "bergen", 2, "U"), (2, None, None, 2, "D")], 1)
+    add = last_actions(path)["add"][0]
+    assert set(file_columns(path, add["path"])) == set(physical(path, "id", "name", "city"))
+    assert spark_rows(spark, "target") == [{"id": 1, "name": "ann", "city": "bergen"}]
+    assert rs_rows(path) == [{"id": 1, "name": "ann", "city": "bergen"}]

@@ -32,7 +32,7 @@ from pyspark.sql.types import StructType
 
 from headwater.conf.options import parse_bool, parse_int, parse_size
 from headwater.conf.read_limits import default_read_limit, limits_of
-from headwater.delta import column_mapping
+from headwater.delta import physical_names
 from headwater.delta.log import DeltaLog, FileEntry, deletion_vectors, resolve_file
 from headwater.delta.schema import (
     arrow_schema,
@@ -124,7 +124,7 @@ class SourcePlanner:
         self._mapping_checked = False
         # partitionValues name columns by physical name under column mapping
         self._partition_keys = dict(zip(partition_columns,
-                                        column_mapping.physical_partition_columns(
+                                        physical_names.physical_partition_columns(
                                             schema, partition_columns), strict=True))
 
     # -- where a new stream starts --------------------------------------------------
@@ -291,9 +291,9 @@ class SourcePlanner:
         # stream's schema, by name (a commit that changes only Delta's own column metadata,
         # an identity column's high-water mark, a comment, or the order of columns leaves the
         # stream as it is; a restarted stream reads older versions with its newer schema).
-        change = column_mapping.non_additive_change(self.schema, metadata["schemaString"])
+        change = physical_names.non_additive_change(self.schema, metadata["schemaString"])
         if change is not None:  # column mapping: a rename or a drop
-            raise column_mapping.stream_change_error(self.log.uri, version, change)
+            raise physical_names.stream_change_error(self.log.uri, version, change)
         new_schema = spark_schema(metadata["schemaString"])
         if not read_compatible(new_schema, self.schema):
             old = {f.name: f.dataType.simpleString() for f in self.schema.fields}
@@ -312,7 +312,7 @@ class SourcePlanner:
         """Once per planner: a stream resumed (or started) at a version whose schema has a
         column-mapped column this stream's schema renamed or dropped is refused, as
         delta-spark refuses it without a schema tracking location."""
-        if self._mapping_checked or not column_mapping.has_ids(self.schema):
+        if self._mapping_checked or not physical_names.has_ids(self.schema):
             self._mapping_checked = True
             return
         version = start.version if start.is_starting else max(start.version - 1, 0)
@@ -321,9 +321,9 @@ class SourcePlanner:
         except Exception:  # noqa: BLE001 - the version is gone (log cleanup): the walk says so
             return
         self._mapping_checked = True
-        change = column_mapping.non_additive_change(self.schema, schema_json, later=False)
+        change = physical_names.non_additive_change(self.schema, schema_json, later=False)
         if change is not None:
-            raise column_mapping.stream_change_error(self.log.uri, version, change)
+            raise physical_names.stream_change_error(self.log.uri, version, change)
 
     def _check_identity(self, start: Offset) -> None:
         if start.table_id != self.table_id:

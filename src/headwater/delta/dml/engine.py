@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from pyspark.sql import SparkSession
 
-from headwater.delta import column_mapping
+from headwater.delta import physical_names
 from headwater.delta.column_defaults import with_keyword_resolved
 from headwater.delta.constraints import refuse_checks_on_deltalake
 from headwater.delta.dml import delete_update, deltars, merge_spark
@@ -88,7 +88,7 @@ def _run(spark: SparkSession, path: str, operation: Operation, engine: str) -> D
     checked = bool(snapshot.constraints.checks)
     if engine == "delta-rs" and checked and not isinstance(operation, Delete):
         refuse_checks_on_deltalake(snapshot.table, path, operation.name)
-    mapped = column_mapping.mode_of(snapshot.configuration) != "none"
+    mapped = physical_names.mode_of(snapshot.configuration) != "none"
     if mapped and (engine == "spark" or (checked and not isinstance(operation, Delete))):
         raise _mapped_error(path, operation.name, "engine='spark'" if engine == "spark" else
                             "CHECK constraints (which delta-rs checks in its own dialect)")

@@ -31,7 +31,7 @@ from pyspark.sql.types import StructType
 
 from headwater.conf import storage
 from headwater.conf.layout import DELTA_LOG
-from headwater.delta import autocompact, column_mapping
+from headwater.delta import autocompact, physical_names
 from headwater.delta.column_defaults import FEATURE as DEFAULTS_FEATURE
 from headwater.delta.column_defaults import feature_requested
 from headwater.delta.commit import (
@@ -195,10 +195,10 @@ def commit_files(request: WriteRequest, adds: list[dict[str, Any]], data_schema:
     existing_parts = list(table.metadata().partition_columns)
     check_partitioning(path, existing_parts, partition_by)
     config = table.metadata().configuration or {}
-    if column_mapping.mode_of(config) != "none" and not (
+    if physical_names.mode_of(config) != "none" and not (
             request.physical_names and "://" not in path and own_commit_allowed(table)):
         delete_files(path, adds)  # files named by logical names: never committed
-        raise column_mapping.unsupported_write(
+        raise physical_names.unsupported_write(
             path, "A write through the Python data source writer (an object store, "
             "targetFileSize, a codec Spark's writer lacks, or another API than df.write / "
             "INSERT / a stream)")

@@ -37,7 +37,7 @@ from headwater.conf.layout import (  # FAULT_*: test hooks (crash tests)
     FAULT_ENV,
     FAULT_TABLE_ENV,
 )
-from headwater.delta import column_mapping
+from headwater.delta import physical_names
 from headwater.delta.constraints import Constraints
 from headwater.delta.defaults import with_defaults
 from headwater.delta.generated import Generation, declares_generation, prepare, raised_high_water_marks
@@ -122,8 +122,8 @@ def write_native(df: DataFrame, request: WriteRequest, *, batch: MicroBatch | No
                               generation, faults)
         check_schema(uri, schema, df.schema, request.merge_schema)
         request = request.but(partition_by=tuple(existing))
-        if column_mapping.is_mapped(table) and request.selective:
-            raise column_mapping.unsupported_write(
+        if physical_names.is_mapped(table) and request.selective:
+            raise physical_names.unsupported_write(
                 uri, "A selective overwrite (replaceWhere / dynamic partition overwrite)")
         replacing = replacement.plan(df, request, table)
         constraints = Constraints.of(schema, table.metadata().configuration)
@@ -142,7 +142,7 @@ def write_native(df: DataFrame, request: WriteRequest, *, batch: MicroBatch | No
         request = request.but(properties=with_defaults(request.properties, df.sparkSession))
     staged_partitions = list(request.partition_by)
     logical_schema = df.schema
-    if table is not None and column_mapping.is_mapped(table):
+    if table is not None and physical_names.is_mapped(table):
         # the files hold physical names: foreachBatch's copy of a micro-batch's rows, renamed
         if batch is not None:
             df, batch = batch.frame(), None
@@ -221,7 +221,7 @@ def written_on_driver(path: str) -> bool:
         return False
     table = log.table()
     return declares_generation(table.schema().to_json()) or not deltalake_writes(table) \
-        or column_mapping.is_mapped(table)
+        or physical_names.is_mapped(table)
 
 
 def write_rows(df: DataFrame, request: WriteRequest, *, batch: MicroBatch | None = None,
@@ -322,7 +322,7 @@ def _write_own(df: DataFrame, request: WriteRequest, table, generation: Generati
     df, generated = prepare(df, generation, uri)
     df = Constraints.of(schema, table.metadata().configuration).enforce(df, uri)
     partition_columns = list(table.metadata().partition_columns)
-    if column_mapping.is_mapped(table):
+    if physical_names.is_mapped(table):
         df, partition_columns = _physical(df, table, partition_columns)
     adds = stage_files(df, uri, partition_columns, {})
     if not adds and not request.overwrite:
@@ -341,8 +341,8 @@ def _physical(df: DataFrame, table, partition_columns: list[str]
               ) -> tuple[DataFrame, list[str]]:
     """``df`` and its partition columns as a column-mapped table's files name them."""
     schema = spark_schema(table.schema().to_json())
-    return (column_mapping.to_physical(df, schema),
-            column_mapping.physical_partition_columns(schema, partition_columns))
+    return (physical_names.to_physical(df, schema),
+            physical_names.physical_partition_columns(schema, partition_columns))
 
 
 def fault(point: str, uri: str) -> None:
