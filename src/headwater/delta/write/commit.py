@@ -339,13 +339,18 @@ def commit_write(request: WriteRequest, table: Any, adds: list[dict[str, Any]],
                     "TABLE ... APPLY (PURGE) in delta-spark), or delete the rows with DELETE "
                     "and append.")
             partition_columns = list(meta.partition_columns)
+            # the log's keys: physical names under column mapping (deltalake reports logical)
+            keys = physical_names.physical_partition_columns(
+                spark_schema(table.schema().to_json()), partition_columns) \
+                if physical_names.is_mapped(table) else partition_columns
             for row in add_actions(table, columns=FILE_COLUMNS).to_pylist():
                 values = row.get("partition") or {}
                 removing.append({"remove": {
                     "path": row["path"], "dataChange": True, "deletionTimestamp": now,
                     "extendedFileMetadata": True, "size": int(row["size_bytes"]),
-                    "partitionValues": {c: format_partition_value(values.get(c))
-                                        for c in partition_columns}}})
+                    "partitionValues": {k: format_partition_value(values.get(c))
+                                        for c, k in zip(partition_columns, keys,
+                                                        strict=True)}}})
         if not request.data_change:
             removing = [{"remove": {**r["remove"], "dataChange": False}} for r in removing]
         read = [r["remove"]["path"] for r in removing]
