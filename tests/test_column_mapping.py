@@ -366,3 +366,29 @@ def test_auto_cdc_into_a_mapped_target(spark, lake):
     assert set(file_columns(path, add["path"])) == set(physical(path, "id", "name", "city"))
     assert spark_rows(spark, "target") == [{"id": 1, "name": "ann", "city": "bergen"}]
     assert rs_rows(path) == [{"id": 1, "name": "ann", "city": "bergen"}]
+
+
+def test_optimize_is_refused_and_cdf_kept_on_a_mapped_table(spark, lake):
+    """OPTIMIZE would rewrite files without physical names (Spark's rewrite, delta-rs'
+    refusal): refused by name, the table unchanged. UPDATE with the change data feed on
+    (a protocol listing generatedColumns through writer 4's features) runs on delta-rs and
+    table_changes reads its change files by logical name."""
+    spark.sql("CREATE TABLE o (id INT, name STRING) USING delta TBLPROPERTIES "
+              "('delta.columnMapping.mode' = 'name', 'delta.enableChangeDataFeed' = 'true')")
+    for i in range(3):
+        spark.sql(f"INSERT INTO o VALUES ({i}, 'n{i}')")
+    spark.sql("ALTER TABLE o RENAME COLUMN name TO nm")
+    path = lake.path("o")
+    version = DeltaTable(str(path)).version()
+    with pytest.raises(HeadwaterError) as err:
+        spark.sql("OPTIMIZE o")
+    assert err.value.code == "HW_DELTA_UNSUPPORTED_FEATURE"
+    assert "column-mapped" in str(err.value)
+    assert DeltaTable(str(path)).version() == version
+    spark.sql("UPDATE o SET nm = 'u' WHERE id = 1")
+    changes = spark.sql(f"SELECT id, nm, _change_type FROM table_changes('o', {version + 1}) "
+                        "ORDER BY _change_type").collect()
+    assert [tuple(r) for r in changes] == [(1, "u", "update_postimage"),
+                                           (1, "n1", "update_preimage")]
+    assert rs_rows(path) == [{"id": 0, "nm": "n0"}, {"id": 1, "nm": "u"},
+                             {"id": 2, "nm": "n2"}]

@@ -111,11 +111,12 @@ def unsupported_write(path: str, what: str) -> HeadwaterError:
     """A write to a column-mapped table that headwater cannot do yet, by name."""
     return HeadwaterError(
         "HW_DELTA_UNSUPPORTED_FEATURE",
-        f"{what} into the column-mapped table at {path} is not supported yet.",
+        f"{what} on the column-mapped table at {path} is not supported yet.",
         "The table uses column mapping (delta.columnMapping.mode = 'name'): data files "
         "must name columns by their physical names, which this write path cannot do.",
         "Write with a plain append or overwrite (df.write / INSERT / a stream) to a local "
-        "table, or use delta-spark for this write.", error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
+        "table, or use delta-spark for this operation.",
+        error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
 
 
 # --- streams across a rename or drop ---------------------------------------------------------

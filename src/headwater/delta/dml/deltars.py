@@ -126,7 +126,9 @@ def _column(parts: list[str], aliases: Mapping[str, str], columns: Mapping[str, 
 def check_table(snapshot: Snapshot) -> None:
     protocol = snapshot.table.protocol()
     features = set(protocol.reader_features or []) | set(protocol.writer_features or [])
-    unknown = features - _FEATURES
+    # generatedColumns: listed by every table-features protocol that came from writer 4;
+    # a schema that declares generation is refused below
+    unknown = features - _FEATURES - {"generatedColumns"}
     if unknown:
         raise NotPortable(f"table features {sorted(unknown)}")
     if any(f.has_dv for f in snapshot.files):

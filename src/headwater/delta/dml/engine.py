@@ -80,7 +80,8 @@ def _run(spark: SparkSession, path: str, operation: Operation, engine: str) -> D
         raise HeadwaterError("HW_OPTION_INVALID", f"Unknown DML engine {engine!r}.",
                              "DML runs on Spark's executors or on the driver with delta-rs.",
                              f"Use one of {', '.join(ENGINES)}.")
-    snapshot = load_snapshot(path, operation.name)
+    # a column-mapped table runs on delta-rs only (below)
+    snapshot = load_snapshot(path, operation.name, column_mapped=True)
     operation = _default_keyword_resolved(operation, snapshot)
     spec = operation.spec if isinstance(operation, Merge) else None
     # delta-rs checks CHECK constraints in its own SQL dialect: Spark's rewrite checks them

@@ -125,13 +125,20 @@ def _refuse(uri: str, operation: str, what: str, fix: str) -> HeadwaterError:
     )
 
 
-def check_writable(table, uri: str, operation: str, needs_rows: bool = True) -> None:
-    """Refuse tables this writer cannot change correctly, naming the feature."""
+def check_writable(table, uri: str, operation: str, needs_rows: bool = True,
+                   column_mapped: bool = False) -> None:
+    """Refuse tables this writer cannot change correctly, naming the feature.
+    column_mapped: the caller handles column mapping itself (DML: delta-rs maps names),
+    so a mapped table is not refused here; Spark's rewrite of its files would be."""
     protocol = table.protocol()
     config = table.metadata().configuration or {}
     writer = set(protocol.writer_features or [])
     reader = set(protocol.reader_features or [])
-    # column mapping: the delta-rs engine only (headwater.delta.dml.engine decides)
+    if not column_mapped and (config.get("delta.columnMapping.mode", "none") != "none"
+                              or "columnMapping" in writer):
+        raise _refuse(uri, operation, "uses column mapping (physical column names in its files)",
+                      "Run the statement with delta-spark, or copy the rows into a table without "
+                      "column mapping.")
     unknown = sorted((writer - _SUPPORTED_WRITER_FEATURES - {"columnMapping"})
                      | (reader - _SUPPORTED_READER_FEATURES - {"columnMapping"}))
     if unknown:
@@ -157,12 +164,14 @@ def check_writable(table, uri: str, operation: str, needs_rows: bool = True) -> 
                       "CHECK constraint.")
 
 
-def load_snapshot(path: str, operation: str, needs_rows: bool = True) -> Snapshot:
-    """The latest snapshot of the table at ``path``, checked for what ``operation`` needs."""
+def load_snapshot(path: str, operation: str, needs_rows: bool = True,
+                  column_mapped: bool = False) -> Snapshot:
+    """The latest snapshot of the table at ``path``, checked for what ``operation`` needs
+    (``column_mapped``: a mapped table is the caller's to handle, see check_writable)."""
     uri = normalize_uri(path)
     log = DeltaLog(uri)
     table = log.table()
-    check_writable(table, uri, operation, needs_rows)
+    check_writable(table, uri, operation, needs_rows, column_mapped)
     raw_json = table.schema().to_json()
     schema = strip_field_metadata(spark_schema(raw_json))
     partition_columns = list(table.metadata().partition_columns)
