@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, QueryBuilder
+from tests.pipelines import project, run
 from tests.support import cdc_apply, commits, golden
 
 from headwater import HeadwaterError
@@ -392,3 +393,40 @@ def test_optimize_is_refused_and_cdf_kept_on_a_mapped_table(spark, lake):
                                            (1, "n1", "update_preimage")]
     assert rs_rows(path) == [{"id": 0, "nm": "n0"}, {"id": 1, "nm": "u"},
                              {"id": 2, "nm": "n2"}]
+
+
+PIPELINE = """
+from pyspark import pipelines as dp
+
+MAPPED = {{"delta.columnMapping.mode": "name"}}
+
+
+@dp.table(table_properties=MAPPED)
+def mapped_stream():
+    return spark.readStream.format("delta").load({src!r})
+
+
+@dp.materialized_view(table_properties=MAPPED)
+def mapped_view():
+    return spark.read.format("delta").load({src!r}).groupBy("name").count()
+"""
+
+
+def test_a_pipeline_writes_its_mapped_tables_with_physical_names(spark, tmp_path,
+                                                                 keep_lakehouse):
+    src = tmp_path / "src"
+    spark.createDataFrame([(1, "a"), (2, "b"), (3, "a")], "id INT, name STRING") \
+        .write.format("delta").save(str(src))
+    lake, _ = run(spark, project(tmp_path, {"p.py": PIPELINE.format(src=str(src))}))
+    stream_path, view_path = lake.path("mapped_stream"), lake.path("mapped_view")
+    for path, columns in ((stream_path, ("id", "name")), (view_path, ("name", "count"))):
+        names = physical(path, *columns)
+        assert all(n.startswith("col-") for n in names)
+        adds = [a for actions in commits(path) for b in actions for k, a in b.items()
+                if k == "add"]
+        assert adds and all(set(file_columns(path, a["path"])) == set(names) for a in adds)
+    assert rs_rows(stream_path) == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"},
+                                    {"id": 3, "name": "a"}]
+    counts = pa.table(QueryBuilder().register("t", DeltaTable(str(view_path)))
+                      .execute("SELECT name, count FROM t ORDER BY name").read_all())
+    assert counts.to_pylist() == [{"name": "a", "count": 2}, {"name": "b", "count": 1}]
