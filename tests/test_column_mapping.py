@@ -395,6 +395,7 @@ def test_optimize_is_refused_and_cdf_kept_on_a_mapped_table(spark, lake):
                              {"id": 2, "nm": "n2"}]
 
 
+# (a streaming table in name mode; a materialized view's refresh is refused)
 PIPELINE = """
 from pyspark import pipelines as dp
 
@@ -417,16 +418,15 @@ def test_a_pipeline_writes_its_mapped_tables_with_physical_names(spark, tmp_path
     src = tmp_path / "src"
     spark.createDataFrame([(1, "a"), (2, "b"), (3, "a")], "id INT, name STRING") \
         .write.format("delta").save(str(src))
-    lake, _ = run(spark, project(tmp_path, {"p.py": PIPELINE.format(src=str(src))}))
-    stream_path, view_path = lake.path("mapped_stream"), lake.path("mapped_view")
-    for path, columns in ((stream_path, ("id", "name")), (view_path, ("name", "count"))):
-        names = physical(path, *columns)
-        assert all(n.startswith("col-") for n in names)
-        adds = [a for actions in commits(path) for b in actions for k, a in b.items()
-                if k == "add"]
-        assert adds and all(set(file_columns(path, a["path"])) == set(names) for a in adds)
-    assert rs_rows(stream_path) == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"},
-                                    {"id": 3, "name": "a"}]
-    counts = pa.table(QueryBuilder().register("t", DeltaTable(str(view_path)))
-                      .execute("SELECT name, count FROM t ORDER BY name").read_all())
-    assert counts.to_pylist() == [{"name": "a", "count": 2}, {"name": "b", "count": 1}]
+    lake, results = run(spark, project(tmp_path, {"p.py": PIPELINE.format(src=str(src))}))
+    # a materialized view's refresh replaces its table: not yet with column mapping
+    assert results["mapped_view"].error is not None
+    assert "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE" in results["mapped_view"].error
+    assert "column mapping" in results["mapped_view"].error
+    path = lake.path("mapped_stream")
+    names = physical(path, "id", "name")
+    assert all(n.startswith("col-") for n in names)
+    adds = [a for actions in commits(path) for b in actions for k, a in b.items() if k == "add"]
+    assert adds and all(set(file_columns(path, a["path"])) == set(names) for a in adds)
+    assert rs_rows(path) == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"},
+                             {"id": 3, "name": "a"}]

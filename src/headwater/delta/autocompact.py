@@ -58,8 +58,8 @@ def compact_if_due(table: Any, default: bool = False,
     if not enabled(config, default):
         return None
     if physical_names.mode_of(table.metadata().configuration) != "none":
-        log.warning("Auto-compaction of %s skipped: the table uses column mapping, which "
-                    "delta-rs' compaction does not write", table.table_uri)
+        log.info("Auto-compaction of %s skipped: the table uses column mapping, which "
+                 "delta-rs' compaction does not write", table.table_uri)
         return None
     try:
         min_files, max_size = _limits(config)

@@ -232,8 +232,17 @@ def replace(spark: SparkSession | None, path: str, definition: TableDefinition, 
     current = log.table()
     config = current.metadata().configuration or {}
     if column_mapping.mode_of(definition.properties) != "none" or \
-            config.get("delta.columnMapping.mode", "none") != "none" or \
-            deletion_vector_paths(current):
+            column_mapping.mode_of(config) != "none":
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"Replacing table {table} with column mapping (CREATE OR REPLACE TABLE, a "
+            "materialized view's refresh) is not supported yet.",
+            "The replace commit would need new physical names for the new schema and "
+            "headwater writes them only for appends and overwrites of the same schema.",
+            "Keep column mapping for tables written by appends, overwrites, streams and DML "
+            "(a materialized view without delta.columnMapping.mode), or drop the table and "
+            "create it again.", error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
+    if deletion_vector_paths(current):
         raise HeadwaterError(
             "HW_DELTA_UNSUPPORTED_FEATURE",
             f"Table {table} uses column mapping or deletion vectors; headwater cannot replace "
