@@ -430,3 +430,17 @@ def test_a_pipeline_writes_its_mapped_tables_with_physical_names(spark, tmp_path
     assert adds and all(set(file_columns(path, a["path"])) == set(names) for a in adds)
     assert rs_rows(path) == [{"id": 1, "name": "a"}, {"id": 2, "name": "b"},
                              {"id": 3, "name": "a"}]
+
+
+def test_schema_tracking_location_is_refused(spark, people, tmp_path):
+    """delta-spark's schema log option is refused, never ignored."""
+    enable(spark)
+    query = (spark.readStream.format("delta")
+             .option("schemaTrackingLocation", str(tmp_path / "cp" / "_schema"))
+             .load(str(people)).writeStream.format("delta")
+             .option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(availableNow=True).start(str(tmp_path / "out")))
+    with pytest.raises(Exception) as err:
+        query.awaitTermination()
+    assert "HW_OPTION_UNSUPPORTED" in str(err.value)
+    assert "schemaTrackingLocation" in str(err.value)

@@ -82,6 +82,16 @@ class SourceOptions:
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> SourceOptions:
+        if options.get("schematrackinglocation") is not None:
+            raise HeadwaterError(
+                "HW_OPTION_UNSUPPORTED",
+                "The Delta source option schemaTrackingLocation is not supported yet.",
+                "delta-spark keeps a schema log there to stream across a column-mapped "
+                "table's RENAME / DROP COLUMN; headwater's Delta source keeps none, and "
+                "ignoring the option would hide that the stream stops at such a change.",
+                "Leave the option out: a stream stops at a rename or drop "
+                "(DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG) and restarts from "
+                "a new checkpoint after it.")
         max_bytes = parse_size("maxBytesPerTrigger", options.get("maxbytespertrigger"), None)
         opts = cls(
             # maxBytesPerTrigger alone lifts the default file cap
