@@ -136,6 +136,9 @@ def test_rename_and_drop_need_column_mapping(spark, people):
 
 
 def test_other_modes_and_leaving_the_mode_are_refused(spark, people):
+    before = str(DeltaTable(str(people)).protocol())
+    spark.sql("ALTER TABLE people SET TBLPROPERTIES ('delta.columnMapping.mode' = 'none')")
+    assert str(DeltaTable(str(people)).protocol()) == before  # nothing enabled
     with pytest.raises(HeadwaterError) as err:
         spark.sql("ALTER TABLE people SET TBLPROPERTIES ('delta.columnMapping.mode' = 'id')")
     assert "DELTA_UNSUPPORTED_COLUMN_MAPPING_MODE_CHANGE" in str(err.value)

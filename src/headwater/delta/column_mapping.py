@@ -177,16 +177,18 @@ def protocol_with_mapping(action: Json) -> Json:
     return _requested_protocol(current, {}).action()["protocol"]
 
 
-def _requested_protocol(current: Protocol, properties: dict[str, str]) -> Protocol:
-    """The protocol after the statement: the versions it names (never lower), columnMapping
-    supported (by legacy versions 2 / 5 when they are asked for, else as a table feature)."""
+def _requested_protocol(current: Protocol, properties: dict[str, str], mapping: bool = True
+                        ) -> Protocol:
+    """The protocol after the statement: the versions it names (never lower), and with
+    ``mapping`` columnMapping supported (by legacy versions 2 / 5 when they are asked for,
+    else as a table feature)."""
     lowered = {k.lower(): v for k, v in properties.items()}
     reader = int(lowered.get(MIN_READER.lower(), current.reader))
     writer = int(lowered.get(MIN_WRITER.lower(), current.writer))
     if writer < FEATURES_MIN_WRITER:
         reader = min(reader, 2)
     protocol = current.merge(Protocol.of(reader, writer))
-    if any(f.name == FEATURE for f in protocol.known()):
+    if not mapping or any(f.name == FEATURE for f in protocol.known()):
         return protocol
     # table features, the reader's listed too (delta-spark would write reader 2): readers
     # that cannot map columns refuse the table (deltalake's pyarrow reader reads a legacy
@@ -201,12 +203,16 @@ def _commit_properties(uri: str, table: Any, properties: dict[str, str], label: 
                        enabling: str | None) -> int:
     meta = metadata_action(table)["metaData"]
     configuration = {k: v for k, v in meta["configuration"].items()}
-    plain = {k: v for k, v in properties.items()
-             if k.lower() not in (MIN_READER.lower(), MIN_WRITER.lower())}
+    plain = {k: v for k, v in properties.items()  # the mode under its canonical spelling
+             if k.lower() not in (MIN_READER.lower(), MIN_WRITER.lower(), MODE.lower())}
+    mode = requested_mode(properties)
+    if mode is not None:
+        configuration = {k: v for k, v in configuration.items() if k.lower() != MODE.lower()}
+        configuration[MODE] = mode
     configuration.update(plain)
     actions: list[Json] = []
     current = Protocol.of_table(table)
-    protocol = _requested_protocol(current, properties)
+    protocol = _requested_protocol(current, properties, mapping=bool(enabling))
     if protocol != current:
         actions.append(protocol.action())
     if enabling:
