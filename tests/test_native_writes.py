@@ -176,17 +176,23 @@ def _removed_by_delete(path: Path) -> set[str]:
     return removed
 
 
-def test_column_mapped_table_takes_the_python_writer(spark, tmp, log):
+def test_column_mapped_table_is_written_natively_not_by_the_python_writer(spark, tmp, log):
     path = tmp / "cm"
     shutil.copytree(golden("table-with-columnmapping-mode-name"), path)
     version = DeltaTable(str(path)).version()
     df = spark.read.format("delta").load(str(path)).limit(1)
-    with pytest.raises(HeadwaterError) as err, headwater.translated():
-        df.write.format("delta").mode("append").save(str(path))
-    assert err.value.code == "HW_DELTA_UNSUPPORTED_FEATURE"  # the Python writer's answer
-    assert DeltaTable(str(path)).version() == version
+    df.write.format("delta").mode("append").save(str(path))  # physical names: Spark's writer
+    assert DeltaTable(str(path)).version() == version + 1
     messages = [r.getMessage() for r in log.records if r.name == WRITE_LOG]
-    assert messages and "Python data source writer (column mapping" in messages[0]
+    assert messages and "native" in messages[-1]
+    # the Python writer (targetFileSize) would write logical names: refused, nothing left
+    files = {p.name for p in path.rglob("*.parquet")}
+    with pytest.raises(HeadwaterError) as err, headwater.translated():
+        df.write.format("delta").mode("append").option("targetFileSize", "1mb").save(str(path))
+    assert err.value.code == "HW_DELTA_UNSUPPORTED_FEATURE"
+    assert "column-mapped" in str(err.value)
+    assert DeltaTable(str(path)).version() == version + 1
+    assert {p.name for p in path.rglob("*.parquet")} == files
 
 
 def stream_once(spark, src: Path, dst: Path, cp: Path, **options) -> None:

@@ -91,6 +91,11 @@ DELTA_READ = OptionGroup(
                "Last commit time of a batch change data feed read.", applies="batch"),
         Option("ignoreDeletes", "false", "boolean",
                "Skip commits that only remove whole files.", applies="stream"),
+        Option("schemaTrackingLocation", "none", "refused",
+               "delta-spark's schema log for streaming across a column-mapped table's rename "
+               "or drop: refused (HW_OPTION_UNSUPPORTED); such a stream stops at the change "
+               "(DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG).",
+               applies="stream"),
         Option("skipChangeCommits", "false", "boolean",
                "Skip every commit that updates or deletes rows.", applies="stream"),
         Option("ignoreChanges", "false", "boolean",

@@ -24,6 +24,7 @@ from headwater.conf.layout import (
     AUTO_COMPACT_PROPERTY,
 )
 from headwater.conf.options import parse_int, parse_size
+from headwater.delta import physical_names
 from headwater.delta.log import add_actions
 from headwater.errors import HeadwaterError
 
@@ -55,6 +56,10 @@ def compact_if_due(table: Any, default: bool = False,
     table follows its target's."""
     config = (settings_of or table).metadata().configuration or {}
     if not enabled(config, default):
+        return None
+    if physical_names.mode_of(table.metadata().configuration) != "none":
+        log.info("Auto-compaction of %s skipped: the table uses column mapping, which "
+                 "delta-rs' compaction does not write", table.table_uri)
         return None
     try:
         min_files, max_size = _limits(config)

@@ -34,7 +34,7 @@ from pyspark.sql.types import LongType, StructType
 
 from headwater.conf import storage
 from headwater.conf.layout import DELTA_LOG
-from headwater.delta import clustering, column_defaults
+from headwater.delta import clustering, column_defaults, column_mapping
 from headwater.delta.commit import Transaction, commit
 from headwater.delta.defaults import with_defaults
 from headwater.delta.generated import (
@@ -88,11 +88,12 @@ OWN_FEATURE_PROPERTIES = {"delta.enabledeletionvectors", "delta.enabletypewideni
 def needs_definition(schema: StructType, properties: dict[str, str] | None = None) -> bool:
     """True when a schema declares what only this module writes (generated, identity or
     DEFAULT columns), or the properties enable a feature deltalake cannot create
-    (allowColumnDefaults): callers that would create the table through deltalake come here
-    instead."""
+    (allowColumnDefaults, column mapping: ids and physical names in the schema): callers that
+    would create the table through deltalake come here instead."""
     return declares_generation(schema.json()) or any(
         k.lower() == column_defaults.FEATURE_PROPERTY.lower() for k in properties or {}) \
-        or enables_deletion_vectors(properties)
+        or enables_deletion_vectors(properties) \
+        or column_mapping.mode_of(properties) != "none"
 
 
 def enables_deletion_vectors(properties: dict[str, str] | None) -> bool:
@@ -208,18 +209,28 @@ def create(spark: SparkSession | None, path: str, definition: TableDefinition, t
     definition = dataclass_replace(definition,
                                    properties=with_defaults(definition.properties, spark))
     definition, wanted = _requested_features(definition, None, table)
+    mapping = column_mapping.mode_of(definition.properties)
+    if mapping != "none":  # the mode and its ids are set below, not computed by deltalake
+        column_mapping.check_new_mode(mapping, table, storage.bucket_of(uri) is not None)
+        definition = dataclass_replace(definition, properties=column_mapping.without_mode(
+            definition.properties))
     validate(spark, definition, table)
     protocol = _protocol(definition, None, wanted)
     if storage.bucket_of(uri) is not None:
         return _create_through_deltalake(uri, definition, protocol, table)
     os.makedirs(os.path.join(uri, DELTA_LOG), exist_ok=True)
     meta = _metadata(definition, str(uuid.uuid4()))
+    parameters = _parameters(definition, uri)
+    if mapping != "none":  # every column gets an id and a col-<uuid> physical name
+        protocol = column_mapping.protocol_with_mapping(protocol)
+        column_mapping.map_new_table(meta["metaData"])
+        parameters["properties"] = {**parameters["properties"], column_mapping.MODE: mapping}
     actions: list[dict[str, Any]] = [{"protocol": protocol}, meta]
     if definition.cluster_by is not None:
         actions.append(clustering.domain_action(definition.cluster_by))
     return commit(Transaction(
         uri=uri, read_version=-1, operation="CREATE TABLE",
-        parameters=_parameters(definition, uri), metrics={}, actions=actions,
+        parameters=parameters, metrics={}, actions=actions,
         conflict_code="HW_DELTA_COMMIT_CONFLICT"))
 
 
@@ -232,8 +243,18 @@ def replace(spark: SparkSession | None, path: str, definition: TableDefinition, 
     log = DeltaLog(uri)
     current = log.table()
     config = current.metadata().configuration or {}
-    if config.get("delta.columnMapping.mode", "none") != "none" or \
-            deletion_vector_paths(current):
+    if column_mapping.mode_of(definition.properties) != "none" or \
+            column_mapping.mode_of(config) != "none":
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"Replacing table {table} with column mapping (CREATE OR REPLACE TABLE, a "
+            "materialized view's refresh) is not supported yet.",
+            "The replace commit would need new physical names for the new schema and "
+            "headwater writes them only for appends and overwrites of the same schema.",
+            "Keep column mapping for tables written by appends, overwrites, streams and DML "
+            "(a materialized view without delta.columnMapping.mode), or drop the table and "
+            "create it again.", error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
+    if deletion_vector_paths(current):
         raise HeadwaterError(
             "HW_DELTA_UNSUPPORTED_FEATURE",
             f"Table {table} uses column mapping or deletion vectors; headwater cannot replace "

@@ -36,7 +36,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from headwater.delta import clustering, maintenance
+from headwater.delta import clustering, maintenance, physical_names
 from headwater.delta.commit import Transaction, commit, log_path
 from headwater.delta.dml.rewrite import Written, data_only, remove_action, write_files
 from headwater.delta.dml.target import FILE_COL, Snapshot, TargetFile, load_snapshot, scan
@@ -71,6 +71,10 @@ def optimize(spark: SparkSession, path: str, where: Sequence[str] = (),
     started = int(time.time() * 1000)
     uri = normalize_uri(path)
     table = DeltaLog(uri).table()
+    if physical_names.is_mapped(table):  # neither rewrite writes physical names yet
+        raise physical_names.unsupported_write(
+            uri, "OPTIMIZE (a rewrite of the files by Spark or by delta-rs, which refuses "
+            "column mapping)")
     columns = _clustering_checks(table, uri, where, zorder_by, full)
     if columns:
         return _cluster(spark, uri, columns, full, started)

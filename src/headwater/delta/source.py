@@ -43,6 +43,7 @@ from pyspark.sql.types import StructType
 
 from headwater.conf.options import parse_bool, parse_int, parse_size
 from headwater.conf.read_limits import default_read_limit, limits_of
+from headwater.delta import physical_names
 from headwater.delta.log import DeltaLog, FileEntry, deletion_vectors, resolve_file
 from headwater.delta.schema import (
     arrow_schema,
@@ -95,6 +96,16 @@ class SourceOptions:
 
     @classmethod
     def from_options(cls, options: dict[str, str]) -> SourceOptions:
+        if options.get("schematrackinglocation") is not None:
+            raise HeadwaterError(
+                "HW_OPTION_UNSUPPORTED",
+                "The Delta source option schemaTrackingLocation is not supported yet.",
+                "delta-spark keeps a schema log there to stream across a column-mapped "
+                "table's RENAME / DROP COLUMN; headwater's Delta source keeps none, and "
+                "ignoring the option would hide that the stream stops at such a change.",
+                "Leave the option out: a stream stops at a rename or drop "
+                "(DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG) and restarts from "
+                "a new checkpoint after it.")
         max_bytes = parse_size("maxBytesPerTrigger", options.get("maxbytespertrigger"), None)
         opts = cls(
             # maxBytesPerTrigger alone lifts the default file cap
@@ -136,6 +147,11 @@ class SourcePlanner:
         self._mtimes: dict[int, int] = {}
         self._types = {f.name: f.dataType for f in schema.fields}
         self._initial: Offset | None = None
+        self._mapping_checked = False
+        # partitionValues name columns by physical name under column mapping
+        self._partition_keys = dict(zip(partition_columns,
+                                        physical_names.physical_partition_columns(
+                                            schema, partition_columns), strict=True))
 
     # -- where a new stream starts --------------------------------------------------
     def initial_offset(self) -> Offset:
@@ -171,6 +187,7 @@ class SourcePlanner:
     def latest_offset(self, start: Offset, max_files: int | None, max_bytes: int | None,
                       cap_version: int | None = None) -> Offset:
         self._check_identity(start)
+        self._check_mapping_at_start(start)
         self.forget_before(start.version)
         end = start
         count = size = 0
@@ -283,7 +300,8 @@ class SourcePlanner:
                     "Use skipChangeCommits to skip commits that change existing rows.",
                 )
             raw = add.get("partitionValues") or {}
-            typed = {c: parse_partition_value(raw.get(c), self._types[c])
+            typed = {c: parse_partition_value(raw.get(self._partition_keys[c], raw.get(c)),
+                                              self._types[c])
                      for c in self.partition_columns}
             entries.append(FileEntry(
                 path=resolve_file(self.log.root, add["path"]), size=int(add.get("size", 0)),
@@ -299,6 +317,9 @@ class SourcePlanner:
         # stream's schema, by name (a commit that changes only Delta's own column metadata,
         # an identity column's high-water mark, a comment, or the order of columns leaves the
         # stream as it is; a restarted stream reads older versions with its newer schema).
+        change = physical_names.non_additive_change(self.schema, metadata["schemaString"])
+        if change is not None:  # column mapping: a rename or a drop
+            raise physical_names.stream_change_error(self.log.uri, version, change)
         new_schema = spark_schema(metadata["schemaString"])
         if not read_compatible(new_schema, self.schema):
             old = {f.name: f.dataType.simpleString() for f in self.schema.fields}
@@ -312,6 +333,23 @@ class SourcePlanner:
                 "Restart the query: it resumes from its checkpoint with the new schema "
                 "(downstream sinks may need mergeSchema).",
             )
+
+    def _check_mapping_at_start(self, start: Offset) -> None:
+        """Once per planner: a stream resumed (or started) at a version whose schema has a
+        column-mapped column this stream's schema renamed or dropped is refused, as
+        delta-spark refuses it without a schema tracking location."""
+        if self._mapping_checked or not physical_names.has_ids(self.schema):
+            self._mapping_checked = True
+            return
+        version = start.version if start.is_starting else max(start.version - 1, 0)
+        try:
+            schema_json = self.log.table(version).schema().to_json()
+        except Exception:  # noqa: BLE001 - the version is gone (log cleanup): the walk says so
+            return
+        self._mapping_checked = True
+        change = physical_names.non_additive_change(self.schema, schema_json, later=False)
+        if change is not None:
+            raise physical_names.stream_change_error(self.log.uri, version, change)
 
     def _check_identity(self, start: Offset) -> None:
         if start.table_id != self.table_id:

@@ -32,7 +32,10 @@ from headwater.delta.log import open_table
 from headwater.spark.jvm import logical_plan, parse_expression
 
 # Table features deltalake 1.6.6 writes correctly in delete / update / merge.
-_FEATURES = {"appendOnly", "invariants", "changeDataFeed", "timestampNtz", "checkConstraints"}
+# (columnMapping: delta-rs' DML reads and writes files by physical names, as measured on
+# deltalake 1.6.6 for DELETE / UPDATE / MERGE, nested fields and partitions included)
+_FEATURES = {"appendOnly", "invariants", "changeDataFeed", "timestampNtz", "checkConstraints",
+             "columnMapping"}
 _BINARY = {"EqualTo": "=", "LessThan": "<", "LessThanOrEqual": "<=", "GreaterThan": ">",
            "GreaterThanOrEqual": ">=", "And": "AND", "Or": "OR", "Add": "+", "Subtract": "-",
            "Multiply": "*"}
@@ -123,13 +126,13 @@ def _column(parts: list[str], aliases: Mapping[str, str], columns: Mapping[str, 
 def check_table(snapshot: Snapshot) -> None:
     protocol = snapshot.table.protocol()
     features = set(protocol.reader_features or []) | set(protocol.writer_features or [])
-    unknown = features - _FEATURES
+    # generatedColumns: listed by every table-features protocol that came from writer 4;
+    # a schema that declares generation is refused below
+    unknown = features - _FEATURES - {"generatedColumns"}
     if unknown:
         raise NotPortable(f"table features {sorted(unknown)}")
     if any(f.has_dv for f in snapshot.files):
         raise NotPortable("deletion vectors")
-    if snapshot.configuration.get("delta.columnMapping.mode", "none") != "none":
-        raise NotPortable("column mapping")
     if declares_generation(snapshot.raw_schema_json):
         raise NotPortable("generated or identity columns (Spark's SQL computes them)")
 

@@ -152,17 +152,22 @@ def _refuse(uri: str, operation: str, what: str, fix: str) -> HeadwaterError:
     )
 
 
-def check_writable(table, uri: str, operation: str, needs_rows: bool = True) -> None:
-    """Refuse tables this writer cannot change correctly, naming the feature."""
+def check_writable(table, uri: str, operation: str, needs_rows: bool = True,
+                   column_mapped: bool = False) -> None:
+    """Refuse tables this writer cannot change correctly, naming the feature.
+    column_mapped: the caller handles column mapping itself (DML: delta-rs maps names),
+    so a mapped table is not refused here; Spark's rewrite of its files would be."""
     protocol = table.protocol()
     config = table.metadata().configuration or {}
     writer = set(protocol.writer_features or [])
     reader = set(protocol.reader_features or [])
-    if config.get("delta.columnMapping.mode", "none") != "none" or "columnMapping" in writer:
+    if not column_mapped and (config.get("delta.columnMapping.mode", "none") != "none"
+                              or "columnMapping" in writer):
         raise _refuse(uri, operation, "uses column mapping (physical column names in its files)",
                       "Run the statement with delta-spark, or copy the rows into a table without "
                       "column mapping.")
-    supported_writer, supported_reader = _SUPPORTED_WRITER_FEATURES, _SUPPORTED_READER_FEATURES
+    supported_writer = _SUPPORTED_WRITER_FEATURES | {"columnMapping"}
+    supported_reader = _SUPPORTED_READER_FEATURES | {"columnMapping"}
     if '"variant"' not in table.schema().to_json():
         supported_writer = supported_writer | _VARIANT_FEATURES
         supported_reader = supported_reader | _VARIANT_FEATURES
@@ -190,12 +195,14 @@ def check_writable(table, uri: str, operation: str, needs_rows: bool = True) -> 
                       "CHECK constraint.")
 
 
-def load_snapshot(path: str, operation: str, needs_rows: bool = True) -> Snapshot:
-    """The latest snapshot of the table at ``path``, checked for what ``operation`` needs."""
+def load_snapshot(path: str, operation: str, needs_rows: bool = True,
+                  column_mapped: bool = False) -> Snapshot:
+    """The latest snapshot of the table at ``path``, checked for what ``operation`` needs
+    (``column_mapped``: a mapped table is the caller's to handle, see check_writable)."""
     uri = normalize_uri(path)
     log = DeltaLog(uri)
     table = log.table()
-    check_writable(table, uri, operation, needs_rows)
+    check_writable(table, uri, operation, needs_rows, column_mapped)
     raw_json = table.schema().to_json()
     schema = strip_field_metadata(spark_schema(raw_json))
     partition_columns = list(table.metadata().partition_columns)

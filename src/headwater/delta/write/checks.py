@@ -31,21 +31,18 @@ OWN_COMMIT_WRITER_FEATURES = {
     "appendOnly", "invariants", "changeDataFeed", "timestampNtz", "domainMetadata",
     "v2Checkpoint", "vacuumProtocolCheck", "checkConstraints", "deletionVectors",
     "generatedColumns", "identityColumns", "clustering", "typeWidening", "variantType",
-    "allowColumnDefaults", "inCommitTimestamp", "typeWidening-preview",
+    "allowColumnDefaults", "inCommitTimestamp", "typeWidening-preview", "columnMapping",
 }
 
 
 def own_commit_allowed(table: Any) -> bool:
     """True when :func:`headwater.delta.write.commit.commit_write` may commit to ``table``:
     every writer feature it supports is one whose rules such a commit follows
-    (:data:`OWN_COMMIT_WRITER_FEATURES`), and it has no column mapping (files name columns by
-    physical name)."""
+    (:data:`OWN_COMMIT_WRITER_FEATURES`; column mapping too: the caller wrote physical
+    names, :attr:`WriteRequest.physical_names`)."""
     protocol = table.protocol()
-    if protocol.min_writer_version >= 7 and \
-            set(protocol.writer_features or []) - OWN_COMMIT_WRITER_FEATURES:
-        return False
-    config = table.metadata().configuration or {}
-    return str(config.get("delta.columnMapping.mode", "none")) == "none"
+    return not (protocol.min_writer_version >= 7
+                and set(protocol.writer_features or []) - OWN_COMMIT_WRITER_FEATURES)
 
 
 def deltalake_writes(table: Any) -> bool:

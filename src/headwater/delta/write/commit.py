@@ -31,7 +31,7 @@ from pyspark.sql.types import StructType
 
 from headwater.conf import storage
 from headwater.conf.layout import DELTA_LOG
-from headwater.delta import autocompact
+from headwater.delta import autocompact, physical_names
 from headwater.delta.column_defaults import FEATURE as DEFAULTS_FEATURE
 from headwater.delta.column_defaults import feature_requested
 from headwater.delta.commit import (
@@ -195,14 +195,13 @@ def commit_files(request: WriteRequest, adds: list[dict[str, Any]], data_schema:
     existing_parts = list(table.metadata().partition_columns)
     check_partitioning(path, existing_parts, partition_by)
     config = table.metadata().configuration or {}
-    if config.get("delta.columnMapping.mode", "none") != "none":
-        raise HeadwaterError(
-            "HW_DELTA_UNSUPPORTED_FEATURE",
-            f"The table at {path} uses column mapping, which headwater's writer does not "
-            "support yet.",
-            "Files in a column-mapped table use physical column names.",
-            "Write to a table without column mapping.",
-        )
+    if physical_names.mode_of(config) != "none" and not (
+            request.physical_names and "://" not in path and own_commit_allowed(table)):
+        delete_files(path, adds)  # files named by logical names: never committed
+        raise physical_names.unsupported_write(
+            path, "A write through the Python data source writer (an object store, "
+            "targetFileSize, a codec Spark's writer lacks, or another API than df.write / "
+            "INSERT / a stream)")
     table_schema = spark_schema(table.schema().to_json())
     new_columns = check_schema(path, table_schema, data_schema, request.merge_schema)
     if new_columns and not request.data_change:
@@ -340,13 +339,18 @@ def commit_write(request: WriteRequest, table: Any, adds: list[dict[str, Any]],
                     "TABLE ... APPLY (PURGE) in delta-spark), or delete the rows with DELETE "
                     "and append.")
             partition_columns = list(meta.partition_columns)
+            # the log's keys: physical names under column mapping (deltalake reports logical)
+            keys = physical_names.physical_partition_columns(
+                spark_schema(table.schema().to_json()), partition_columns) \
+                if physical_names.is_mapped(table) else partition_columns
             for row in add_actions(table, columns=FILE_COLUMNS).to_pylist():
                 values = row.get("partition") or {}
                 removing.append({"remove": {
                     "path": row["path"], "dataChange": True, "deletionTimestamp": now,
                     "extendedFileMetadata": True, "size": int(row["size_bytes"]),
-                    "partitionValues": {c: format_partition_value(values.get(c))
-                                        for c in partition_columns}}})
+                    "partitionValues": {k: format_partition_value(values.get(c))
+                                        for c, k in zip(partition_columns, keys,
+                                                        strict=True)}}})
         if not request.data_change:
             removing = [{"remove": {**r["remove"], "dataChange": False}} for r in removing]
         read = [r["remove"]["path"] for r in removing]

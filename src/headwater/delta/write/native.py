@@ -37,6 +37,7 @@ from headwater.conf.layout import (  # FAULT_*: test hooks (crash tests)
     FAULT_ENV,
     FAULT_TABLE_ENV,
 )
+from headwater.delta import physical_names
 from headwater.delta.constraints import Constraints
 from headwater.delta.defaults import with_defaults
 from headwater.delta.generated import Generation, declares_generation, prepare, raised_high_water_marks
@@ -66,11 +67,6 @@ NATIVE_FAULTS = ("native_before_commit", "native_after_commit")
 SINK_FAULTS = ("sink_before_commit", "sink_after_commit")
 # Parquet codecs Spark's writer and Delta readers share; others go to the Python writer.
 NATIVE_CODECS = {"snappy", "gzip", "zstd", "none", "uncompressed"}
-
-
-def _column_mapped(table) -> bool:
-    config = table.metadata().configuration or {}
-    return config.get("delta.columnMapping.mode", "none") != "none"
 
 
 def spark_writer_settings(request: WriteRequest) -> dict[str, str]:
@@ -126,6 +122,9 @@ def write_native(df: DataFrame, request: WriteRequest, *, batch: MicroBatch | No
                               generation, faults)
         check_schema(uri, schema, df.schema, request.merge_schema)
         request = request.but(partition_by=tuple(existing))
+        if physical_names.is_mapped(table) and request.selective:
+            raise physical_names.unsupported_write(
+                uri, "A selective overwrite (replaceWhere / dynamic partition overwrite)")
         replacing = replacement.plan(df, request, table)
         constraints = Constraints.of(schema, table.metadata().configuration)
         respell = table_spelling(schema, list(df.columns)) is not None
@@ -141,7 +140,15 @@ def write_native(df: DataFrame, request: WriteRequest, *, batch: MicroBatch | No
         if request.replace_where is not None:
             raise selective.replace_where_on_missing_table(uri)
         request = request.but(properties=with_defaults(request.properties, df.sparkSession))
-    adds = stage_files(df, uri, list(request.partition_by), spark_writer_settings(request),
+    staged_partitions = list(request.partition_by)
+    logical_schema = df.schema
+    if table is not None and physical_names.is_mapped(table):
+        # the files hold physical names: foreachBatch's copy of a micro-batch's rows, renamed
+        if batch is not None:
+            df, batch = batch.frame(), None
+        df, staged_partitions = _physical(df, table, staged_partitions)
+        request = request.but(physical_names=True)
+    adds = stage_files(df, uri, staged_partitions, spark_writer_settings(request),
                        None if batch is None else batch.write_parquet)
     filters = removes = None
     written = list(adds)  # the request's rows (a row-level replaceWhere adds the kept ones)
@@ -153,7 +160,7 @@ def write_native(df: DataFrame, request: WriteRequest, *, batch: MicroBatch | No
         # the version the checks read (constraints, schema, what is replaced): a commit
         # made since is checked for conflicts (a constraint added meanwhile fails this write)
         committed = commit_files(
-            request, adds, df.schema, partition_filters=filters, removes=removes,
+            request, adds, logical_schema, partition_filters=filters, removes=removes,
             read_version=None if table is None else table.version())
     except BaseException:
         delete_staged(uri, unreferenced(uri, adds))  # a failed commit leaves nothing behind
@@ -181,8 +188,6 @@ def python_writer_reason(request: WriteRequest, df: DataFrame, table) -> str | N
     partition_by = list(request.partition_by)
     schema = df.schema
     if table is not None:
-        if _column_mapped(table):
-            return "column mapping: files use physical column names"
         partition_by = list(table.metadata().partition_columns)
         schema = spark_schema(table.schema().to_json())
     types = {f.name.lower(): f.dataType for f in schema.fields}
@@ -201,7 +206,8 @@ def python_writer_reason(request: WriteRequest, df: DataFrame, table) -> str | N
 def written_on_driver(path: str) -> bool:
     """True when writes into the table at ``path`` must go through :func:`write_rows`: it
     has generated or identity columns (their values are computed on the DataFrame) or a
-    feature deltalake cannot commit to (identity columns, clustering).
+    feature deltalake cannot commit to (identity columns, clustering), or column mapping
+    (files hold physical names, which only Spark's parquet writer here writes).
 
     Local tables only: the driver path commits with a local put-if-absent, and an object-store
     table's credentials may reach this process only as the writer's options (which the data
@@ -214,7 +220,8 @@ def written_on_driver(path: str) -> bool:
     if not log.exists():
         return False
     table = log.table()
-    return declares_generation(table.schema().to_json()) or not deltalake_writes(table)
+    return declares_generation(table.schema().to_json()) or not deltalake_writes(table) \
+        or physical_names.is_mapped(table)
 
 
 def write_rows(df: DataFrame, request: WriteRequest, *, batch: MicroBatch | None = None,
@@ -315,6 +322,8 @@ def _write_own(df: DataFrame, request: WriteRequest, table, generation: Generati
     df, generated = prepare(df, generation, uri)
     df = Constraints.of(schema, table.metadata().configuration).enforce(df, uri)
     partition_columns = list(table.metadata().partition_columns)
+    if physical_names.is_mapped(table):
+        df, partition_columns = _physical(df, table, partition_columns)
     adds = stage_files(df, uri, partition_columns, {})
     if not adds and not request.overwrite:
         return 0  # nothing to add: an empty commit would only grow the log
@@ -326,6 +335,14 @@ def _write_own(df: DataFrame, request: WriteRequest, table, generation: Generati
     if version is None:
         return 0
     return sum(json.loads(a["stats"])["numRecords"] for a in adds)
+
+
+def _physical(df: DataFrame, table, partition_columns: list[str]
+              ) -> tuple[DataFrame, list[str]]:
+    """``df`` and its partition columns as a column-mapped table's files name them."""
+    schema = spark_schema(table.schema().to_json())
+    return (physical_names.to_physical(df, schema),
+            physical_names.physical_partition_columns(schema, partition_columns))
 
 
 def fault(point: str, uri: str) -> None:

@@ -100,7 +100,9 @@ class WriteRequest:
     commit unless the table's property says otherwise. target_file_bytes: the Python
     writer's file size (None: not asked; the default size). codec / max_records_per_file:
     Spark's parquet writer settings. stream: the micro-batch this write is, recorded as
-    STREAMING UPDATE.
+    STREAMING UPDATE. physical_names: the files hold the columns under their physical names
+    (a column-mapped table written by :func:`headwater.delta.write.native.write_native`);
+    only such files are committed to a column-mapped table.
     """
 
     path: str
@@ -119,6 +121,7 @@ class WriteRequest:
     codec: str = "snappy"
     max_records_per_file: int | None = None
     stream: StreamUpdate | None = None
+    physical_names: bool = False
 
     @property
     def overwrite(self) -> bool:

@@ -1,7 +1,8 @@
 """Column DDL on lakehouse tables and ``delta.`path``` (handlers of the SQL router), as
 delta-spark runs it: ``ADD COLUMNS`` with FIRST / AFTER and nested fields, ``ALTER | CHANGE
 COLUMN`` (type, comment, position, SET / DROP NOT NULL, SET / DROP DEFAULT; nested fields),
-``REPLACE COLUMNS``. Each statement is one metadata commit of the new schema
+``REPLACE COLUMNS``, and on column-mapped tables ``RENAME COLUMN`` and ``DROP COLUMN(S)``
+(:mod:`headwater.delta.column_mapping`). Each statement is one metadata commit of the new schema
 (:func:`headwater.delta.metadata.change_metadata`, the operation and parameters delta-spark
 records); data files are never rewritten: every reader matches file columns by name, so a
 new order, a comment or a new nested field reads the same files. The schema rules are
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from deltalake.schema import Field
 from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
 
-from headwater.delta import column_ddl, column_defaults
+from headwater.delta import column_ddl, column_defaults, column_mapping
 from headwater.delta.column_ddl import ColumnChange, NewColumn
 from headwater.delta.log import open_table
 from headwater.delta.metadata import change_metadata, metadata_action
@@ -288,4 +289,57 @@ def replace_columns(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
                                             list(meta["partitionColumns"]))
     parameters = {"columns": json.dumps([_logged([f["name"]], f) for f in fields])}
     _commit_schema(altered.path, "REPLACE COLUMNS", parameters, table, new_schema, label)
+    return altered.done(lake, st)
+
+
+# --- RENAME COLUMN / DROP COLUMN(S) (column mapping) ----------------------------------------
+
+def rename_column(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
+    """ALTER TABLE t RENAME COLUMN a TO b (nested: s.f TO g) on a column-mapped table: one
+    RENAME COLUMN metadata commit, as delta-spark writes it (the field keeps its physical
+    name, so no file changes); a table without column mapping is refused as delta-spark
+    refuses it (DELTA_UNSUPPORTED_RENAME_COLUMN)."""
+    altered = altered_table(lake, st)
+    if altered is None:
+        return None
+    label = altered.label
+    path = [str(p) for p in seq(st.plan.column().name())]
+    new_name = str(st.plan.newName())
+    table = open_table(altered.path)
+    meta, schema = _current(table)
+    if not _mapped(meta):
+        raise column_mapping.required_error(label, "RENAME COLUMN",
+                                            "DELTA_UNSUPPORTED_RENAME_COLUMN")
+    new_schema, partitions = column_mapping.rename_column(
+        schema, dict(meta["configuration"]), list(meta["partitionColumns"]), path, new_name,
+        label)
+    new_path = ".".join([*path[:-1], new_name])
+    column_mapping.commit_schema(altered.path, table, "RENAME COLUMN",
+                                 {"oldColumnPath": ".".join(path), "newColumnPath": new_path},
+                                 new_schema, partitions)
+    return altered.done(lake, st)
+
+
+def drop_columns(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
+    """ALTER TABLE t DROP COLUMN [IF EXISTS] c | DROP COLUMNS [IF EXISTS] (c, s.f) on a
+    column-mapped table: one DROP COLUMNS metadata commit (the files keep the data, readers
+    no longer see it, as in delta-spark); refused without column mapping
+    (DELTA_UNSUPPORTED_DROP_COLUMN)."""
+    altered = altered_table(lake, st)
+    if altered is None:
+        return None
+    label = altered.label
+    paths = [[str(p) for p in seq(c.name())] for c in seq(st.plan.columnsToDrop())]
+    table = open_table(altered.path)
+    meta, schema = _current(table)
+    if not _mapped(meta):
+        raise column_mapping.required_error(label, "DROP COLUMN",
+                                            "DELTA_UNSUPPORTED_DROP_COLUMN")
+    new_schema = column_mapping.drop_columns(
+        schema, dict(meta["configuration"]), list(meta["partitionColumns"]), paths, label,
+        bool(st.plan.ifExists()))
+    if new_schema is not None:
+        column_mapping.commit_schema(
+            altered.path, table, "DROP COLUMNS",
+            {"columns": json.dumps([".".join(p) for p in paths])}, new_schema)
     return altered.done(lake, st)

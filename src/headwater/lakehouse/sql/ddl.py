@@ -23,7 +23,7 @@ from pyspark.sql.functions import lit
 from pyspark.sql.types import StructField, StructType, _parse_datatype_json_string
 
 from headwater.conf.location import location
-from headwater.delta import clustering, column_defaults, definition, metadata
+from headwater.delta import clustering, column_defaults, column_mapping, definition, metadata
 from headwater.delta.create import create_delta_table
 from headwater.delta.defaults import with_defaults
 from headwater.delta.generated import (
@@ -434,7 +434,14 @@ def set_properties(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     if defaults:  # recorded in the protocol, as delta-spark does, not as a property
         add_feature(altered.path, column_defaults.FEATURE)
     table = open_table(altered.path)
-    own = not deltalake_writes(table)  # identity columns / clustering: headwater commits
+    # identity columns / clustering / column mapping: headwater commits (deltalake refuses)
+    own = not deltalake_writes(table) or column_mapping.is_mapped(table)
+    if column_mapping.requested_mode(properties) is not None:
+        # column mapping enabled: field ids and physical names with the protocol, one commit
+        if "comment" in properties:
+            metadata.set_description(altered.path, properties.pop("comment"))
+        column_mapping.enable(altered.path, properties, altered.label)
+        return altered.done(lake, st)
     if "comment" in properties:  # Spark's table comment is Delta's description
         if own:
             metadata.set_description(altered.path, properties.pop("comment"))
@@ -493,6 +500,7 @@ def unset_properties(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
             f"ALTER TABLE {altered.label} UNSET TBLPROPERTIES: {missing} are not set on the "
             "table.", "Only properties the table has can be removed.",
             f"Use UNSET TBLPROPERTIES IF EXISTS; the table has: {sorted(have) or 'none'}.")
+    column_mapping.check_unset(keys, open_table(altered.path), altered.label)
     if len(missing) < len(keys):
         unset_table_properties(altered.path, keys)
     return altered.done(lake, st)
@@ -505,7 +513,8 @@ def comment_on(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
         return None
     table = open_table(altered.path)
     comment = st.plan.comment()
-    if not deltalake_writes(table):  # identity columns / clustering: headwater commits
+    # identity columns / clustering / column mapping: headwater commits
+    if not deltalake_writes(table) or column_mapping.is_mapped(table):
         metadata.set_description(altered.path, None if comment is None else str(comment))
     else:
         table.alter.set_table_description(str(comment))

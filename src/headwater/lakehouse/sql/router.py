@@ -79,6 +79,8 @@ HANDLERS: dict[str, Handler] = {
     "AddColumns": columns.add_columns,
     "AlterColumns": columns.alter_columns,
     "ReplaceColumns": columns.replace_columns,
+    "RenameColumn": columns.rename_column,
+    "DropColumns": columns.drop_columns,
     "RenameTable": ddl.rename,
     "SetTableLocation": ddl.set_location,
     "SetTableProperties": ddl.set_properties,

@@ -184,7 +184,7 @@ def replace_side(lake: Lakehouse, df: DataFrame, name: str, app_id: str,
 def write_table(df: DataFrame, path: str, mode: str, txn: tuple[str, int] | None = None,
                 merge_schema: bool = True, auto_compact: bool = False) -> int:
     """Spark's parquet writer plus a Delta commit; the Python writer where a table needs it
-    (column mapping, a table on an object store). Returns the rows written (for the Python
+    (a table on an object store). Returns the rows written (for the Python
     writer, read from its commit's file stats).
 
     Pipeline tables follow their query's schema: new columns (a file source's schema

@@ -1,0 +1,182 @@
+"""What column mapping (name mode) means for data files: each column stored under its
+physical name (``delta.columnMapping.physicalName``; an id in ``delta.columnMapping.id``).
+Pure schema functions, without deltalake (Spark's stream planner and workers import them):
+
+* :func:`to_physical` / :func:`physical_partition_columns`: a DataFrame of the table's logical
+  columns as a mapped table's files must hold it (every headwater writer of such a table).
+* :func:`non_additive_change`: a rename or drop (by column id) a stream cannot read across.
+
+The DDL that maps, renames and drops columns is :mod:`headwater.delta.column_mapping`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
+
+from headwater.delta.column_ddl import COLUMN_MAPPING_ID, PHYSICAL_NAME
+from headwater.errors import HeadwaterError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+Json = dict[str, Any]
+
+MODE = "delta.columnMapping.mode"
+# Spark's parquet writer writes a field's id from this metadata key (field ids in the files,
+# as delta-spark writes them for column-mapped tables)
+PARQUET_FIELD_ID = "parquet.field.id"
+
+
+def mode_of(configuration: dict[str, str] | None) -> str:
+    """The table's column mapping mode (``none``, ``name`` or ``id``)."""
+    for key, value in (configuration or {}).items():
+        if key.lower() == MODE.lower():
+            return str(value).strip().lower()
+    return "none"
+
+
+def is_mapped(table: Any) -> bool:
+    """Whether the table (a deltalake snapshot) maps columns to physical names."""
+    return mode_of(table.metadata().configuration) != "none"
+
+
+# --- writing physical names -------------------------------------------------------------------
+
+def physical_type(data_type: DataType) -> DataType:
+    """``data_type`` with every struct field named by its physical name (ids kept as parquet
+    field ids)."""
+    if isinstance(data_type, StructType):
+        return StructType([_physical_field(f) for f in data_type.fields])
+    if isinstance(data_type, ArrayType):
+        return ArrayType(physical_type(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, MapType):
+        return MapType(physical_type(data_type.keyType), physical_type(data_type.valueType),
+                       data_type.valueContainsNull)
+    return data_type
+
+
+def _physical_field(f: StructField) -> StructField:
+    metadata = f.metadata or {}
+    extra = {PARQUET_FIELD_ID: int(metadata[COLUMN_MAPPING_ID])} \
+        if COLUMN_MAPPING_ID in metadata else {}
+    return StructField(str(metadata.get(PHYSICAL_NAME, f.name)), physical_type(f.dataType),
+                       f.nullable, extra)
+
+
+def _is_plain(data_type: DataType) -> bool:
+    return not isinstance(data_type, (StructType, ArrayType, MapType))
+
+
+def to_physical(df: DataFrame, table_schema: StructType,
+                keep: tuple[str, ...] = ()) -> DataFrame:
+    """``df`` (columns of the table, by logical name, any case) as a mapped table's files
+    hold it: each column under its physical name, nested struct fields too (a cast to the
+    same type with physical names). ``keep``: extra columns written as they are
+    (``_change_type``)."""
+    by_name = {f.name.lower(): f for f in table_schema.fields}
+    columns: list[Column] = []
+    for f in df.schema.fields:
+        if f.name in keep:
+            columns.append(F.col(f"`{f.name}`"))
+            continue
+        field = by_name.get(f.name.lower())
+        if field is None:
+            raise HeadwaterError(
+                "HW_SINK_SCHEMA_MISMATCH",
+                f"The data has a column {f.name} the column-mapped table does not have.",
+                "Every column of a column-mapped table has a physical name in the table's "
+                "schema; a new column needs one before files can hold it.",
+                "Add the column first (ALTER TABLE ... ADD COLUMNS), then write.")
+        target = _physical_field(field)
+        column = F.col(f"`{f.name}`")
+        if not _is_plain(f.dataType):
+            column = column.cast(target.dataType)
+        columns.append(column.alias(target.name, metadata=target.metadata))
+    return df.select(*columns)
+
+
+def physical_partition_columns(table_schema: StructType, partition_columns: list[str]
+                               ) -> list[str]:
+    """The partition columns by physical name (the folders' and partitionValues' keys)."""
+    by_name = {f.name.lower(): f for f in table_schema.fields}
+    return [str((by_name[c.lower()].metadata or {}).get(PHYSICAL_NAME, c))
+            if c.lower() in by_name else c for c in partition_columns]
+
+
+def unsupported_write(path: str, what: str) -> HeadwaterError:
+    """A write to a column-mapped table that headwater cannot do yet, by name."""
+    return HeadwaterError(
+        "HW_DELTA_UNSUPPORTED_FEATURE",
+        f"{what} on the column-mapped table at {path} is not supported yet.",
+        "The table uses column mapping (delta.columnMapping.mode = 'name'): data files "
+        "must name columns by their physical names, which this write path cannot do.",
+        "Write with a plain append or overwrite (df.write / INSERT / a stream) to a local "
+        "table, or use delta-spark for this operation.",
+        error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
+
+
+# --- streams across a rename or drop ---------------------------------------------------------
+
+def _by_id(data_type: Any, path: tuple[str, ...] = ()) -> dict[int, tuple[str, ...]]:
+    """Each mapped struct field's id -> its logical path."""
+    found: dict[int, tuple[str, ...]] = {}
+    if not isinstance(data_type, dict):
+        return found
+    kind = data_type.get("type")
+    if kind == "struct":
+        for f in data_type["fields"]:
+            at = (*path, f["name"])
+            column_id = (f.get("metadata") or {}).get(COLUMN_MAPPING_ID)
+            if column_id is not None:
+                found[int(column_id)] = at
+            found.update(_by_id(f["type"], at))
+    elif kind == "array":
+        found.update(_by_id(data_type["elementType"], (*path, "element")))
+    elif kind == "map":
+        found.update(_by_id(data_type["keyType"], (*path, "key")))
+        found.update(_by_id(data_type["valueType"], (*path, "value")))
+    return found
+
+
+def has_ids(schema: StructType) -> bool:
+    """Whether a (Spark) schema carries column mapping ids."""
+    return any(COLUMN_MAPPING_ID in (f.metadata or {}) for f in schema.fields)
+
+
+def non_additive_change(stream_schema: StructType, schema_json: str, later: bool = True
+                        ) -> str | None:
+    """How the schema of a commit a stream reads renames or drops one of the stream's
+    mapped columns (by column id), or None: what delta-spark's streaming source refuses
+    without a schema tracking location. later: ``schema_json`` is newer than the stream's
+    schema (a commit it reads), else older (the version a resumed stream starts at)."""
+    before = _by_id(stream_schema.jsonValue())
+    if not before:
+        return None
+    after = _by_id(json.loads(schema_json))
+    changes = []
+    for column_id, path in sorted(before.items()):
+        now = after.get(column_id)
+        if now is None:
+            changes.append(f"{'.'.join(path)} dropped" if later else
+                           f"{'.'.join(path)} missing there")
+        elif [p.lower() for p in now] != [p.lower() for p in path]:
+            changes.append(f"{'.'.join(path)} renamed to {'.'.join(now)}" if later else
+                           f"{'.'.join(now)} renamed to {'.'.join(path)} since")
+    return ", ".join(changes) or None
+
+
+def stream_change_error(uri: str, version: int, change: str) -> HeadwaterError:
+    return HeadwaterError(
+        "HW_SOURCE_SCHEMA_CHANGED",
+        f"Streaming read of the column-mapped table {uri}: version {version} changes the "
+        f"schema in a non-additive way ({change}).",
+        "A rename or drop of a column under column mapping cannot be streamed through with "
+        "one schema: delta-spark needs a schema tracking location to evolve the stream, "
+        "which headwater's Delta source does not keep yet.",
+        "Start the stream again from a new checkpoint (the new schema, with startingVersion "
+        "after the change), or read the change with a batch query.",
+        error_class="DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG")
