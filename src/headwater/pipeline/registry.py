@@ -42,6 +42,29 @@ if TYPE_CHECKING:
     from pyspark.pipelines.source_code_location import SourceCodeLocation
 
 
+def classic_expression(value: Any, option: str) -> Any:
+    """pyspark's ``dp.create_auto_cdc_flow`` turns SQL text into Spark Connect columns (SDP's
+    session is a Connect one); headwater's session is classic, where a Connect column cannot
+    be used: the SQL text (or column name) it was made from. Other values stay as they are."""
+    if value is None or hasattr(value, "_jc"):  # None, or a classic Column
+        return value
+    expression = getattr(value, "_expr", None)  # a Connect Column's expression
+    if expression is None:
+        return value  # SQL text already
+    text = getattr(expression, "_expr", None)  # SQLExpression: expr("...") / a str argument
+    if isinstance(text, str):
+        return text
+    name = getattr(expression, "_unparsed_identifier", None)  # ColumnReference: col("...")
+    if isinstance(name, str):  # already in SQL's identifier syntax
+        return name
+    raise HeadwaterError(
+        "HW_CDC_INVALID", f"create_auto_cdc_flow: {option}={value!r} is a Spark Connect column "
+        "built from more than SQL text or a column name.", "headwater runs the pipeline on a "
+        "classic Spark session, which cannot use a Connect column's expression.",
+        f"Pass {option} as SQL text (e.g. {option}=\"seq\") or as a column of "
+        "pyspark.sql.functions made while the definitions load.")
+
+
 class Registry(GraphElementRegistry):
     """The datasets and flows declared by a pipeline's files, in declaration order."""
 
@@ -82,7 +105,8 @@ class Registry(GraphElementRegistry):
             target=flow.target, source=flow.source, name=flow.name,
             location=location_of_sdp(flow.source_code_location),
             spark_conf=dict(flow.spark_conf or {}), keys=flow.keys,
-            sequence_by=flow.sequence_by, apply_as_deletes=flow.apply_as_deletes,
+            sequence_by=classic_expression(flow.sequence_by, "sequence_by"),
+            apply_as_deletes=classic_expression(flow.apply_as_deletes, "apply_as_deletes"),
             column_list=flow.column_list, except_column_list=flow.except_column_list,
             stored_as_scd_type=flow.stored_as_scd_type or 1,
             track_history_column_list=flow.track_history_column_list,
