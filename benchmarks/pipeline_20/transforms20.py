@@ -33,7 +33,7 @@ WATERMARK = "10 minutes"
 WINDOW = "5 minutes"
 CDC_KEYS, CDC_SEQUENCE, CDC_DELETE = ["customer_id"], "seq", "op = 'D'"
 
-# the datasets in the order the script builds them; the last one SDP cannot run
+# the datasets in the order the script builds them (SDP runs all but the last two)
 DATASETS = (
     "orders_raw", "clicks_raw", "changes_raw", "customers_raw", "products_raw",
     "orders_clean", "clicks_clean", "customers_clean", "products_clean",

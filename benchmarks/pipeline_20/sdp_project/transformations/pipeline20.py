@@ -1,6 +1,6 @@
 """The 20-dataset benchmark pipeline as an SDP project (benchmarks/pipeline_20.py): headwater
 runs it unchanged (`headwater run`), and so does `spark-pipelines run`, without
-customers_cdc.py (SDP has no AUTO CDC into a table format without MERGE). The logic lives in
+customers_cdc.py and clicks_per_window.py (see those files). The logic lives in
 transforms20.py, shared with the hand-written script; the harness puts its folder on
 PYTHONPATH. `spark` is the session the tool injects into this module.
 """
@@ -114,8 +114,3 @@ def conversion_by_product():
 def segment_summary():
     return t.segment_summary(spark.read.table("customers_clean"),  # noqa: F821
                              spark.read.table("customer_ltv"))  # noqa: F821
-
-
-@dp.table
-def clicks_per_window():
-    return t.clicks_per_window(spark.readStream.table("clicks_clean"), stream=True)  # noqa: F821
