@@ -25,6 +25,7 @@ from pyspark.pipelines.graph_element_registry import (
     GraphElementRegistry,
     graph_element_registration_context,
 )
+from pyspark.sql.classic.column import Column as ClassicColumn
 
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.names import in_schema, parse_name
@@ -46,7 +47,7 @@ def classic_expression(value: Any, option: str) -> Any:
     """pyspark's ``dp.create_auto_cdc_flow`` turns SQL text into Spark Connect columns (SDP's
     session is a Connect one); headwater's session is classic, where a Connect column cannot
     be used: the SQL text (or column name) it was made from. Other values stay as they are."""
-    if value is None or hasattr(value, "_jc"):  # None, or a classic Column
+    if value is None or isinstance(value, ClassicColumn):
         return value
     expression = getattr(value, "_expr", None)  # a Connect Column's expression
     if expression is None:
