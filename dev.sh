@@ -6,6 +6,7 @@
 #   bash dev.sh lint    ruff, mypy, and the import rules (rooms import only downward, no cycles)
 #   bash dev.sh bench   the Delta I/O benchmark (outside CI)
 #   bash dev.sh bench-pipeline   headwater run vs Spark Declarative Pipelines (outside CI)
+#   bash dev.sh bench-pipeline20 a 20-dataset pipeline vs hand-written PySpark and SDP (outside CI)
 #   bash dev.sh bench-ingest     read_files vs Spark's file source, 1k..100k files (outside CI)
 #   bash dev.sh bench-eventlog   the demo pipeline with and without the event log (outside CI)
 #   bash dev.sh bench-freshness  a landed file -> its rows in gold, continuous pipelines (outside CI)
@@ -50,6 +51,7 @@ case "$cmd" in
          exec .venv/bin/python tools/check_imports.py ;;
   bench) exec .venv/bin/python benchmarks/delta_io.py "$@" ;;
   bench-pipeline) exec .venv/bin/python benchmarks/pipeline_vs_sdp.py "$@" ;;
+  bench-pipeline20) exec .venv/bin/python benchmarks/pipeline_20.py "$@" ;;
   bench-ingest) exec .venv/bin/python benchmarks/ingest_scale.py "$@" ;;
   bench-eventlog) exec .venv/bin/python benchmarks/event_log_overhead.py "$@" ;;
   bench-freshness) exec .venv/bin/python benchmarks/freshness.py "$@" ;;
@@ -72,5 +74,5 @@ case "$cmd" in
          if [ "${1:-}" = serve ]; then shift; exec .venv/bin/mkdocs serve "$@"; fi
          exec .venv/bin/mkdocs build --strict "$@" ;;
   corpus) exec .venv/bin/python tools/dlt_corpus.py "$@" ;;
-  *) echo "usage: bash dev.sh demo|test|fast|lint|docs|bench|bench-pipeline|bench-ingest|bench-eventlog|bench-freshness|bench-cdc|bench-dml|bench-builder|bench-catalogs|bench-kafka|bench-s3|bench-autocompact|bench-all|conformance|corpus" >&2; exit 2 ;;
+  *) echo "usage: bash dev.sh demo|test|fast|lint|docs|bench|bench-pipeline|bench-pipeline20|bench-ingest|bench-eventlog|bench-freshness|bench-cdc|bench-dml|bench-builder|bench-catalogs|bench-kafka|bench-s3|bench-autocompact|bench-all|conformance|corpus" >&2; exit 2 ;;
 esac

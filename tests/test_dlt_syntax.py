@@ -316,6 +316,10 @@ def test_pyspark_create_auto_cdc_flow_registers(spark):
     (flow,) = registry.flows
     assert flow.cdc.keys == ("id",) and flow.cdc.stored_as_scd_type == 2
     assert "test_dlt_syntax.py" in str(flow.location)
+    # pyspark made Spark Connect columns of the SQL text; headwater's classic session uses it
+    assert (flow.cdc.sequence_by, flow.cdc.apply_as_deletes) == ("seq", "op = 'D'")
+    events = spark.createDataFrame([(1, 7, "D")], "id long, seq long, op string")
+    assert events.select(flow.cdc.sequence_column()).first()[0] == 7
 
 
 # --- format("kafka") -----------------------------------------------------------------------------

@@ -512,6 +512,28 @@ def test_the_benchmarks_sdp_project_runs_unchanged_twice_like_spark_pipelines(tm
         assert first[table] == sdp_rows(tmp_path / "sdp", table), table
 
 
+@pytest.mark.procs
+def test_the_20_dataset_benchmark_does_the_native_scripts_work(tmp_path):
+    """benchmarks/pipeline_20.py --smoke, headwater and the hand-written script: the harness
+    fails a run whose 20 row counts differ from the script's, and writes a valid results file
+    (SDP is left out here: it starts its own Connect server and adds minutes)."""
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        import pipeline_20
+        import results
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    out = tmp_path / "pipeline_20.json"
+    rc = pipeline_20.main(["--smoke", "--no-warmup", "--tools", "native,headwater",
+                           "--workdir", str(tmp_path / "work"), "--json", str(out)])
+    assert rc == 0
+    data = results.load(out)
+    assert data["parameters"]["smoke"] is True
+    tools = {v["labels"]["tool"]: v["median"] for v in data["tables"][0]["variants"]}
+    assert tools["headwater"]["datasets"] == tools["native PySpark"]["datasets"] == 20
+    assert data["ratios"][0]["label"] == "headwater ÷ native PySpark wall time"
+
+
 RELATIVE_PATHS = """
 import os
 

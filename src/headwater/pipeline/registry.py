@@ -25,6 +25,7 @@ from pyspark.pipelines.graph_element_registry import (
     GraphElementRegistry,
     graph_element_registration_context,
 )
+from pyspark.sql.classic.column import Column as ClassicColumn
 
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.names import in_schema, parse_name
@@ -40,6 +41,29 @@ if TYPE_CHECKING:
     from pyspark.pipelines.flow import Flow as SdpFlow
     from pyspark.pipelines.output import Output
     from pyspark.pipelines.source_code_location import SourceCodeLocation
+
+
+def classic_expression(value: Any, option: str) -> Any:
+    """pyspark's ``dp.create_auto_cdc_flow`` turns SQL text into Spark Connect columns (SDP's
+    session is a Connect one); headwater's session is classic, where a Connect column cannot
+    be used: the SQL text (or column name) it was made from. Other values stay as they are."""
+    if value is None or isinstance(value, ClassicColumn):
+        return value
+    expression = getattr(value, "_expr", None)  # a Connect Column's expression
+    if expression is None:
+        return value  # SQL text already
+    text = getattr(expression, "_expr", None)  # SQLExpression: expr("...") / a str argument
+    if isinstance(text, str):
+        return text
+    name = getattr(expression, "_unparsed_identifier", None)  # ColumnReference: col("...")
+    if isinstance(name, str):  # already in SQL's identifier syntax
+        return name
+    raise HeadwaterError(
+        "HW_CDC_INVALID", f"create_auto_cdc_flow: {option}={value!r} is a Spark Connect column "
+        "built from more than SQL text or a column name.", "headwater runs the pipeline on a "
+        "classic Spark session, which cannot use a Connect column's expression.",
+        f"Pass {option} as SQL text (e.g. {option}=\"seq\") or as a column of "
+        "pyspark.sql.functions made while the definitions load.")
 
 
 class Registry(GraphElementRegistry):
@@ -82,7 +106,8 @@ class Registry(GraphElementRegistry):
             target=flow.target, source=flow.source, name=flow.name,
             location=location_of_sdp(flow.source_code_location),
             spark_conf=dict(flow.spark_conf or {}), keys=flow.keys,
-            sequence_by=flow.sequence_by, apply_as_deletes=flow.apply_as_deletes,
+            sequence_by=classic_expression(flow.sequence_by, "sequence_by"),
+            apply_as_deletes=classic_expression(flow.apply_as_deletes, "apply_as_deletes"),
             column_list=flow.column_list, except_column_list=flow.except_column_list,
             stored_as_scd_type=flow.stored_as_scd_type or 1,
             track_history_column_list=flow.track_history_column_list,
