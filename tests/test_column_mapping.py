@@ -325,6 +325,43 @@ def test_a_running_stream_stops_at_a_drop(spark, people, tmp_path):
     assert "name dropped" in str(err.value)
 
 
+def test_a_stream_started_before_mapping_stops_at_a_drop_and_a_rename(spark, people, tmp_path):
+    """A stream whose schema has no column ids (started before the mode was turned on):
+    its columns are known by their physical names, as delta-spark upgrades the old schema.
+    Dropping a column and adding one of the same name must stop it, never read NULLs."""
+    out, cp = tmp_path / "out", tmp_path / "cp"
+
+    def run() -> None:
+        query = (spark.readStream.table("people").select("id", "name").writeStream
+                 .format("delta").option("checkpointLocation", str(cp))
+                 .trigger(availableNow=True).start(str(out)))
+        query.awaitTermination()
+
+    run()
+    assert spark.read.format("delta").load(str(out)).count() == 2
+    enable(spark)
+    spark.sql("INSERT INTO people VALUES (3, 'cy', named_struct('a', 30, 'b', 'z'), 'p1')")
+    run()  # turning the mode on renames nothing: the stream carries on
+    assert spark.read.format("delta").load(str(out)).count() == 3
+    spark.sql("ALTER TABLE people DROP COLUMN name")
+    spark.sql("ALTER TABLE people ADD COLUMN name STRING")
+    spark.sql("INSERT INTO people VALUES (4, named_struct('a', 40, 'b', 'w'), 'p1', 'dee')")
+    with pytest.raises(Exception) as err:
+        run()
+    assert "DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG" in str(err.value)
+    assert "name dropped" in str(err.value)
+    assert spark.read.format("delta").load(str(out)).count() == 3  # no NULL names appended
+    # the planner on its own, across a rename of a column it knew by name
+    table = DeltaTable(str(people))
+    planner = SourcePlanner(DeltaLog(str(people)), spark_schema(table.schema().to_json()),
+                            ["p"], table.metadata().id, SourceOptions.from_options({}))
+    start = planner.initial_offset()
+    spark.sql("ALTER TABLE people RENAME COLUMN id TO key")
+    with pytest.raises(HeadwaterError) as renamed:
+        planner.latest_offset(start, None, None)
+    assert "id renamed to key" in str(renamed.value)
+
+
 def test_create_table_and_ctas_in_name_mode(spark, lake):
     spark.sql("CREATE TABLE made (id INT, name STRING, s STRUCT<a: INT>) USING delta "
               "PARTITIONED BY (name) TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")

@@ -62,6 +62,39 @@ def test_a_delta_stream_is_read_by_sparks_parquet_reader(spark, tmp):
     assert rows(spark, str(dst)) == [(i, "a" if i < 10 else "b") for i in range(13)]
 
 
+def test_two_queries_from_one_stream_dataframe_plan_each_on_its_own(spark, tmp):
+    """One DataFrame written to two sinks while both run: each query has its own source
+    (its own starting point), as with delta-spark; startingVersion=latest of the second
+    query is the table's latest version when that query starts, not when the first did."""
+    src = tmp / "src"
+    write(src, ids(0, 3))
+    df = spark.readStream.format("delta").option("startingVersion", "latest").load(str(src))
+    assert leaves(df) == {"StreamingExecutionRelation"}
+
+    def start(name: str):
+        return (df.writeStream.format("delta").option("checkpointLocation", str(tmp / f"cp-{name}"))
+                .trigger(processingTime="100 milliseconds").start(str(tmp / name)))
+
+    with headwater.translated():
+        one = start("one")
+        try:
+            one.processAllAvailable()
+            write(src, ids(3, 5), mode="append")
+            one.processAllAvailable()
+            two = start("two")
+            try:
+                two.processAllAvailable()
+                write(src, ids(5, 6), mode="append")
+                one.processAllAvailable()
+                two.processAllAvailable()
+            finally:
+                two.stop()
+        finally:
+            one.stop()
+    assert rows(spark, str(tmp / "one")) == [(i, "a") for i in range(3, 6)]
+    assert rows(spark, str(tmp / "two")) == [(5, "a")]
+
+
 def test_the_change_feed_and_tables_spark_cannot_read_stay_on_the_python_source(spark, tmp):
     src = tmp / "src"
     write(src, ids(0, 3), configuration={"delta.enableChangeDataFeed": "true"})

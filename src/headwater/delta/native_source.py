@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from pyspark.java_gateway import ensure_callback_server_started
@@ -44,7 +45,8 @@ from headwater.delta.log import DeltaLog, FileEntry, normalize_uri
 from headwater.delta.native_read import natively_readable
 from headwater.delta.schema import spark_schema, strip_field_metadata
 from headwater.delta.source import DeltaStreamReader, Offset, SourcePlanner
-from headwater.spark.plan import register_stream_source
+from headwater.errors import HeadwaterError
+from headwater.spark.plan import live_stream_sources, register_stream_source, swap_stream_sources
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -83,6 +85,17 @@ class NativeDeltaSource:
     def planner(self) -> SourcePlanner:
         return self._reader.planner
 
+    def fresh(self) -> NativeDeltaSource:
+        """A new source of the same stream, for another query (each query plans on its own:
+        its starting point, its AvailableNow cap, as the Python source's reader per query)."""
+        uri, options, schema, table_schema, partition_columns = self._args
+        log_ = DeltaLog(uri)
+        table_id = log_.table().metadata().id if log_.exists() else self._current.table_id
+        source = NativeDeltaSource(self._spark, uri, options, schema, table_schema,
+                                   partition_columns, table_id, self.name)
+        register_stream_source(source)
+        return source
+
     # --- what plan inspection reads (headwater.spark.plan.relations) ---------------------
     def relation_facts(self) -> tuple[str, tuple[str, ...] | None, str, tuple]:
         """(source, identifier, path, options) as the Python data source's relation had."""
@@ -112,6 +125,16 @@ class NativeDeltaSource:
         def files() -> list[FileEntry]:
             with self._lock:
                 entries = planner.files_between(begin, finish)
+            if any(e.has_dv for e in entries):  # written after the stream's DataFrame was made
+                raise HeadwaterError(
+                    "HW_DELTA_UNSUPPORTED_FEATURE",
+                    f"The native Delta stream of {self.uri} reached files with deletion "
+                    f"vectors (micro-batch up to version {finish.version}).",
+                    "Spark's parquet reader would return the rows their vectors delete; the "
+                    "stream's DataFrame was made before the table had any.",
+                    "Make the stream again (spark.readStream...): it then reads through "
+                    "headwater's Python reader, which applies deletion vectors, and resumes "
+                    "from the query's checkpoint.")
             log.debug("stream of %s: micro-batch to %s, %d files", self.uri, finish,
                       len(entries))
             return entries
@@ -270,6 +293,33 @@ def native_stream_leaf(spark: SparkSession, path: str, options: dict[str, str], 
     return runtime.StreamingExecutionRelation(
         leaf.source(), output, spark._jvm.scala.Option.empty(),
         getattr(runtime.StreamingExecutionRelation, "apply$default$4")(), spark._jsparkSession)
+
+
+def fresh_sources(df: DataFrame) -> DataFrame:
+    """``df`` with a new :class:`NativeDeltaSource` for each one its plan reads: Spark keeps
+    the source object of the plan it starts, so two queries started from one DataFrame
+    (one stream written to two sinks) would otherwise share one source's planning state
+    and read each other's starting point. Called for each stream writer made."""
+    if df in _renewed or not any(isinstance(s, NativeDeltaSource)
+                                 for s in live_stream_sources()):
+        return df
+    spark = df.sparkSession
+    runtime = spark._jvm.org.apache.spark.sql.execution.streaming.runtime
+
+    def renew(source: Any, node: Any) -> Any:
+        if not isinstance(source, NativeDeltaSource):
+            return None
+        return runtime.StreamingExecutionRelation(
+            source.fresh(), node.output(), spark._jvm.scala.Option.empty(),
+            getattr(runtime.StreamingExecutionRelation, "apply$default$4")(),
+            spark._jsparkSession)
+
+    renewed = swap_stream_sources(df, renew)
+    _renewed.add(renewed)  # a writer wrapped twice (two scopes) renews once
+    return renewed
+
+
+_renewed: weakref.WeakSet[DataFrame] = weakref.WeakSet()
 
 
 def output_schema(spark: SparkSession, output: Any) -> Any:

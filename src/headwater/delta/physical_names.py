@@ -121,27 +121,6 @@ def unsupported_write(path: str, what: str) -> HeadwaterError:
 
 # --- streams across a rename or drop ---------------------------------------------------------
 
-def _by_id(data_type: Any, path: tuple[str, ...] = ()) -> dict[int, tuple[str, ...]]:
-    """Each mapped struct field's id -> its logical path."""
-    found: dict[int, tuple[str, ...]] = {}
-    if not isinstance(data_type, dict):
-        return found
-    kind = data_type.get("type")
-    if kind == "struct":
-        for f in data_type["fields"]:
-            at = (*path, f["name"])
-            column_id = (f.get("metadata") or {}).get(COLUMN_MAPPING_ID)
-            if column_id is not None:
-                found[int(column_id)] = at
-            found.update(_by_id(f["type"], at))
-    elif kind == "array":
-        found.update(_by_id(data_type["elementType"], (*path, "element")))
-    elif kind == "map":
-        found.update(_by_id(data_type["keyType"], (*path, "key")))
-        found.update(_by_id(data_type["valueType"], (*path, "value")))
-    return found
-
-
 def has_ids(schema: StructType) -> bool:
     """Whether a (Spark) schema carries column mapping ids."""
     return any(COLUMN_MAPPING_ID in (f.metadata or {}) for f in schema.fields)
@@ -150,23 +129,57 @@ def has_ids(schema: StructType) -> bool:
 def non_additive_change(stream_schema: StructType, schema_json: str, later: bool = True
                         ) -> str | None:
     """How the schema of a commit a stream reads renames or drops one of the stream's
-    mapped columns (by column id), or None: what delta-spark's streaming source refuses
+    columns under column mapping, or None: what delta-spark's streaming source refuses
     without a schema tracking location. later: ``schema_json`` is newer than the stream's
-    schema (a commit it reads), else older (the version a resumed stream starts at)."""
-    before = _by_id(stream_schema.jsonValue())
-    if not before:
-        return None
-    after = _by_id(json.loads(schema_json))
+    schema (a commit it reads), else older (the version a resumed stream starts at; a
+    column added since is no change).
+
+    Columns are matched by physical name: turning the mode on keeps each column's name as
+    its physical name, so a schema from before column mapping compares with one after it
+    (delta-spark's ``hasNoColumnMappingSchemaChanges`` upgrades the old schema the same way;
+    in name mode ids and physical names go together)."""
+    stream, other = stream_schema.jsonValue(), json.loads(schema_json)
+    if not (_mapped(stream) or _mapped(other)):
+        return None  # names are names: the read-compatibility check decides
+    older, newer = (stream, other) if later else (other, stream)
+    after = _paths(newer, PHYSICAL_NAME)
+    since = "" if later else " since"
     changes = []
-    for column_id, path in sorted(before.items()):
-        now = after.get(column_id)
+    for physical, path in sorted(_paths(older, PHYSICAL_NAME).items()):
+        now = after.get(physical)
         if now is None:
-            changes.append(f"{'.'.join(path)} dropped" if later else
-                           f"{'.'.join(path)} missing there")
+            changes.append(f"{'.'.join(path)} dropped{since}")
         elif [p.lower() for p in now] != [p.lower() for p in path]:
-            changes.append(f"{'.'.join(path)} renamed to {'.'.join(now)}" if later else
-                           f"{'.'.join(now)} renamed to {'.'.join(path)} since")
+            changes.append(f"{'.'.join(path)} renamed to {'.'.join(now)}{since}")
     return ", ".join(changes) or None
+
+
+def _mapped(schema: Any) -> bool:
+    return any(PHYSICAL_NAME in (f.get("metadata") or {}) for f in schema.get("fields", []))
+
+
+def _paths(data_type: Any, key: str | None) -> dict[tuple[str, ...], tuple[str, ...]]:
+    """Each nested field's path by ``key`` (a field metadata key, the physical name; None:
+    its name), lower-cased -> its logical path."""
+    found: dict[tuple[str, ...], tuple[str, ...]] = {}
+    if not isinstance(data_type, dict):
+        return found
+    kind = data_type.get("type")
+    if kind == "struct":
+        for f in data_type["fields"]:
+            name = str((f.get("metadata") or {}).get(key, f["name"])) if key else f["name"]
+            at, logical = (name.lower(),), (str(f["name"]),)
+            found[at] = logical
+            for k, v in _paths(f["type"], key).items():
+                found[at + k] = logical + v
+    elif kind == "array":
+        for k, v in _paths(data_type["elementType"], key).items():
+            found[("element", *k)] = ("element", *v)
+    elif kind == "map":
+        for part in ("key", "value"):
+            for k, v in _paths(data_type[f"{part}Type"], key).items():
+                found[(part, *k)] = (part, *v)
+    return found
 
 
 def stream_change_error(uri: str, version: int, change: str) -> HeadwaterError:

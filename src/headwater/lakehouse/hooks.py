@@ -42,7 +42,7 @@ from headwater.conf.options import parse_bool
 from headwater.delta.constraints import schema_overwrite
 from headwater.delta.defaults import with_defaults
 from headwater.delta.log import DeltaLog, normalize_uri
-from headwater.delta.native_source import native_stream
+from headwater.delta.native_source import fresh_sources, native_stream
 from headwater.delta.write.native import native_sink, write_native
 from headwater.delta.write.replace_table import replace_native
 from headwater.delta.write.request import (
@@ -264,6 +264,17 @@ def _stream_load(original: Callable) -> Callable:
 
     load.__doc__ = original.__doc__
     return load
+
+
+def _stream_writer_init(original: Callable) -> Callable:
+    """``df.writeStream``: each query started gets its own native Delta sources
+    (:func:`headwater.delta.native_source.fresh_sources`), as each gets its own Python
+    source reader, so one stream written to two sinks plans each query on its own."""
+    def __init__(self, df: DataFrame) -> None:  # noqa: N807 - the wrapped constructor
+        original(self, fresh_sources(df) if df.isStreaming else df)
+
+    __init__.__doc__ = original.__doc__
+    return __init__
 
 
 def _save(original: Callable) -> Callable:

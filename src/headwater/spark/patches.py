@@ -115,6 +115,8 @@ PATCHES: tuple[Patch, ...] = (
     Patch(_STREAM_READER, "load", f"{_HOOKS}:_stream_load", SESSION,
           "readStream.format('delta').load: the native Delta stream source where the "
           "table allows it"),
+    Patch(_STREAM_WRITER, "__init__", f"{_HOOKS}:_stream_writer_init", SESSION,
+          "df.writeStream: each query gets its own native Delta stream sources"),
     Patch(_SPARK_SESSION, "newSession", f"{_HOOKS}:_new_session", SESSION,
           "a new session gets headwater's sources and its parent's lakehouse"),
     # lakehouse (hooks.py): names reach the lakehouse attached to the session.
@@ -134,6 +136,9 @@ PATCHES: tuple[Patch, ...] = (
           "read.table: native reads, time travel and change feed of lakehouse tables"),
     Patch(_STREAM_READER, "table", f"{_HOOKS}:_read_table", LAKEHOUSE,
           "readStream.table: the change feed of lakehouse tables"),
+    Patch(_STREAM_WRITER, "__init__", f"{_HOOKS}:_stream_writer_init", LAKEHOUSE,
+          "df.writeStream: each query gets its own native Delta stream sources (tables "
+          "read by name)"),
     Patch(_SPARK_SESSION, "table", f"{_HOOKS}:_session_table", LAKEHOUSE,
           "spark.table: native reads of lakehouse tables"),
     Patch(_STREAM_WRITER, "table", f"{_HOOKS}:_stream_table", LAKEHOUSE,

@@ -91,6 +91,32 @@ def register_stream_source(source: Any) -> None:
     _stream_sources[source.hashCode()] = source
 
 
+def live_stream_sources() -> list[Any]:
+    """The Python stream sources of plans still alive (:func:`register_stream_source`)."""
+    return list(_stream_sources.values())
+
+
+def swap_stream_sources(df: DataFrame, replacement: Callable[[Any, Any], Any]) -> DataFrame:
+    """``df`` with each ``StreamingExecutionRelation`` of a registered Python source replaced
+    by ``replacement(source, node)``: a JVM plan leaf with the node's output attributes, or
+    None to keep it. ``df`` itself when nothing is replaced."""
+    spark = df.sparkSession
+    plan = analyzed_plan(df)
+    jvm = jvm_view(spark)
+    swaps = getattr(getattr(jvm.scala.collection.immutable, "Map$"), "MODULE$").empty()
+    found = False
+    for node in nodes(plan):
+        if node_name(node) == "StreamingExecutionRelation":
+            source = _stream_sources.get(node.source().hashCode())
+            leaf = None if source is None else replacement(source, node)
+            if leaf is not None:
+                swaps = swaps.updated(node, leaf)
+                found = True
+    if not found:
+        return df
+    return dataframe_of_plan(spark, plan.transformUpWithSubqueries(swaps))
+
+
 def relations(df: DataFrame) -> list[Relation]:
     """Every data-source relation and temporary view the analyzed plan reads (subqueries in
     expressions included), in plan order, without duplicates."""

@@ -31,7 +31,12 @@ from headwater.delta.write.request import WriteRequest
 from headwater.lakehouse.names import parse_name
 from headwater.pipeline import expectations as expect_mod
 from headwater.pipeline.late import LateRows
-from headwater.pipeline.run.hops import COMMIT_DRIVEN_TRIGGER, commit_driven, wait_options
+from headwater.pipeline.run.hops import (
+    COMMIT_DRIVEN_TRIGGER,
+    commit_driven,
+    wait_options,
+    waits_for_some_commit,
+)
 from headwater.spark.plan import Relation, group_keys, swap_streams
 
 log = logging.getLogger("headwater.delta.native")
@@ -60,6 +65,8 @@ def start_stream(graph: Graph, rf: ResolvedFlow, checkpoint: str, trigger: dict[
     if commit_wait and commit_driven(df):
         trigger = COMMIT_DRIVEN_TRIGGER
         result.commit_driven = True
+    elif commit_wait and waits_for_some_commit(df):
+        df = graph.rebuild(rf)  # a Delta stream beside files or Kafka: it must not wait
     # the Python Delta sources swapped for native ones (their options, the commit wait
     # included, carried over)
     df = native_streams(graph, df)

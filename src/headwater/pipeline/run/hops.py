@@ -64,6 +64,14 @@ def commit_driven(df: DataFrame) -> bool:
                                 for options in leaves)
 
 
+def waits_for_some_commit(df: DataFrame) -> bool:
+    """True when a stream of ``df`` carries the commit wait option (a flow not commit-driven
+    must be built again without it: its other sources share its trigger, which a Delta
+    source waiting for a commit would hold up)."""
+    return any(options is not None and COMMIT_WAIT_OPTION in options
+               for options in stream_leaf_options(df))
+
+
 def between_batches(checkpoint: str) -> bool:
     """True when the query on ``checkpoint`` has no micro-batch planned and not committed
     (its offset log ends where its commit log does): stopping it now interrupts at most its
