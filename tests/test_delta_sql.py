@@ -237,7 +237,7 @@ def test_convert_to_delta(lake, spark, tmp_path):
 
 @pytest.mark.parametrize("statement, words", [
     ("GENERATE symlink_format_manifest t", "GENERATE without FOR TABLE"),
-    ("REORG TABLE t APPLY (PURGE)", "REORG"),
+    ("REORG TABLE t APPLY (UPGRADE UNIFORM (ICEBERG_COMPAT_VERSION = 2))", "UNIFORM"),
     ("OPTIMIZE t FULL FULL", "'FULL'"),  # (OPTIMIZE t FULL: tests/test_sql_clustering.py)
     ("VACUUM t RETAIN 10", "RETAIN without HOURS"),
     ("RESTORE t TO SOMETHING", "RESTORE without VERSION AS OF"),

@@ -409,6 +409,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("delta.compatibility.symlinkFormatManifest.enabled", "table", "false",
             "Refused when true: headwater's writes do not regenerate the manifests; run "
             "GENERATE symlink_format_manifest FOR TABLE t instead."),
+    Setting("delta.enableDeletionVectors", "table", "false",
+            "Deletion vectors: the feature alone in headwater's own commit; DML reads the "
+            "vectors and rewrites touched files whole (no new vectors written)."),
+    Setting("delta.enableTypeWidening", "table", "false",
+            "Type widening: ALTER COLUMN ... TYPE to a wider type as a metadata commit "
+            "(delta.typeChanges); old files read widened."),
+    Setting("delta.enableInCommitTimestamps", "table", "false",
+            "Kept on tables that have it (every headwater commit carries an increasing "
+            "inCommitTimestamp); enabling it is refused by name."),
+    Setting("delta.dropFeatureTruncateHistory.retentionDuration", "table", "24 hours",
+            "DROP FEATURE ... TRUNCATE HISTORY waits this long after the feature's last use "
+            "before truncating the log."),
     Setting("delta.feature.allowColumnDefaults", "table", "unset",
             "'enabled' or 'supported': the allowColumnDefaults writer feature (column DEFAULT "
             "values), recorded in the protocol, not as a property."),

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
+from headwater.conf.layout import DELTA_LOG
 from headwater.delta import maintenance, metadata
 from headwater.delta.log import DeltaLog, deletion_vector_paths, normalize_uri
 from headwater.delta.optimize import purge
@@ -139,7 +140,7 @@ def _truncate_before(log: DeltaLog, boundary: int) -> None:
     deleted: the history before the retention period is gone, as TRUNCATE HISTORY says."""
     kept = boundary - 1
     DeltaLog(log.uri).table(kept).create_checkpoint()
-    folder = f"{log.root}/_delta_log"
+    folder = f"{log.root}/{DELTA_LOG}"
     for info in log.fs.get_file_info(pafs.FileSelector(folder, recursive=False)):
         name = info.path.rsplit("/", 1)[-1].lstrip(".")  # .N.json.crc: Hadoop's checksums
         prefix = name[:20]

@@ -150,9 +150,9 @@ def deltalake_protocol(schema: StructType, partition_by: list[str],
 
     delta_keys, _ = split_properties(properties)
     # deltalake 1.6.6 refuses delta.enableTypeWidening: the feature is added here
-    widened = any(k.lower() == TYPE_WIDENING_PROPERTY and str(v).strip().lower() == "true"
+    widened = any(k.lower() == TYPE_WIDENING_PROPERTY.lower() and str(v).strip().lower() == "true"
                   for k, v in delta_keys.items())
-    delta_keys = {k: v for k, v in delta_keys.items() if k.lower() != TYPE_WIDENING_PROPERTY}
+    delta_keys = {k: v for k, v in delta_keys.items() if k.lower() != TYPE_WIDENING_PROPERTY.lower()}
     # column types only: generation and identity are the callers' to add (deltalake would
     # read Spark's SQL expressions with its own dialect)
     fields = [StructField(f.name, f.dataType, f.nullable) for f in schema.fields]
@@ -173,7 +173,7 @@ def deltalake_protocol(schema: StructType, partition_by: list[str],
 
 
 TYPE_WIDENING = "typeWidening"
-TYPE_WIDENING_PROPERTY = "delta.enabletypewidening"
+TYPE_WIDENING_PROPERTY = "delta.enableTypeWidening"
 
 
 # deltalake 1.6.6 names these in every protocol it moves to table features (enabling deletion
