@@ -100,21 +100,13 @@ def swap_stream_sources(df: DataFrame, replacement: Callable[[Any, Any], Any]) -
     """``df`` with each ``StreamingExecutionRelation`` of a registered Python source replaced
     by ``replacement(source, node)``: a JVM plan leaf with the node's output attributes, or
     None to keep it. ``df`` itself when nothing is replaced."""
-    spark = df.sparkSession
-    plan = analyzed_plan(df)
-    jvm = jvm_view(spark)
-    swaps = getattr(getattr(jvm.scala.collection.immutable, "Map$"), "MODULE$").empty()
-    found = False
-    for node in nodes(plan):
-        if node_name(node) == "StreamingExecutionRelation":
-            source = _stream_sources.get(node.source().hashCode())
-            leaf = None if source is None else replacement(source, node)
-            if leaf is not None:
-                swaps = swaps.updated(node, leaf)
-                found = True
-    if not found:
-        return df
-    return dataframe_of_plan(spark, plan.transformUpWithSubqueries(swaps))
+    def pick(node: Any) -> Any:
+        if node_name(node) != "StreamingExecutionRelation":
+            return None
+        source = _stream_sources.get(node.source().hashCode())
+        return None if source is None else replacement(source, node)
+
+    return _swap_leaves(df, pick)
 
 
 def relations(df: DataFrame) -> list[Relation]:
@@ -201,17 +193,22 @@ def swap_streams(df: DataFrame, replacement: Callable[[Relation, Any], Any]) -> 
     """``df`` with each Python data source stream (``StreamingRelationV2``) replaced by
     ``replacement(relation, its output attributes)``: a JVM plan leaf with those very
     attributes, or None to keep the stream. ``df`` itself when nothing is replaced."""
+    return _swap_leaves(df, lambda node: replacement(_v2_relation(node, True), node.output())
+                        if node_name(node) == "StreamingRelationV2" else None)
+
+
+def _swap_leaves(df: DataFrame, pick: Callable[[Any], Any]) -> DataFrame:
+    """``df`` with each plan node for which ``pick`` gives a JVM leaf replaced by it."""
     spark = df.sparkSession
     plan = analyzed_plan(df)
     jvm = jvm_view(spark)
     swaps = getattr(getattr(jvm.scala.collection.immutable, "Map$"), "MODULE$").empty()
     found = False
     for node in nodes(plan):
-        if node_name(node) == "StreamingRelationV2":
-            leaf = replacement(_v2_relation(node, True), node.output())
-            if leaf is not None:
-                swaps = swaps.updated(node, leaf)
-                found = True
+        leaf = pick(node)
+        if leaf is not None:
+            swaps = swaps.updated(node, leaf)
+            found = True
     if not found:
         return df
     # a Scala Map is a PartialFunction: exactly the swapped leaves are replaced
