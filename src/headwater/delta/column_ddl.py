@@ -229,10 +229,10 @@ def add_columns(schema: Json, columns: list[NewColumn], label: str) -> Json:
 def _has_not_null(field: Json) -> bool:
     if not field.get("nullable", True):
         return True
-    return any(not f.get("nullable", True) for f in _nested_fields(field["type"]))
+    return any(not f.get("nullable", True) for f in nested_fields(field["type"]))
 
 
-def _nested_fields(data_type: Any) -> list[Json]:
+def nested_fields(data_type: Any) -> list[Json]:
     """Every struct field inside ``data_type`` (through arrays and maps), nested ones too."""
     found: list[Json] = []
     if not isinstance(data_type, dict):
@@ -241,12 +241,12 @@ def _nested_fields(data_type: Any) -> list[Json]:
     if kind == "struct":
         for f in data_type["fields"]:
             found.append(f)
-            found.extend(_nested_fields(f["type"]))
+            found.extend(nested_fields(f["type"]))
     elif kind == "array":
-        found.extend(_nested_fields(data_type["elementType"]))
+        found.extend(nested_fields(data_type["elementType"]))
     elif kind == "map":
-        found.extend(_nested_fields(data_type["keyType"]))
-        found.extend(_nested_fields(data_type["valueType"]))
+        found.extend(nested_fields(data_type["keyType"]))
+        found.extend(nested_fields(data_type["valueType"]))
     return found
 
 
@@ -587,7 +587,7 @@ def check_field_names(schema: Json, label: str, column_mapping: bool) -> None:
     names with `` ,;{}()\\n\\t=``."""
     if column_mapping:
         return
-    bad = [f["name"] for f in _nested_fields(schema)
+    bad = [f["name"] for f in nested_fields(schema)
            if any(c in f["name"] for c in INVALID_NAME_CHARS)]
     if bad:
         raise DeltaAnalysisError(
@@ -604,7 +604,7 @@ def assign_column_mapping(schema: Json, configuration: dict[str, str]) -> dict[s
     """Give every field without a column id one (and a physical name), as delta-spark does
     for new fields of a column-mapped table; returns the configuration with the new
     ``delta.columnMapping.maxColumnId``."""
-    fields = _nested_fields(schema)
+    fields = nested_fields(schema)
     highest = max([int(configuration.get(MAX_COLUMN_ID, "0"))] + [
         int(f["metadata"][COLUMN_MAPPING_ID]) for f in fields
         if COLUMN_MAPPING_ID in (f.get("metadata") or {})])
@@ -621,7 +621,7 @@ def has_type(schema: Any, name: str) -> bool:
     """Whether ``schema`` holds a column of the atomic type ``name`` anywhere."""
     if isinstance(schema, str):
         return schema == name
-    return any(has_type(f["type"], name) for f in _nested_fields(schema)) or (
+    return any(has_type(f["type"], name) for f in nested_fields(schema)) or (
         schema.get("type") == "array" and has_type(schema["elementType"], name)) or (
         schema.get("type") == "map" and (has_type(schema["keyType"], name)
                                          or has_type(schema["valueType"], name)))

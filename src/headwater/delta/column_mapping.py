@@ -51,24 +51,6 @@ MIN_READER = "delta.minReaderVersion"
 MIN_WRITER = "delta.minWriterVersion"
 
 
-def _fields(data_type: Any) -> list[Json]:
-    """Every struct field of ``data_type`` (through arrays and maps), nested ones too."""
-    found: list[Json] = []
-    if not isinstance(data_type, dict):
-        return found
-    kind = data_type.get("type")
-    if kind == "struct":
-        for f in data_type["fields"]:
-            found.append(f)
-            found.extend(_fields(f["type"]))
-    elif kind == "array":
-        found.extend(_fields(data_type["elementType"]))
-    elif kind == "map":
-        found.extend(_fields(data_type["keyType"]))
-        found.extend(_fields(data_type["valueType"]))
-    return found
-
-
 # --- enabling -------------------------------------------------------------------------------
 
 def _mode_change_error(label: str, old: str, new: str) -> HeadwaterError:
@@ -106,7 +88,7 @@ def assign_existing(schema: Json) -> int:
     name, as delta-spark does when name mode is enabled on an existing table; returns the
     highest id."""
     highest = 0
-    for f in _fields(schema):
+    for f in column_ddl.nested_fields(schema):
         highest += 1
         metadata = f.setdefault("metadata", {})
         metadata[COLUMN_MAPPING_ID] = highest
