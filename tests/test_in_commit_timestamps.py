@@ -73,3 +73,27 @@ def test_enabling_in_commit_timestamps_is_refused_by_name(spark, lake):
     with pytest.raises(HeadwaterError, match="inCommitTimestamp"):
         spark.sql("ALTER TABLE ict_later SET TBLPROPERTIES "
                   "('delta.enableInCommitTimestamps' = true)")
+
+
+def test_vacuum_keeps_in_commit_timestamps(spark, lake, tmp):
+    """VACUUM deletes what delta-spark's would and records VACUUM START / END, each with an
+    in-commit timestamp (delta-rs, which cannot write them, never commits here)."""
+    path = tmp / "ict_vacuum"
+    ict_table(path)
+    spark.createDataFrame([(1, "a"), (2, "b")], "id LONG, v STRING").coalesce(1) \
+        .write.format("delta").mode("append").save(str(path))
+    spark.createDataFrame([(3, "c")], "id LONG, v STRING") \
+        .write.format("delta").mode("overwrite").save(str(path))
+    replaced = {p for p in path.glob("*.parquet")} - {path / a for a in DeltaTable(str(path)).file_uris()}
+    assert replaced  # the first write's files, removed by the overwrite
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:
+        spark.sql(f"VACUUM delta.`{path}` RETAIN 0 HOURS").collect()
+    finally:
+        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+    assert not any(p.exists() for p in replaced)
+    operations = [actions[0]["commitInfo"]["operation"] for actions in commits(path)]
+    assert operations[-2:] == ["VACUUM START", "VACUUM END"]
+    got = stamps(path)
+    assert got == sorted(set(got))
+    assert [tuple(r) for r in spark.read.format("delta").load(str(path)).collect()] == [(3, "c")]

@@ -25,6 +25,7 @@ from pyspark.sql import SparkSession
 from headwater.conf.context import lakehouse_state_dir
 from headwater.conf.layout import CHECKPOINTS, DELTA_LOG
 from headwater.delta.clustering import clustering_columns
+from headwater.delta.commit import Transaction, commit
 from headwater.delta.log import DeltaLog, add_actions, filesystem_for, normalize_uri
 from headwater.delta.protocol import Protocol
 from headwater.delta.restore import restore_table
@@ -337,6 +338,9 @@ def vacuum(path: str, retention_hours: float | None = None, dry_run: bool = Fals
     candidates = [c for c in candidates if not _outside_table(c)]
     if dry_run or not candidates:
         return list(candidates)
+    if not deltalake_writes(table):  # in-commit timestamps, clustering...: delta-rs cannot
+        return _vacuum_own(table, candidates, hours, configured,  # commit VACUUM's
+                           enforce_retention)
     if outside:  # delta-rs would delete them too: delete only the table's own
         log = DeltaLog(normalize_uri(table.table_uri))
         for c in candidates:
@@ -347,6 +351,39 @@ def vacuum(path: str, retention_hours: float | None = None, dry_run: bool = Fals
                                  enforce_retention_duration=False, full=not lite))
     except Exception as exc:  # noqa: BLE001
         raise _failed("VACUUM", table.table_uri, exc) from exc
+
+
+def _vacuum_own(table: RsTable, candidates: list[str], hours: float | None,
+                configured: float | None, enforce_retention: bool) -> list[str]:
+    """VACUUM of a table whose commits delta-rs cannot write (it refuses e.g. the
+    in-commit timestamps VACUUM's history entries must carry): delta-spark's VACUUM START
+    commit, the files deleted, its VACUUM END commit, written by headwater's own commit."""
+    uri = normalize_uri(table.table_uri)
+    log = DeltaLog(uri)
+    sizes = {}
+    for c in candidates:
+        info = log.fs.get_file_info(f"{log.root}/{unquote(c)}")
+        sizes[c] = info.size or 0
+    default_ms = int((configured or DEFAULT_RETENTION_HOURS) * 3_600_000)
+    start = {"retentionCheckEnabled": enforce_retention, "defaultRetentionMillis": default_ms}
+    if hours is not None:
+        start["specifiedRetentionMillis"] = int(hours * 3_600_000)
+    version = _history_commit(uri, table.version(), "VACUUM START", start,
+                              {"numFilesToDelete": len(candidates),
+                               "sizeOfDataToDelete": sum(sizes.values())})
+    for c in candidates:
+        log.fs.delete_file(f"{log.root}/{unquote(c)}")
+    _history_commit(uri, version, "VACUUM END", {"status": "COMPLETED"},
+                    {"numDeletedFiles": len(candidates), "numVacuumedDirectories": 0})
+    return list(candidates)
+
+
+def _history_commit(uri: str, read_version: int, operation: str, parameters: dict[str, Any],
+                    metrics: dict[str, Any]) -> int:
+    """A commit with only its commitInfo (VACUUM's history entries)."""
+    return commit(Transaction(uri=uri, read_version=read_version, operation=operation,
+                              parameters=parameters, metrics=metrics, actions=[],
+                              reads_data=False))
 
 
 def _outside_table(candidate: str) -> bool:
