@@ -194,8 +194,11 @@ def spark_name(name: str, spark: SparkSession) -> str:
 def _bad_name(name: Any, why: str) -> HeadwaterError:
     return HeadwaterError(
         "HW_TABLE_NAME_INVALID", f"{name!r} is not a valid table name: {why}.",
-        "Table names become folders under the lakehouse root and must not leave it.",
+        "Table names become folders under the lakehouse root and must not leave it; "
+        "Spark's session catalog (delta-spark's too) takes only letters, digits and "
+        "underscores in a table or schema name, even between backticks.",
         "Use names like 'bronze', 'sales.orders' or 'main.sales.orders'.",
+        error_class="INVALID_SCHEMA_OR_RELATION_NAME",
     )
 
 
