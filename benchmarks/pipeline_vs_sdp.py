@@ -348,31 +348,39 @@ def make_subreaper() -> bool:
         return False
 
 
-def reap_orphans(deadline_s: float) -> list[int]:
-    """Wait for every remaining descendant; kill (by pid) the ones still alive at the deadline."""
+def children() -> set[int]:
+    """The pids whose parent is this process."""
+    return {int(p) for p in os.listdir("/proc") if p.isdigit() and _ppid(int(p)) == os.getpid()}
+
+
+def reap_orphans(deadline_s: float, keep: set[int]) -> list[int]:
+    """Wait for the descendants a run left (this process's children not in ``keep``: the
+    ones it had before the run, such as a test session's own JVM, are never touched); kill
+    (by pid) those still alive at the deadline."""
     end = time.monotonic() + deadline_s
     while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return []
-        if pid:
-            continue
-        if time.monotonic() > end:
+        left = children() - keep
+        for pid in list(left):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # reaped meanwhile, or not our child after all
+                done = pid
+            if done:
+                left.discard(pid)
+        if not left or time.monotonic() > end:
             break
         time.sleep(0.05)
-    left = [int(p) for p in os.listdir("/proc") if p.isdigit() and _ppid(int(p)) == os.getpid()]
     for pid in left:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    for _ in left:
+    for pid in left:
         try:
-            os.waitpid(-1, 0)
+            os.waitpid(pid, 0)
         except ChildProcessError:
-            break
-    return left
+            pass
+    return sorted(left)
 
 
 def _ppid(pid: int) -> int:
@@ -403,6 +411,7 @@ def run_once(tool: Tool, env: dict[str, str], log: Path, timeout: float) -> dict
                     events.append((now, kind, name))
                     break
 
+    keep = children()  # the caller's own (a test session's JVM): never reaped or killed
     with open(log, "wb") as out:
         launched = time.time()
         t0 = time.perf_counter()
@@ -423,7 +432,7 @@ def run_once(tool: Tool, env: dict[str, str], log: Path, timeout: float) -> dict
             rc = rc if rc else -9
         wall = time.perf_counter() - t0
         reader.join(timeout=10)
-    leftovers = reap_orphans(30.0)
+    leftovers = reap_orphans(30.0, keep)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     text = log.read_text(errors="replace")

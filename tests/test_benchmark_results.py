@@ -9,6 +9,7 @@ for real.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +21,7 @@ sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tools" / "docs_site")]
 import benchmarks as docs_page  # noqa: E402 - tools/docs_site/benchmarks.py
 
 import autocompact_files  # noqa: E402 - benchmarks/ on sys.path first
+import pipeline_vs_sdp  # noqa: E402
 import results  # noqa: E402
 
 FILES = sorted(results.RESULTS.glob("*.json"))
@@ -119,3 +121,20 @@ def test_an_invalid_results_file_fails_the_page(tmp_path: Path, monkeypatch) -> 
     monkeypatch.setattr(docs_page, "RESULTS", tmp_path)
     with pytest.raises(ValueError, match="machine: missing 'git_commit'"):
         docs_page.page()
+
+
+def test_reaping_a_runs_leftovers_never_touches_the_callers_own_children():
+    """The benchmark harness runs inside a test session (test_sdp_projects' 20-dataset
+    smoke run): its clean-up kills what a run left behind, never the caller's children (the
+    session's own JVM; CI once lost it this way, failing every later test of that worker)."""
+    own = subprocess.Popen(["sleep", "60"])
+    try:
+        keep = pipeline_vs_sdp.children()
+        assert own.pid in keep
+        left = subprocess.Popen(["sleep", "60"])  # what a run would leave
+        assert pipeline_vs_sdp.reap_orphans(0.2, keep) == [left.pid]
+        assert left.poll() is not None or left.wait(timeout=5) is not None
+        assert own.poll() is None  # still running
+    finally:
+        own.kill()
+        own.wait()
