@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from headwater.delta import row_tracking
 from headwater.delta.constraints import Constraints
 from headwater.delta.log import (
     DeltaLog,
@@ -54,6 +55,7 @@ _SUPPORTED_WRITER_FEATURES = {
     "v2Checkpoint", "vacuumProtocolCheck", "checkConstraints", "deletionVectors",
     "generatedColumns", "identityColumns", "clustering", "allowColumnDefaults",
     "inCommitTimestamp",  # headwater's commit writes each commit's inCommitTimestamp
+    "rowTracking",  # the commit gives new files row ids; rewrites of rows are refused
     "typeWidening", "typeWidening-preview",  # Spark's parquet reader widens older files
 }
 _SUPPORTED_READER_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
@@ -171,6 +173,8 @@ def check_writable(table, uri: str, operation: str, needs_rows: bool = True,
     if '"variant"' not in table.schema().to_json():
         supported_writer = supported_writer | _VARIANT_FEATURES
         supported_reader = supported_reader | _VARIANT_FEATURES
+    if needs_rows:  # a rewrite of rows would give them new ids
+        row_tracking.refuse_rewrite(protocol, uri, operation)
     unknown = sorted((writer - supported_writer) | (reader - supported_reader))
     if unknown:
         raise _refuse(uri, operation, f"uses the table feature(s) {', '.join(unknown)}",

@@ -1,0 +1,173 @@
+"""Delta's row tracking: enabling it (CREATE, ALTER with backfill, session default), the row
+ids and commit versions every headwater write assigns, and the rewrites refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from headwater import DeltaTable as HwTable
+from headwater import HeadwaterError
+from headwater.delta import row_tracking
+from headwater.delta.log import DeltaLog
+
+DEFAULT_CONF = "spark.databricks.delta.properties.defaults.enableRowTracking"
+
+
+def _log(path: Path) -> list[list[dict]]:
+    log = DeltaLog(str(path))
+    return [log.read_commit(v) or [] for v in range(log.latest_version() + 1)]
+
+
+def _live_adds(path: Path) -> dict[str, dict]:
+    """The live add actions of the table (path -> add), by log replay of the JSON commits."""
+    live: dict[str, dict] = {}
+    for actions in _log(path):
+        for a in actions:
+            if "add" in a:
+                live[a["add"]["path"]] = a["add"]
+            elif "remove" in a:
+                live.pop(a["remove"]["path"], None)
+    return live
+
+
+def _mark(path: Path) -> int:
+    log = DeltaLog(str(path))
+    return row_tracking.state_at(log, log.latest_version()).high_water_mark
+
+
+def _check_ids(path: Path) -> None:
+    """Every live file has ids, unique and below the high-water mark, and a commit version
+    at or before the latest; deltalake still opens and reads the table."""
+    adds = list(_live_adds(path).values())
+    ranges = []
+    for add in adds:
+        rows = json.loads(add["stats"])["numRecords"]
+        ranges.append((add["baseRowId"], add["baseRowId"] + rows))
+        assert add["defaultRowCommitVersion"] <= DeltaLog(str(path)).latest_version()
+    ranges.sort()
+    assert all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+    if ranges:
+        assert max(end for _, end in ranges) - 1 <= _mark(path)
+    table = DeltaTable(str(path))
+    assert "rowTracking" in (table.protocol().writer_features or [])
+    assert table.to_pyarrow_table().num_rows == sum(
+        json.loads(a["stats"])["numRecords"] for a in adds)
+
+
+def test_create_table_with_row_tracking_writes_delta_sparks_protocol(spark, lake):
+    spark.sql("CREATE TABLE student (id INT, name STRING, age INT) "
+              "TBLPROPERTIES ('delta.enableRowTracking' = 'true')")
+    path = lake.path("student")
+    protocol = next(a["protocol"] for a in _log(path)[0] if "protocol" in a)
+    assert protocol == {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": [
+        "appendOnly", "domainMetadata", "invariants", "rowTracking"]}
+    config = next(a["metaData"] for a in _log(path)[0] if "metaData" in a)["configuration"]
+    assert config["delta.enableRowTracking"] == "true"
+    assert config[row_tracking.ROW_ID_COLUMN_PROPERTY].startswith("_row-id-col-")
+    assert config[row_tracking.COMMIT_VERSION_COLUMN_PROPERTY].startswith(
+        "_row-commit-version-col-")
+    spark.sql("INSERT INTO student VALUES (1, 'a', 20), (2, 'b', 21)")
+    spark.sql("INSERT INTO student VALUES (3, 'c', 22)")
+    adds = sorted(_live_adds(path).values(), key=lambda a: a["baseRowId"])
+    firsts = [(a["baseRowId"], a["defaultRowCommitVersion"]) for a in adds]
+    counts = [json.loads(a["stats"])["numRecords"] for a in adds]
+    # fresh ids for each insert: consecutive from 0, the second insert's above the first's
+    assert firsts[0] == (0, 1) and sum(counts) == 3
+    assert firsts[-1][1] == 2 and firsts[-1][0] == 3 - counts[-1]
+    assert _mark(path) == 2
+    _check_ids(path)
+
+
+def test_enable_on_an_existing_table_backfills_every_file(spark, lake):
+    spark.sql("CREATE TABLE grade (id INT, score INT)")
+    spark.sql("INSERT INTO grade VALUES (1, 10), (2, 20)")
+    spark.sql("INSERT INTO grade VALUES (3, 30)")
+    path = lake.path("grade")
+    before = DeltaLog(str(path)).latest_version()
+    spark.sql("ALTER TABLE grade SET TBLPROPERTIES ('delta.enableRowTracking' = 'true')")
+    commits = _log(path)[before + 1:]
+    operations = [next(a["commitInfo"]["operation"] for a in c if "commitInfo" in a)
+                  for c in commits]
+    assert operations == ["SET TBLPROPERTIES", "ROW TRACKING BACKFILL", "SET TBLPROPERTIES"]
+    backfill = commits[1]
+    assert all(not a["add"]["dataChange"] for a in backfill if "add" in a)
+    config = next(a["metaData"] for a in commits[2] if "metaData" in a)["configuration"]
+    assert config["delta.enableRowTracking"] == "true"
+    assert _mark(path) == 2
+    _check_ids(path)
+    spark.sql("INSERT INTO grade VALUES (4, 40)")
+    assert _mark(path) == 3
+    _check_ids(path)
+    assert sorted(r.id for r in spark.table("grade").collect()) == [1, 2, 3, 4]
+
+
+def test_session_default_and_every_append_path_assign_ids(spark, lake, tmp):
+    spark.conf.set(DEFAULT_CONF, "true")
+    try:
+        spark.range(5).write.format("delta").save(str(tmp / "t"))
+        spark.sql("CREATE TABLE dflt (id BIGINT)")
+    finally:
+        spark.conf.unset(DEFAULT_CONF)
+    path = tmp / "t"
+    assert _mark(path) == 4
+    _check_ids(path)
+    assert "rowTracking" in DeltaTable(str(lake.path("dflt"))).protocol().writer_features
+    spark.range(5, 8).write.format("delta").mode("append").save(str(path))
+    spark.range(8, 10).write.format("delta").mode("overwrite").save(str(path))
+    assert _mark(path) == 9  # an overwrite's rows are new rows: fresh ids
+    # the removes repeat the ids of the adds they remove
+    removes = [a["remove"] for a in _log(path)[-1] if "remove" in a]
+    assert removes and all("baseRowId" in r and "defaultRowCommitVersion" in r for r in removes)
+    stream = (spark.readStream.format("rate").option("rowsPerSecond", 10).load()
+              .selectExpr("value AS id").writeStream.format("delta")
+              .option("checkpointLocation", str(tmp / "cp")).trigger(availableNow=True)
+              .start(str(path)))
+    stream.awaitTermination(120)
+    _check_ids(path)
+    assert [a["commitInfo"]["operation"] for a in _log(path)[-1] if "commitInfo" in a] == \
+        ["STREAMING UPDATE"] or _mark(path) >= 9
+
+
+def test_restore_keeps_the_restored_files_ids(spark, tmp):
+    path = tmp / "r"
+    spark.range(3).write.format("delta").option("delta.enableRowTracking", "true").save(
+        str(path))
+    assert "rowTracking" in DeltaTable(str(path)).protocol().writer_features  # the option
+    first = {a["path"]: a["baseRowId"] for a in _live_adds(path).values()}
+    spark.range(3, 6).write.format("delta").mode("overwrite").save(str(path))
+    HwTable.forPath(spark, str(path)).restoreToVersion(0)
+    assert {a["path"]: a["baseRowId"] for a in _live_adds(path).values()} == first
+    assert _mark(path) == 5  # the mark never goes back
+    _check_ids(path)
+
+
+@pytest.mark.parametrize("statement", [
+    "UPDATE rt SET v = v + 1 WHERE id = 1",
+    "DELETE FROM rt WHERE id = 1",
+    "MERGE INTO rt USING (SELECT 1 AS id, 5 AS v) s ON rt.id = s.id "
+    "WHEN MATCHED THEN UPDATE SET v = s.v",
+    "OPTIMIZE rt",
+])
+def test_rewrites_of_rows_are_refused_naming_the_feature(spark, lake, statement):
+    spark.sql("CREATE TABLE rt (id INT, v INT) TBLPROPERTIES ('delta.enableRowTracking' = 'true')")
+    spark.sql("INSERT INTO rt VALUES (1, 1), (2, 2)")
+    spark.sql("INSERT INTO rt VALUES (3, 3)")
+    before = DeltaLog(str(lake.path("rt"))).latest_version()
+    with pytest.raises(HeadwaterError) as caught:
+        spark.sql(statement)
+    assert caught.value.code == "HW_DELTA_UNSUPPORTED_FEATURE"
+    assert "rowTracking" in str(caught.value)
+    assert DeltaLog(str(lake.path("rt"))).latest_version() == before
+    _check_ids(lake.path("rt"))
+
+
+def test_feature_property_alone_is_refused(spark, lake):
+    with pytest.raises(HeadwaterError) as caught:
+        spark.sql("CREATE TABLE ft (id INT) TBLPROPERTIES "
+                  "('delta.feature.rowTracking' = 'supported')")
+    assert caught.value.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"
+    assert "delta.enableRowTracking" in caught.value.fix
