@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from headwater import DeltaTable as HwTable
 from headwater import HeadwaterError
@@ -171,3 +173,66 @@ def test_feature_property_alone_is_refused(spark, lake):
                   "('delta.feature.rowTracking' = 'supported')")
     assert caught.value.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"
     assert "delta.enableRowTracking" in caught.value.fix
+
+
+def test_row_ids_and_commit_versions_are_readable(spark, lake, tmp):
+    spark.sql("CREATE TABLE rd (id INT) TBLPROPERTIES ('delta.enableRowTracking' = 'true')")
+    spark.sql("INSERT INTO rd VALUES (10), (11)")
+    spark.sql("INSERT INTO rd VALUES (12)")
+    path = lake.path("rd")
+    expected = {}
+    for add in _live_adds(path).values():  # the spec: baseRowId + the row's index in the file
+        values = pq.read_table(Path(path) / add["path"]).column("id").to_pylist()
+        for index, value in enumerate(values):
+            expected[value] = (add["baseRowId"] + index, add["defaultRowCommitVersion"])
+    assert sorted(v[0] for v in expected.values()) == [0, 1, 2]
+    queries = [
+        spark.sql("SELECT _metadata.row_id, _metadata.row_commit_version, * FROM rd"),
+        spark.sql("SELECT rd._metadata.row_id, rd._metadata.row_commit_version, id FROM rd "
+                  "WHERE id >= 10"),
+        spark.table("rd").select("_metadata.row_id", "_metadata.row_commit_version", "id"),
+        spark.read.format("delta").load(str(path)).select(
+            "_metadata.row_id", "_metadata.row_commit_version", "id"),
+    ]
+    for df in queries:
+        assert {r[2]: (r[0], r[1]) for r in df.collect()} == expected
+    assert spark.table("rd").columns == ["id"]  # nothing of the row tracking shows
+    assert spark.sql("SELECT * FROM rd").columns == ["id"]
+    df = spark.table("rd")
+    spark.sql("INSERT INTO rd VALUES (13)")  # a DataFrame reads the latest version each time
+    assert sorted(r.row_id for r in df.select("_metadata.row_id").collect()) == [0, 1, 2, 3]
+    # time travel: the version's own files and ids
+    old = spark.read.format("delta").option("versionAsOf", 1).load(str(path))
+    assert sorted(r.row_id for r in old.select("_metadata.row_id").collect()) == [
+        v[0] for k, v in sorted(expected.items()) if v[1] == 1]
+
+
+def test_drop_feature_removes_row_tracking(spark, lake):
+    spark.sql("CREATE TABLE dr (id INT) TBLPROPERTIES ('delta.enableRowTracking' = 'true')")
+    spark.sql("INSERT INTO dr VALUES (1), (2)")
+    path = lake.path("dr")
+    spark.sql("ALTER TABLE dr DROP FEATURE rowTracking")
+    table = DeltaTable(str(path))
+    assert "rowTracking" not in (table.protocol().writer_features or [])
+    config = table.metadata().configuration
+    assert not any(k.lower().startswith("delta.rowtracking") or k == "delta.enableRowTracking"
+                   for k in config)
+    assert all("baseRowId" not in a for a in _live_adds(path).values())
+    domain = [a["domainMetadata"] for a in _log(path)[-1] if "domainMetadata" in a]
+    assert domain and domain[0]["domain"] == "delta.rowTracking" and domain[0]["removed"]
+    spark.sql("INSERT INTO dr VALUES (3)")  # a plain table again: no ids given
+    assert all("baseRowId" not in a for a in _live_adds(path).values())
+    spark.sql("UPDATE dr SET id = 4 WHERE id = 3")  # and DML runs
+    assert sorted(r.id for r in spark.table("dr").collect()) == [1, 2, 4]
+    assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == [1, 2]  # v at open
+    assert sorted(DeltaTable(str(path)).to_pyarrow_table().column("id").to_pylist()) == [1, 2, 4]
+
+
+def test_delta_rs_reads_but_refuses_to_write_a_row_tracking_table(spark, tmp):
+    path = tmp / "rs"
+    spark.range(3).write.format("delta").option("delta.enableRowTracking", "true").save(
+        str(path))
+    assert DeltaTable(str(path)).to_pyarrow_table().num_rows == 3
+    with pytest.raises(Exception, match="RowTracking"):
+        write_deltalake(str(path), pa.table({"id": pa.array([9], pa.int64())}), mode="append")
+    _check_ids(path)
