@@ -270,6 +270,7 @@ def commit(txn: Transaction, max_attempts: int = 10_000) -> int:
             body = [_commit_info(txn, version, log), *actions]
             payload = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in body)
             if put_if_absent(uri, version, payload.encode("utf-8")):
+                row_tracking.remember(log, version, state, actions)
                 _checkpoint_if_due(uri, version)
                 return version
             winner = log.read_commit(version)

@@ -31,8 +31,8 @@ from headwater.delta.commit import Transaction, commit
 from headwater.delta.log import DeltaLog, deletion_vector_paths, normalize_uri
 from headwater.delta.optimize import purge
 from headwater.delta.protocol import Feature, Protocol, check_drop, commit_drop
-from headwater.delta.snapshot_adds import snapshot_adds
 from headwater.delta.protocol import drop_feature as drop_writer_feature
+from headwater.delta.snapshot_adds import snapshot_adds
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:

@@ -19,9 +19,11 @@ columns in the rewritten files; those paths refuse tables with the feature inste
 from __future__ import annotations
 
 import json
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import unquote
 
@@ -111,10 +113,39 @@ def _mark(action: dict[str, Any]) -> int:
     return int(config.get("rowIdHighWaterMark", NO_HIGH_WATER_MARK))
 
 
+# (table, version) -> (its commit file's mtime, its state), for the next commit on top of a
+# commit written here (a stream's micro-batches): the log is not read again. The mtime tells
+# a table written again at the same path (its versions start over) from the one remembered.
+_STATES: OrderedDict[tuple[str, int], tuple[int | None, TableState]] = OrderedDict()
+_STATES_KEPT = 64
+_states_lock = threading.Lock()
+
+
+def remember(log: DeltaLog, version: int, state: TableState, actions: list[dict[str, Any]]
+             ) -> None:
+    """Keep the state after commit ``version`` (``state``: before it; ``actions``: it)."""
+    after = replace(state)
+    after.saw(actions)
+    stamp = log.commit_mtime(version)
+    with _states_lock:
+        _STATES[(log.uri, version)] = (stamp, after)
+        while len(_STATES) > _STATES_KEPT:
+            _STATES.popitem(last=False)
+
+
 def state_at(log: DeltaLog, version: int) -> TableState:
-    """The :class:`TableState` of ``version`` (-1: no table yet), from the log: the commits
-    newest first down to the newest checkpoint, then that checkpoint. Commits are looked
-    at as text first: only the lines that matter are parsed."""
+    """The :class:`TableState` of ``version`` (-1: no table yet): remembered from a commit
+    written here, else from the log: the commits newest first down to the newest
+    checkpoint, then that checkpoint. Commits are looked at as text first: only the lines
+    that matter are parsed."""
+    with _states_lock:
+        known = _STATES.get((log.uri, version))
+    if known is not None and known[0] is not None and log.commit_mtime(version) == known[0]:
+        return replace(known[1])
+    return _read_state(log, version)
+
+
+def _read_state(log: DeltaLog, version: int) -> TableState:
     protocol: dict[str, Any] | None = None
     configuration: dict[str, str] | None = None
     mark: int | None = None

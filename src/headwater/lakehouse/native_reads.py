@@ -38,8 +38,8 @@ from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.native_read import read_native
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.names import SOURCE_PREFIXES, TableLocations, parse_name
-from headwater.spark.jvm import analyzed_plan, cached_rows, dataframe_of_plan, jvm_view, scala_none
 from headwater.spark.hidden_columns import aliased
+from headwater.spark.jvm import analyzed_plan, cached_rows, dataframe_of_plan, jvm_view, scala_none
 from headwater.spark.plan import node_name
 
 if TYPE_CHECKING:
