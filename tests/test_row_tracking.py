@@ -203,8 +203,8 @@ def test_row_ids_and_commit_versions_are_readable(spark, lake, tmp):
     assert sorted(r.row_id for r in df.select("_metadata.row_id").collect()) == [0, 1, 2, 3]
     # time travel: the version's own files and ids
     old = spark.read.format("delta").option("versionAsOf", 1).load(str(path))
-    assert sorted(r.row_id for r in old.select("_metadata.row_id").collect()) == [
-        v[0] for k, v in sorted(expected.items()) if v[1] == 1]
+    assert sorted(r.row_id for r in old.select("_metadata.row_id").collect()) == sorted(
+        v[0] for v in expected.values() if v[1] == 1)
 
 
 def test_drop_feature_removes_row_tracking(spark, lake):
@@ -236,3 +236,21 @@ def test_delta_rs_reads_but_refuses_to_write_a_row_tracking_table(spark, tmp):
     with pytest.raises(Exception, match="RowTracking"):
         write_deltalake(str(path), pa.table({"id": pa.array([9], pa.int64())}), mode="append")
     _check_ids(path)
+
+
+def test_the_docs_create_forms(spark, lake):
+    """docs.delta.io's "Enable row tracking" examples: CTAS, DEEP CLONE (CREATE TABLE LIKE is
+    not supported by headwater's catalog at all)."""
+    spark.sql("CREATE TABLE course_old (id INT, name STRING)")
+    spark.sql("INSERT INTO course_old VALUES (1, 'math'), (2, 'art')")
+    spark.sql("CREATE TABLE course_new TBLPROPERTIES ('delta.enableRowTracking' = 'true') "
+              "AS SELECT * FROM course_old")
+    path = Path(lake.path("course_new"))
+    assert _mark(path) == 1
+    _check_ids(path)
+    spark.sql("CREATE TABLE cloned DEEP CLONE course_new")  # (CLONE alone: Databricks)
+    cloned = Path(lake.path("cloned"))
+    _check_ids(cloned)  # the clone's own ids, from 0 in its own history
+    assert _mark(cloned) == 1
+    ids = spark.sql("SELECT _metadata.row_id AS rid, id FROM cloned").collect()
+    assert sorted(r.rid for r in ids) == [0, 1]

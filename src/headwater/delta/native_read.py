@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from headwater.delta import row_tracking
@@ -85,8 +86,6 @@ def with_row_ids(frame: DataFrame, schema: StructType, config: dict[str, str]) -
     ``_metadata`` that adds Delta's ``row_id`` (the materialized id if not null, else the
     file's baseRowId + the row's index in the file) and ``row_commit_version`` (likewise,
     else the file's defaultRowCommitVersion) to Spark's file metadata fields."""
-    from pyspark.sql import functions as F  # noqa: PLC0415 - the driver's Spark functions
-
     def column(name: str) -> Column:
         return F.col("`" + name.replace("`", "``") + "`")
 

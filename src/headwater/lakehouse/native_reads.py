@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("headwater.delta.native")
 
+METADATA_COLUMN = "_metadata"  # Spark's hidden column of file (and row tracking) metadata
 # options that make a read something other than rows of one snapshot
 _CHANGE_FEED = ("readchangefeed", "readchangedata")
 
@@ -177,7 +178,7 @@ def row_tracked_relations(lake: TableLocations, spark: SparkSession, plan: Any
         elif kind == "UnresolvedAttribute" or kind == "UnresolvedStar":
             parts = node.nameParts() if kind == "UnresolvedAttribute" else None
             wants = wants or (parts is not None and any(  # _metadata.x, t._metadata.x
-                str(parts.apply(i)).lower() == "_metadata" for i in range(min(parts.size(), 2))))
+                str(parts.apply(i)).lower() == METADATA_COLUMN for i in range(min(parts.size(), 2))))
         children = node.children()
         stack.extend(children.apply(i) for i in range(children.size()))
         if hasattr(node, "expressions") and kind not in ("UnresolvedAttribute",

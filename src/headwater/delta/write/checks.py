@@ -118,8 +118,8 @@ def refuse_driver_only(path: str, table: Any) -> None:
     if declares_generation(table.schema().to_json()) or not deltalake_writes(table):
         raise HeadwaterError(
             "HW_DELTA_UNSUPPORTED_FEATURE",
-            f"The table at {path} has generated, identity or DEFAULT columns or liquid "
-            "clustering, which this write path cannot fill in or commit.",
+            f"The table at {path} has generated, identity or DEFAULT columns, liquid "
+            "clustering or row tracking, which this write path cannot fill in or commit.",
             "headwater computes those values on the driver's DataFrame and commits the table "
             "itself; a Python data source writer only receives finished rows.",
             "Write with INSERT INTO (no parameter markers), df.write.format('delta'), "

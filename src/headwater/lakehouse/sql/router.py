@@ -32,7 +32,11 @@ from pyspark.errors import AnalysisException, ParseException
 
 from headwater.delta.log import DeltaLog
 from headwater.errors import HeadwaterError
-from headwater.lakehouse.native_reads import row_tracked_relations, with_native_reads
+from headwater.lakehouse.native_reads import (
+    METADATA_COLUMN,
+    row_tracked_relations,
+    with_native_reads,
+)
 from headwater.lakehouse.sql import (
     catalogs,
     clones,
@@ -155,7 +159,8 @@ def run_sql(lake: SqlLakehouse, query: str, session: SparkSession | None = None,
         raise not_supported_yet(statement.kind, statement.text)
     # _metadata.row_id / row_commit_version of lakehouse tables with row tracking: the query
     # analyzed over their row-tracking reads (Spark's catalog relation has no _metadata)
-    if statement.plan is not None and args is None:
+    if statement.plan is not None and args is None and any(
+            t.text.strip("`").lower() == METADATA_COLUMN for t in tokens(statement.text)):
         tracked = row_tracked_relations(lake, spark, statement.plan)
         if tracked:
             return sql_with_relations(spark, statement.text, tracked)
