@@ -284,3 +284,17 @@ def test_the_docs_create_forms(spark, lake):
     assert _mark(cloned) == 1
     ids = spark.sql("SELECT _metadata.row_id AS rid, id FROM cloned").collect()
     assert sorted(r.rid for r in ids) == [0, 1]
+
+
+def test_update_of_a_table_with_generated_columns_is_refused(spark, lake):
+    spark.sql("CREATE TABLE gt (id INT, twice INT GENERATED ALWAYS AS (id * 2)) "
+              "TBLPROPERTIES ('delta.enableRowTracking' = 'true')")
+    spark.sql("INSERT INTO gt (id) VALUES (1), (2)")
+    before = DeltaLog(str(lake.path("gt"))).latest_version()
+    with pytest.raises(HeadwaterError) as caught:
+        spark.sql("UPDATE gt SET id = 3 WHERE id = 1")
+    assert "rowTracking" in str(caught.value)
+    assert DeltaLog(str(lake.path("gt"))).latest_version() == before
+    spark.sql("DELETE FROM gt WHERE id = 1")  # DELETE copies rows as they are: ids kept
+    assert [r.twice for r in spark.table("gt").collect()] == [4]
+    _check_ids(Path(lake.path("gt")))

@@ -418,8 +418,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("delta.enableRowTracking", "table", "false",
             "Row tracking: new files get baseRowId / defaultRowCommitVersion and the "
             "delta.rowTracking high-water mark rises with every headwater commit; enabling it "
-            "on a table backfills every file; _metadata.row_id / row_commit_version readable. "
-            "DML and OPTIMIZE (which would give rows new ids) are refused by name."),
+            "on a table backfills every file; _metadata.row_id / row_commit_version readable; "
+            "UPDATE / DELETE keep ids. MERGE and OPTIMIZE (which would give rows new ids) "
+            "are refused by name."),
     Setting("delta.feature.rowTracking", "table", "unset",
             "Refused in TBLPROPERTIES: use delta.enableRowTracking = true (or "
             "addFeatureSupport('rowTracking'))."),

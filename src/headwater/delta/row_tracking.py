@@ -10,10 +10,11 @@ a materialized row id column (named by ``delta.rowTracking.materializedRowIdColu
 with a value for it; its commit version likewise.
 
 Every commit headwater writes passes :func:`assign` (:func:`headwater.delta.commit.commit`
-and a first write's version 0), so no write path can forget it. What this module does not
-do is keep ids of rows that a commit *rewrites* (DML, OPTIMIZE): that needs the materialized
-columns in the rewritten files; those paths refuse tables with the feature instead
-(:func:`refuse_rewrite`), never giving rows new ids silently.
+and a first write's version 0), so no write path can forget it. Rows a commit *rewrites*
+keep their ids only through the materialized columns of the new files: UPDATE and DELETE
+write them (:mod:`headwater.delta.dml.delete_update`); the other rewrites (MERGE, OPTIMIZE,
+REORG) refuse tables with the feature (:func:`refuse_rewrite`), never giving rows new ids
+silently.
 """
 
 from __future__ import annotations

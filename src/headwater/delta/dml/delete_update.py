@@ -126,9 +126,17 @@ def _rewrite(spark: SparkSession, snapshot: Snapshot, operation: str,
                 F.col(ROW_ID_COL).alias(tracking[0]),
                 F.when(hit, F.lit(None).cast("long")).otherwise(F.col(ROW_VERSION_COL))
                 .alias(tracking[1])]
-            write_files(snapshot.constraints.enforce(updated(base.select(*new, *kept)),
-                                                     snapshot.uri),
-                        snapshot, written)
+            rows = updated(base.select(*new, *kept))
+            if tracking is not None and not set(tracking) <= set(rows.columns):
+                raise HeadwaterError(  # generated columns recomputed: the ids would be lost
+                    "HW_DELTA_UNSUPPORTED_FEATURE",
+                    f"UPDATE on {snapshot.uri} is not supported: the table has row tracking "
+                    "(rowTracking) and generated columns.",
+                    "The rewrite recomputes the generated columns into a new row shape that "
+                    "does not carry the rows' ids yet; the rows would get new ids.",
+                    "Run the UPDATE with delta-spark, or drop the rowTracking feature first.",
+                    error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
+            write_files(snapshot.constraints.enforce(rows, snapshot.uri), snapshot, written)
             if snapshot.cdf_enabled:
                 pre = data_only(base.where(hit), snapshot).withColumn(
                     CHANGE_TYPE, F.lit("update_preimage"))
