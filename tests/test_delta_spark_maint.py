@@ -193,7 +193,7 @@ def test_protocol_upgrade_and_features(spark, tmp_path):
     save(spark, path, [("b", 2)], mode="append")  # headwater still writes the table
     assert rows(spark, path) == [("a", 1), ("b", 2)]
     with pytest.raises(HeadwaterError) as err:
-        table.addFeatureSupport("rowTracking")  # delta-rs cannot write it
+        table.addFeatureSupport("icebergCompatV1")  # headwater does not write it
     assert err.value.error_class == "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"
     for name, truncate, error_class in (
             ("__invalid__", None, "DELTA_FEATURE_DROP_UNSUPPORTED_CLIENT_FEATURE"),

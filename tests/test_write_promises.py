@@ -340,7 +340,6 @@ def test_schema_evolution_by_option_session_and_sql(spark, lake):
 
 @pytest.mark.parametrize(("key", "value", "error_class"), [
     ("delta.foo", "1", "DELTA_UNKNOWN_CONFIGURATION"),
-    ("delta.enableRowTracking", "true", "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"),
     ("delta.enableInCommitTimestamps", "true", "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"),
     ("delta.feature.rowTracking", "supported", "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"),
 ])

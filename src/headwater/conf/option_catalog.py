@@ -415,6 +415,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("delta.enableTypeWidening", "table", "false",
             "Type widening: ALTER COLUMN ... TYPE to a wider type as a metadata commit "
             "(delta.typeChanges); old files read widened."),
+    Setting("delta.enableRowTracking", "table", "false",
+            "Row tracking: new files get baseRowId / defaultRowCommitVersion and the "
+            "delta.rowTracking high-water mark rises with every headwater commit; enabling it "
+            "on a table backfills every file; _metadata.row_id / row_commit_version readable; "
+            "UPDATE / DELETE keep ids. MERGE and OPTIMIZE (which would give rows new ids) "
+            "are refused by name."),
+    Setting("delta.feature.rowTracking", "table", "unset",
+            "Refused in TBLPROPERTIES: use delta.enableRowTracking = true (or "
+            "addFeatureSupport('rowTracking'))."),
     Setting("delta.enableInCommitTimestamps", "table", "false",
             "Kept on tables that have it (every headwater commit carries an increasing "
             "inCommitTimestamp); enabling it is refused by name."),

@@ -24,7 +24,7 @@ from headwater.conf.layout import (
     AUTO_COMPACT_PROPERTY,
 )
 from headwater.conf.options import parse_int, parse_size
-from headwater.delta import physical_names
+from headwater.delta import physical_names, row_tracking
 from headwater.delta.log import add_actions
 from headwater.errors import HeadwaterError
 
@@ -60,6 +60,10 @@ def compact_if_due(table: Any, default: bool = False,
     if physical_names.mode_of(table.metadata().configuration) != "none":
         log.info("Auto-compaction of %s skipped: the table uses column mapping, which "
                  "delta-rs' compaction does not write", table.table_uri)
+        return None
+    if row_tracking.FEATURE in (table.protocol().writer_features or []):
+        log.info("Auto-compaction of %s skipped: the table has row tracking, whose row ids "
+                 "a compaction must keep (headwater's does not)", table.table_uri)
         return None
     try:
         min_files, max_size = _limits(config)

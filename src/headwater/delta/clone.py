@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.types import StructType
 
 from headwater.conf.layout import DELTA_LOG
+from headwater.delta import row_tracking
 from headwater.delta.commit import Transaction, commit, log_path
 from headwater.delta.files import file_stats
 from headwater.delta.log import (
@@ -131,6 +132,11 @@ def clone(source: str, target: str, version: int | None = None, shallow: bool = 
             "stats": json.dumps(stats, separators=(",", ":"))}})
     meta = source_table.metadata()
     configuration = {**dict(meta.configuration or {}), **dict(properties or {})}
+    # row tracking: the clone's files get fresh ids in its own history (its commit), so
+    # the source's materialized id columns, which would repeat the source's, are not named
+    configuration = {k: v for k, v in configuration.items()
+                     if k not in (row_tracking.ROW_ID_COLUMN_PROPERTY,
+                                  row_tracking.COMMIT_VERSION_COLUMN_PROPERTY)}
     protocol = Protocol.of_table(source_table)
     removes: list[dict[str, Any]] = []
     removed_bytes = 0

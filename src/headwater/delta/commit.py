@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from headwater.conf.layout import DELTA_LOG
+from headwater.delta import row_tracking
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import (
@@ -260,10 +261,16 @@ def commit(txn: Transaction, max_attempts: int = 10_000) -> int:
     log = DeltaLog(uri)
     version = txn.read_version + 1
     try:
+        # row tracking: each attempt's adds get the ids above the mark of the version before
+        state = row_tracking.state_at(log, txn.read_version)
+        if row_tracking.supported(state.protocol):
+            txn.actions = row_tracking.removes_with_ids(txn.actions, log, txn.read_version)
         for _ in range(max_attempts):
-            body = [_commit_info(txn, version, log), *txn.actions]
+            actions = row_tracking.assign(txn.actions, state, version, uri)
+            body = [_commit_info(txn, version, log), *actions]
             payload = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in body)
             if put_if_absent(uri, version, payload.encode("utf-8")):
+                row_tracking.remember(log, version, state, actions)
                 _checkpoint_if_due(uri, version)
                 return version
             winner = log.read_commit(version)
@@ -275,6 +282,7 @@ def commit(txn: Transaction, max_attempts: int = 10_000) -> int:
                     "Run the statement again.", code=txn.conflict_code,
                 )
             check_conflicts(txn, version, winner)
+            state.saw(winner)
             version += 1
         raise ConcurrentWriteException(
             f"{txn.operation} on {txn.uri} found no free version after {max_attempts} attempts.",

@@ -82,7 +82,8 @@ class TableDefinition:
     name: str | None = None
 
 
-OWN_FEATURE_PROPERTIES = {"delta.enabledeletionvectors", "delta.enabletypewidening"}
+OWN_FEATURE_PROPERTIES = {"delta.enabledeletionvectors", "delta.enabletypewidening",
+                          "delta.enablerowtracking"}
 
 
 def needs_definition(schema: StructType, properties: dict[str, str] | None = None) -> bool:
@@ -369,11 +370,13 @@ def _refuse_on_object_store(definition: TableDefinition, protocol: dict[str, Any
                             table: str) -> None:
     features = set(protocol.get("writerFeatures") or [])
     if protocol["minWriterVersion"] == 6 or features & {
-            "identityColumns", column_defaults.FEATURE, *clustering.FEATURES, "typeWidening"}:
+            "identityColumns", column_defaults.FEATURE, *clustering.FEATURES, "typeWidening",
+            "rowTracking"}:
         raise HeadwaterError(
             "HW_DELTA_UNSUPPORTED_FEATURE",
             f"Table {table} on an object store would need identity columns, column defaults "
-            "(allowColumnDefaults), clustering or typeWidening, which headwater commits only "
+            "(allowColumnDefaults), clustering, typeWidening or rowTracking, which headwater "
+            "commits only "
             "on local or mounted storage.",
             "deltalake writes none of them; headwater's own commit needs the local "
             "filesystem's atomic put-if-absent.", "Create the table on a local or mounted "

@@ -26,11 +26,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 
 from headwater.conf.layout import DELTA_LOG
-from headwater.delta import maintenance, metadata
+from headwater.delta import maintenance, metadata, row_tracking
+from headwater.delta.commit import Transaction, commit
 from headwater.delta.log import DeltaLog, deletion_vector_paths, normalize_uri
 from headwater.delta.optimize import purge
-from headwater.delta.protocol import Protocol, check_drop, commit_drop
+from headwater.delta.protocol import Feature, Protocol, check_drop, commit_drop
 from headwater.delta.protocol import drop_feature as drop_writer_feature
+from headwater.delta.snapshot_adds import snapshot_adds
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
@@ -48,6 +50,8 @@ def drop_feature(spark: SparkSession, path: str, name: str,
     uri = normalize_uri(path)
     table = DeltaLog(uri).table()
     f = check_drop(table, name, truncate_history)
+    if f.name == row_tracking.FEATURE:
+        return _drop_row_tracking(uri, table, f, name)
     if f.name != DELETION_VECTORS:
         return drop_writer_feature(uri, name, truncate_history)
     if not truncate_history:
@@ -83,6 +87,49 @@ def drop_feature(spark: SparkSession, path: str, name: str,
     if boundary > 0:
         _truncate_before(log, boundary)
     return commit_drop(DeltaLog(uri).table(), f, name, True)
+
+
+def _drop_row_tracking(uri: str, table: Any, f: Feature, name: str) -> Protocol:
+    """delta-spark's drop of rowTracking (a writer feature: no history truncation): the
+    property set to false and row ids suspended, every file re-added without its ids
+    (ROW TRACKING UNBACKFILL), then the protocol without the feature, the row tracking
+    properties and the ``delta.rowTracking`` domain removed, in one commit."""
+    config = dict(table.metadata().configuration or {})
+    suspend = {row_tracking.ENABLE_PROPERTY: "false", row_tracking.SUSPENDED_PROPERTY: "true"}
+    if any(str(config.get(k, "")).lower() != v for k, v in suspend.items()):
+        def disable(meta: dict[str, Any]) -> dict[str, Any]:
+            meta["configuration"] = {**meta["configuration"], **suspend}
+            return meta
+        metadata.change_metadata(uri, "SET TBLPROPERTIES",
+                                 {"properties": json.dumps(suspend)}, disable)
+    log = DeltaLog(uri)
+    table = log.table()
+    with_ids = [a for a in snapshot_adds(log, table)
+                if a.get("baseRowId") is not None or a.get("defaultRowCommitVersion") is not None]
+    if with_ids:
+        stripped = [{k: v for k, v in a.items()
+                     if k not in ("baseRowId", "defaultRowCommitVersion")} for a in with_ids]
+        commit(Transaction(
+            uri=uri, read_version=table.version(), operation="ROW TRACKING UNBACKFILL",
+            parameters={}, metrics={"numSuccessfulFiles": len(stripped)},
+            actions=[{"add": {**a, "dataChange": False}} for a in stripped],
+            read_paths=[a["path"] for a in with_ids],
+            conflict_code="HW_DELTA_COMMIT_CONFLICT"))
+        table = log.table()
+    dropped = {row_tracking.ENABLE_PROPERTY, row_tracking.SUSPENDED_PROPERTY,
+               row_tracking.ROW_ID_COLUMN_PROPERTY, row_tracking.COMMIT_VERSION_COLUMN_PROPERTY}
+    configuration = {k: v for k, v in (table.metadata().configuration or {}).items()
+                     if k not in dropped}
+    new = Protocol.of_table(table).without(f)
+    mark = row_tracking.state_at(log, table.version()).high_water_mark
+    domain = row_tracking.domain_action(mark)
+    domain["domainMetadata"]["removed"] = True
+    commit(Transaction(
+        uri=uri, read_version=table.version(), operation="DROP FEATURE",
+        parameters={"featureName": name, "truncateHistory": "false"}, metrics={},
+        actions=[new.action(), metadata.metadata_action(table, configuration=configuration),
+                 domain], conflict_code="HW_DELTA_COMMIT_CONFLICT"))
+    return new
 
 
 def _remove_traces(spark: SparkSession, uri: str, table: Any) -> bool:

@@ -59,14 +59,16 @@ from pyspark.sql.types import (
     LongType,
     ShortType,
     StringType,
+    StructField,
     StructType,
     TimestampNTZType,
     TimestampType,
 )
 
 from headwater.delta.batch import latest_table
-from headwater.delta.log import DeltaLog, FileEntry
+from headwater.delta.log import DeltaLog, FileEntry, resolve_file
 from headwater.delta.schema import spark_schema, strip_field_metadata
+from headwater.delta.snapshot_adds import snapshot_adds
 from headwater.errors import HeadwaterError
 from headwater.spark.plan import FILE_INDEX_PREFIX, register_file_index
 
@@ -76,6 +78,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("headwater.delta.native")
 
 FILE_INDEX = "org.apache.spark.sql.execution.datasources.FileIndex"
+# A row-tracking read's per-file values (partition values to Spark, hidden from the reader)
+BASE_ROW_ID_FIELD = "__hw_base_row_id"
+ROW_COMMIT_VERSION_FIELD = "__hw_default_row_commit_version"
+ROW_ID_FIELDS = (StructField(BASE_ROW_ID_FIELD, LongType(), True),
+                 StructField(ROW_COMMIT_VERSION_FIELD, LongType(), True))
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _URI_PATH_SAFE = "/;:@&=+$,-_.!~*'()"  # as java.net.URI leaves a path (Spark's inputFiles)
 _EPOCH_NTZ = dt.datetime(1970, 1, 1)
@@ -161,8 +168,13 @@ class DeltaFileIndex:
                  partition_columns: list[str], version: int | None,
                  readable: Callable[[Any], bool],
                  name: tuple[str, str] | None = None,
-                 entries: Callable[[], list[FileEntry]] | None = None) -> None:
+                 entries: Callable[[], list[FileEntry]] | None = None,
+                 row_ids: bool = False) -> None:
         self.uri = uri
+        # row tracking: each file's baseRowId / defaultRowCommitVersion as two more
+        # partition values (ROW_ID_FIELDS), and the table's materialized row tracking
+        # columns (if named) read from the files, for _metadata.row_id / row_commit_version
+        self.row_ids = row_ids
         # fixed files (a stream's micro-batch, listed when first asked), or None: a snapshot
         self.entries = entries
         self.schema = schema
@@ -174,7 +186,8 @@ class DeltaFileIndex:
         self._jvm = spark._jvm
         self._gateway = self._j.gateway
         fields = {f.name: f for f in schema.fields}
-        self.partition_schema = StructType([fields[c] for c in self.partition_columns])
+        self.partition_schema = StructType([fields[c] for c in self.partition_columns]
+                                           + (list(ROW_ID_FIELDS) if row_ids else []))
         # JVM values Spark asks for many times per query: made once (each callback that
         # builds one costs several py4j round trips)
         self._jpartition_schema = spark._jsparkSession.parseDataType(
@@ -285,7 +298,8 @@ class DeltaFileIndex:
         file (its name, time and size) identifies it: a table deleted and written again at
         the same path starts over at version 0 with other files."""
         commit = _commit_signature(log_, version)
-        key = (id(self._gateway), commit, self.schema.json(), tuple(self.partition_columns))
+        key = (id(self._gateway), commit, self.schema.json(), tuple(self.partition_columns),
+               self.row_ids)
         with _listings_lock:
             listing = _listings.get(key)
             if listing is not None:
@@ -306,15 +320,23 @@ class DeltaFileIndex:
 
     def _build(self, log_: DeltaLog, table: Any, commit: tuple) -> _Listing:
         self._check(table)
-        return self._listing_of(log_.snapshot_files(table), table.version(), commit)
+        ids = None
+        if self.row_ids:
+            ids = {resolve_file(log_.root, a["path"]): (a.get("baseRowId"),
+                                                        a.get("defaultRowCommitVersion"))
+                   for a in snapshot_adds(log_, table)}
+        return self._listing_of(log_.snapshot_files(table), table.version(), commit, ids)
 
-    def _listing_of(self, entries: list[FileEntry], version: int, commit: tuple) -> _Listing:
+    def _listing_of(self, entries: list[FileEntry], version: int, commit: tuple,
+                    ids: dict[str, tuple[int | None, int | None]] | None = None) -> _Listing:
         missing = [e.path for e in entries if not os.path.exists(e.path)]
         if missing:
             raise missing_files(self.uri, version, missing)
         groups: dict[tuple, list[FileEntry]] = {}
         for entry in entries:
             key = tuple(entry.partition_values.get(c) for c in self.partition_columns)
+            if self.row_ids:  # a file's own ids: one directory per (values, ids)
+                key += (ids or {}).get(entry.path, (None, None))
             groups.setdefault(key, []).append(entry)
         ordered = [e for group in groups.values() for e in group]
         statuses = self._statuses([e.path for e in ordered])

@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession
 
 from headwater.conf.context import lakehouse_state_dir
 from headwater.conf.layout import CHECKPOINTS, DELTA_LOG
+from headwater.delta import row_tracking
 from headwater.delta.clustering import clustering_columns
 from headwater.delta.commit import Transaction, commit
 from headwater.delta.log import DeltaLog, add_actions, filesystem_for, normalize_uri
@@ -229,6 +230,7 @@ def optimize(path: str, where: str | Iterable[PartitionFilter] | None = None,
     partitionsOptimized, numBatches, totalConsideredFiles, totalFilesSkipped.
     """
     table = _table(path)
+    row_tracking.refuse_rewrite(table.protocol(), table.table_uri, "OPTIMIZE")
     filters = partition_filters(where, list(table.metadata().partition_columns), table.table_uri)
     check_zorder_columns(SparkSession.getActiveSession(), table, list(zorder_by or []))
     try:

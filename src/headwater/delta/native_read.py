@@ -10,13 +10,23 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
+
+from headwater.delta import row_tracking
 from headwater.delta.batch import latest_table
-from headwater.delta.file_index import DeltaFileIndex, native_frame
+from headwater.delta.file_index import (
+    BASE_ROW_ID_FIELD,
+    ROW_COMMIT_VERSION_FIELD,
+    DeltaFileIndex,
+    native_frame,
+)
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.schema import spark_schema, strip_field_metadata
+from headwater.spark.hidden_columns import hide
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 read_log = logging.getLogger("headwater.delta.native")  # reads: file_index, native_reads
 
@@ -27,8 +37,8 @@ def _column_mapped(table) -> bool:
 
 
 def read_native(spark: SparkSession, path: str, version: int | str | None = None,
-                pinned: bool = False, name: tuple[str, str] | None = None
-                ) -> DataFrame | None:
+                pinned: bool = False, name: tuple[str, str] | None = None,
+                row_ids: bool = False) -> DataFrame | None:
     """The table through Spark's parquet reader (a file index over the Delta log, see
     :mod:`headwater.delta.file_index`), or None when :func:`natively_readable` says the Python
     reader must read it (the caller falls back).
@@ -39,7 +49,9 @@ def read_native(spark: SparkSession, path: str, version: int | str | None = None
     ``pinned=True`` keeps the version current now instead. A pinned version whose files are
     gone (VACUUM) is a HW_DELTA_FILE_NOT_FOUND now; files that vanish later fail the query
     with the same code. name: (data source name, qualified name) of a lakehouse table read
-    by name, for plan inspection (:func:`headwater.spark.plan.relations`)."""
+    by name, for plan inspection (:func:`headwater.spark.plan.relations`). row_ids: on a
+    table with row tracking, the hidden ``_metadata`` column also has ``row_id`` and
+    ``row_commit_version`` (:func:`with_row_ids`; the DataFrames users read)."""
     uri = normalize_uri(path)
     log_ = DeltaLog(uri)
     # the latest snapshot: the process' cached one, brought up to date incrementally
@@ -49,13 +61,48 @@ def read_native(spark: SparkSession, path: str, version: int | str | None = None
         return None
     schema = strip_field_metadata(spark_schema(table.schema().to_json()))
     at = table.version() if version is not None or pinned else None
-    index = DeltaFileIndex(spark, uri, schema, list(table.metadata().partition_columns), at,
-                           natively_readable, name=name)
+    tracked = row_ids and row_tracking.FEATURE in (table.protocol().writer_features or [])
+    config = table.metadata().configuration or {}
+    materialized = [config[k] for k in (row_tracking.ROW_ID_COLUMN_PROPERTY,
+                                        row_tracking.COMMIT_VERSION_COLUMN_PROPERTY)
+                    if tracked and config.get(k)]
+    data_schema = StructType(schema.fields + [StructField(c, LongType(), True)
+                                              for c in materialized])
+    index = DeltaFileIndex(spark, uri, data_schema, list(table.metadata().partition_columns),
+                           at, natively_readable, name=name, row_ids=tracked)
     if at is not None:
         index.prepare()  # its files listed now: vacuumed ones are an error here
     read_log.debug("read of %s: Spark's parquet reader (%s)", uri,
               f"version {at}" if at is not None else "the latest version at each query")
-    return native_frame(spark, index)
+    frame = native_frame(spark, index)
+    if not tracked:
+        return frame
+    return with_row_ids(frame, schema, config)
+
+
+def with_row_ids(frame: DataFrame, schema: StructType, config: dict[str, str]) -> DataFrame:
+    """A row-tracking table's native ``frame`` (its columns, the materialized row tracking
+    columns, each file's ids as partition values) as the table's columns, with a hidden
+    ``_metadata`` that adds Delta's ``row_id`` (the materialized id if not null, else the
+    file's baseRowId + the row's index in the file) and ``row_commit_version`` (likewise,
+    else the file's defaultRowCommitVersion) to Spark's file metadata fields."""
+    def column(name: str) -> Column:
+        return F.col("`" + name.replace("`", "``") + "`")
+
+    spark_meta = F.col("_metadata")
+    fields = frame.select("_metadata.*").columns
+    row_id = column(BASE_ROW_ID_FIELD) + spark_meta["row_index"]
+    commit_version = column(ROW_COMMIT_VERSION_FIELD)
+    id_column = config.get(row_tracking.ROW_ID_COLUMN_PROPERTY)
+    version_column = config.get(row_tracking.COMMIT_VERSION_COLUMN_PROPERTY)
+    if id_column:
+        row_id = F.coalesce(column(id_column), row_id)
+    if version_column:
+        commit_version = F.coalesce(column(version_column), commit_version)
+    metadata = F.struct(*[spark_meta[f].alias(f) for f in fields],
+                        row_id.alias("row_id"), commit_version.alias("row_commit_version"))
+    shaped = frame.select(*[column(f.name) for f in schema.fields], metadata.alias("_metadata"))
+    return hide(shaped, ["_metadata"])
 
 
 def natively_readable(table) -> bool:

@@ -36,7 +36,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from headwater.delta import clustering, maintenance, physical_names
+from headwater.delta import clustering, maintenance, physical_names, row_tracking
 from headwater.delta.commit import Transaction, commit, log_path
 from headwater.delta.dml.rewrite import Written, data_only, remove_action, write_files
 from headwater.delta.dml.target import FILE_COL, Snapshot, TargetFile, load_snapshot, scan
@@ -75,6 +75,7 @@ def optimize(spark: SparkSession, path: str, where: Sequence[str] = (),
         raise physical_names.unsupported_write(
             uri, "OPTIMIZE (a rewrite of the files by Spark or by delta-rs, which refuses "
             "column mapping)")
+    row_tracking.refuse_rewrite(table.protocol(), uri, "OPTIMIZE")
     columns = _clustering_checks(table, uri, where, zorder_by, full)
     if columns:
         return _cluster(spark, uri, columns, full, started)
@@ -103,6 +104,7 @@ def purge(spark: SparkSession, path: str, where: Sequence[str] = ()) -> dict[str
     started = int(time.time() * 1000)
     uri = normalize_uri(path)
     table = DeltaLog(uri).table()
+    row_tracking.refuse_rewrite(table.protocol(), uri, "REORG TABLE ... APPLY (PURGE)")
     partition_columns = list(table.metadata().partition_columns)
     trees = [maintenance.partition_predicate(w, partition_columns, spark) for w in where]
     snapshot = _spark_snapshot(uri)

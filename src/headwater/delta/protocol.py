@@ -27,9 +27,11 @@ from dataclasses import dataclass, replace
 
 from deltalake import DeltaTable as RsTable
 
+from headwater.delta import row_tracking
 from headwater.delta.commit import Transaction, commit
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.metadata import metadata_action
+from headwater.delta.snapshot_adds import snapshot_adds
 from headwater.errors import HeadwaterError
 
 FEATURES_MIN_READER = 3  # reader versions from here list their features
@@ -124,7 +126,8 @@ WRITABLE = frozenset({
 # computes column values goes through Spark's SQL and headwater's commit; typeWidening: the
 # writes' files have the current types, older files are widened by every reader): they may
 # be added.
-MAINTAINED_HERE = frozenset({"allowColumnDefaults", "typeWidening"})
+MAINTAINED_HERE = frozenset({"allowColumnDefaults", "typeWidening", "rowTracking",
+                             "domainMetadata"})
 
 
 def feature(name: str) -> Feature | None:
@@ -487,6 +490,7 @@ def _commit(table: RsTable, protocol: Protocol, operation: str,
 
 # Properties whose value ``true`` turns on a feature headwater can add to a protocol here.
 ENABLING_PROPERTIES = {"delta.enabledeletionvectors": "deletionVectors",
+                       "delta.enablerowtracking": "rowTracking",
                        "delta.enabletypewidening": "typeWidening",
                        "delta.enablechangedatafeed": "changeDataFeed",
                        "delta.appendonly": "appendOnly"}
@@ -519,9 +523,35 @@ def set_properties_with_features(path: str, properties: Mapping[str, str],
         reader = FEATURES_MIN_READER if any(f.reader_writer for f in closure) else current.reader
         new = Protocol.of(reader, FEATURES_MIN_WRITER).with_features(missing).merge(current)
     configuration = {**dict(table.metadata().configuration or {}), **properties}
+    if row_tracking.FEATURE in names and row_tracking.enables(properties):
+        # every file gets its row ids before the table says they are there (delta-spark:
+        # the protocol, then ROW TRACKING BACKFILL, then the property)
+        if new != current:
+            _commit(table, new, "SET TBLPROPERTIES", {"properties": json.dumps(
+                {f"{FEATURE_PROPERTY_PREFIX}{row_tracking.FEATURE}": "supported"})})
+            current = new
+        table = DeltaLog(normalize_uri(path)).table()
+        if backfill_row_ids(table) is not None:
+            table = DeltaLog(normalize_uri(path)).table()
     actions = ([new.action()] if new != current else []) + \
         [metadata_action(table, configuration=configuration)]
     return commit(Transaction(
         uri=normalize_uri(table.table_uri), read_version=table.version(),
         operation="SET TBLPROPERTIES", parameters={"properties": json.dumps(dict(properties))},
         metrics={}, actions=actions, conflict_code="HW_DELTA_COMMIT_CONFLICT"))
+
+
+def backfill_row_ids(table: RsTable) -> int | None:
+    """delta-spark's ROW TRACKING BACKFILL: every file of ``table`` without a ``baseRowId``
+    re-added (``dataChange = false``) so that the commit gives it its row ids. Returns the
+    version, None when every file had them."""
+    uri = normalize_uri(table.table_uri)
+    log = DeltaLog(uri)
+    adds = [a for a in snapshot_adds(log, table) if a.get("baseRowId") is None]
+    if not adds:
+        return None
+    return commit(Transaction(
+        uri=uri, read_version=table.version(), operation="ROW TRACKING BACKFILL",
+        parameters={}, metrics={"numSuccessfulFiles": len(adds)},
+        actions=[{"add": {**a, "dataChange": False}} for a in adds],
+        read_paths=[a["path"] for a in adds], conflict_code="HW_DELTA_COMMIT_CONFLICT"))

@@ -59,7 +59,6 @@ KNOWN_PREFIXES = ("delta.constraints.", "delta.feature.", "delta.coordinatedcomm
 # (row ids and commit versions, widened types, in-commit timestamps, Iceberg metadata):
 # enabling one is refused rather than recorded without the feature's upkeep.
 UNMAINTAINED = {
-    "delta.enablerowtracking": "rowTracking",
     "delta.enableincommittimestamps": "inCommitTimestamp",
     "delta.enableicebergcompatv1": "icebergCompatV1",
     "delta.enableicebergcompatv2": "icebergCompatV2",
@@ -100,6 +99,15 @@ def check_properties(configuration: dict[str, str] | None, label: str = "the tab
             feature_name = key[len("delta.feature."):]
         elif feature_name is not None and str(value).strip().lower() != "true":
             feature_name = None
+        if feature_name is not None and feature_name.lower() == "rowtracking":
+            raise HeadwaterError(
+                "HW_DELTA_UNSUPPORTED_FEATURE", f"{key} = {value} on {label}: headwater adds "
+                "the rowTracking feature only together with enabling it.",
+                "A table that supports row tracking without enabling it gets row ids on new "
+                "files only; headwater enables it whole (every file backfilled).",
+                "Use 'delta.enableRowTracking' = 'true' instead (or DeltaTable's "
+                "addFeatureSupport('rowTracking')).",
+                error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
         if feature_name is not None and feature_name.lower() == "allowcolumndefaults":
             raise HeadwaterError(
                 "HW_DELTA_UNSUPPORTED_FEATURE", f"{key} = {value} on {label}: headwater "
@@ -152,7 +160,13 @@ def deltalake_protocol(schema: StructType, partition_by: list[str],
     # deltalake 1.6.6 refuses delta.enableTypeWidening: the feature is added here
     widened = any(k.lower() == TYPE_WIDENING_PROPERTY.lower() and str(v).strip().lower() == "true"
                   for k, v in delta_keys.items())
-    delta_keys = {k: v for k, v in delta_keys.items() if k.lower() != TYPE_WIDENING_PROPERTY.lower()}
+    # ... and delta.enableRowTracking ("kernel" refusal): rowTracking + domainMetadata added here
+    tracked = any(k.lower() == ROW_TRACKING_PROPERTY.lower() and str(v).strip().lower() == "true"
+                  for k, v in delta_keys.items())
+    delta_keys = {k: v for k, v in delta_keys.items()
+                  if k.lower() not in (TYPE_WIDENING_PROPERTY.lower(),
+                                       ROW_TRACKING_PROPERTY.lower())
+                  and not k.lower().startswith("delta.rowtracking.")}
     # column types only: generation and identity are the callers' to add (deltalake would
     # read Spark's SQL expressions with its own dialect)
     fields = [StructField(f.name, f.dataType, f.nullable) for f in schema.fields]
@@ -164,16 +178,22 @@ def deltalake_protocol(schema: StructType, partition_by: list[str],
         except Exception as exc:  # noqa: BLE001 - deltalake's refusal, translated when known
             raise invalid_property(exc, label) from exc
         protocol = without_spurious_features(made.protocol(), schema)
-    if not widened:
+    if not widened and not tracked:
         return protocol
     reader, writer = features(protocol)
-    return SimpleNamespace(min_reader_version=3, min_writer_version=7,
-                           reader_features=sorted(reader | {TYPE_WIDENING}),
-                           writer_features=sorted(writer | LEGACY_WRITER[2] | {TYPE_WIDENING}))
+    if widened:
+        reader, writer = reader | {TYPE_WIDENING}, writer | {TYPE_WIDENING}
+    if tracked:  # a writer feature: readers stay where the other features put them
+        writer = writer | set(ROW_TRACKING_FEATURES)
+    return SimpleNamespace(min_reader_version=3 if reader else 1, min_writer_version=7,
+                           reader_features=sorted(reader) if reader else None,
+                           writer_features=sorted(writer | LEGACY_WRITER[2]))
 
 
 TYPE_WIDENING = "typeWidening"
 TYPE_WIDENING_PROPERTY = "delta.enableTypeWidening"
+ROW_TRACKING_PROPERTY = "delta.enableRowTracking"
+ROW_TRACKING_FEATURES = ("rowTracking", "domainMetadata")
 
 
 # deltalake 1.6.6 names these in every protocol it moves to table features (enabling deletion

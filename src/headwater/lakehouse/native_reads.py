@@ -30,12 +30,15 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 
+from headwater.delta import row_tracking
+from headwater.delta.batch import latest_table
 from headwater.delta.datasource import version_spec
 from headwater.delta.file_index import scala_map
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.native_read import read_native
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.names import SOURCE_PREFIXES, TableLocations, parse_name
+from headwater.spark.hidden_columns import aliased
 from headwater.spark.jvm import analyzed_plan, cached_rows, dataframe_of_plan, jvm_view, scala_none
 from headwater.spark.plan import node_name
 
@@ -44,6 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("headwater.delta.native")
 
+METADATA_COLUMN = "_metadata"  # Spark's hidden column of file (and row tracking) metadata
 # options that make a read something other than rows of one snapshot
 _CHANGE_FEED = ("readchangefeed", "readchangedata")
 
@@ -60,13 +64,14 @@ def load(spark: SparkSession, path: str, options: dict[str, str]) -> DataFrame |
         return None
     if not DeltaLog(uri).exists():
         return None  # the data source says so, as before
-    return _native_or_none(spark, uri, opts, None)
+    return _native_or_none(spark, uri, opts, None, row_ids=True)
 
 
 def read_table(lake: TableLocations, spark: SparkSession, name: str,
-               options: dict[str, str]) -> DataFrame | None:
+               options: dict[str, str], row_ids: bool = True) -> DataFrame | None:
     """A lakehouse table by name (``spark.table``, ``spark.read.table``, ``Lakehouse.read``)
-    natively, or None."""
+    natively, or None. row_ids: a row-tracking table's ``_metadata.row_id`` and
+    ``row_commit_version`` (off for a relation swapped into an analyzed plan)."""
     opts = {k.lower(): v for k, v in options.items()}
     if any(str(opts.get(k, "false")).lower() == "true" for k in _CHANGE_FEED):
         return None
@@ -77,16 +82,17 @@ def read_table(lake: TableLocations, spark: SparkSession, name: str,
         return None
     if not DeltaLog(uri).exists():
         return None
-    return _native_or_none(spark, uri, opts, (tname.source_name, qualified))
+    return _native_or_none(spark, uri, opts, (tname.source_name, qualified), row_ids)
 
 
 def _native_or_none(spark: SparkSession, uri: str, opts: dict[str, str],
-                    name: tuple[str, str] | None) -> DataFrame | None:
+                    name: tuple[str, str] | None, row_ids: bool = False
+                    ) -> DataFrame | None:
     """:func:`read_native`; a log or version it cannot open is left to the Python data
     source, which raises what it always raised (Spark's AnalysisException around the code).
     Missing data files are this read's own clear error (HW_DELTA_FILE_NOT_FOUND)."""
     try:
-        return read_native(spark, uri, version_spec(opts), name=name)
+        return read_native(spark, uri, version_spec(opts), name=name, row_ids=row_ids)
     except HeadwaterError as exc:
         if exc.code == "HW_DELTA_FILE_NOT_FOUND":
             raise
@@ -102,6 +108,9 @@ def with_native_reads(lake: TableLocations, df: DataFrame) -> DataFrame:
     the query keeps using the cache."""
     spark = df.sparkSession
     plan = analyzed_plan(df)
+    tracked = _row_tracked(lake, spark, plan)
+    if tracked is not None:
+        return tracked
     cached = cached_rows(spark)
     swaps: list[tuple[Any, Any]] = []
     stack = [plan]
@@ -125,6 +134,99 @@ def with_native_reads(lake: TableLocations, df: DataFrame) -> DataFrame:
     return dataframe_of_plan(spark, rewritten)
 
 
+def _row_tracked(lake: TableLocations, spark: SparkSession, plan: Any) -> DataFrame | None:
+    """``spark.table(t)`` of a lakehouse table with row tracking (the plan: the table's
+    relation under its alias): the native read whose hidden ``_metadata`` has ``row_id`` and
+    ``row_commit_version``, qualified by the table's name; None for any other plan."""
+    if node_name(plan) != "SubqueryAlias" or node_name(plan.child()) != "DataSourceV2Relation":
+        return None
+    name = _lakehouse_name(lake, plan.child())
+    if name is None or cached_rows(spark)(plan.child()):
+        return None
+    uri = normalize_uri(str(lake.path(name)))
+    if "://" in uri and not uri.startswith("file:"):
+        return None
+    try:
+        features = latest_table(DeltaLog(uri)).protocol().writer_features or []
+        if row_tracking.FEATURE not in features:
+            return None
+        native = read_table(lake, spark, name, {}, row_ids=True)
+    except Exception:  # noqa: BLE001 - any doubt: the swap of the leaf below decides
+        log.debug("read of %s: no row ids", name, exc_info=True)
+        return None
+    if native is None or analyzed_plan(native).schema().json() != plan.schema().json():
+        return None
+    return aliased(native, str(plan.alias()))
+
+
+def row_tracked_relations(lake: TableLocations, spark: SparkSession, plan: Any
+                          ) -> dict[str, DataFrame]:
+    """For a parsed query (``plan``) that names ``_metadata``: each one-part table name it
+    reads that is a lakehouse table with row tracking, and that table's read with
+    ``_metadata.row_id`` / ``row_commit_version`` (for
+    :func:`headwater.spark.hidden_columns.sql_with_relations`); {} otherwise."""
+    names: set[str] = set()
+    wants = False
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        kind = node_name(node)
+        if kind == "UnresolvedRelation":
+            parts = node.multipartIdentifier()
+            if parts.size() == 1:
+                names.add(str(parts.apply(0)))
+        elif kind == "UnresolvedAttribute" or kind == "UnresolvedStar":
+            parts = node.nameParts() if kind == "UnresolvedAttribute" else None
+            wants = wants or (parts is not None and any(  # _metadata.x, t._metadata.x
+                str(parts.apply(i)).lower() == METADATA_COLUMN for i in range(min(parts.size(), 2))))
+        children = node.children()
+        stack.extend(children.apply(i) for i in range(children.size()))
+        if hasattr(node, "expressions") and kind not in ("UnresolvedAttribute",
+                                                           "UnresolvedStar"):
+            try:
+                expressions = node.expressions()
+            except Exception:  # noqa: BLE001 - an expression node has no expressions()
+                expressions = None
+            if expressions is not None:
+                stack.extend(expressions.apply(i) for i in range(expressions.size()))
+    if not wants:
+        return {}
+    found: dict[str, DataFrame] = {}
+    for name in sorted(names):
+        try:
+            tname = parse_name(name)
+            if not lake.exists(tname.qualified):
+                continue
+            uri = normalize_uri(str(lake.path(tname.qualified)))
+            if "://" in uri and not uri.startswith("file:"):
+                continue
+            if row_tracking.FEATURE not in (
+                    latest_table(DeltaLog(uri)).protocol().writer_features or []):
+                continue
+            native = read_table(lake, spark, tname.qualified, {}, row_ids=True)
+        except Exception:  # noqa: BLE001 - not a table this can read: Spark resolves it
+            log.debug("read of %s: no row ids", name, exc_info=True)
+            continue
+        if native is not None:
+            found[name] = native
+    return found
+
+
+def _lakehouse_name(lake: TableLocations, node: Any) -> str | None:
+    """The qualified name of the lakehouse table ``node`` (a DataSourceV2Relation) reads
+    through headwater's data source, None for any other relation."""
+    table = node.table()
+    identifier = node.identifier()
+    if node_name(table) != "PythonTable" or not str(table.name()).startswith(SOURCE_PREFIXES) \
+            or not identifier.isDefined():
+        return None
+    ident = identifier.get()
+    tname = parse_name(".".join([*[str(p) for p in ident.namespace()], str(ident.name())]))
+    if tname.source_name != str(table.name()) or not lake.exists(tname.qualified):
+        return None
+    return tname.qualified
+
+
 def _native_leaf(lake: TableLocations, spark: SparkSession, node: Any) -> Any:
     """The native relation replacing ``node`` (a lakehouse table's Python data source
     relation), with ``node``'s own output attributes; None to keep ``node``."""
@@ -139,7 +241,7 @@ def _native_leaf(lake: TableLocations, spark: SparkSession, node: Any) -> Any:
         tname = parse_name(name)
         if tname.source_name != str(table.name()) or not lake.exists(tname.qualified):
             return None
-        native = read_table(lake, spark, tname.qualified, {})
+        native = read_table(lake, spark, tname.qualified, {}, row_ids=False)
     except Exception:  # noqa: BLE001 - any doubt: the query keeps the Python reader
         log.debug("read of %s: headwater's Python reader (kept in the query)", name,
                   exc_info=True)

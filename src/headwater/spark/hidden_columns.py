@@ -77,6 +77,13 @@ def _qualified(spark: SparkSession, plan: Any, alias: str) -> Any:
     return _project(spark, visible, hidden, plan)
 
 
+def aliased(df: DataFrame, alias: str) -> DataFrame:
+    """``df`` (a :func:`hide` result) as ``df.alias(alias)`` would be, its hidden columns
+    kept and qualified by ``alias`` too (an alias of a projection would drop them)."""
+    spark = df.sparkSession
+    return _dataframe(spark, _qualified(spark, analyzed_plan(df), alias))
+
+
 def sql_with_relations(spark: SparkSession, query: str,
                        relations: Mapping[str, DataFrame]) -> DataFrame:
     """``query`` (one SELECT) analyzed with each one-part table name of ``relations`` read as
@@ -94,8 +101,8 @@ def sql_with_relations(spark: SparkSession, query: str,
         if node_name(node) == "SubqueryAlias" and named(node.child()) is not None:
             return _qualified(spark, named(node.child()), str(node.alias()))
         found = named(node)
-        if found is not None:
-            return found
+        if found is not None:  # FROM t: its columns qualified by t, as Spark's table's are
+            return _qualified(spark, found, str(node.multipartIdentifier().apply(0)))
         children = node.children()
         if children.size() == 0:
             return node

@@ -27,7 +27,14 @@ from headwater.delta.dml.common import (
 )
 from headwater.delta.dml.rewrite import CHANGE_TYPE, Written, commit_rewrite, data_only, write_files
 from headwater.delta.dml.skipping import file_test, read_filter
-from headwater.delta.dml.target import FILE_COL, Snapshot, scan
+from headwater.delta.dml.target import (
+    FILE_COL,
+    ROW_ID_COL,
+    ROW_VERSION_COL,
+    Snapshot,
+    scan,
+    with_row_ids,
+)
 from headwater.delta.generated import Generation, identity_update_error, recompute
 from headwater.errors import HeadwaterError
 
@@ -98,8 +105,10 @@ def _rewrite(spark: SparkSession, snapshot: Snapshot, operation: str,
         hit = F.lit(True) if cond is None else F.coalesce(cond, F.lit(False))
         if operation == "DELETE":
             if cond is not None or snapshot.cdf_enabled:
-                if cond is not None:
-                    write_files(data_only(base.where(~hit), snapshot), snapshot, written)
+                if cond is not None:  # the rows kept: copied with their ids
+                    write_files(with_row_ids(base.where(~hit), snapshot,
+                                             data_only(base.where(~hit), snapshot)),
+                                snapshot, written)
                 if snapshot.cdf_enabled:
                     cdc = data_only(base.where(hit), snapshot)
                     write_files(cdc.withColumn(CHANGE_TYPE, F.lit("delete")), snapshot, written,
@@ -112,8 +121,22 @@ def _rewrite(spark: SparkSession, snapshot: Snapshot, operation: str,
                 if not generation:
                     return rows
                 return recompute(rows, generation, snapshot.uri, checked=set(assignments))
-            write_files(snapshot.constraints.enforce(updated(base.select(*new)), snapshot.uri),
-                        snapshot, written)
+            tracking = snapshot.row_tracking_columns
+            kept = [] if tracking is None else [  # ids kept; an updated row's version is new
+                F.col(ROW_ID_COL).alias(tracking[0]),
+                F.when(hit, F.lit(None).cast("long")).otherwise(F.col(ROW_VERSION_COL))
+                .alias(tracking[1])]
+            rows = updated(base.select(*new, *kept))
+            if tracking is not None and not set(tracking) <= set(rows.columns):
+                raise HeadwaterError(  # generated columns recomputed: the ids would be lost
+                    "HW_DELTA_UNSUPPORTED_FEATURE",
+                    f"UPDATE on {snapshot.uri} is not supported: the table has row tracking "
+                    "(rowTracking) and generated columns.",
+                    "The rewrite recomputes the generated columns into a new row shape that "
+                    "does not carry the rows' ids yet; the rows would get new ids.",
+                    "Run the UPDATE with delta-spark, or drop the rowTracking feature first.",
+                    error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
+            write_files(snapshot.constraints.enforce(rows, snapshot.uri), snapshot, written)
             if snapshot.cdf_enabled:
                 pre = data_only(base.where(hit), snapshot).withColumn(
                     CHANGE_TYPE, F.lit("update_preimage"))

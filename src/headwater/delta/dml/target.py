@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from headwater.delta import row_tracking
 from headwater.delta.constraints import Constraints
 from headwater.delta.log import (
     DeltaLog,
@@ -48,12 +49,14 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 FILE_COL, ROW_COL = "_hw_file", "_hw_row"
+ROW_ID_COL, ROW_VERSION_COL = "_hw_row_id", "_hw_row_version"  # row tracking (scan)
 # Table features whose rules this writer follows (or that do not concern a writer of files).
 _SUPPORTED_WRITER_FEATURES = {
     "appendOnly", "invariants", "changeDataFeed", "timestampNtz", "domainMetadata",
     "v2Checkpoint", "vacuumProtocolCheck", "checkConstraints", "deletionVectors",
     "generatedColumns", "identityColumns", "clustering", "allowColumnDefaults",
     "inCommitTimestamp",  # headwater's commit writes each commit's inCommitTimestamp
+    "rowTracking",  # the commit gives new files row ids; rewrites of rows are refused
     "typeWidening", "typeWidening-preview",  # Spark's parquet reader widens older files
 }
 _SUPPORTED_READER_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
@@ -85,6 +88,9 @@ class TargetFile:
     # the add's deletion vector descriptor (its remove repeats it) and the rows it deletes
     deletion_vector: dict[str, Any] | None = None
     deleted_rows: tuple[int, ...] = ()
+    # row tracking: the add's baseRowId and defaultRowCommitVersion
+    base_row_id: int | None = None
+    row_commit_version: int | None = None
 
     @property
     def spark_key(self) -> str:
@@ -117,6 +123,18 @@ class Snapshot:
     def constraints(self) -> Constraints:
         """The table's NOT NULL and CHECK constraints, checked on every row a DML writes."""
         return Constraints.of(self.schema, self.configuration)
+
+    @property
+    def row_tracking_columns(self) -> tuple[str, str] | None:
+        """(materialized row id column, materialized row commit version column) when row
+        tracking is enabled: a rewrite writes each row's id and commit version into them."""
+        config = self.configuration
+        names = (config.get(row_tracking.ROW_ID_COLUMN_PROPERTY),
+                 config.get(row_tracking.COMMIT_VERSION_COLUMN_PROPERTY))
+        if not row_tracking.enables(config) or None in names or \
+                row_tracking.FEATURE not in (self.table.protocol().writer_features or []):
+            return None
+        return names[0], names[1]  # type: ignore[return-value]
 
     @property
     def data_columns(self) -> list[str]:
@@ -171,6 +189,8 @@ def check_writable(table, uri: str, operation: str, needs_rows: bool = True,
     if '"variant"' not in table.schema().to_json():
         supported_writer = supported_writer | _VARIANT_FEATURES
         supported_reader = supported_reader | _VARIANT_FEATURES
+    if needs_rows and operation not in ("DELETE", "UPDATE"):  # MERGE: rows would get new ids
+        row_tracking.refuse_rewrite(protocol, uri, operation)
     unknown = sorted((writer - supported_writer) | (reader - supported_reader))
     if unknown:
         raise _refuse(uri, operation, f"uses the table feature(s) {', '.join(unknown)}",
@@ -208,8 +228,10 @@ def load_snapshot(path: str, operation: str, needs_rows: bool = True,
     partition_columns = list(table.metadata().partition_columns)
     masks = deletion_vectors(table) if deletion_vector_paths(table) else {}
     # the log's own add actions hold the deletion vector descriptors deltalake does not list
-    descriptors = {resolve_file(log.root, a["path"]): a.get("deletionVector")
-                   for a in snapshot_adds(log, table)} if masks else {}
+    tracked = row_tracking.FEATURE in (table.protocol().writer_features or [])
+    logged = {resolve_file(log.root, a["path"]): a
+              for a in snapshot_adds(log, table)} if masks or tracked else {}
+    descriptors = {p: a.get("deletionVector") for p, a in logged.items()}
     actions = add_actions(table).to_pylist()
     files = []
     for row in actions:
@@ -226,6 +248,8 @@ def load_snapshot(path: str, operation: str, needs_rows: bool = True,
             deletion_vector=descriptors.get(fs_path) if mask is not None else None,
             deleted_rows=tuple(i for i, keep in enumerate(mask) if not keep)
             if mask is not None else (),
+            base_row_id=logged.get(fs_path, {}).get("baseRowId"),
+            row_commit_version=logged.get(fs_path, {}).get("defaultRowCommitVersion"),
         ))
     return Snapshot(uri, table.version(), table, schema, raw_json, partition_columns,
                     dict(table.metadata().configuration or {}), files)
@@ -254,10 +278,15 @@ def _utc(value: Any) -> Any:
 
 
 def scan(spark: SparkSession, snapshot: Snapshot, files: list[TargetFile]) -> DataFrame:
-    """Rows of ``files`` with every table column, ``_hw_file`` and ``_hw_row``."""
+    """Rows of ``files`` with every table column, ``_hw_file`` and ``_hw_row`` (and, when
+    row tracking is enabled, each row's id and commit version: ``_hw_row_id``,
+    ``_hw_row_version``: the materialized values if the file has them, else the file's)."""
+    tracking = snapshot.row_tracking_columns
     data_schema = StructType([f for f in snapshot.schema.fields
-                              if f.name not in snapshot.partition_columns])
-    meta_fields = [StructField(FILE_COL, StringType()), StructField(ROW_COL, LongType())]
+                              if f.name not in snapshot.partition_columns]
+                             + [StructField(c, LongType()) for c in tracking or ()])
+    meta_fields = [StructField(FILE_COL, StringType()), StructField(ROW_COL, LongType())] + \
+        [StructField(c, LongType()) for c in (ROW_ID_COL, ROW_VERSION_COL) if tracking]
     if not files:
         return data_frame(spark, [], StructType(list(snapshot.schema.fields) + meta_fields))
     reader = spark.read.schema(data_schema)
@@ -288,4 +317,27 @@ def scan(spark: SparkSession, snapshot: Snapshot, files: list[TargetFile]) -> Da
             [(f.spark_key, *f.typed_values) for f in files],
             StructType([StructField("_hw_key", StringType())] + part_fields))
         df = df.join(F.broadcast(values), df[FILE_COL] == values["_hw_key"]).drop("_hw_key")
-    return df.select(*[F.col(f"`{c}`") for c in snapshot.schema.fieldNames()], FILE_COL, ROW_COL)
+    extra = []
+    if tracking:
+        ids = data_frame(spark, [(f.spark_key, f.base_row_id, f.row_commit_version)
+                                 for f in files],
+                         "_hw_id_key string, _hw_base long, _hw_version long")
+        df = df.join(F.broadcast(ids), df[FILE_COL] == ids["_hw_id_key"], "left")
+        extra = [F.coalesce(F.col(f"`{tracking[0]}`"), F.col("_hw_base") + F.col(ROW_COL))
+                 .alias(ROW_ID_COL),
+                 F.coalesce(F.col(f"`{tracking[1]}`"), F.col("_hw_version"))
+                 .alias(ROW_VERSION_COL)]
+    return df.select(*[F.col(f"`{c}`") for c in snapshot.schema.fieldNames()], FILE_COL, ROW_COL,
+                     *extra)
+
+
+def with_row_ids(rows: DataFrame, snapshot: Snapshot, data: DataFrame) -> DataFrame:
+    """``data`` (``rows`` reduced to the table's columns) with the rows' ids and commit
+    versions in the materialized row tracking columns, when row tracking is enabled: rows a
+    rewrite copies keep both."""
+    tracking = snapshot.row_tracking_columns
+    if tracking is None:
+        return data
+    return rows.select(*[F.col(f"`{c}`") for c in data.columns],
+                       F.col(ROW_ID_COL).alias(tracking[0]),
+                       F.col(ROW_VERSION_COL).alias(tracking[1]))

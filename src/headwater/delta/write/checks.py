@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 # Writer features deltalake 1.6.6 refuses to commit to (inCommitTimestamp: "Unsupported table
 # features required"; headwater's commit writes each commit's inCommitTimestamp).
 _NOT_DELTALAKE = {"identityColumns", "clustering", "domainMetadata", "allowColumnDefaults",
-                  "inCommitTimestamp", "typeWidening", "typeWidening-preview"}
+                  "inCommitTimestamp", "typeWidening", "typeWidening-preview", "rowTracking"}
 # Writer features whose rules a commit of added / removed whole files follows (or that do
 # not concern such a commit): tables with others (row tracking, in-commit timestamps, ...)
 # are not committed to here.
@@ -32,6 +32,7 @@ OWN_COMMIT_WRITER_FEATURES = {
     "v2Checkpoint", "vacuumProtocolCheck", "checkConstraints", "deletionVectors",
     "generatedColumns", "identityColumns", "clustering", "typeWidening", "variantType",
     "allowColumnDefaults", "inCommitTimestamp", "typeWidening-preview", "columnMapping",
+    "rowTracking",  # the commit gives new files their row ids (headwater.delta.row_tracking)
 }
 
 
@@ -117,8 +118,8 @@ def refuse_driver_only(path: str, table: Any) -> None:
     if declares_generation(table.schema().to_json()) or not deltalake_writes(table):
         raise HeadwaterError(
             "HW_DELTA_UNSUPPORTED_FEATURE",
-            f"The table at {path} has generated, identity or DEFAULT columns or liquid "
-            "clustering, which this write path cannot fill in or commit.",
+            f"The table at {path} has generated, identity or DEFAULT columns, liquid "
+            "clustering or row tracking, which this write path cannot fill in or commit.",
             "headwater computes those values on the driver's DataFrame and commits the table "
             "itself; a Python data source writer only receives finished rows.",
             "Write with INSERT INTO (no parameter markers), df.write.format('delta'), "

@@ -31,7 +31,7 @@ from pyspark.sql.types import StructType
 
 from headwater.conf import storage
 from headwater.conf.layout import DELTA_LOG
-from headwater.delta import autocompact, physical_names
+from headwater.delta import autocompact, physical_names, row_tracking
 from headwater.delta.column_defaults import FEATURE as DEFAULTS_FEATURE
 from headwater.delta.column_defaults import feature_requested
 from headwater.delta.commit import (
@@ -455,6 +455,8 @@ def create_with_write(request: WriteRequest, schema_json: str,
     ]
     if txn is not None:
         actions.append({"txn": {"appId": txn[0], "version": txn[1], "lastUpdated": now}})
+    # row tracking (delta.enableRowTracking): the files' row ids from 0, the mark committed
+    actions = row_tracking.assign(actions, row_tracking.TableState(None, {}, -1), 0, path)
     os.makedirs(os.path.join(path, DELTA_LOG), exist_ok=True)
     payload = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions)
     return put_if_absent(path, 0, payload.encode("utf-8"))

@@ -454,13 +454,14 @@ def set_properties(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     uri = normalize_uri(altered.path)
     listed = Protocol.of_table(table).lists_writers
     local = "://" not in uri or uri.startswith("file://")
-    if "typeWidening" in enabling and not local:
+    own_features = [f for f in enabling if f in ("typeWidening", "rowTracking")]
+    if own_features and not local:
         raise HeadwaterError(
             "HW_DELTA_UNSUPPORTED_FEATURE", f"SET TBLPROPERTIES of {altered.label}: the "
-            "typeWidening feature is written by headwater's own commit, which needs local or "
-            "mounted storage.", "deltalake (the engine on object stores) refuses the feature.",
-            "Keep the table on local or mounted storage, or leave delta.enableTypeWidening out.",
-            error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
+            f"{own_features[0]} feature is written by headwater's own commit, which needs "
+            "local or mounted storage.", "deltalake (the engine on object stores) refuses "
+            "the feature.", "Keep the table on local or mounted storage, or leave the "
+            "property out.", error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
     if properties and (enabling or listed) and local \
             and not any(k.lower().startswith("delta.columnmapping.") for k in properties):
         set_properties_with_features(altered.path, properties, enabling)

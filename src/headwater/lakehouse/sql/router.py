@@ -32,7 +32,11 @@ from pyspark.errors import AnalysisException, ParseException
 
 from headwater.delta.log import DeltaLog
 from headwater.errors import HeadwaterError
-from headwater.lakehouse.native_reads import with_native_reads
+from headwater.lakehouse.native_reads import (
+    METADATA_COLUMN,
+    row_tracked_relations,
+    with_native_reads,
+)
 from headwater.lakehouse.sql import (
     catalogs,
     clones,
@@ -57,6 +61,7 @@ from headwater.lakehouse.sql.statements import (
     seq,
     walk,
 )
+from headwater.spark.hidden_columns import sql_with_relations
 from headwater.spark.jvm import sql_parser
 from headwater.spark.raw_sql import raw_sql
 from headwater.spark.sql_text import tokens, without_comments
@@ -152,6 +157,13 @@ def run_sql(lake: SqlLakehouse, query: str, session: SparkSession | None = None,
             return result
     if statement.kind in DELTA_GRAMMAR.values():
         raise not_supported_yet(statement.kind, statement.text)
+    # _metadata.row_id / row_commit_version of lakehouse tables with row tracking: the query
+    # analyzed over their row-tracking reads (Spark's catalog relation has no _metadata)
+    if statement.plan is not None and args is None and any(
+            t.text.strip("`").lower() == METADATA_COLUMN for t in tokens(statement.text)):
+        tracked = row_tracked_relations(lake, spark, statement.plan)
+        if tracked:
+            return sql_with_relations(spark, statement.text, tracked)
     # a query's reads of lakehouse tables through Spark's parquet reader where they can be
     try:
         return with_native_reads(lake, raw_sql(spark, statement.text, args))
