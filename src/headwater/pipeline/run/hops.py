@@ -26,6 +26,7 @@ its floor too. A stop waits for a commit-driven flow's running batch by its chec
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,12 +104,17 @@ class CommitSignal:
     def _on_ended(self, _event: dict[str, Any]) -> None:
         self.event.set()  # a flow ended (failed, or to restart): settled without delay
 
-    def wait(self, seconds: float, stop: threading.Event) -> None:
-        """Until a batch read rows, ``stop`` is set, or ``seconds`` passed."""
-        step = 0.05  # how soon a stop request is seen
+    def wait(self, seconds: float, stop: threading.Event,
+             committed: Callable[[], bool] | None = None) -> None:
+        """Until a batch read rows, ``stop`` is set, ``committed()`` is true (checked every
+        step: a view's input committed, known before the batch that committed ends and its
+        progress reaches the listener), or ``seconds`` passed."""
+        step = 0.05  # how soon a stop request or a commit is seen
         waited = 0.0
         while waited < seconds and not stop.is_set():
             if self.event.wait(min(step, seconds - waited)):
+                break
+            if committed is not None and committed():
                 break
             waited += step
         self.event.clear()
