@@ -17,9 +17,10 @@ offsets the source answers, whenever it answers them), its progress events (a ba
 
 Flows reading anything else as a stream (files, Kafka, a view, a Delta path, a SQL
 ``STREAM``) keep their processing-time trigger: :func:`commit_driven` checks the flow's plan.
-Materialized views are recomputed by the runner when an input changes: a listener on the
-run's queries wakes it when a batch read rows (:class:`CommitSignal`), the interval being
-its floor too. A stop waits for a commit-driven flow's running batch by its checkpoint
+Materialized views are recomputed by the runner when an input changes: it wakes when a
+view's local input commits (a stat of its next commit file every 50 ms) or a listener on the
+run's queries sees a batch that read rows (:class:`CommitSignal`), the interval being its
+floor too. A stop waits for a commit-driven flow's running batch by its checkpoint
 (:func:`between_batches`): its trigger is active while its source waits.
 """
 
