@@ -23,6 +23,7 @@ from headwater.delta.schema import spark_schema
 from headwater.delta.source import DeltaStreamReader, Offset
 from headwater.monitor.observer import FlowStatus
 from headwater.pipeline.run import Runner
+from headwater.pipeline.run.hops import CommitSignal
 
 DEFS = """
 @headwater.table(spark_conf={{"pipelines.trigger.interval": "1 second"}})
@@ -157,3 +158,33 @@ def test_without_a_commit_the_source_answers_nothing_new_after_its_wait(tmp_path
     # an available-now query never waits: its last version is fixed when it starts
     source.prepareForTriggerAvailableNow()
     assert source.latestOffset(first, None) == first
+
+
+def test_the_runner_wakes_when_a_views_input_commits(spark, tmp_path):
+    """Between passes the continuous runner waits up to its interval; a view's input that
+    commits meanwhile ends the wait (its next commit file seen), before any batch's progress
+    reaches the listener: here no query runs at all."""
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"x": [1]}))
+    log = DeltaLog(str(path))
+    version = log.latest_version()
+    assert log.local and not log.committed_after(version)
+    signal = CommitSignal(spark)
+    stop = threading.Event()
+    woke = threading.Event()
+
+    def wait() -> None:
+        signal.wait(600, stop, lambda: log.committed_after(version))
+        woke.set()
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    try:
+        assert not woke.wait(0.3)  # nothing committed: still waiting
+        write_deltalake(str(path), pa.table({"x": [2]}), mode="append")
+        assert woke.wait(120)  # the commit, not the 600 s interval, ended the wait
+    finally:
+        stop.set()
+        waiter.join(10)
+        signal.close()
+    assert log.committed_after(version)

@@ -7,10 +7,17 @@ import json
 import pyarrow as pa
 import pytest
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import Observation
 from tests.support import rows, write
 
 import headwater
-from headwater.pipeline.expectations import Expectation, observe, split, validate_rules
+from headwater.pipeline.expectations import (
+    Expectation,
+    dropped_count,
+    observe,
+    split,
+    validate_rules,
+)
 
 RULES = [
     Expectation("has_name", "name IS NOT NULL", "warn"),
@@ -90,6 +97,50 @@ def test_split_and_observed_metrics_in_a_stream(spark, tmp_path):
                            for r in batch_rows),
         }
     assert query.lastProgress["observedMetrics"]["expectations:orders"]["rows"] == 4
+
+
+def test_dropped_rows_counted_by_the_kept_rows_write_in_a_stream(spark, tmp_path):
+    """A flow's order: the kept rows written first, counting the dropped ones as they are
+    (no job of its own), the quarantine written only when that count is not 0. The
+    progress still carries every batch's full counts."""
+    src, good, bad, cp = (str(tmp_path / n) for n in ("src", "good", "bad", "cp"))
+    batches = [*BATCHES, {"id": [1, 2], "amount": [4, 6], "name": [None, "y"]}]
+    for data in batches:
+        write(src, table(data))
+    counted: list[int | None] = []
+
+    def write_counted(batch, batch_id):
+        seen = Observation()
+        assert dropped_count(seen) is None  # nothing ran yet: not waited for, not guessed
+        kept, quarantined = split(batch, RULES, "orders", batch_id, validated=True,
+                                  count_dropped=seen)
+        (kept.write.format("delta").option("txnAppId", "good")
+         .option("txnVersion", batch_id).mode("append").save(good))
+        counted.append(dropped_count(seen))
+        if counted[-1]:
+            (quarantined.write.format("delta").option("txnAppId", "bad")
+             .option("txnVersion", batch_id).mode("append").save(bad))
+
+    stream = observe(spark.readStream.format("delta").option("maxFilesPerTrigger", 1)
+                     .load(src), RULES, "orders")
+    query = (stream.writeStream.foreachBatch(write_counted)
+             .option("checkpointLocation", cp).trigger(availableNow=True).start())
+    with headwater.translated():
+        query.awaitTermination()
+
+    per_batch = [[dict(zip(d, vals)) for vals in zip(*d.values())] for d in batches]
+    drops = [[r for r in b if {"positive", "small_id"} & set(expected_failures(r))]
+             for b in per_batch]
+    assert counted == [len(d) for d in drops] == [3, 3, 0]
+    assert sorted(r[0] for r in rows(spark, bad)) == sorted(r["id"] for d in drops for r in d)
+    assert len(rows(spark, good)) == sum(map(len, per_batch)) - 6
+    progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    assert [p["observedMetrics"]["expectations:orders"].asDict()["rows"]
+            for p in progress] == [6, 4, 2]
+    assert [p["observedMetrics"]["expectations:orders"].asDict()["dropped"]
+            for p in progress] == [3, 3, 0]
+    assert [p["observedMetrics"]["expectations:orders"].asDict()["has_name_failed"]
+            for p in progress] == [2, 1, 1]
 
 
 def test_fail_rule_stops_the_flow_with_a_sample_row(spark, tmp_path):

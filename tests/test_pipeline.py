@@ -11,6 +11,7 @@ from tests.support import write
 
 from headwater import HeadwaterError, Lakehouse
 from headwater.conf.project_file import Project
+from headwater.delta.log import DeltaLog
 from headwater.pipeline.loader import load_definitions
 from headwater.pipeline.validate import validate_project
 
@@ -67,6 +68,29 @@ def test_triggered_run_expectations_quarantine_and_incremental_rerun(spark, tmp_
     assert results["silver"].rows_written + results["silver"].quarantined == 20
     assert sum(r.revenue for r in lake.read("revenue").collect()) == pytest.approx(
         sum(float(i) for i in range(1, 61) if i % 4))  # null country is a group too
+
+
+def test_quarantine_committed_after_the_table_only_when_a_batch_drops_rows(spark, tmp_path):
+    root = project(tmp_path, {"orders.py": ORDERS})
+    orders(root / "lake" / "orders_in", range(1, 9))  # 4 and 8 dropped
+    lake, results = run(spark, root)
+    assert (results["silver"].rows_written, results["silver"].quarantined) == (6, 2)
+    quarantine = DeltaLog(lake.path("silver__quarantine"))
+    silver = DeltaLog(lake.path("silver"))
+    before = quarantine.latest_version(), silver.latest_version()
+
+    orders(root / "lake" / "orders_in", range(9, 12))  # nothing to drop
+    lake, results = run(spark, root)
+    assert (results["silver"].rows_written, results["silver"].quarantined) == (3, 0)
+    assert results["silver"].expectations["positive_failed"] == 0
+    assert quarantine.latest_version() == before[0]  # no commit, no empty file
+    assert silver.latest_version() > before[1]
+
+    orders(root / "lake" / "orders_in", range(12, 14))  # 12 dropped
+    lake, results = run(spark, root)
+    assert (results["silver"].rows_written, results["silver"].quarantined) == (1, 1)
+    assert sorted(r.id for r in lake.read("silver__quarantine").collect()) == [4, 8, 12]
+    assert count(lake, "silver") == 10
 
 
 def test_sql_definitions_append_flows_and_update_mode(spark, tmp_path):

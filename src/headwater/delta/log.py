@@ -160,6 +160,17 @@ class DeltaLog:
                 return False
             time.sleep(min(step, left))
 
+    def committed_after(self, version: int) -> bool:
+        """True when commit ``version + 1`` exists: the table changed since ``version`` (one
+        stat; a commit is one put-if-absent file)."""
+        return self.fs.get_file_info(self.commit_path(version + 1)).type != \
+            pafs.FileType.NotFound
+
+    @property
+    def local(self) -> bool:
+        """True for a table on this machine's file system (a stat costs no request)."""
+        return isinstance(self.fs, pafs.LocalFileSystem)
+
     def commit_mtime(self, version: int) -> int | None:
         info = self.fs.get_file_info(self.commit_path(version))
         if info.type == pafs.FileType.NotFound:

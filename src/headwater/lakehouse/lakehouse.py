@@ -436,7 +436,15 @@ class Lakehouse:
         otherwise it is a DataFrame's and every column is nullable, as delta-spark creates
         tables from data. An existing table is kept as it is; its partitioning must match
         ``partition_by``.
+
+        An existing table this lakehouse registered, with no partitioning or clustering to
+        check, is answered without the creation lock: a side table (quarantine, late rows)
+        is ensured at every micro-batch of its flow, which must not wait for a
+        materialized view's refresh (:meth:`replace` holds the lock while it computes).
         """
+        if not partition_by and cluster_by is None and self.exists(name) \
+                and parse_name(name).qualified in self._registered:
+            return self.path(name)
         with self._create_lock:
             return self._create_table(name, schema, partition_by, comment, properties,
                                       declared, cluster_by)

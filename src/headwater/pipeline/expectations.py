@@ -27,9 +27,10 @@ from pyspark.sql.types import BooleanType
 from headwater.conf.layout import expectations_metrics
 from headwater.errors import HeadwaterError
 from headwater.errors.spark import first_line
+from headwater.spark.jvm import observed_if_done
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, Observation
 
 ACTIONS = ("warn", "drop", "fail")
 FAILED_RULES = "_failed_rules"
@@ -175,14 +176,23 @@ def _quote(name: str) -> Column:
 
 
 def split(batch_df: DataFrame, rules: Sequence[RuleLike], table: str,
-          batch_id: int) -> tuple[DataFrame, DataFrame]:
+          batch_id: int, *, validated: bool = False,
+          count_dropped: Observation | None = None) -> tuple[DataFrame, DataFrame]:
     """(rows passing every drop rule, quarantined rows + ``_failed_rules``, ``_batch_id``).
 
     Raises HW_EXPECTATION_FAILED first if a "fail" rule fails in this batch. Each output is a
     lazy query over ``batch_df``; writing both scans the batch twice (plus once for fail rules).
+
+    validated: the rules were checked against ``batch_df``'s columns already (a flow's stream,
+    by :func:`observe` at its start: each micro-batch has the stream's columns), so each
+    batch does not analyze every condition again. count_dropped: an Observation the first
+    output carries, counting (``dropped``) the rows the second one holds: the action that
+    writes the kept rows tells whether there is anything to quarantine, without a job of
+    its own (see :func:`dropped_count`).
     """
     rules = _rules(rules)
-    validate_rules(rules, table, batch_df)
+    if not validated:
+        validate_rules(rules, table, batch_df)
     fail_rules = [r for r in rules if r.action == "fail"]
     if fail_rules:
         _raise_on_fail(batch_df, fail_rules, table, batch_id)
@@ -192,11 +202,21 @@ def split(batch_df: DataFrame, rules: Sequence[RuleLike], table: str,
         dropped = dropped | failed(rule)
     names = F.array(*[F.when(failed(r), F.lit(r.name)) for r in rules]) if rules else \
         F.array().cast("array<string>")
-    good = batch_df.where(~dropped)
+    kept = batch_df if count_dropped is None else batch_df.observe(
+        count_dropped, F.count(F.when(dropped, F.lit(1))).alias(DROPPED))
+    good = kept.where(~dropped)
     quarantined = batch_df.where(dropped).select(
         "*", F.array_compact(names).alias(FAILED_RULES),
         F.lit(batch_id).cast("long").alias(BATCH_ID))
     return good, quarantined
+
+
+def dropped_count(observation: Observation) -> int | None:
+    """The rows to quarantine that :func:`split`'s ``count_dropped`` counted, once the kept
+    rows were written; None when that write ran no job over the batch (a replayed batch
+    already committed): the caller then looks at the quarantined rows themselves."""
+    metrics = observed_if_done(observation)
+    return None if metrics is None else int(metrics[DROPPED] or 0)
 
 
 def _raise_on_fail(batch_df: DataFrame, fail_rules: list[Expectation], table: str,

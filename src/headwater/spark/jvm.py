@@ -35,7 +35,7 @@ from py4j.java_gateway import (
 )
 from pyspark import SparkContext
 from pyspark.java_gateway import ensure_callback_server_started
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql.streaming import DataStreamReader, DataStreamWriter
 from pyspark.sql.types import DataType
 
@@ -393,6 +393,17 @@ def class_loadable(spark: Any, name: str) -> bool:
 def has_jvm_writer(writer: Any) -> bool:
     """True when the writer's state is in the JVM (not under Spark Connect)."""
     return getattr(writer, "_jwrite", None) is not None
+
+
+def observed_if_done(observation: Observation) -> dict[str, Any] | None:
+    """The metrics of ``observation`` when the action of the DataFrame it observes has
+    delivered them (Spark completes them as the action returns), else None. Never waits:
+    ``Observation.get`` blocks until they arrive, and an action that ran no job over the
+    observed plan (a write skipped as already committed) never delivers them."""
+    jo = getattr(observation, "_jo", None)
+    if jo is None or not jo.future().isCompleted():
+        return None
+    return observation.get
 
 
 def writer_source(writer: Any) -> str | None:

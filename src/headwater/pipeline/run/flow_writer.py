@@ -19,6 +19,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import Observation
+
 from headwater.conf.layout import LATE_SUFFIX, QUARANTINE_SUFFIX
 from headwater.delta import autocompact
 from headwater.delta.cdc import apply_changes_batch
@@ -123,6 +125,10 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
     # Persisting would make Spark report the expectations' observed counts from the
     # caching job only; cache just for late rows, whose split re-reads the aggregate.
     cache = late is not None and not rules
+    # An appending flow writes its table first, counting the dropped rows as it does, then
+    # quarantines them only if there are any: no job of its own to learn that none were.
+    quarantine_after = drops and not whole and rf.flow.cdc is None \
+        and rf.output_mode != "update"
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         if cache:
@@ -133,12 +139,16 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
                 rows, late_rows = late.split(batch, batch_id, checkpoint)
                 result.late_rows += append_side(lake, late_rows, name + LATE_SUFFIX,
                                                 app_id, batch_id, auto_compact)
+            bad = counted = None
             if rules:
-                rows, bad = expect_mod.split(rows, rules, name, batch_id)
+                # the rules were checked against the stream's columns when it started
+                counted = Observation() if quarantine_after else None
+                rows, bad = expect_mod.split(rows, rules, name, batch_id, validated=True,
+                                             count_dropped=counted)
                 if drops and whole:
                     result.quarantined = replace_side(
                         lake, bad, name + QUARANTINE_SUFFIX, app_id, batch_id, auto_compact)
-                elif drops:
+                elif drops and not quarantine_after:
                     result.quarantined += append_side(
                         lake, bad, name + QUARANTINE_SUFFIX, app_id, batch_id, auto_compact)
             if rf.flow.cdc is not None:
@@ -159,6 +169,10 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
                 # complete mode rewrites the whole result: count the latest, not the sum
                 result.rows_written = written if mode == "overwrite" else \
                     result.rows_written + written
+            if counted is not None and bad is not None:
+                result.quarantined += append_side(
+                    lake, bad, name + QUARANTINE_SUFFIX, app_id, batch_id, auto_compact,
+                    rows=expect_mod.dropped_count(counted))
         finally:
             if cache:
                 batch.unpersist()
@@ -167,9 +181,10 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
 
 
 def append_side(lake: Lakehouse, df: DataFrame, name: str, app_id: str,
-                batch_id: int, auto_compact: bool = False) -> int:
-    """Quarantined or late rows: a side table, created at the first such row."""
-    if df.isEmpty():
+                batch_id: int, auto_compact: bool = False, rows: int | None = None) -> int:
+    """Quarantined or late rows: a side table, created at the first such row. rows: how
+    many ``df`` holds, when the caller counted them already (None: looked at here)."""
+    if rows == 0 or (rows is None and df.isEmpty()):
         return 0
     lake.create_table(name, df.schema)
     return write_table(df, lake.path(name), "append", (app_id, batch_id),

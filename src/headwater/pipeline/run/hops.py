@@ -17,15 +17,17 @@ offsets the source answers, whenever it answers them), its progress events (a ba
 
 Flows reading anything else as a stream (files, Kafka, a view, a Delta path, a SQL
 ``STREAM``) keep their processing-time trigger: :func:`commit_driven` checks the flow's plan.
-Materialized views are recomputed by the runner when an input changes: a listener on the
-run's queries wakes it when a batch read rows (:class:`CommitSignal`), the interval being
-its floor too. A stop waits for a commit-driven flow's running batch by its checkpoint
+Materialized views are recomputed by the runner when an input changes: it wakes when a
+view's local input commits (a stat of its next commit file every 50 ms) or a listener on the
+run's queries sees a batch that read rows (:class:`CommitSignal`), the interval being its
+floor too. A stop waits for a commit-driven flow's running batch by its checkpoint
 (:func:`between_batches`): its trigger is active while its source waits.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,12 +105,17 @@ class CommitSignal:
     def _on_ended(self, _event: dict[str, Any]) -> None:
         self.event.set()  # a flow ended (failed, or to restart): settled without delay
 
-    def wait(self, seconds: float, stop: threading.Event) -> None:
-        """Until a batch read rows, ``stop`` is set, or ``seconds`` passed."""
-        step = 0.05  # how soon a stop request is seen
+    def wait(self, seconds: float, stop: threading.Event,
+             committed: Callable[[], bool] | None = None) -> None:
+        """Until a batch read rows, ``stop`` is set, ``committed()`` is true (checked every
+        step: a view's input committed, known before the batch that committed ends and its
+        progress reaches the listener), or ``seconds`` passed."""
+        step = 0.05  # how soon a stop request or a commit is seen
         waited = 0.0
         while waited < seconds and not stop.is_set():
             if self.event.wait(min(step, seconds - waited)):
+                break
+            if committed is not None and committed():
                 break
             waited += step
         self.event.clear()

@@ -369,6 +369,7 @@ class Runner:
         """The continuous run's loop until a stop: snapshots applied and views recomputed
         when their inputs changed, flows' batches counted and ended flows settled."""
         while not self.stop_requested.is_set():
+            looked: dict[str, int] = {}  # the views' inputs' versions this pass saw
             for flow in snapshots:  # a function: asked each interval; a table: when it changed
                 if self._skip_if_upstream_failed(flow.dataset.name) or \
                         self.results.get(flow.key) and self.results[flow.key].status == \
@@ -382,6 +383,7 @@ class Runner:
                 if self._skip_if_upstream_failed(name):
                     continue
                 versions = {u: self._version(u) for u in self.graph.upstream(name)}
+                looked.update(versions)
                 if versions != seen_versions.get(name):
                     for flow in self.graph.flows_of(name):
                         self._refresh(flow, quiet=name in seen_versions)
@@ -391,9 +393,24 @@ class Runner:
                     not any(q.isActive for q in running.values()):
                 break  # every flow ended (failed): nothing will change the views either
             if signal is not None:
-                signal.wait(max(interval, 0.5), self.stop_requested)
+                signal.wait(max(interval, 0.5), self.stop_requested, self._commit_watch(looked))
             else:
                 self.stop_requested.wait(max(interval, 0.5))
+
+    def _commit_watch(self, looked: dict[str, int]) -> Callable[[], bool] | None:
+        """A check for the wait between passes: has a view's input (a local table) committed
+        since this pass looked at it? Its views are then recomputed at that commit, not when
+        the batch that made it ends and its progress reaches the listener."""
+        logs: dict[str, tuple[DeltaLog, int]] = {}
+        for name, version in looked.items():
+            if version < 0:
+                continue
+            log = DeltaLog(self.lakehouse.path(name))
+            if log.local:
+                logs[name] = (log, version)
+        if not logs:
+            return None
+        return lambda: any(log.committed_after(v) for log, v in logs.values())
 
     # --- streaming flows -----------------------------------------------------------------
 
