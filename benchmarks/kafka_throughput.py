@@ -120,13 +120,13 @@ def prepare(broker: Broker, messages: int, scratch: Path) -> tuple[str, list[str
             cols.key.append(key)
             cols.value.append(value)
             cols.offset.append(offset)
-            cols.ts.append(int(time.time() * 1e6))
-            cols.ts_type.append(0)
+            cols.kind.append(1)  # CreateTime, as the producer's records
+            cols.stamp.append(int(time.time() * 1000))
         cols.key.append(None)  # the seal record, which the Kafka variant reads too
         cols.value.append(b"seal")
         cols.offset.append(len(cols.offset))
-        cols.ts.append(int(time.time() * 1e6))
-        cols.ts_type.append(0)
+        cols.kind.append(1)
+        cols.stamp.append(int(time.time() * 1000))
         path = scratch / f"part-{p}.arrow"
         batch = cols.batch(schema, topic, p)
         with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
