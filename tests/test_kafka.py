@@ -10,11 +10,14 @@ import textwrap
 import time
 import uuid
 
+import pyarrow as pa
 import pytest
 from tests.support import REPO, run_script
 
 from headwater.errors import HeadwaterError, unwrap
 from headwater.kafka.client import unanswered
+from headwater.kafka.offsets import OffsetRange
+from headwater.kafka.read import BATCH_ROWS, read_range
 from kafka_broker import Broker
 
 KAFKA = "headwater.kafka"
@@ -123,6 +126,27 @@ def test_batch_read_offsets_range_headers_and_schema(spark, broker):
              .option("subscribe", topic).option("startingOffsets", json.dumps(
                  {topic: {"0": -1, "1": -1}})).load())
     assert empty.count() == 0  # nothing between latest and latest
+
+
+def test_task_reader_cuts_batches_and_stops_inside_a_fetched_list(broker):
+    """read_range turns whole consume() lists into columns: a range that starts and ends
+    inside a list and spans more than one Arrow batch gives exactly its records, in order."""
+    topic = topic_name()
+    broker.create_topic(topic, 1)
+    n = BATCH_ROWS + 5_000
+    broker.produce(topic, ((0, b"k%d" % i, b"v%d" % i) for i in range(n)), batched=True,
+                   **{"linger.ms": "20", "batch.size": "1000000"})
+    broker.seal(topic, 1)
+    start, end = 7, BATCH_ROWS + 4_003
+    batches = list(read_range({"bootstrap.servers": broker.servers},
+                              OffsetRange(topic, 0, start, end), False, True, 30_000, "t"))
+    assert [b.num_rows for b in batches] == [BATCH_ROWS, end - start - BATCH_ROWS]
+    rows = pa.Table.from_batches(batches)
+    assert rows["offset"].to_pylist() == list(range(start, end))
+    assert rows["value"].to_pylist() == [b"v%d" % i for i in range(start, end)]
+    assert rows["key"][0].as_py() == b"k7" and set(rows["timestampType"].to_pylist()) == {0}
+    assert set(rows["partition"].to_pylist()) == {0} and set(rows["topic"].to_pylist()) == {
+        topic} and rows["timestamp"].null_count == 0
 
 
 def test_new_topic_matching_pattern_is_picked_up_mid_stream(spark, broker, tmp):

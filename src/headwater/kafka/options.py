@@ -2,7 +2,8 @@
 
 Source options (Spark's names):
 - ``kafka.bootstrap.servers`` (required) and any other ``kafka.<librdkafka property>``: passed
-  to confluent-kafka / librdkafka with the ``kafka.`` prefix removed.
+  to confluent-kafka / librdkafka with the ``kafka.`` prefix removed (a task's consumer sets
+  ``fetch.queue.backoff.ms`` to 10 unless given: see :mod:`headwater.kafka.read`).
 - exactly one of ``subscribe`` (comma-separated topics), ``subscribePattern`` (a regular
   expression matched against the whole topic name), ``assign`` (JSON ``{"t":[0,1]}``).
 - ``startingOffsets``: ``earliest``, ``latest`` or JSON ``{"t":{"0":23,"1":-2}}`` (-2 earliest,
