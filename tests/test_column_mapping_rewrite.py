@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
-from tests.support import commits, golden
+from tests.support import golden
 from tests.test_column_mapping import file_columns, last_actions, physical, schema_of
 
 from headwater import HeadwaterError
