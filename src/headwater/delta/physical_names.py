@@ -48,25 +48,24 @@ def is_mapped(table: Any) -> bool:
 
 # --- writing physical names -------------------------------------------------------------------
 
-def physical_type(data_type: DataType) -> DataType:
+def physical_type(data_type: DataType, ids: bool = True) -> DataType:
     """``data_type`` with every struct field named by its physical name (ids kept as parquet
-    field ids)."""
+    field ids; ``ids=False``: no field metadata at all, the schema a reader asks for)."""
     if isinstance(data_type, StructType):
-        return StructType([_physical_field(f) for f in data_type.fields])
+        return StructType([_physical_field(f, ids) for f in data_type.fields])
     if isinstance(data_type, ArrayType):
-        return ArrayType(physical_type(data_type.elementType), data_type.containsNull)
+        return ArrayType(physical_type(data_type.elementType, ids), data_type.containsNull)
     if isinstance(data_type, MapType):
-        return MapType(physical_type(data_type.keyType), physical_type(data_type.valueType),
-                       data_type.valueContainsNull)
+        return MapType(physical_type(data_type.keyType, ids),
+                       physical_type(data_type.valueType, ids), data_type.valueContainsNull)
     return data_type
 
 
-def _physical_field(f: StructField) -> StructField:
+def _physical_field(f: StructField, ids: bool = True) -> StructField:
     metadata = f.metadata or {}
     extra = {PARQUET_FIELD_ID: int(metadata[COLUMN_MAPPING_ID])} \
-        if COLUMN_MAPPING_ID in metadata else {}
-    return StructField(physical_name(f), physical_type(f.dataType),
-                       f.nullable, extra)
+        if ids and COLUMN_MAPPING_ID in metadata else {}
+    return StructField(physical_name(f), physical_type(f.dataType, ids), f.nullable, extra)
 
 
 def _is_plain(data_type: DataType) -> bool:
@@ -117,7 +116,8 @@ def to_logical(df: DataFrame, table_schema: StructType,
         field = by_physical[f.name.lower()]
         if not _is_plain(f.dataType):
             column = column.cast(_logical_type(field.dataType))
-        columns.append(column.alias(field.name))
+        columns.append(column.alias(field.name, metadata={
+            k: v for k, v in (field.metadata or {}).items() if not k.startswith("delta.")}))
     return df.select(*columns)
 
 

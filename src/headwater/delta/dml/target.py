@@ -289,7 +289,7 @@ def scan(spark: SparkSession, snapshot: Snapshot, files: list[TargetFile]) -> Da
     full_data = StructType([f for f in snapshot.full_schema.fields
                             if f.name not in snapshot.partition_columns])
     if snapshot.mapped:
-        data_schema = physical_names.physical_type(full_data)
+        data_schema = physical_names.physical_type(full_data, ids=False)
     meta_fields = [StructField(FILE_COL, StringType()), StructField(ROW_COL, LongType())]
     if not files:
         return data_frame(spark, [], StructType(list(snapshot.schema.fields) + meta_fields))
