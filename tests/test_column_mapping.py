@@ -266,12 +266,10 @@ def test_dml_on_a_mapped_table(spark, people):
                 {"id": 7, "full_name": "gil", "s": None, "p": "p7"}]
     assert spark_rows(spark, "people") == expected
     assert rs_rows(people) == expected
-    # Spark's copy-on-write engine does not map names yet: refused, naming the feature
-    version = DeltaTable(str(people)).version()
-    with pytest.raises(HeadwaterError) as err:
-        dml.delete(spark, str(people), "id = 2", engine="spark")
-    assert err.value.code == "HW_DML_UNSUPPORTED_FEATURE" and "column-mapped" in str(err.value)
-    assert DeltaTable(str(people)).version() == version
+    # Spark's copy-on-write engine maps the names too
+    # (tests/test_column_mapping_rewrite.py: after drops and nested renames)
+    assert dml.delete(spark, str(people), "id = 2", engine="spark").engine == "spark"
+    assert spark_rows(spark, "people") == rs_rows(people) == expected[1:]
 
 
 def test_a_stream_across_a_rename_is_refused_as_delta_spark_does(spark, people, tmp_path):
@@ -409,23 +407,21 @@ def test_auto_cdc_into_a_mapped_target(spark, lake):
     assert rs_rows(path) == [{"id": 1, "name": "ann", "city": "bergen"}]
 
 
-def test_optimize_is_refused_and_cdf_kept_on_a_mapped_table(spark, lake):
-    """OPTIMIZE would rewrite files without physical names (Spark's rewrite, delta-rs'
-    refusal): refused by name, the table unchanged. UPDATE with the change data feed on
-    (a protocol listing generatedColumns through writer 4's features) runs on delta-rs and
-    table_changes reads its change files by logical name."""
+def test_optimize_and_cdf_on_a_mapped_table(spark, lake):
+    """OPTIMIZE rewrites the files with physical names (Spark's rewrite; more in
+    tests/test_column_mapping_rewrite.py). UPDATE with the change data feed on (a protocol
+    listing generatedColumns through writer 4's features) runs on delta-rs and table_changes
+    reads its change files by logical name."""
     spark.sql("CREATE TABLE o (id INT, name STRING) USING delta TBLPROPERTIES "
               "('delta.columnMapping.mode' = 'name', 'delta.enableChangeDataFeed' = 'true')")
     for i in range(3):
         spark.sql(f"INSERT INTO o VALUES ({i}, 'n{i}')")
     spark.sql("ALTER TABLE o RENAME COLUMN name TO nm")
     path = lake.path("o")
+    assert spark.sql("OPTIMIZE o").first().metrics.numFilesRemoved == 3
+    add = last_actions(path)["add"][0]
+    assert set(file_columns(path, add["path"])) == set(physical(path, "id", "nm"))
     version = DeltaTable(str(path)).version()
-    with pytest.raises(HeadwaterError) as err:
-        spark.sql("OPTIMIZE o")
-    assert err.value.code == "HW_DELTA_UNSUPPORTED_FEATURE"
-    assert "column-mapped" in str(err.value)
-    assert DeltaTable(str(path)).version() == version
     spark.sql("UPDATE o SET nm = 'u' WHERE id = 1")
     changes = spark.sql(f"SELECT id, nm, _change_type FROM table_changes('o', {version + 1}) "
                         "ORDER BY _change_type").collect()

@@ -67,7 +67,7 @@ from pyspark.sql.types import (
 
 from headwater.delta.batch import latest_table
 from headwater.delta.log import DeltaLog, FileEntry, resolve_file
-from headwater.delta.schema import spark_schema, strip_field_metadata
+from headwater.delta.schema import physical_name, spark_schema, strip_field_metadata
 from headwater.delta.snapshot_adds import snapshot_adds
 from headwater.errors import HeadwaterError
 from headwater.spark.plan import FILE_INDEX_PREFIX, register_file_index
@@ -169,12 +169,16 @@ class DeltaFileIndex:
                  readable: Callable[[Any], bool],
                  name: tuple[str, str] | None = None,
                  entries: Callable[[], list[FileEntry]] | None = None,
-                 row_ids: bool = False) -> None:
+                 row_ids: bool = False,
+                 logical: StructType | None = None) -> None:
         self.uri = uri
         # row tracking: each file's baseRowId / defaultRowCommitVersion as two more
         # partition values (ROW_ID_FIELDS), and the table's materialized row tracking
         # columns (if named) read from the files, for _metadata.row_id / row_commit_version
         self.row_ids = row_ids
+        # column mapping (name mode): ``schema`` names data columns by physical name, and
+        # ``logical`` is the table's schema (with its field metadata) when read
+        self.logical = logical
         # fixed files (a stream's micro-batch, listed when first asked), or None: a snapshot
         self.entries = entries
         self.schema = schema
@@ -370,10 +374,17 @@ class DeltaFileIndex:
                 "deleted rows or wrong columns of such a snapshot.",
                 "Read the table again (spark.read.format('delta').load(...) or "
                 "spark.table(...)): the new read uses headwater's reader.")
-        schema = strip_field_metadata(spark_schema(table.schema().to_json()))
+        full = spark_schema(table.schema().to_json())
+        schema = strip_field_metadata(full)
         now = {f.name.lower(): f.dataType for f in schema.fields}
-        changed = [f.name for f in self.schema.fields
+        planned = strip_field_metadata(self.logical) if self.logical is not None \
+            else self.schema
+        changed = [f.name for f in planned.fields
                    if f.name.lower() in now and now[f.name.lower()] != f.dataType]
+        if self.logical is not None:  # a column dropped since: its files' data is no row's
+            current = {physical_name(f) for f in full.fields}
+            changed += [f"{f.name} dropped" for f in self.logical.fields
+                        if physical_name(f) not in current]
         partitions = list(table.metadata().partition_columns)
         if changed or partitions != self.partition_columns:
             raise HeadwaterError(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from headwater.delta import row_tracking
+from headwater.delta import physical_names, row_tracking
 from headwater.delta.batch import latest_table
 from headwater.delta.file_index import (
     BASE_ROW_ID_FIELD,
@@ -32,8 +32,7 @@ read_log = logging.getLogger("headwater.delta.native")  # reads: file_index, nat
 
 
 def _column_mapped(table) -> bool:
-    config = table.metadata().configuration or {}
-    return config.get("delta.columnMapping.mode", "none") != "none"
+    return physical_names.mode_of(table.metadata().configuration) != "none"
 
 
 def read_native(spark: SparkSession, path: str, version: int | str | None = None,
@@ -56,25 +55,37 @@ def read_native(spark: SparkSession, path: str, version: int | str | None = None
     log_ = DeltaLog(uri)
     # the latest snapshot: the process' cached one, brought up to date incrementally
     table = log_.table(version) if version is not None else latest_table(log_)
-    if not natively_readable(table):
+    full = spark_schema(table.schema().to_json())
+    partitions = list(table.metadata().partition_columns)
+    mapped = _mapped_schema(table, full, partitions)
+    if not natively_readable(table, mapped is not None):
         read_log.debug("read of %s: headwater's Python reader (the table needs it)", uri)
         return None
-    schema = strip_field_metadata(spark_schema(table.schema().to_json()))
+    schema = strip_field_metadata(full)
     at = table.version() if version is not None or pinned else None
-    tracked = row_ids and row_tracking.FEATURE in (table.protocol().writer_features or [])
+    # row tracking's ids on a column-mapped table: not read here (its materialized columns
+    # have physical names only); _metadata.row_id of such a table is Spark's missing field
+    tracked = (row_ids and mapped is None
+               and row_tracking.FEATURE in (table.protocol().writer_features or []))
     config = table.metadata().configuration or {}
-    materialized = [config[k] for k in (row_tracking.ROW_ID_COLUMN_PROPERTY,
-                                        row_tracking.COMMIT_VERSION_COLUMN_PROPERTY)
-                    if tracked and config.get(k)]
-    data_schema = StructType(schema.fields + [StructField(c, LongType(), True)
-                                              for c in materialized])
-    index = DeltaFileIndex(spark, uri, data_schema, list(table.metadata().partition_columns),
-                           at, natively_readable, name=name, row_ids=tracked)
+    if mapped is not None:
+        index = DeltaFileIndex(spark, uri, mapped, partitions, at, _mapped_readable,
+                               name=name, logical=full)
+    else:
+        materialized = [config[k] for k in (row_tracking.ROW_ID_COLUMN_PROPERTY,
+                                            row_tracking.COMMIT_VERSION_COLUMN_PROPERTY)
+                        if tracked and config.get(k)]
+        data_schema = StructType(schema.fields + [StructField(c, LongType(), True)
+                                                  for c in materialized])
+        index = DeltaFileIndex(spark, uri, data_schema, partitions, at, natively_readable,
+                               name=name, row_ids=tracked)
     if at is not None:
         index.prepare()  # its files listed now: vacuumed ones are an error here
     read_log.debug("read of %s: Spark's parquet reader (%s)", uri,
               f"version {at}" if at is not None else "the latest version at each query")
     frame = native_frame(spark, index)
+    if mapped is not None:  # the files' physical names -> the table's logical ones
+        return physical_names.to_logical(frame, full, keep=tuple(partitions))
     if not tracked:
         return frame
     return with_row_ids(frame, schema, config)
@@ -105,14 +116,40 @@ def with_row_ids(frame: DataFrame, schema: StructType, config: dict[str, str]) -
     return hide(shaped, ["_metadata"])
 
 
-def natively_readable(table) -> bool:
+def _mapped_schema(table, full: StructType, partitions: list[str]) -> StructType | None:
+    """The schema Spark's reader reads a name-mode table with (data columns by physical
+    name, partition columns, whose values come from the log, by logical name), or None: not
+    column-mapped in name mode, or a partition column's name is also a physical name."""
+    if physical_names.mode_of(table.metadata().configuration) != "name":
+        return None
+    data = physical_names.physical_type(
+        StructType([f for f in full.fields if f.name not in partitions]), ids=False)
+    by_name = {f.name: f for f in strip_field_metadata(full).fields}
+    physical = {f.name.lower() for f in data.fields}
+    if any(c.lower() in physical for c in partitions):
+        return None
+    names = iter(data.fields)
+    return StructType([by_name[f.name] if f.name in partitions else next(names)
+                       for f in full.fields])
+
+
+def _mapped_readable(table) -> bool:
+    return natively_readable(table, True)
+
+
+def natively_readable(table, mapping: bool = False) -> bool:
     """Spark's parquet reader, given the snapshot's files and their partition values from
-    the log, returns the same rows: no column mapping (files name columns by physical name),
-    no reader features such as deletion vectors (rows the files still hold) or type widening
-    (files may hold narrower types than the schema). Only local tables: Spark's reader opens
+    the log, returns the same rows: no column mapping (files name columns by physical name;
+    ``mapping``: the caller reads name mode's physical names and renames), no reader
+    features such as deletion vectors (rows the files still hold) or type widening (files
+    may hold narrower types than the schema). Only local tables: Spark's reader opens
     paths through Hadoop, which has no s3 / az / gs filesystem here."""
     if "://" in table.table_uri and not table.table_uri.startswith("file:"):
         return False
     features = set(table.protocol().reader_features or [])
+    if mapping:
+        return physical_names.mode_of(table.metadata().configuration) == "name" and not (
+            features - {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
+                        "columnMapping"})
     return not (_column_mapped(table)
                 or features - {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})

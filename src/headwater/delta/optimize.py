@@ -17,9 +17,11 @@ and committed through :mod:`headwater.delta.commit`, with delta-spark's rules:
 - removes and adds carry dataChange=false, so streams reading the table see nothing new.
 
 Files with deletion vectors are rewritten without the rows their vectors delete (the scan of
-:mod:`headwater.delta.dml.target` applies them). Tables this writer cannot rewrite exactly
-(column mapping, features the DML writer refuses, object stores) are optimized by delta-rs instead, with the
-same checks and metrics; their history then has delta-rs' parameters.
+:mod:`headwater.delta.dml.target` applies them); column-mapped tables are read and written by
+physical names (the scan renames, :func:`headwater.delta.dml.rewrite.write_files` names them
+back). Tables this writer cannot rewrite exactly (features the DML writer refuses, object
+stores) are optimized by delta-rs instead, with the same checks and metrics; their history
+then has delta-rs' parameters (a column-mapped one is refused: delta-rs writes logical names).
 """
 
 from __future__ import annotations
@@ -71,10 +73,6 @@ def optimize(spark: SparkSession, path: str, where: Sequence[str] = (),
     started = int(time.time() * 1000)
     uri = normalize_uri(path)
     table = DeltaLog(uri).table()
-    if physical_names.is_mapped(table):  # neither rewrite writes physical names yet
-        raise physical_names.unsupported_write(
-            uri, "OPTIMIZE (a rewrite of the files by Spark or by delta-rs, which refuses "
-            "column mapping)")
     row_tracking.refuse_rewrite(table.protocol(), uri, "OPTIMIZE")
     columns = _clustering_checks(table, uri, where, zorder_by, full)
     if columns:
@@ -84,6 +82,10 @@ def optimize(spark: SparkSession, path: str, where: Sequence[str] = (),
     maintenance.check_zorder_columns(spark, table, list(zorder_by))
     snapshot = _spark_snapshot(uri)
     if snapshot is None:
+        if physical_names.is_mapped(table):  # delta-rs' optimize writes logical names
+            raise physical_names.unsupported_write(
+                uri, "OPTIMIZE of a table Spark's rewrite cannot reach (object storage, or a "
+                "feature it does not follow; delta-rs' optimize refuses column mapping)")
         return _with_delta_rs(uri, where, zorder_by, started)
     candidates = _select(spark, snapshot, list(where))
     min_size = _size_conf(spark, MIN_FILE_SIZE_CONF)
@@ -112,7 +114,7 @@ def purge(spark: SparkSession, path: str, where: Sequence[str] = ()) -> dict[str
         raise HeadwaterError(
             "HW_DELTA_UNSUPPORTED_FEATURE",
             f"REORG TABLE {uri} APPLY (PURGE): headwater cannot rewrite this table's files with "
-            "Spark (column mapping, another unsupported feature, or object storage).",
+            "Spark (an unsupported feature, or object storage).",
             "A purge rewrites the files that have deletion vectors with headwater's own commit.",
             "Run the purge with delta-spark.")
     candidates = _select(spark, snapshot, list(where))
@@ -207,10 +209,16 @@ def _cluster(spark: SparkSession, uri: str, columns: list[str], full: bool,
         raise HeadwaterError(
             "HW_DELTA_UNSUPPORTED_FEATURE",
             f"OPTIMIZE of the clustered table at {uri}: headwater cannot rewrite this table's "
-            "files with Spark (column mapping, another unsupported feature, or object storage).",
+            "files with Spark (an unsupported feature, or object storage).",
             "Clustering rewrites files in the clustering order with headwater's own commit; "
             "delta-rs' optimize neither clusters nor commits to clustered tables.",
             "Recreate the table on local storage without the feature, or leave it unoptimized.")
+    if snapshot.mapped:  # delta-spark's domain names columns by physical name
+        known = {c.lower() for c in snapshot.schema.fieldNames()}
+        # (logical name -> physical name) of the columns named by a physical name
+        renamed = physical_names.logical_keys({c: c for c in columns}, snapshot.full_schema)
+        by_physical = {physical: name for name, physical in renamed.items()}
+        columns = [c if c.lower() in known else by_physical.get(c, c) for c in columns]
     adds = snapshot_adds(DeltaLog(uri), snapshot.table)
     chosen = {unquote(a["path"]) for a in clustering.candidates(adds, columns, full)}
     files = [f for f in snapshot.files if unquote(f.log_path) in chosen]
@@ -252,7 +260,7 @@ def _spark_snapshot(uri: str) -> Snapshot | None:
         snapshot = load_snapshot(uri, "OPTIMIZE", needs_rows=False)
     except HeadwaterError as exc:
         if exc.code == "HW_DML_UNSUPPORTED_FEATURE":
-            return None  # column mapping, constraints, unknown features: delta-rs rewrites
+            return None  # unknown features, invariants: delta-rs rewrites
         raise
     return snapshot
 

@@ -4,6 +4,8 @@ Pure schema functions, without deltalake (Spark's stream planner and workers imp
 
 * :func:`to_physical` / :func:`physical_partition_columns`: a DataFrame of the table's logical
   columns as a mapped table's files must hold it (every headwater writer of such a table).
+* :func:`to_logical` / :func:`logical_keys`: the other way, for Spark's rewrites (OPTIMIZE,
+  REORG, copy-on-write DML, replaceWhere), which read files by physical names.
 * :func:`non_additive_change`: a rename or drop (by column id) a stream cannot read across.
 
 The DDL that maps, renames and drops columns is :mod:`headwater.delta.column_mapping`.
@@ -46,25 +48,24 @@ def is_mapped(table: Any) -> bool:
 
 # --- writing physical names -------------------------------------------------------------------
 
-def physical_type(data_type: DataType) -> DataType:
+def physical_type(data_type: DataType, ids: bool = True) -> DataType:
     """``data_type`` with every struct field named by its physical name (ids kept as parquet
-    field ids)."""
+    field ids; ``ids=False``: no field metadata at all, the schema a reader asks for)."""
     if isinstance(data_type, StructType):
-        return StructType([_physical_field(f) for f in data_type.fields])
+        return StructType([_physical_field(f, ids) for f in data_type.fields])
     if isinstance(data_type, ArrayType):
-        return ArrayType(physical_type(data_type.elementType), data_type.containsNull)
+        return ArrayType(physical_type(data_type.elementType, ids), data_type.containsNull)
     if isinstance(data_type, MapType):
-        return MapType(physical_type(data_type.keyType), physical_type(data_type.valueType),
-                       data_type.valueContainsNull)
+        return MapType(physical_type(data_type.keyType, ids),
+                       physical_type(data_type.valueType, ids), data_type.valueContainsNull)
     return data_type
 
 
-def _physical_field(f: StructField) -> StructField:
+def _physical_field(f: StructField, ids: bool = True) -> StructField:
     metadata = f.metadata or {}
     extra = {PARQUET_FIELD_ID: int(metadata[COLUMN_MAPPING_ID])} \
-        if COLUMN_MAPPING_ID in metadata else {}
-    return StructField(str(metadata.get(PHYSICAL_NAME, f.name)), physical_type(f.dataType),
-                       f.nullable, extra)
+        if ids and COLUMN_MAPPING_ID in metadata else {}
+    return StructField(physical_name(f), physical_type(f.dataType, ids), f.nullable, extra)
 
 
 def _is_plain(data_type: DataType) -> bool:
@@ -99,12 +100,60 @@ def to_physical(df: DataFrame, table_schema: StructType,
     return df.select(*columns)
 
 
+def to_logical(df: DataFrame, table_schema: StructType,
+               keep: tuple[str, ...] = ()) -> DataFrame:
+    """``df`` (a mapped table's file columns, by physical name, as
+    ``spark.read.schema(physical_type(table_schema))`` reads them) with the table's logical
+    names, nested struct fields too (a cast to the same type with logical names, Delta's
+    field metadata removed). ``keep``: other columns passed on as they are."""
+    by_physical = {physical_name(f).lower(): f for f in table_schema.fields}
+    columns: list[Column] = []
+    for f in df.schema.fields:
+        column = F.col(f"`{f.name}`")
+        if f.name in keep:
+            columns.append(column)
+            continue
+        field = by_physical[f.name.lower()]
+        if not _is_plain(f.dataType):
+            column = column.cast(_logical_type(field.dataType))
+        columns.append(column.alias(field.name, metadata={
+            k: v for k, v in (field.metadata or {}).items() if not k.startswith("delta.")}))
+    return df.select(*columns)
+
+
+def _logical_type(data_type: DataType) -> DataType:
+    """``data_type`` without Delta's field metadata (Spark's view of the type)."""
+    if isinstance(data_type, StructType):
+        return StructType([StructField(f.name, _logical_type(f.dataType), f.nullable, {
+            k: v for k, v in (f.metadata or {}).items() if not k.startswith("delta.")})
+            for f in data_type.fields])
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_logical_type(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, MapType):
+        return MapType(_logical_type(data_type.keyType), _logical_type(data_type.valueType),
+                       data_type.valueContainsNull)
+    return data_type
+
+
+def physical_name(field: StructField) -> str:
+    """The name ``field``'s values have in the files (its own name without column mapping)."""
+    return str((field.metadata or {}).get(PHYSICAL_NAME, field.name))
+
+
+def logical_keys(values: dict[str, Any], table_schema: StructType) -> dict[str, Any]:
+    """``values`` keyed by the physical names of top-level columns (a file's stats, its
+    partition values in the log) keyed by their logical names instead; keys of no current
+    column (a dropped one) left out."""
+    by_physical = {physical_name(f): f.name for f in table_schema.fields}
+    return {by_physical[k]: v for k, v in values.items() if k in by_physical}
+
+
 def physical_partition_columns(table_schema: StructType, partition_columns: list[str]
                                ) -> list[str]:
     """The partition columns by physical name (the folders' and partitionValues' keys)."""
     by_name = {f.name.lower(): f for f in table_schema.fields}
-    return [str((by_name[c.lower()].metadata or {}).get(PHYSICAL_NAME, c))
-            if c.lower() in by_name else c for c in partition_columns]
+    return [physical_name(by_name[c.lower()]) if c.lower() in by_name else c
+            for c in partition_columns]
 
 
 def unsupported_write(path: str, what: str) -> HeadwaterError:

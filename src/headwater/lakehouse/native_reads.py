@@ -249,6 +249,8 @@ def _native_leaf(lake: TableLocations, spark: SparkSession, node: Any) -> Any:
     if native is None:
         return None
     leaf = analyzed_plan(native)
+    if node_name(leaf) != "LogicalRelation":
+        return None  # a column-mapped table's renaming projection: the query keeps its reader
     if leaf.schema().json() != node.schema().json():
         return None  # the table changed since the query was analyzed: keep its reader
     sources = jvm_view(spark).org.apache.spark.sql.execution.datasources

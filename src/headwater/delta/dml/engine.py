@@ -11,7 +11,6 @@ from dataclasses import dataclass, replace
 
 from pyspark.sql import SparkSession
 
-from headwater.delta import physical_names
 from headwater.delta.column_defaults import with_keyword_resolved
 from headwater.delta.constraints import refuse_checks_on_deltalake
 from headwater.delta.dml import delete_update, deltars, merge_spark
@@ -80,8 +79,7 @@ def _run(spark: SparkSession, path: str, operation: Operation, engine: str) -> D
         raise HeadwaterError("HW_OPTION_INVALID", f"Unknown DML engine {engine!r}.",
                              "DML runs on Spark's executors or on the driver with delta-rs.",
                              f"Use one of {', '.join(ENGINES)}.")
-    # a column-mapped table runs on delta-rs only (below)
-    snapshot = load_snapshot(path, operation.name, column_mapped=True)
+    snapshot = load_snapshot(path, operation.name)
     operation = _default_keyword_resolved(operation, snapshot)
     spec = operation.spec if isinstance(operation, Merge) else None
     # delta-rs checks CHECK constraints in its own SQL dialect: Spark's rewrite checks them
@@ -89,17 +87,10 @@ def _run(spark: SparkSession, path: str, operation: Operation, engine: str) -> D
     checked = bool(snapshot.constraints.checks)
     if engine == "delta-rs" and checked and not isinstance(operation, Delete):
         refuse_checks_on_deltalake(snapshot.table, path, operation.name)
-    mapped = physical_names.mode_of(snapshot.configuration) != "none"
-    if mapped and (engine == "spark" or (checked and not isinstance(operation, Delete))):
-        raise _mapped_error(path, operation.name, "engine='spark'" if engine == "spark" else
-                            "CHECK constraints (which delta-rs checks in its own dialect)")
-    if engine == "delta-rs" or mapped or (engine == "auto" and not checked
-                                          and _small(snapshot, spec)):
+    if engine == "delta-rs" or (engine == "auto" and not checked and _small(snapshot, spec)):
         try:
             return _delta_rs(spark, snapshot, operation)
         except deltars.NotPortable as why:
-            if mapped:
-                raise _mapped_error(path, operation.name, str(why)) from None
             if engine == "delta-rs":
                 raise HeadwaterError(
                     "HW_DML_ENGINE_UNSUPPORTED",
@@ -116,17 +107,6 @@ def _run(spark: SparkSession, path: str, operation: Operation, engine: str) -> D
         return delete_update.spark_update(spark, snapshot, operation.assignments,
                                           operation.condition, operation.alias)
     return merge_spark.spark_merge(spark, snapshot, operation.spec)
-
-
-def _mapped_error(path: str, operation: str, why: str) -> HeadwaterError:
-    return HeadwaterError(
-        "HW_DML_UNSUPPORTED_FEATURE",
-        f"{operation} on the column-mapped table at {path} is not supported here: {why}.",
-        "On a table with column mapping (physical column names in its files) headwater runs "
-        "DML with delta-rs only, which maps the names; Spark's copy-on-write rewrite does not "
-        "yet, and delta-rs runs only statements it evaluates exactly as Spark does.",
-        "Use engine='auto' or 'delta-rs' with a condition and values of plain columns, "
-        "literals and comparisons; or run the statement with delta-spark.")
 
 
 def _default_keyword_resolved(operation: Operation, snapshot: Snapshot) -> Operation:

@@ -83,6 +83,15 @@ def spark_merge(spark: SparkSession, snapshot: Snapshot, spec: MergeSpec) -> Dml
     matched, inserts, by_source = (spec.of_kind(k) for k in
                                    (MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE))
     new_schema = evolved_schema(snapshot, spec)
+    if new_schema is not None and snapshot.mapped:
+        raise HeadwaterError(
+            "HW_DML_UNSUPPORTED_FEATURE",
+            f"MERGE with schema evolution into the column-mapped table at {snapshot.uri}: "
+            "adding the source's columns "
+            f"{', '.join(new_schema.fieldNames()[len(snapshot.schema.fields):])} is not "
+            "supported yet.", "New columns of a column-mapped table need a column id and a "
+            "physical name, which Spark's MERGE does not assign yet; nothing was written.",
+            "Add the columns first (ALTER TABLE ... ADD COLUMNS), then run the MERGE.")
     schema = new_schema or snapshot.schema
     # every target row is read when rows not matched by the source may change
     test = None if by_source else file_test(snapshot, on, alias)

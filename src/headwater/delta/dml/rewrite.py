@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 from pyspark.sql import functions as F
 
+from headwater.delta import physical_names
 from headwater.delta.commit import Transaction, commit, log_path
 from headwater.delta.dml.target import Snapshot, TargetFile
 from headwater.delta.log import filesystem_for
@@ -57,18 +58,24 @@ def _prepare_session(df: DataFrame) -> None:
 
 def write_files(df: DataFrame, snapshot: Snapshot, written: Written, cdc: bool = False) -> None:
     """Write ``df`` (table columns, plus ``_change_type`` when ``cdc``) partitioned like the
-    table; record its add (or cdc) actions in ``written``."""
+    table; record its add (or cdc) actions in ``written``. Under column mapping the files,
+    their folders, partition values and stats name the columns by physical name."""
     _prepare_session(df)
     stamp = f"hw-{int(time.time())}-{uuid.uuid4().hex[:12]}"
     folder = f"{CDC_DIR}/{stamp}" if cdc else stamp
     written.folders.append(folder)
-    (df.write.mode("errorifexists").partitionBy(*snapshot.partition_columns)
+    partition_columns = snapshot.partition_columns
+    if snapshot.mapped:
+        df = physical_names.to_physical(  # row tracking's materialized columns as named
+            df, snapshot.full_schema, keep=(CHANGE_TYPE, *(snapshot.row_tracking_columns or ())))
+        partition_columns = snapshot.partition_keys
+    (df.write.mode("errorifexists").partitionBy(*partition_columns)
      .option("compression", "snappy")
      # the commit is the log's: no _SUCCESS marker left in the folder once VACUUM removed
      # the files (VACUUM skips names starting with "_", so the folder would stay forever)
      .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
      .parquet(f"{snapshot.uri}/{folder}"))
-    actions = staged_adds(snapshot.uri, folder, df, snapshot.partition_columns)
+    actions = staged_adds(snapshot.uri, folder, df, partition_columns)
     if cdc:
         written.cdcs.extend({"cdc": {"path": a["path"], "partitionValues": a["partitionValues"],
                                      "size": a["size"], "dataChange": False}} for a in actions)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from headwater.delta import row_tracking
+from headwater.delta import physical_names, row_tracking
 from headwater.delta.constraints import Constraints
 from headwater.delta.log import (
     DeltaLog,
@@ -137,6 +137,21 @@ class Snapshot:
         return names[0], names[1]  # type: ignore[return-value]
 
     @property
+    def mapped(self) -> bool:
+        """Column mapping: the files name columns by their physical names (the scan reads
+        them so and renames, the rewrite writes them so, the log's keys are physical)."""
+        return physical_names.mode_of(self.configuration) != "none"
+
+    @property
+    def partition_keys(self) -> list[str]:
+        """The partition columns as the log's partitionValues key them (physical names
+        under column mapping), in partition column order."""
+        if not self.mapped:
+            return list(self.partition_columns)
+        return physical_names.physical_partition_columns(self.full_schema,
+                                                         self.partition_columns)
+
+    @property
     def data_columns(self) -> list[str]:
         return [f.name for f in self.schema.fields if f.name not in self.partition_columns]
 
@@ -170,20 +185,13 @@ def _refuse(uri: str, operation: str, what: str, fix: str) -> HeadwaterError:
     )
 
 
-def check_writable(table, uri: str, operation: str, needs_rows: bool = True,
-                   column_mapped: bool = False) -> None:
-    """Refuse tables this writer cannot change correctly, naming the feature.
-    column_mapped: the caller handles column mapping itself (DML: delta-rs maps names),
-    so a mapped table is not refused here; Spark's rewrite of its files would be."""
+def check_writable(table, uri: str, operation: str, needs_rows: bool = True) -> None:
+    """Refuse tables this writer cannot change correctly, naming the feature. Column mapping
+    is followed (the scan reads physical names, the rewrite writes them)."""
     protocol = table.protocol()
     config = table.metadata().configuration or {}
     writer = set(protocol.writer_features or [])
     reader = set(protocol.reader_features or [])
-    if not column_mapped and (config.get("delta.columnMapping.mode", "none") != "none"
-                              or "columnMapping" in writer):
-        raise _refuse(uri, operation, "uses column mapping (physical column names in its files)",
-                      "Run the statement with delta-spark, or copy the rows into a table without "
-                      "column mapping.")
     supported_writer = _SUPPORTED_WRITER_FEATURES | {"columnMapping"}
     supported_reader = _SUPPORTED_READER_FEATURES | {"columnMapping"}
     if '"variant"' not in table.schema().to_json():
@@ -215,17 +223,26 @@ def check_writable(table, uri: str, operation: str, needs_rows: bool = True,
                       "CHECK constraint.")
 
 
-def load_snapshot(path: str, operation: str, needs_rows: bool = True,
-                  column_mapped: bool = False) -> Snapshot:
-    """The latest snapshot of the table at ``path``, checked for what ``operation`` needs
-    (``column_mapped``: a mapped table is the caller's to handle, see check_writable)."""
+def load_snapshot(path: str, operation: str, needs_rows: bool = True) -> Snapshot:
+    """The latest snapshot of the table at ``path``, checked for what ``operation`` needs."""
     uri = normalize_uri(path)
     log = DeltaLog(uri)
     table = log.table()
-    check_writable(table, uri, operation, needs_rows, column_mapped)
+    check_writable(table, uri, operation, needs_rows)
     raw_json = table.schema().to_json()
-    schema = strip_field_metadata(spark_schema(raw_json))
+    full_schema = spark_schema(raw_json)
+    schema = strip_field_metadata(full_schema)
     partition_columns = list(table.metadata().partition_columns)
+    configuration = dict(table.metadata().configuration or {})
+    mapped = physical_names.mode_of(configuration) != "none"
+    # under column mapping the log keys partition values by physical name (deltalake
+    # reports them by logical name) and deltalake's stats are keyed by physical name
+    keys = physical_names.physical_partition_columns(full_schema, partition_columns) \
+        if mapped else partition_columns
+
+    def stats(values: dict[str, Any] | None) -> dict[str, Any]:
+        return physical_names.logical_keys(values or {}, full_schema) if mapped \
+            else values or {}
     masks = deletion_vectors(table) if deletion_vector_paths(table) else {}
     # the log's own add actions hold the deletion vector descriptors deltalake does not list
     tracked = row_tracking.FEATURE in (table.protocol().writer_features or [])
@@ -241,10 +258,11 @@ def load_snapshot(path: str, operation: str, needs_rows: bool = True,
         mask = masks.get(fs_path)
         files.append(TargetFile(
             log_path=row["path"], path=fs_path, size=int(row["size_bytes"]),
-            partition_values={c: format_partition_value(values.get(c)) for c in partition_columns},
+            partition_values={k: format_partition_value(values.get(c))
+                              for c, k in zip(partition_columns, keys, strict=True)},
             typed_values=typed,
             num_records=row.get("num_records"), has_dv=mask is not None,
-            min_values=row.get("min") or {}, max_values=row.get("max") or {},
+            min_values=stats(row.get("min")), max_values=stats(row.get("max")),
             deletion_vector=descriptors.get(fs_path) if mask is not None else None,
             deleted_rows=tuple(i for i, keep in enumerate(mask) if not keep)
             if mask is not None else (),
@@ -252,7 +270,7 @@ def load_snapshot(path: str, operation: str, needs_rows: bool = True,
             row_commit_version=logged.get(fs_path, {}).get("defaultRowCommitVersion"),
         ))
     return Snapshot(uri, table.version(), table, schema, raw_json, partition_columns,
-                    dict(table.metadata().configuration or {}), files)
+                    configuration, files)
 
 
 def added_file(snapshot: Snapshot, add: dict[str, Any]) -> TargetFile:
@@ -260,15 +278,19 @@ def added_file(snapshot: Snapshot, add: dict[str, Any]) -> TargetFile:
     as strings, stats as JSON) described as the snapshot's files are, so the same file tests
     apply to it (:func:`headwater.delta.dml.skipping.read_filter`)."""
     values = add.get("partitionValues") or {}
-    typed = tuple(_utc(parse_partition_value(values.get(c), snapshot.schema[c].dataType))
-                  for c in snapshot.partition_columns)
+    typed = tuple(_utc(parse_partition_value(values.get(k), snapshot.schema[c].dataType))
+                  for c, k in zip(snapshot.partition_columns, snapshot.partition_keys,
+                                  strict=True))
     stats = json.loads(add["stats"]) if add.get("stats") else {}
+    low, high = stats.get("minValues") or {}, stats.get("maxValues") or {}
+    if snapshot.mapped:  # the stats' keys are physical names
+        low = physical_names.logical_keys(low, snapshot.full_schema)
+        high = physical_names.logical_keys(high, snapshot.full_schema)
     return TargetFile(
         log_path=add["path"], path=add["path"], size=int(add.get("size") or 0),
         partition_values=dict(values), typed_values=typed,
         num_records=stats.get("numRecords"), has_dv=bool(add.get("deletionVector")),
-        deletion_vector=add.get("deletionVector"),
-        min_values=stats.get("minValues") or {}, max_values=stats.get("maxValues") or {})
+        deletion_vector=add.get("deletionVector"), min_values=low, max_values=high)
 
 
 def _utc(value: Any) -> Any:
@@ -280,10 +302,22 @@ def _utc(value: Any) -> Any:
 def scan(spark: SparkSession, snapshot: Snapshot, files: list[TargetFile]) -> DataFrame:
     """Rows of ``files`` with every table column, ``_hw_file`` and ``_hw_row`` (and, when
     row tracking is enabled, each row's id and commit version: ``_hw_row_id``,
-    ``_hw_row_version``: the materialized values if the file has them, else the file's)."""
+    ``_hw_row_version``: the materialized values if the file has them, else the file's).
+    Under column mapping the files are read by physical names and the columns renamed to
+    logical ones (name mode; id mode, where files match columns by parquet field id, is
+    refused)."""
+    if physical_names.mode_of(snapshot.configuration) not in ("none", "name"):
+        raise _refuse(snapshot.uri, "A rewrite of the files", "uses column mapping in id mode "
+                      "(files matched to columns by parquet field id, which Spark's rewrite "
+                      "does not read)", "Run the statement with delta-spark.")
     tracking = snapshot.row_tracking_columns
     data_schema = StructType([f for f in snapshot.schema.fields
-                              if f.name not in snapshot.partition_columns]
+                              if f.name not in snapshot.partition_columns])
+    full_data = StructType([f for f in snapshot.full_schema.fields
+                            if f.name not in snapshot.partition_columns])
+    if snapshot.mapped:
+        data_schema = physical_names.physical_type(full_data, ids=False)
+    data_schema = StructType(data_schema.fields
                              + [StructField(c, LongType()) for c in tracking or ()])
     meta_fields = [StructField(FILE_COL, StringType()), StructField(ROW_COL, LongType())] + \
         [StructField(c, LongType()) for c in (ROW_ID_COL, ROW_VERSION_COL) if tracking]
@@ -303,6 +337,9 @@ def scan(spark: SparkSession, snapshot: Snapshot, files: list[TargetFile]) -> Da
     else:
         df = df.select("*", F.col("_metadata.file_path").alias(FILE_COL),
                        F.col("_metadata.row_index").alias(ROW_COL))
+    if snapshot.mapped:
+        df = physical_names.to_logical(df, full_data,
+                                       keep=(FILE_COL, ROW_COL, *(tracking or ())))
     deleted = [(f.spark_key, row) for f in files for row in f.deleted_rows]
     if deleted:  # rows the files' deletion vectors delete are no rows of the table
         gone = data_frame(spark, deleted, StructType([StructField("_hw_dv_file", StringType()),

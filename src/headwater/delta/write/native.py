@@ -122,9 +122,6 @@ def write_native(df: DataFrame, request: WriteRequest, *, batch: MicroBatch | No
                               generation, faults)
         check_schema(uri, schema, df.schema, request.merge_schema)
         request = request.but(partition_by=tuple(existing))
-        if physical_names.is_mapped(table) and request.selective:
-            raise physical_names.unsupported_write(
-                uri, "A selective overwrite (replaceWhere / dynamic partition overwrite)")
         replacing = replacement.plan(df, request, table)
         constraints = Constraints.of(schema, table.metadata().configuration)
         respell = table_spelling(schema, list(df.columns)) is not None

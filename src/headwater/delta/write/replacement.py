@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from headwater.delta import physical_names
 from headwater.delta.dml.rewrite import Written, data_only, remove_action, write_files
 from headwater.delta.dml.skipping import file_test
 from headwater.delta.dml.target import FILE_COL, load_snapshot, scan
@@ -81,17 +82,23 @@ class Replacement:
                            list[dict[str, Any]]]:
         """(partition filters, remove actions, adds of rows kept) of the commit that writes
         ``adds``."""
-        schema_types = {f.name: f.dataType for f in _table_schema(self.table).fields}
+        schema = _table_schema(self.table)
+        schema_types = {f.name: f.dataType for f in schema.fields}
+        # each new file's partition values by logical name (the adds key them by physical
+        # name under column mapping)
+        values = [physical_names.logical_keys(a["partitionValues"], schema)
+                  if physical_names.is_mapped(self.table) else a["partitionValues"]
+                  for a in adds]
         if self.kind == "partitions":
             assert self.filters is not None
-            outside = [a for a in adds
-                       if not satisfies(a["partitionValues"], self.filters, schema_types)]
+            outside = [v for v in values if not satisfies(v, self.filters, schema_types)]
             if outside:
                 raise mismatch_error(self.request.path, str(self.request.replace_where),
-                                     f"e.g. partition {outside[0]['partitionValues']}")
+                                     f"e.g. partition {outside[0]}")
             return self.filters, None, []
         if self.kind == "dynamic":
-            return None, partition_removes(self.table, adds, schema_types), []
+            return None, partition_removes(self.table, [{"partitionValues": v} for v in values],
+                                           schema_types), []
         removes, kept = self._rewrite()
         return None, removes, kept
 

@@ -35,8 +35,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from headwater.delta import physical_names
 from headwater.delta.log import FILE_COLUMNS, add_actions, deletion_vector_paths
-from headwater.delta.schema import format_partition_value, parse_partition_value
+from headwater.delta.schema import format_partition_value, parse_partition_value, spark_schema
 from headwater.delta.write.request import WriteRequest
 from headwater.errors import HeadwaterError
 
@@ -208,9 +209,13 @@ def refused_on_own_commit(request: WriteRequest) -> HeadwaterError:
 
 def removes_where(table: Any, chosen: Callable[[dict[str, str | None]], bool]
                   ) -> list[dict[str, Any]]:
-    """Remove actions of the table's files whose partition values (as the log spells them)
-    are ``chosen``; a chosen file with a deletion vector is refused."""
+    """Remove actions of the table's files whose partition values (as the log spells them,
+    by logical column name) are ``chosen``; a chosen file with a deletion vector is refused.
+    The removes key the values as the log does (physical names under column mapping)."""
     columns = list(table.metadata().partition_columns)
+    keys = physical_names.physical_partition_columns(
+        spark_schema(table.schema().to_json()), columns) \
+        if physical_names.is_mapped(table) else columns
     now = int(time.time() * 1000)
     removes = []
     dv_paths = deletion_vector_paths(table)
@@ -222,7 +227,7 @@ def removes_where(table: Any, chosen: Callable[[dict[str, str | None]], bool]
             removes.append({"remove": {
                 "path": row["path"], "dataChange": True, "deletionTimestamp": now,
                 "extendedFileMetadata": True, "size": int(row["size_bytes"]),
-                "partitionValues": values}})
+                "partitionValues": {k: values[c] for c, k in zip(columns, keys, strict=True)}}})
     return removes
 
 
