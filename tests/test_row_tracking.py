@@ -107,6 +107,29 @@ def test_enable_on_an_existing_table_backfills_every_file(spark, lake):
     assert sorted(r.id for r in spark.table("grade").collect()) == [1, 2, 3, 4]
 
 
+def test_backfilled_files_written_by_delta_rs_get_the_backfills_version(spark, lake):
+    """delta-rs writes adds with explicit null ``baseRowId`` / ``defaultRowCommitVersion``:
+    the backfill gives them both (the version: the backfill's), and an UPDATE's copied rows
+    keep it (delta-spark's DefaultRowCommitVersion.assignIfMissing)."""
+    spark.sql("CREATE TABLE rs_filled (id BIGINT)")
+    path = Path(lake.path("rs_filled"))
+    write_deltalake(str(path), pa.table({"id": pa.array([1, 2, 3], pa.int64())}),
+                    mode="append")
+    assert any("defaultRowCommitVersion" in a["add"] for c in _log(path) for a in c
+               if "add" in a)  # the null keys this test is about
+    spark.sql("ALTER TABLE rs_filled SET TBLPROPERTIES ('delta.enableRowTracking' = 'true')")
+    backfill = DeltaLog(str(path)).latest_version() - 1
+    before = _ids(spark, "rs_filled")
+    assert {v for _, v in before.values()} == {backfill}
+    _check_ids(path)
+    spark.sql("UPDATE rs_filled SET id = id + 10 WHERE id = 1")
+    update = DeltaLog(str(path)).latest_version()
+    after = _ids(spark, "rs_filled")
+    assert after[11][1] == update and after[2][1] == after[3][1] == backfill
+    assert {k: r for k, (r, _) in after.items() if k != 11} == \
+        {k: r for k, (r, _) in before.items() if k != 1}
+
+
 def test_session_default_and_every_append_path_assign_ids(spark, lake, tmp):
     spark.conf.set(DEFAULT_CONF, "true")
     try:

@@ -260,6 +260,7 @@ def commit(txn: Transaction, max_attempts: int = 10_000) -> int:
     uri = normalize_uri(txn.uri)
     log = DeltaLog(uri)
     version = txn.read_version + 1
+    committed = False  # past this point the files are the table's: never cleaned up
     try:
         # row tracking: each attempt's adds get the ids above the mark of the version before
         state = row_tracking.state_at(log, txn.read_version)
@@ -270,8 +271,9 @@ def commit(txn: Transaction, max_attempts: int = 10_000) -> int:
             body = [_commit_info(txn, version, log), *actions]
             payload = "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in body)
             if put_if_absent(uri, version, payload.encode("utf-8")):
-                row_tracking.remember(log, version, state, actions)
-                _checkpoint_if_due(uri, version)
+                committed = True
+                after = row_tracking.remember(log, version, state, actions)
+                _checkpoint_if_due(uri, version, after.configuration)
                 return version
             winner = log.read_commit(version)
             if winner is None:  # created and then cleaned up: cannot check it, so refuse
@@ -290,12 +292,12 @@ def commit(txn: Transaction, max_attempts: int = 10_000) -> int:
             code=txn.conflict_code,
         )
     except BaseException:
-        if txn.cleanup is not None:
+        if txn.cleanup is not None and not committed:
             txn.cleanup()
         raise
 
 
-def _checkpoint_if_due(uri: str, version: int) -> None:
+def _checkpoint_if_due(uri: str, version: int, config: dict[str, str]) -> None:
     """delta-rs checkpoints after its own commits (``delta.checkpointInterval``, default 100)
     and then deletes log files older than ``delta.logRetentionDuration`` (default 30 days,
     unless ``delta.enableExpiredLogCleanup=false``); commits written here do the same, at the
@@ -303,10 +305,9 @@ def _checkpoint_if_due(uri: str, version: int) -> None:
     writers of one table keep one checkpoint rhythm."""
 
     try:
-        table = open_table(uri, version=version)
-        config = table.metadata().configuration or {}
         interval = int(config.get("delta.checkpointInterval", "100"))
         if interval > 0 and (version + 1) % interval == 0:
+            table = open_table(uri, version=version)
             table.create_checkpoint()
             if config.get("delta.enableExpiredLogCleanup", "true").lower() != "false":
                 table.cleanup_metadata()

@@ -361,6 +361,16 @@ def _vacuum_own(table: RsTable, candidates: list[str], hours: float | None,
     in-commit timestamps VACUUM's history entries must carry): delta-spark's VACUUM START
     commit, the files deleted, its VACUUM END commit, written by headwater's own commit."""
     uri = normalize_uri(table.table_uri)
+    if "://" in uri and not uri.startswith("file:"):
+        features = sorted(Protocol.of_table(table).writer_features or ())
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"VACUUM of {uri} would delete {len(candidates)} files, but its history entries "
+            f"cannot be committed there: the table uses writer features {features} that "
+            "delta-rs does not write, and headwater commits only to local tables.",
+            "VACUUM records VACUUM START / END commits, as delta-spark does.",
+            "Run VACUUM with delta-spark, or on a local copy of the table. Nothing was "
+            "deleted.", error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
     log = DeltaLog(uri)
     sizes = {}
     for c in candidates:
@@ -373,10 +383,20 @@ def _vacuum_own(table: RsTable, candidates: list[str], hours: float | None,
     version = _history_commit(uri, table.version(), "VACUUM START", start,
                               {"numFilesToDelete": len(candidates),
                                "sizeOfDataToDelete": sum(sizes.values())})
-    for c in candidates:
-        log.fs.delete_file(f"{log.root}/{unquote(c)}")
+    deleted = 0
+    try:
+        for c in candidates:
+            try:
+                log.fs.delete_file(f"{log.root}/{unquote(c)}")
+            except FileNotFoundError:  # deleted meanwhile (another VACUUM): gone either way
+                pass
+            deleted += 1
+    except BaseException:
+        _history_commit(uri, version, "VACUUM END", {"status": "FAILED"},
+                        {"numDeletedFiles": deleted, "numVacuumedDirectories": 0})
+        raise
     _history_commit(uri, version, "VACUUM END", {"status": "COMPLETED"},
-                    {"numDeletedFiles": len(candidates), "numVacuumedDirectories": 0})
+                    {"numDeletedFiles": deleted, "numVacuumedDirectories": 0})
     return list(candidates)
 
 

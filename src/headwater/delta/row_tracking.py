@@ -118,20 +118,39 @@ def _mark(action: dict[str, Any]) -> int:
 # commit written here (a stream's micro-batches): the log is not read again. The mtime tells
 # a table written again at the same path (its versions start over) from the one remembered.
 _STATES: OrderedDict[tuple[str, int], tuple[int | None, TableState]] = OrderedDict()
-_STATES_KEPT = 64
+_STATES_KEPT = 512
 _states_lock = threading.Lock()
 
 
 def remember(log: DeltaLog, version: int, state: TableState, actions: list[dict[str, Any]]
-             ) -> None:
-    """Keep the state after commit ``version`` (``state``: before it; ``actions``: it)."""
+             ) -> TableState:
+    """Keep the state after commit ``version`` (``state``: before it; ``actions``: it) and
+    return it. Best effort: the commit stands whatever happens here."""
     after = replace(state)
     after.saw(actions)
-    stamp = log.commit_mtime(version)
+    try:
+        stamp = log.commit_mtime(version)
+    except OSError:
+        return after
     with _states_lock:
         _STATES[(log.uri, version)] = (stamp, after)
         while len(_STATES) > _STATES_KEPT:
             _STATES.popitem(last=False)
+    return after
+
+
+def _known(log: DeltaLog, version: int) -> TableState | None:
+    """The remembered state of ``version``, if its commit file is the one remembered."""
+    with _states_lock:
+        known = _STATES.get((log.uri, version))
+    if known is None or known[0] is None:
+        return None
+    try:
+        if log.commit_mtime(version) != known[0]:
+            return None
+    except OSError:
+        return None
+    return replace(known[1])
 
 
 def state_at(log: DeltaLog, version: int) -> TableState:
@@ -139,11 +158,8 @@ def state_at(log: DeltaLog, version: int) -> TableState:
     written here, else from the log: the commits newest first down to the newest
     checkpoint, then that checkpoint. Commits are looked at as text first: only the lines
     that matter are parsed."""
-    with _states_lock:
-        known = _STATES.get((log.uri, version))
-    if known is not None and known[0] is not None and log.commit_mtime(version) == known[0]:
-        return replace(known[1])
-    return _read_state(log, version)
+    known = _known(log, version)
+    return known if known is not None else _read_state(log, version)
 
 
 def _read_state(log: DeltaLog, version: int) -> TableState:
@@ -155,6 +171,12 @@ def _read_state(log: DeltaLog, version: int) -> TableState:
     checkpoint = checkpoint_at_or_before(log, version)
     stop = -1 if checkpoint is None else checkpoint[0]
     for v in range(version, stop, -1):
+        base = _known(log, v) if v < version and (log.uri, v) in _STATES else None
+        if base is not None:  # an older state remembered here: the newer commits on top
+            return TableState(protocol if protocol is not None else base.protocol,
+                              configuration if configuration is not None
+                              else base.configuration,
+                              base.high_water_mark if mark is None else mark)
         text = log._read_text(log.commit_path(v))  # noqa: SLF001 - the log's own reader
         if text is None:
             break
@@ -167,8 +189,8 @@ def _read_state(log: DeltaLog, version: int) -> TableState:
                 action = json.loads(line)
                 if _is_domain(action):
                     mark = _mark(action)
-        if protocol is not None and not supported(protocol):
-            return TableState(protocol, configuration or {}, NO_HIGH_WATER_MARK)
+        if protocol is not None and configuration is not None and not supported(protocol):
+            return TableState(protocol, configuration, NO_HIGH_WATER_MARK)
         if protocol is not None and configuration is not None and mark is not None:
             break
     if checkpoint is not None and (protocol is None or configuration is None or mark is None):
@@ -186,6 +208,20 @@ def _from_checkpoint(log: DeltaLog, files: list[str]
     configuration: dict[str, str] | None = None
     mark: int | None = None
     for path in files:
+        if path.endswith(".json"):  # a V2 checkpoint in JSON: its non-file actions inline
+            with log.fs.open_input_stream(path) as stream:
+                text = stream.read().decode("utf-8")
+            for line in text.splitlines():
+                if line.startswith('{"protocol"'):
+                    protocol = json.loads(line)["protocol"]
+                elif line.startswith('{"metaData"'):
+                    configuration = dict(json.loads(line)["metaData"].get("configuration")
+                                         or {})
+                elif line.startswith('{"domainMetadata"') and DOMAIN in line:
+                    action = json.loads(line)
+                    if _is_domain(action):
+                        mark = _mark(action)
+            continue
         if not path.endswith(".parquet"):
             continue
         with log.fs.open_input_file(path) as handle:
@@ -228,7 +264,8 @@ def assign(actions: list[dict[str, Any]], state: TableState, version: int,
             add = dict(action["add"])
             records = _num_records(add, uri)
             add["baseRowId"] = mark + 1
-            add.setdefault("defaultRowCommitVersion", version)
+            if add.get("defaultRowCommitVersion") is None:  # delta-rs writes explicit nulls
+                add["defaultRowCommitVersion"] = version
             mark += records
             action = {"add": add}
         elif "add" in action and action["add"].get("defaultRowCommitVersion") is None:

@@ -132,7 +132,9 @@ def parse_name(name: str | list[str]) -> TableName:
         if not _PART.match(part) or part.startswith(RESERVED_PREFIXES):
             raise _bad_name(
                 name, f"{part!r} must be letters, digits and underscores, not starting with a "
-                "digit or underscore")
+                "digit or underscore (Spark's session catalog, delta-spark's too, takes only "
+                "letters, digits and underscores in a table or schema name, even between "
+                "backticks)", error_class="INVALID_SCHEMA_OR_RELATION_NAME")
         if i < len(parts) - 1 and CATALOG_SEPARATOR in part:
             raise _bad_name(name, f"{part!r}: a catalog or schema name never holds "
                             f"{CATALOG_SEPARATOR!r} (Spark names a catalog's schema "
@@ -191,14 +193,12 @@ def spark_name(name: str, spark: SparkSession) -> str:
     return tname.sql if tname.catalog else name
 
 
-def _bad_name(name: Any, why: str) -> HeadwaterError:
+def _bad_name(name: Any, why: str, error_class: str | None = None) -> HeadwaterError:
     return HeadwaterError(
         "HW_TABLE_NAME_INVALID", f"{name!r} is not a valid table name: {why}.",
-        "Table names become folders under the lakehouse root and must not leave it; "
-        "Spark's session catalog (delta-spark's too) takes only letters, digits and "
-        "underscores in a table or schema name, even between backticks.",
+        "Table names become folders under the lakehouse root and must not leave it.",
         "Use names like 'bronze', 'sales.orders' or 'main.sales.orders'.",
-        error_class="INVALID_SCHEMA_OR_RELATION_NAME",
+        error_class=error_class,
     )
 
 

@@ -9,7 +9,7 @@ every stream is a lakehouse table read by name (``headwater.read_stream``,
 and its reads carry :data:`~headwater.conf.layout.COMMIT_WAIT_OPTION`: when the Delta source
 finds nothing new it waits, up to the flow's interval (2 s at most), for the table's next
 commit file to appear (a stat every 10 ms) and answers as soon as one brings data. The
-interval stays the floor: a flow with nothing to do asks its source again once per interval
+interval caps that wait: a flow with nothing to do asks its source again once per interval
 (or every 2 s). Everything else about the query is Spark's own: its offsets and commit
 logs, its checkpoint, exactly-once replay after ``kill -9`` (a batch is planned from the
 offsets the source answers, whenever it answers them), its progress events (a batch's
@@ -19,8 +19,8 @@ Flows reading anything else as a stream (files, Kafka, a view, a Delta path, a S
 ``STREAM``) keep their processing-time trigger: :func:`commit_driven` checks the flow's plan.
 Materialized views are recomputed by the runner when an input changes: it wakes when a
 view's local input commits (a stat of its next commit file every 50 ms) or a listener on the
-run's queries sees a batch that read rows (:class:`CommitSignal`), the interval being its
-floor too. A stop waits for a commit-driven flow's running batch by its checkpoint
+run's queries sees a batch that read rows (:class:`CommitSignal`), and at least once per
+interval. A stop waits for a commit-driven flow's running batch by its checkpoint
 (:func:`between_batches`): its trigger is active while its source waits.
 """
 
