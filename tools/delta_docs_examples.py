@@ -261,6 +261,16 @@ FIXTURES: dict[str, tuple[str, str, str]] = {
                            "table delta_source_table (schema tracking stream)"),
 }
 
+# A page whose placeholder table is one its topic makes (row tracking's examples read
+# ``_metadata.row_id`` of ``table_name``: a table with row tracking, as the page's reader has).
+PAGE_FIXTURES: dict[tuple[str, str], tuple[str, str]] = {
+    ("delta-row-tracking", "table_name"): (
+        "spark.sql('CREATE TABLE table_name (col_name INT, col_name_1 INT, col_name_2 INT, "
+        "old_col_name INT) USING DELTA TBLPROPERTIES (delta.enableRowTracking = true)')\n"
+        "spark.sql('INSERT INTO table_name VALUES (1, 2, 3, 4)')",
+        "table table_name with row tracking: the table the page's reads assume"),
+}
+
 # --- skip rules: (pattern, reason), checked on a block's text after the edits ---------------
 SKIPS: list[tuple[str, str]] = [
     (r"/databricks-datasets|dbutils\.", "needs a Databricks service (datasets / dbutils)"),
@@ -568,6 +578,7 @@ class PageRun:
         for name, (mention, code, why) in FIXTURES.items():
             if not re.search(mention, text):
                 continue
+            code, why = PAGE_FIXTURES.get((self.page, name), (code, why))
             targets = [a or b for a, b in re.findall(
                 r"saveAsTable\('([\w.]+)'\)|CREATE TABLE (\w+)\b(?!\.)", code)]
             paths = [a or b for a, b in re.findall(  # the folders it writes (not reads)
