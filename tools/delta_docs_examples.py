@@ -262,13 +262,19 @@ FIXTURES: dict[str, tuple[str, str, str]] = {
 }
 
 # A page whose placeholder table is one its topic makes (row tracking's examples read
-# ``_metadata.row_id`` of ``table_name``: a table with row tracking, as the page's reader has).
+# ``_metadata.row_id`` of ``table_name``: a table with row tracking, as the page's reader has;
+# type widening's change its column types).
 PAGE_FIXTURES: dict[tuple[str, str], tuple[str, str]] = {
     ("delta-row-tracking", "table_name"): (
         "spark.sql('CREATE TABLE table_name (col_name INT, col_name_1 INT, col_name_2 INT, "
         "old_col_name INT) USING DELTA TBLPROPERTIES (delta.enableRowTracking = true)')\n"
         "spark.sql('INSERT INTO table_name VALUES (1, 2, 3, 4)')",
         "table table_name with row tracking: the table the page's reads assume"),
+    ("delta-type-widening", "table_name"): (
+        "spark.sql('CREATE TABLE table_name (col_name INT, col_name_1 INT, col_name_2 INT, "
+        "old_col_name INT) USING DELTA TBLPROPERTIES (delta.enableTypeWidening = true)')\n"
+        "spark.sql('INSERT INTO table_name VALUES (1, 2, 3, 4)')",
+        "table table_name with type widening enabled: the table the page's ALTERs assume"),
 }
 
 # --- skip rules: (pattern, reason), checked on a block's text after the edits ---------------
