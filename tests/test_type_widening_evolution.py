@@ -162,3 +162,41 @@ def test_table_without_type_widening_is_never_upgraded(spark, lake):
     assert "mergeSchema" in err.value.fix
     assert logged_fields(path)["v"]["type"] == "short"
     assert rows(spark, "plain") == [(1, 300)]
+
+
+def test_column_mapped_table_widens_keeping_physical_names(spark, lake):
+    spark.sql("CREATE TABLE cm (id INT, v SMALLINT) USING DELTA TBLPROPERTIES ("
+              "'delta.enableTypeWidening' = 'true', 'delta.columnMapping.mode' = 'name')")
+    spark.sql("INSERT INTO cm VALUES (1, 300)")
+    path = lake.path("cm")
+    physical = logged_fields(path)["v"]["metadata"]["delta.columnMapping.physicalName"]
+    df = spark.createDataFrame([(2, 70000)], "id INT, v INT")
+    df.write.format("delta").mode("append").option("mergeSchema", "true").saveAsTable("cm")
+    field = logged_fields(path)["v"]
+    assert field["type"] == "integer"
+    assert field["metadata"]["delta.columnMapping.physicalName"] == physical
+    assert field["metadata"]["delta.typeChanges"] == [{"fromType": "short", "toType": "integer"}]
+    assert rows(spark, "cm") == [(1, 300), (2, 70000)]
+
+
+def test_sql_insert_widens_with_schema_evolution_only(spark, lake):
+    # delta-spark's TypeWideningInsertSchemaEvolutionBasicSuite: "type widening isn't applied
+    # when schema evolution is disabled" (the INT literals cast down to SHORT), then widened
+    spark.sql(f"CREATE TABLE ins (a SMALLINT) USING DELTA {WIDENING}")
+    spark.sql("INSERT INTO ins VALUES (1), (2)")
+    assert logged_fields(lake.path("ins"))["a"]["type"] == "short"
+    spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
+    try:
+        spark.sql("INSERT INTO ins VALUES (3), (4)")
+    finally:
+        spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
+    assert logged_fields(lake.path("ins"))["a"]["metadata"]["delta.typeChanges"] == [
+        {"fromType": "short", "toType": "integer"}]
+    spark.sql("INSERT WITH SCHEMA EVOLUTION INTO ins SELECT CAST(9000000000 AS BIGINT)")
+    assert logged_fields(lake.path("ins"))["a"]["type"] == "long"
+    assert rows(spark, "ins") == [(1,), (2,), (3,), (4,), (9000000000,)]
+    # a table without the feature keeps its type: the values are cast (Spark's INSERT)
+    spark.sql("CREATE TABLE ins_plain (a SMALLINT) USING DELTA")
+    spark.sql("INSERT WITH SCHEMA EVOLUTION INTO ins_plain VALUES (5)")
+    assert logged_fields(lake.path("ins_plain"))["a"]["type"] == "short"
+    assert rows(spark, "ins_plain") == [(5,)]

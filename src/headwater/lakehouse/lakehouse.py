@@ -51,14 +51,17 @@ from headwater.conf.options import parse_bool
 from headwater.conf.triggers import Trigger, trigger_kwargs
 from headwater.delta import definition
 from headwater.delta.clustering import clustering_columns
-from headwater.delta.column_ddl import widening_by_evolution
 from headwater.delta.constraints import schema_overwrite
 from headwater.delta.create import create_delta_table
 from headwater.delta.generated import Generation
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.delta.schema import as_nullable, spark_schema, strip_field_metadata
 from headwater.delta.update_mode import merge_batch
-from headwater.delta.write.checks import check_partitioning, type_widening_enabled
+from headwater.delta.write.checks import (
+    check_partitioning,
+    type_widening_enabled,
+    written_type,
+)
 from headwater.delta.write.native import native_sink, write_native, write_rows
 from headwater.delta.write.replace_table import declared_schema, replace_native
 from headwater.delta.write.request import WriteRequest, reset_session_txn, with_session_settings
@@ -652,11 +655,9 @@ class Lakehouse:
         # schema evolution on a table with type widening: a wider type Delta widens by
         # itself stays, and the write widens the column (delta-spark's insertInto)
         merge = with_session_settings(options or {}, self.spark.conf).get("mergeschema")
-        if parse_bool("mergeSchema", merge, False) and type_widening_enabled(table):
-            for field, given in zip(fields, df.schema.fields, strict=True):
-                if widening_by_evolution(field.dataType.jsonValue(),
-                                         given.dataType.jsonValue()):
-                    types[field.name] = given.dataType
+        widen = parse_bool("mergeSchema", merge, False) and type_widening_enabled(table)
+        for field, given in zip(fields, df.schema.fields, strict=True):
+            types[field.name] = written_type(types[field.name], given.dataType, widen)
         rows = df.toDF(*[f.name for f in fields]).select(  # NOT NULL is checked by the write
             *[col(f"`{f.name}`").cast(types[f.name]).alias(f.name) for f in fields])
         self.write(rows, name, mode="overwrite" if overwrite else "append", **(options or {}))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import DataType, StructField, StructType
 
 from headwater.delta.column_ddl import widening, widening_by_evolution
 from headwater.delta.generated import declares_generation
@@ -103,6 +103,16 @@ def widened_columns(table: StructType, data: StructType, widen: bool) -> list[st
     if not widen:
         return []
     return [old.name for old, new in _type_differences(table, data) if _by_evolution(old, new)]
+
+
+def written_type(table_type: DataType, data_type: DataType, widen: bool) -> DataType:
+    """The type a column's values are cast to by a write that casts to the table's types
+    (insertInto, SQL INSERT): the data's own where the write widens the column (``widen``:
+    schema evolution on a table with type widening enabled, and a change Delta widens by
+    itself), the table's otherwise."""
+    if widen and widening_by_evolution(table_type.jsonValue(), data_type.jsonValue()):
+        return data_type
+    return table_type
 
 
 def schema_differences(table: StructType, data: StructType) -> tuple[list[str], list[str]]:

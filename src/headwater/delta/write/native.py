@@ -326,9 +326,9 @@ def _write_own(df: DataFrame, request: WriteRequest, table, generation: Generati
         # schema evolution: wider types on a table with type widening enabled (widened in
         # this commit); new columns where the files hold logical names
         type_widening = type_widening_enabled(table)
-        mapped = physical_names.is_mapped(table)
-        new_columns = check_schema(uri, schema, df.schema,
-                                   request.merge_schema and not mapped, type_widening)
+        new_columns = check_schema(uri, schema, df.schema, request.merge_schema, type_widening)
+        if new_columns and physical_names.is_mapped(table):  # no physical names given here
+            check_schema(uri, schema, df.schema, False, type_widening)  # raises
         widened = widened_columns(schema, df.schema, request.merge_schema and type_widening)
         if (new_columns or widened) and not request.data_change:
             raise data_change_false(request, "change the columns "
