@@ -267,7 +267,7 @@ def change_column(schema: Json, change: ColumnChange, label: str,
         field = parent["fields"][i]
         if type_widening and widening(field["type"], change.data_type):
             _check_identity(field, change, label)
-            _widen(field, change.data_type)
+            widen_field(field, change.data_type)
         else:
             _check_type(field, change, label, type_widening)
             _check_identity(field, change, label)
@@ -369,7 +369,20 @@ def widening(old: Any, new: Any) -> bool:
         precision - scale >= int(was.group(1)) - int(was.group(2))
 
 
-def _widen(field: Json, wanted: str) -> None:
+def widening_by_evolution(old: Any, new: Any) -> bool:
+    """Whether a write with schema evolution (mergeSchema / autoMerge) widens a column of
+    type ``old`` to ``new`` by itself (delta-spark's TypeWidening
+    .isTypeChangeSupportedForSchemaEvolution): integers to wider integers, float -> double,
+    date -> timestamp_ntz, a decimal to one with no fewer integer digits and no smaller
+    scale. Integers to double or to a decimal take ALTER COLUMN TYPE."""
+    if not widening(old, new):
+        return False
+    if old in _INTEGERS:
+        return new in _INTEGERS
+    return _DECIMAL.fullmatch(old) is None or _DECIMAL.fullmatch(new) is not None
+
+
+def widen_field(field: Json, wanted: str) -> None:
     """The field's type changed to ``wanted``, the change recorded in its typeChanges."""
     metadata = field.setdefault("metadata", {})
     metadata[TYPE_CHANGES] = [*metadata.get(TYPE_CHANGES, []),

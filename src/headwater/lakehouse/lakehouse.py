@@ -57,7 +57,11 @@ from headwater.delta.generated import Generation
 from headwater.delta.log import DeltaLog, normalize_uri, open_table
 from headwater.delta.schema import as_nullable, spark_schema, strip_field_metadata
 from headwater.delta.update_mode import merge_batch
-from headwater.delta.write.checks import check_partitioning
+from headwater.delta.write.checks import (
+    check_partitioning,
+    type_widening_enabled,
+    written_type,
+)
 from headwater.delta.write.native import native_sink, write_native, write_rows
 from headwater.delta.write.replace_table import declared_schema, replace_native
 from headwater.delta.write.request import WriteRequest, reset_session_txn, with_session_settings
@@ -632,7 +636,8 @@ class Lakehouse:
         :meth:`write` (appended, or replacing the rows with ``overwrite``). Data without the
         generated / identity columns fills the others (their values are computed)."""
         tname = self._existing(name)
-        schema = spark_schema(open_table(self.path(name)).schema().to_json())
+        table = open_table(self.path(name))
+        schema = spark_schema(table.schema().to_json())
         fields = schema.fields
         generation = Generation.of(schema)
         automatic = set(generation.expressions) | {i.name for i in generation.identities}
@@ -646,9 +651,15 @@ class Lakehouse:
                 "insertInto matches columns by position.",
                 "Select one value per table column, in the table's order.",
                 error_class="INSERT_COLUMN_ARITY_MISMATCH")
-        nullable = {f.name: f.dataType for f in as_nullable(StructType(fields)).fields}
+        types = {f.name: f.dataType for f in as_nullable(StructType(fields)).fields}
+        # schema evolution on a table with type widening: a wider type Delta widens by
+        # itself stays, and the write widens the column (delta-spark's insertInto)
+        merge = with_session_settings(options or {}, self.spark.conf).get("mergeschema")
+        widen = parse_bool("mergeSchema", merge, False) and type_widening_enabled(table)
+        for field, given in zip(fields, df.schema.fields, strict=True):
+            types[field.name] = written_type(types[field.name], given.dataType, widen)
         rows = df.toDF(*[f.name for f in fields]).select(  # NOT NULL is checked by the write
-            *[col(f"`{f.name}`").cast(nullable[f.name]).alias(f.name) for f in fields])
+            *[col(f"`{f.name}`").cast(types[f.name]).alias(f.name) for f in fields])
         self.write(rows, name, mode="overwrite" if overwrite else "append", **(options or {}))
 
     def save_as_table(self, df: DataFrame, name: str, mode: str = "errorifexists",

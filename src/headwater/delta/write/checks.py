@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StructField, StructType
 
+from headwater.delta.column_ddl import widening, widening_by_evolution
 from headwater.delta.generated import declares_generation
+from headwater.delta.table_protocol import TYPE_WIDENING, TYPE_WIDENING_PROPERTY
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
@@ -71,33 +73,80 @@ def refuse_deltalake_commit(table: Any, path: str, operation: str, fix: str) -> 
         error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
 
 
+def type_widening_enabled(table: Any) -> bool:
+    """Whether type widening is on for ``table`` (a deltalake snapshot; delta-spark's
+    TypeWidening.isEnabled): ``delta.enableTypeWidening = true`` with the feature in the
+    protocol. Only then does a write with schema evolution widen a column."""
+    config = table.metadata().configuration or {}
+    features = table.protocol().writer_features or []
+    return str(config.get(TYPE_WIDENING_PROPERTY, "false")).lower() == "true" and \
+        any(f.startswith(TYPE_WIDENING) for f in features)
+
+
+def _type_differences(table: StructType, data: StructType
+                      ) -> list[tuple[StructField, StructField]]:
+    """(table field, data field) of the data's columns whose type differs from the table's."""
+    by_name = {f.name.lower(): f for f in table.fields}
+    return [(by_name[f.name.lower()], f) for f in data.fields
+            if f.name.lower() in by_name
+            and by_name[f.name.lower()].dataType.simpleString() != f.dataType.simpleString()]
+
+
+def _by_evolution(existing: StructField, new: StructField) -> bool:
+    return widening_by_evolution(existing.dataType.jsonValue(), new.dataType.jsonValue())
+
+
+def widened_columns(table: StructType, data: StructType, widen: bool) -> list[str]:
+    """The table's columns (as it spells them) a write of ``data`` widens: the changes Delta
+    makes with schema evolution (:func:`headwater.delta.column_ddl.widening_by_evolution`);
+    none unless ``widen`` (mergeSchema on a table with type widening enabled)."""
+    if not widen:
+        return []
+    return [old.name for old, new in _type_differences(table, data) if _by_evolution(old, new)]
+
+
+def written_type(table_type: DataType, data_type: DataType, widen: bool) -> DataType:
+    """The type a column's values are cast to by a write that casts to the table's types
+    (insertInto, SQL INSERT): the data's own where the write widens the column (``widen``:
+    schema evolution on a table with type widening enabled, and a change Delta widens by
+    itself), the table's otherwise."""
+    if widen and widening_by_evolution(table_type.jsonValue(), data_type.jsonValue()):
+        return data_type
+    return table_type
+
+
 def schema_differences(table: StructType, data: StructType) -> tuple[list[str], list[str]]:
     """(columns only in the data, columns whose types differ) — names are case-insensitive."""
-    by_name = {f.name.lower(): f for f in table.fields}
-    extra, mismatched = [], []
-    for f in data.fields:
-        existing = by_name.get(f.name.lower())
-        if existing is None:
-            extra.append(f.name)
-        elif existing.dataType.simpleString() != f.dataType.simpleString():
-            mismatched.append(
-                f"{f.name} (table {existing.dataType.simpleString()}, "
-                f"data {f.dataType.simpleString()})"
-            )
+    known = {f.name.lower() for f in table.fields}
+    extra = [f.name for f in data.fields if f.name.lower() not in known]
+    mismatched = [f"{new.name} (table {old.dataType.simpleString()}, "
+                  f"data {new.dataType.simpleString()})"
+                  for old, new in _type_differences(table, data)]
     return extra, mismatched
 
 
-def check_schema(path: str, table: StructType, data: StructType, merge_schema: bool) -> list[str]:
-    """Raise on a mismatch; return the new columns to add when mergeSchema is on."""
-    extra, mismatched = schema_differences(table, data)
-    if mismatched:
+def check_schema(path: str, table: StructType, data: StructType, merge_schema: bool,
+                 type_widening: bool = False) -> list[str]:
+    """Raise on a mismatch; return the new columns to add when mergeSchema is on.
+    ``type_widening``: the table has it enabled (:func:`type_widening_enabled`); with
+    mergeSchema the data's wider types then pass (:func:`widened_columns`)."""
+    extra, _ = schema_differences(table, data)
+    widen = merge_schema and type_widening
+    differing = [(old, new) for old, new in _type_differences(table, data)
+                 if not (widen and _by_evolution(old, new))]
+    if differing:
         raise HeadwaterError(
             "HW_SINK_SCHEMA_MISMATCH",
             f"The data does not fit the Delta table at {path}: mismatched column types: "
-            f"{', '.join(mismatched)}.",
-            "Delta enforces the table schema on every write; changing a column's type would "
-            "make existing files unreadable.",
-            "Cast the columns to the table's types, or write to a new table.",
+            + ", ".join(f"{new.name} (table {old.dataType.simpleString()}, "
+                        f"data {new.dataType.simpleString()})" for old, new in differing)
+            + ".",
+            "Delta enforces the table schema on every write; a column's type changes only by "
+            "type widening (the table's old files keep their type and are read widened): "
+            "ALTER COLUMN TYPE, or a write with schema evolution for the changes Delta widens "
+            "by itself (integers to wider integers, float to double, date to timestamp_ntz, "
+            "a decimal to a wider one).",
+            _mismatch_fix(differing, type_widening),
         )
     if extra and not merge_schema:
         raise HeadwaterError(
@@ -107,6 +156,32 @@ def check_schema(path: str, table: StructType, data: StructType, merge_schema: b
             "Drop those columns, or add .option('mergeSchema', 'true') to add them to the table.",
         )
     return extra
+
+
+def _mismatch_fix(differing: list[tuple[StructField, StructField]],
+                  type_widening: bool) -> str:
+    """The ways out of a type mismatch: schema evolution for the automatic widenings, ALTER
+    COLUMN TYPE for the others type widening allows, a cast for the rest."""
+    ways = []
+    if any(_by_evolution(old, new) for old, new in differing):
+        evolution = ".option('mergeSchema', 'true') (or spark.databricks.delta.schema" \
+            ".autoMerge.enabled = true)"
+        ways.append(f"write with {evolution} to widen the column in the write's commit"
+                    if type_widening else
+                    f"enable type widening (ALTER TABLE ... SET TBLPROPERTIES "
+                    f"('{TYPE_WIDENING_PROPERTY}' = 'true')) and write with {evolution} to "
+                    "widen the column in the write's commit")
+    manual = [(old, new) for old, new in differing
+              if widening(old.dataType.jsonValue(), new.dataType.jsonValue())]
+    if manual:
+        alters = "; ".join(f"ALTER TABLE ... ALTER COLUMN {old.name} TYPE "
+                           f"{new.dataType.simpleString().upper()}" for old, new in manual)
+        ways.append(f"widen the column first: {alters}" + (
+            "" if type_widening else f" (with '{TYPE_WIDENING_PROPERTY}' = 'true' set on "
+            "the table first)") + ", then write")
+    ways.append("cast the columns to the table's types, or write to a new table")
+    text = "; or ".join(ways) + "."
+    return text[0].upper() + text[1:]
 
 
 def refuse_driver_only(path: str, table: Any) -> None:

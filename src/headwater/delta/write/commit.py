@@ -32,6 +32,7 @@ from pyspark.sql.types import StructType
 from headwater.conf import storage
 from headwater.conf.layout import DELTA_LOG
 from headwater.delta import autocompact, physical_names, row_tracking
+from headwater.delta.column_ddl import widen_field
 from headwater.delta.column_defaults import FEATURE as DEFAULTS_FEATURE
 from headwater.delta.column_defaults import feature_requested
 from headwater.delta.commit import (
@@ -53,7 +54,13 @@ from headwater.delta.log import (
 from headwater.delta.metadata import metadata_action
 from headwater.delta.schema import arrow_schema, as_nullable, format_partition_value, spark_schema
 from headwater.delta.table_protocol import first_protocol, invalid_property, split_properties
-from headwater.delta.write.checks import check_partitioning, check_schema, own_commit_allowed
+from headwater.delta.write.checks import (
+    check_partitioning,
+    check_schema,
+    own_commit_allowed,
+    type_widening_enabled,
+    widened_columns,
+)
 from headwater.delta.write.request import SAVE_MODES, WriteRequest
 from headwater.delta.write.selective import partition_removes_where
 from headwater.errors import HeadwaterError
@@ -150,7 +157,7 @@ def commit_files(request: WriteRequest, adds: list[dict[str, Any]], data_schema:
     if table is None:
         if not request.data_change:
             delete_files(path, adds)
-            raise _data_change_false(request, "create the table")
+            raise data_change_false(request, "create the table")
         for col in partition_by:
             if col not in data_schema.fieldNames():
                 raise HeadwaterError(
@@ -203,21 +210,26 @@ def commit_files(request: WriteRequest, adds: list[dict[str, Any]], data_schema:
             "targetFileSize, a codec Spark's writer lacks, or another API than df.write / "
             "INSERT / a stream)")
     table_schema = spark_schema(table.schema().to_json())
-    new_columns = check_schema(path, table_schema, data_schema, request.merge_schema)
-    if new_columns and not request.data_change:
+    type_widening = type_widening_enabled(table)
+    new_columns = check_schema(path, table_schema, data_schema, request.merge_schema,
+                               type_widening)
+    widened = widened_columns(table_schema, data_schema, request.merge_schema and type_widening)
+    if (new_columns or widened) and not request.data_change:
         delete_files(path, adds)
-        raise _data_change_false(request, "add the columns " + ", ".join(new_columns))
+        raise data_change_false(request, "change the columns "
+                                 + ", ".join([*widened, *new_columns]))
     if "://" not in path and own_commit_allowed(table):
         # headwater's own commit, recorded as delta-spark records the write (operation,
-        # parameters, operationMetrics), new columns in the same version
+        # parameters, operationMetrics), new and widened columns in the same version
         if partition_filters:
             removes = partition_removes_where(table, table_schema, partition_filters)
         return _commit_own(request, table, adds,
-                           _merged(table_schema, data_schema, new_columns), removes,
+                           merged_schema(table_schema, data_schema, new_columns, widened), removes,
                            read_version)
-    if removes is not None or not request.data_change:
+    if removes is not None or not request.data_change or widened:
         delete_files(path, adds)
-        raise _refuse_own(request, "A selective overwrite or a dataChange=false write")
+        raise _refuse_own(request, "A selective overwrite, a dataChange=false write or a "
+                          "write that widens a column")
     if new_columns:
         from deltalake.schema import Field  # noqa: PLC0415 - worker: deltalake only in the worker that evolves the schema
 
@@ -245,14 +257,14 @@ def commit_files(request: WriteRequest, adds: list[dict[str, Any]], data_schema:
                 return False
             check_partitioning(path, list(table.metadata().partition_columns), partition_by)
             check_schema(path, spark_schema(table.schema().to_json()), data_schema,
-                         request.merge_schema)
+                         request.merge_schema, type_widening_enabled(table))
     if autocompact.enabled(config, request.auto_compact):
         table.update_incremental()
         autocompact.compact_if_due(table, request.auto_compact)
     return True
 
 
-def _data_change_false(request: WriteRequest, what: str) -> HeadwaterError:
+def data_change_false(request: WriteRequest, what: str) -> HeadwaterError:
     return HeadwaterError(
         "HW_OPTION_CONFLICT", f"A write with dataChange=false would {what} at {request.path}.",
         "dataChange=false marks a write that only rearranges the table's data; it cannot "
@@ -260,13 +272,23 @@ def _data_change_false(request: WriteRequest, what: str) -> HeadwaterError:
         error_class="DELTA_DATA_CHANGE_FALSE")
 
 
-def _merged(table: StructType, data: StructType, new_columns: list[str]) -> StructType | None:
-    """The table's schema with the data's ``new_columns`` added at the end (nullable, as
-    mergeSchema adds them); None when there are none."""
-    if not new_columns:
+def merged_schema(table: StructType, data: StructType, new_columns: list[str],
+            widened: Sequence[str] = ()) -> StructType | None:
+    """The table's schema with the ``widened`` columns given the data's types (recorded in
+    their ``delta.typeChanges`` as ALTER COLUMN TYPE records them) and the data's
+    ``new_columns`` added at the end (nullable, as mergeSchema adds them); None when there
+    are none of either."""
+    if not new_columns and not widened:
         return None
+    wider = {f.name.lower(): f.dataType.jsonValue() for f in data.fields}
+    fields = []
+    for field in table.jsonValue()["fields"]:
+        if field["name"] in widened:
+            widen_field(field, wider[field["name"].lower()])
+        fields.append(field)
     added = [f for f in data.fields if f.name in new_columns]
-    return StructType([*table.fields, *added])
+    return StructType([*StructType.fromJson({"type": "struct", "fields": fields}).fields,
+                       *added])
 
 
 def _commit_own(request: WriteRequest, table: Any, adds: list[dict[str, Any]],

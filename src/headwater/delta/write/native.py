@@ -51,8 +51,15 @@ from headwater.delta.write.checks import (
     deltalake_writes,
     spelled_as_table,
     table_spelling,
+    type_widening_enabled,
+    widened_columns,
 )
-from headwater.delta.write.commit import commit_files, commit_write
+from headwater.delta.write.commit import (
+    commit_files,
+    commit_write,
+    data_change_false,
+    merged_schema,
+)
 from headwater.delta.write.request import StreamUpdate, WriteRequest
 from headwater.delta.write.staging import delete_staged, stage_files, unreferenced
 from headwater.errors import HeadwaterError, translated
@@ -314,8 +321,21 @@ def _write_own(df: DataFrame, request: WriteRequest, table, generation: Generati
     headwater (the identity high-water marks raised in the same commit)."""
     uri = request.path
     schema = generation.schema
+    evolved = None
     if not generation:  # no generated values, but NOT NULL and the columns still checked
-        check_schema(uri, schema, df.schema, False)
+        # schema evolution: wider types on a table with type widening enabled (widened in
+        # this commit); new columns where the files hold logical names
+        type_widening = type_widening_enabled(table)
+        new_columns = check_schema(uri, schema, df.schema, request.merge_schema, type_widening)
+        if new_columns and physical_names.is_mapped(table):  # no physical names given here
+            check_schema(uri, schema, df.schema, False, type_widening)  # raises
+        widened = widened_columns(schema, df.schema, request.merge_schema and type_widening)
+        if (new_columns or widened) and not request.data_change:
+            raise data_change_false(request, "change the columns "
+                                    + ", ".join([*widened, *new_columns]))
+        evolved = merged_schema(schema, df.schema, new_columns, widened)
+        if evolved is not None:  # the rows as the evolved table's (new and wider columns)
+            generation = Generation.of(evolved)
     df, generated = prepare(df, generation, uri)
     df = Constraints.of(schema, table.metadata().configuration).enforce(df, uri)
     partition_columns = list(table.metadata().partition_columns)
@@ -326,7 +346,7 @@ def _write_own(df: DataFrame, request: WriteRequest, table, generation: Generati
         return 0  # nothing to add: an empty commit would only grow the log
     fault(faults[0], uri)
     version = commit_write(request, table, adds,
-                           raised_high_water_marks(schema, generated, adds),
+                           evolved or raised_high_water_marks(schema, generated, adds),
                            cleanup=lambda: delete_staged(uri, adds))
     fault(faults[1], uri)
     if version is None:

@@ -27,6 +27,7 @@ from headwater.delta import column_defaults
 from headwater.delta.generated import Generation
 from headwater.delta.log import DeltaLog
 from headwater.delta.schema import as_nullable, spark_schema
+from headwater.delta.write.checks import type_widening_enabled, written_type
 from headwater.delta.write.native import write_native, write_rows, written_on_driver
 from headwater.delta.write.request import WriteRequest, reset_session_txn, with_session_settings
 from headwater.errors import HeadwaterError, translated
@@ -78,6 +79,10 @@ def insert(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     rows = _default_keyword_rows(st, schema, generation, target, set(static))
     if rows is None:
         rows = dataframe(st.session, plan.query())
+    # schema evolution (WITH SCHEMA EVOLUTION, autoMerge) on a table with type widening:
+    # a wider type Delta widens by itself is kept, and the write widens the column
+    widen = (evolve or with_session_settings({}, st.session.conf).get("mergeschema") == "true") \
+        and type_widening_enabled(table)
     if evolve:  # as delta-spark: by position (or name / column list), extra columns added
         listed = [str(c) for c in seq(plan.userSpecifiedCols())]
         fields = [f.name for f in schema.fields if f.name not in static]
@@ -88,7 +93,9 @@ def insert(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
         known = {f.name.lower(): f.name for f in schema.fields}
         types = {f.name: f.dataType for f in as_nullable(schema).fields}  # constraints: checked on write
         rows = rows.toDF(*names)
-        rows = rows.select(*[F.col(f"`{c}`").cast(types[known[c.lower()]])
+        given = {f.name: f.dataType for f in rows.schema.fields}
+        rows = rows.select(*[F.col(f"`{c}`").cast(
+                                 written_type(types[known[c.lower()]], given[c], widen))
                              .alias(known[c.lower()]) if c.lower() in known
                              else F.col(f"`{c}`") for c in names],
                            *[F.lit(v).cast(types[c]).alias(c) for c, v in static.items()])
@@ -97,8 +104,11 @@ def insert(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
                                 [str(c) for c in seq(plan.userSpecifiedCols())], plan.byName(),
                                 exclude=set(static))
         types = {f.name: f.dataType for f in as_nullable(schema).fields}  # constraints: checked on write
-        rows = rows.toDF(*names).select(
-            *[F.col(f"`{n}`").cast(types[n]).alias(n) for n in names],
+        rows = rows.toDF(*names)
+        given = {f.name: f.dataType for f in rows.schema.fields}
+        rows = rows.select(
+            *[F.col(f"`{n}`").cast(written_type(types[n], given[n], widen)).alias(n)
+              for n in names],
             *[F.lit(v).cast(types[c]).alias(c) for c, v in static.items()])
     overwrite = bool(plan.overwrite()) or replace_where is not None
     if static and overwrite:
