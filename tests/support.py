@@ -160,3 +160,15 @@ def native(df) -> bool:
         node_name(n) == "LogicalRelation"
         and str(n.relation().location().toString()).startswith("DeltaFileIndex[")
         for n in leaves)
+
+
+def logged_fields(path) -> dict[str, dict]:
+    """The table's schema fields (name -> field, with their metadata) as the log's newest
+    metaData action holds them."""
+    schema = None
+    for actions in commits(path):
+        for a in actions:
+            if "metaData" in a:
+                schema = json.loads(a["metaData"]["schemaString"])
+    assert schema is not None
+    return {f["name"]: f for f in schema["fields"]}

@@ -9,25 +9,14 @@ other changes keep delta-spark's DELTA_UNSUPPORTED_ALTER_TABLE_CHANGE_COL_OP. de
 from __future__ import annotations
 
 import datetime as dt
-import json
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
-from tests.support import commits
+from tests.support import commits, logged_fields
 
 from headwater import HeadwaterError
-
-
-def logged_fields(path) -> dict[str, dict]:
-    schema = None
-    for actions in commits(path):
-        for a in actions:
-            if "metaData" in a:
-                schema = json.loads(a["metaData"]["schemaString"])
-    assert schema is not None
-    return {f["name"]: f for f in schema["fields"]}
 
 
 def protocol(path) -> dict:

@@ -10,26 +10,17 @@ decimal) need ALTER COLUMN TYPE, and a table without the feature is never upgrad
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 
 import pytest
 from deltalake import DeltaTable
-from tests.support import commits
+from tests.support import commits, logged_fields
 
 from headwater import HeadwaterError
 
 WIDENING = "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')"
 
 
-def logged_fields(path) -> dict[str, dict]:
-    schema = None
-    for actions in commits(path):
-        for a in actions:
-            if "metaData" in a:
-                schema = json.loads(a["metaData"]["schemaString"])
-    assert schema is not None
-    return {f["name"]: f for f in schema["fields"]}
 
 
 def rows(spark, name) -> list[tuple]:

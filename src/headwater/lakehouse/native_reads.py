@@ -230,21 +230,14 @@ def _lakehouse_name(lake: TableLocations, node: Any) -> str | None:
 def _native_leaf(lake: TableLocations, spark: SparkSession, node: Any) -> Any:
     """The native relation replacing ``node`` (a lakehouse table's Python data source
     relation), with ``node``'s own output attributes; None to keep ``node``."""
-    table = node.table()
-    identifier = node.identifier()
-    if node_name(table) != "PythonTable" or not str(table.name()).startswith(SOURCE_PREFIXES) \
-            or not identifier.isDefined():
-        return None
-    ident = identifier.get()
-    name = ".".join([*[str(p) for p in ident.namespace()], str(ident.name())])
     try:
-        tname = parse_name(name)
-        if tname.source_name != str(table.name()) or not lake.exists(tname.qualified):
+        name = _lakehouse_name(lake, node)
+        if name is None:
             return None
-        native = read_table(lake, spark, tname.qualified, {}, row_ids=False)
+        native = read_table(lake, spark, name, {}, row_ids=False)
     except Exception:  # noqa: BLE001 - any doubt: the query keeps the Python reader
-        log.debug("read of %s: headwater's Python reader (kept in the query)", name,
-                  exc_info=True)
+        log.debug("read of %s: headwater's Python reader (kept in the query)",
+                  node.simpleString(25), exc_info=True)
         return None
     if native is None:
         return None
