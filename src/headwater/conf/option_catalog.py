@@ -424,6 +424,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("delta.feature.rowTracking", "table", "unset",
             "Refused in TBLPROPERTIES: use delta.enableRowTracking = true (or "
             "addFeatureSupport('rowTracking'))."),
+    Setting("delta.rowTracking.materializedRowIdColumnName", "table", "set when enabled",
+            "Row tracking: the hidden column rewritten files keep each row's id in (named "
+            "as delta-spark names it when row tracking is enabled; not set by users)."),
+    Setting("delta.rowTracking.materializedRowCommitVersionColumnName", "table",
+            "set when enabled",
+            "Row tracking: the hidden column rewritten files keep each row's commit version "
+            "in (named as delta-spark names it when row tracking is enabled)."),
+    Setting("delta.rowTrackingSuspended", "table", "false",
+            "Row tracking: true while DROP FEATURE rowTracking removes it (new files get no "
+            "ids), as delta-spark sets it."),
     Setting("delta.enableInCommitTimestamps", "table", "false",
             "Kept on tables that have it (every headwater commit carries an increasing "
             "inCommitTimestamp); enabling it is refused by name."),

@@ -23,6 +23,9 @@ from pyspark.sql.types import StructField, StructType
 
 from headwater.errors import HeadwaterError
 
+# the feature alone, without enabling it (refused: headwater enables row tracking whole)
+ROW_TRACKING_FEATURE_PROPERTY = "delta.feature.rowTracking"
+
 # The table features each legacy writer / reader version implies (Delta's protocol).
 LEGACY_WRITER = {2: {"appendOnly", "invariants"}, 3: {"checkConstraints"},
                  4: {"changeDataFeed", "generatedColumns"}, 5: {"columnMapping"},
@@ -99,7 +102,7 @@ def check_properties(configuration: dict[str, str] | None, label: str = "the tab
             feature_name = key[len("delta.feature."):]
         elif feature_name is not None and str(value).strip().lower() != "true":
             feature_name = None
-        if feature_name is not None and feature_name.lower() == "rowtracking":
+        if lowered == ROW_TRACKING_FEATURE_PROPERTY.lower() and feature_name is not None:
             raise HeadwaterError(
                 "HW_DELTA_UNSUPPORTED_FEATURE", f"{key} = {value} on {label}: headwater adds "
                 "the rowTracking feature only together with enabling it.",
