@@ -368,6 +368,15 @@ def report(summary: dict, status: dict, counts: dict, info: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark (``--help``); the process adopts the tools' orphans while it runs
+    and stops doing so when it returns (a test session may be its caller)."""
+    try:
+        return _main(argv)
+    finally:
+        pvs.clear_subreaper()
+
+
+def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=2_000_000, help="input rows, all sources")
     parser.add_argument("--runs", type=int, help="timed runs per tool (default 3, --smoke 1)")

@@ -336,16 +336,41 @@ class Sdp(Tool):
 # --- running one measured subprocess ------------------------------------------------------
 
 
-def make_subreaper() -> bool:
-    """Orphans of the tools (a JVM outliving its Python parent, pyspark daemons) are
-    reparented to this process, so they can be reaped and their CPU counted."""
+def _set_subreaper(on: bool) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+        return libc.prctl(36, 1 if on else 0, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
         return False
+
+
+_children_before_subreaper: set[int] | None = None
+
+
+def make_subreaper() -> bool:
+    """Orphans of the tools (a JVM outliving its Python parent, pyspark daemons) are
+    reparented to this process, so they can be reaped and their CPU counted. A caller that
+    goes on living (a test session running a benchmark's main) calls :func:`clear_subreaper`
+    after."""
+    global _children_before_subreaper
+    _children_before_subreaper = children()
+    return _set_subreaper(True)
+
+
+def clear_subreaper() -> None:
+    """This process no longer adopts orphans, and the ones it adopted and that exited are
+    reaped (a zombie still counts as a member of its process group: a caller waiting for a
+    group to vanish would wait for ever). Its own children from before are left alone."""
+    global _children_before_subreaper
+    _set_subreaper(False)
+    before, _children_before_subreaper = _children_before_subreaper, None
+    for pid in children() - (before or set()):
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
 
 
 def children() -> set[int]:

@@ -8,9 +8,11 @@ for real.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -138,3 +140,26 @@ def test_reaping_a_runs_leftovers_never_touches_the_callers_own_children():
     finally:
         own.kill()
         own.wait()
+
+
+def test_a_benchmark_run_in_a_callers_process_leaves_it_no_subreaper_nor_zombies():
+    """The harness adopts its tools' orphans while it runs; after, the caller (a test session)
+    adopts nothing and keeps no zombie of them: a zombie still belongs to its process group,
+    and test_cli waits for a stopped run's group to vanish (CI failed on exactly that)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def subreaper() -> int:
+        flag = ctypes.c_int(-1)
+        assert libc.prctl(37, ctypes.byref(flag), 0, 0, 0) == 0  # PR_GET_CHILD_SUBREAPER
+        return flag.value
+
+    def zombies() -> set[int]:
+        return {p for p in pipeline_vs_sdp.children()
+                if Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"}
+
+    assert pipeline_vs_sdp.make_subreaper()
+    subprocess.run(["sh", "-c", "sleep 0.3 & exit 0"], check=True)  # its sleep: an orphan
+    time.sleep(1.0)
+    assert zombies()  # adopted, exited, not reaped yet
+    pipeline_vs_sdp.clear_subreaper()
+    assert subreaper() == 0 and not zombies()
