@@ -162,13 +162,17 @@ def native(df) -> bool:
         for n in leaves)
 
 
-def logged_fields(path) -> dict[str, dict]:
-    """The table's schema fields (name -> field, with their metadata) as the log's newest
-    metaData action holds them."""
+def logged_schema(path) -> dict:
+    """The table's schema (Delta's JSON form) as the log's newest metaData action holds it."""
     schema = None
     for actions in commits(path):
         for a in actions:
             if "metaData" in a:
                 schema = json.loads(a["metaData"]["schemaString"])
     assert schema is not None
-    return {f["name"]: f for f in schema["fields"]}
+    return schema
+
+
+def logged_fields(path) -> dict[str, dict]:
+    """The table's schema fields (name -> field, with their metadata), as logged."""
+    return {f["name"]: f for f in logged_schema(path)["fields"]}

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 from tests.pipelines import project, run
-from tests.support import cdc_apply, commits, golden
+from tests.support import cdc_apply, commits, golden, logged_schema
 
 from headwater import HeadwaterError
 from headwater.delta import dml
@@ -42,16 +42,6 @@ def spark_rows(spark, table: str) -> list[dict]:
             .collect()]
 
 
-def schema_of(path: str | Path) -> dict:
-    found = None
-    for actions in commits(path):
-        for a in actions:
-            if "metaData" in a:
-                found = json.loads(a["metaData"]["schemaString"])
-    assert found is not None
-    return found
-
-
 def last_actions(path: str | Path) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for a in commits(path)[-1]:
@@ -62,7 +52,7 @@ def last_actions(path: str | Path) -> dict[str, list[dict]]:
 
 def physical(path: str | Path, *names: str) -> list[str]:
     """The physical names of the top-level columns ``names``."""
-    fields = {f["name"]: f for f in schema_of(path)["fields"]}
+    fields = {f["name"]: f for f in logged_schema(path)["fields"]}
     return [fields[n]["metadata"][PHYSICAL] for n in names]
 
 
@@ -95,7 +85,7 @@ def test_enabling_name_mode_maps_every_column_to_its_current_name(spark, people)
     assert "columnMapping" in protocol["writerFeatures"]
     config = last["metaData"][0]["configuration"]
     assert config["delta.columnMapping.mode"] == "name"
-    schema = schema_of(people)
+    schema = logged_schema(people)
     fields = {f["name"]: f["metadata"] for f in schema["fields"]}
     nested = {f["name"]: f["metadata"] for f in schema["fields"][2]["type"]["fields"]}
     assert {n: m[PHYSICAL] for n, m in fields.items()} == {n: n for n in fields}

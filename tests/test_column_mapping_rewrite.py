@@ -13,8 +13,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
-from tests.support import golden
-from tests.test_column_mapping import file_columns, last_actions, physical, schema_of
+from tests.support import golden, logged_schema
+from tests.test_column_mapping import file_columns, last_actions, physical
 
 from headwater import HeadwaterError
 from headwater.delta import dml
@@ -70,7 +70,7 @@ def assert_physical_files(path: Path, adds: list[dict]) -> None:
         stats = json.loads(add["stats"])
         assert set(stats["minValues"]) <= {id_, name, s, extra} and id_ in stats["minValues"]
         nested = {f["metadata"]["delta.columnMapping.physicalName"]
-                  for f in next(f for f in schema_of(path)["fields"]
+                  for f in next(f for f in logged_schema(path)["fields"]
                                 if f["name"] == "s")["type"]["fields"]}
         if s in stats["minValues"]:  # (a file whose structs are all NULL has no stats)
             assert set(stats["minValues"][s]) == nested

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
-from tests.support import commits
+from tests.support import commits, logged_schema
 
 from headwater import HeadwaterError
 from headwater.delta.log import open_table
@@ -22,17 +22,6 @@ from headwater.delta.native_read import natively_readable
 
 def last_commit(path: str | Path) -> dict[str, dict]:
     return {kind: a[kind] for a in commits(path)[-1] for kind in a}
-
-
-def logged_schema(path: str | Path) -> dict:
-    """The schema of the last metaData action in the log."""
-    found = None
-    for actions in commits(path):
-        for a in actions:
-            if "metaData" in a:
-                found = json.loads(a["metaData"]["schemaString"])
-    assert found is not None
-    return found
 
 
 def shape(schema: dict) -> list:
