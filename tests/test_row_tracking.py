@@ -178,10 +178,15 @@ def _ids(spark, table: str) -> dict[int, tuple[int, int]]:
     return {r.id: (r.rid, r.rcv) for r in rows}
 
 
-def test_update_and_delete_keep_row_ids(spark, lake):
-    spark.sql("CREATE TABLE st (id INT, v INT) TBLPROPERTIES ('delta.enableRowTracking' = 'true')")
+@pytest.mark.parametrize("mapping", ["none", "name"])
+def test_update_and_delete_keep_row_ids(spark, lake, mapping):
+    spark.sql("CREATE TABLE st (id INT, v INT) TBLPROPERTIES ('delta.enableRowTracking' = 'true', "
+              f"'delta.columnMapping.mode' = '{mapping}')")
     spark.sql("INSERT INTO st VALUES (1, 1), (2, 2), (3, 3)")
     spark.sql("INSERT INTO st VALUES (4, 4)")
+    if mapping == "name":  # ids read through the physical names, across a rename
+        spark.sql("ALTER TABLE st RENAME COLUMN v TO w")
+        spark.sql("ALTER TABLE st RENAME COLUMN w TO v")
     path = Path(lake.path("st"))
     before = _ids(spark, "st")
     assert sorted(r for r, _ in before.values()) == [0, 1, 2, 3]
@@ -199,9 +204,10 @@ def test_update_and_delete_keep_row_ids(spark, lake):
     assert fresh[5][0] > max(r for r, _ in after.values())
     assert len({r for r, _ in fresh.values()}) == len(fresh)  # unique
     assert sorted(r.v for r in spark.table("st").collect()) == [3, 5, 11, 14]
-    assert sorted(DeltaTable(str(path)).to_pyarrow_table().column("v").to_pylist()) == \
-        [3, 5, 11, 14]  # delta-rs reads the rewritten files (their extra columns ignored)
-    assert DeltaTable(str(path)).to_pyarrow_table().column_names == ["id", "v"]
+    if mapping == "none":  # (deltalake 1.6.6 reads no column-mapped table)
+        assert sorted(DeltaTable(str(path)).to_pyarrow_table().column("v").to_pylist()) == \
+            [3, 5, 11, 14]  # delta-rs reads the rewritten files (their extra columns ignored)
+        assert DeltaTable(str(path)).to_pyarrow_table().column_names == ["id", "v"]
 
 
 @pytest.mark.parametrize("statement", [

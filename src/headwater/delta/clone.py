@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.types import StructType
 
 from headwater.conf.layout import DELTA_LOG
-from headwater.delta import row_tracking
+from headwater.delta import clustering, row_tracking
 from headwater.delta.commit import Transaction, commit, log_path
 from headwater.delta.files import file_stats
 from headwater.delta.log import (
@@ -47,8 +47,9 @@ from headwater.delta.log import (
 )
 from headwater.delta.maintenance import qualified
 from headwater.delta.manifest import qualified_file
-from headwater.delta.protocol import Protocol
+from headwater.delta.protocol import Protocol, enabled_features, with_enabled
 from headwater.delta.schema import arrow_schema, format_partition_value, spark_schema
+from headwater.delta.table_protocol import check_properties
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
 
@@ -179,6 +180,72 @@ def clone(source: str, target: str, version: int | None = None, shallow: bool = 
         metrics=metrics, actions=[protocol.action(), metadata, *removes, *adds],
         read_paths=[r["remove"]["path"] for r in removes]))
     return CloneResult(committed, metrics)
+
+
+def create_like(source: str, target: str, properties: Mapping[str, str] | None = None,
+                name: str | None = None) -> int:
+    """``CREATE TABLE target LIKE source`` of a Delta source, as delta-spark runs it: one
+    commit (operation CREATE TABLE, no files) of the source's latest protocol, schema (column
+    mapping ids and physical names, generated and identity columns, comments, NOT NULL),
+    partitioning, description, properties (CHECK constraints included; ``properties`` over
+    them) and clustering columns. Row tracking's materialized column names are the new
+    table's own, as delta-spark names them. Returns the version (0)."""
+    src_uri, dst_uri = normalize_uri(source), normalize_uri(target)
+    label = name or f"delta.`{dst_uri}`"
+    if "://" in dst_uri and not dst_uri.startswith("file://"):
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE", f"CREATE TABLE {label} LIKE ... on {dst_uri} is "
+            "not supported yet.", "headwater writes the new table's commit with a local "
+            "put-if-absent; object stores need a conditional put it does not have for this "
+            "path yet.", "Create the table on local (or mounted) storage, or use CREATE TABLE "
+            "name (columns) ... there.")
+    properties = dict(properties or {})
+    mapping_keys = [k for k in properties if k.lower().startswith("delta.columnmapping.")]
+    if mapping_keys:
+        raise DeltaAnalysisError(
+            "HW_SQL_UNSUPPORTED", f"CREATE TABLE {label} LIKE ... TBLPROPERTIES "
+            f"({mapping_keys[0]}): the copy takes the source's column mapping.",
+            "Column ids and physical names are part of the copied schema; delta-spark does "
+            "not set them externally either.", "Leave the property out, and change the mode "
+            "with ALTER TABLE ... SET TBLPROPERTIES afterwards.",
+            error_class="DELTA_UNSUPPORTED_COLUMN_MAPPING_OPERATIONS")
+    check_properties(properties, label)
+    if DeltaLog(dst_uri).exists() and _has_commits(DeltaLog(dst_uri)):
+        raise DeltaAnalysisError(
+            "HW_TABLE_EXISTS", f"Table {label} already exists.",
+            "CREATE TABLE ... LIKE creates a new table.",
+            "Use CREATE TABLE IF NOT EXISTS, or another name or location.",
+            error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
+    source_table = DeltaLog(src_uri).table()
+    meta = source_table.metadata()
+    configuration = {k: v for k, v in {**dict(meta.configuration or {}), **properties}.items()
+                     if k not in (row_tracking.ROW_ID_COLUMN_PROPERTY,
+                                  row_tracking.COMMIT_VERSION_COLUMN_PROPERTY)}
+    protocol = with_enabled(source_table, Protocol.of_table(source_table),
+                            enabled_features(properties))
+    if protocol.supports(row_tracking.FEATURE):
+        configuration = row_tracking.with_column_names(configuration)
+    partition_columns = list(meta.partition_columns)
+    now = int(time.time() * 1000)
+    actions: list[dict[str, Any]] = [protocol.action(), {"metaData": {
+        "id": str(uuid.uuid4()), "name": name.split(".")[-1] if name else None,
+        "description": meta.description, "format": {"provider": "parquet", "options": {}},
+        "schemaString": source_table.schema().to_json(),
+        "partitionColumns": partition_columns, "configuration": configuration,
+        "createdTime": now}}]
+    cluster_by = clustering.clustering_domain(src_uri, source_table)
+    if cluster_by is not None:
+        actions.append(clustering.domain_action(cluster_by))
+    fs, dst_root = filesystem_for(dst_uri)
+    fs.create_dir(f"{dst_root}/{DELTA_LOG}", recursive=True)
+    return commit(Transaction(
+        uri=dst_uri, read_version=-1, operation="CREATE TABLE",
+        parameters={"partitionBy": json.dumps(partition_columns),
+                    "clusterBy": json.dumps(cluster_by or []),
+                    "description": meta.description or "",
+                    "isManaged": json.dumps(name is not None),
+                    "properties": json.dumps(configuration)},
+        metrics={}, actions=actions, conflict_code="HW_DELTA_COMMIT_CONFLICT"))
 
 
 def _has_commits(log: DeltaLog) -> bool:

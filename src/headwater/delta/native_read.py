@@ -63,32 +63,38 @@ def read_native(spark: SparkSession, path: str, version: int | str | None = None
         return None
     schema = strip_field_metadata(full)
     at = table.version() if version is not None or pinned else None
-    # row tracking's ids on a column-mapped table: not read here (its materialized columns
-    # have physical names only); _metadata.row_id of such a table is Spark's missing field
-    tracked = (row_ids and mapped is None
-               and row_tracking.FEATURE in (table.protocol().writer_features or []))
+    tracked = row_ids and row_tracking.FEATURE in (table.protocol().writer_features or [])
     config = table.metadata().configuration or {}
+    # row tracking's materialized columns (not column-mapped: named by the properties)
+    materialized = [StructField(config[k], LongType(), True)
+                    for k in (row_tracking.ROW_ID_COLUMN_PROPERTY,
+                              row_tracking.COMMIT_VERSION_COLUMN_PROPERTY)
+                    if tracked and config.get(k)]
     if mapped is not None:
-        index = DeltaFileIndex(spark, uri, mapped, partitions, at, _mapped_readable,
-                               name=name, logical=full)
+        index = DeltaFileIndex(spark, uri, StructType(mapped.fields + materialized), partitions,
+                               at, _mapped_readable, name=name, logical=full, row_ids=tracked)
     else:
-        materialized = [config[k] for k in (row_tracking.ROW_ID_COLUMN_PROPERTY,
-                                            row_tracking.COMMIT_VERSION_COLUMN_PROPERTY)
-                        if tracked and config.get(k)]
-        data_schema = StructType(schema.fields + [StructField(c, LongType(), True)
-                                                  for c in materialized])
-        index = DeltaFileIndex(spark, uri, data_schema, partitions, at, natively_readable,
-                               name=name, row_ids=tracked)
+        index = DeltaFileIndex(spark, uri, StructType(schema.fields + materialized),
+                               partitions, at, natively_readable, name=name, row_ids=tracked)
     if at is not None:
         index.prepare()  # its files listed now: vacuumed ones are an error here
     read_log.debug("read of %s: Spark's parquet reader (%s)", uri,
               f"version {at}" if at is not None else "the latest version at each query")
     frame = native_frame(spark, index)
     if mapped is not None:  # the files' physical names -> the table's logical ones
-        return physical_names.to_logical(frame, full, keep=tuple(partitions))
+        if not tracked:
+            return physical_names.to_logical(frame, full, keep=tuple(partitions))
+        shaped = frame.select(*[_column(f.name) for f in mapped.fields],
+                              _row_tracking_metadata(frame, config).alias("_metadata"))
+        return hide(physical_names.to_logical(shaped, full, keep=(*partitions, "_metadata")),
+                    ["_metadata"])
     if not tracked:
         return frame
     return with_row_ids(frame, schema, config)
+
+
+def _column(name: str) -> Column:
+    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def with_row_ids(frame: DataFrame, schema: StructType, config: dict[str, str]) -> DataFrame:
@@ -97,23 +103,26 @@ def with_row_ids(frame: DataFrame, schema: StructType, config: dict[str, str]) -
     ``_metadata`` that adds Delta's ``row_id`` (the materialized id if not null, else the
     file's baseRowId + the row's index in the file) and ``row_commit_version`` (likewise,
     else the file's defaultRowCommitVersion) to Spark's file metadata fields."""
-    def column(name: str) -> Column:
-        return F.col("`" + name.replace("`", "``") + "`")
+    shaped = frame.select(*[_column(f.name) for f in schema.fields],
+                          _row_tracking_metadata(frame, config).alias("_metadata"))
+    return hide(shaped, ["_metadata"])
 
+
+def _row_tracking_metadata(frame: DataFrame, config: dict[str, str]) -> Column:
+    """Spark's ``_metadata`` fields of ``frame`` (a row-tracking table's native read) with
+    Delta's ``row_id`` and ``row_commit_version`` added (see :func:`with_row_ids`)."""
     spark_meta = F.col("_metadata")
     fields = frame.select("_metadata.*").columns
-    row_id = column(BASE_ROW_ID_FIELD) + spark_meta["row_index"]
-    commit_version = column(ROW_COMMIT_VERSION_FIELD)
+    row_id = _column(BASE_ROW_ID_FIELD) + spark_meta["row_index"]
+    commit_version = _column(ROW_COMMIT_VERSION_FIELD)
     id_column = config.get(row_tracking.ROW_ID_COLUMN_PROPERTY)
     version_column = config.get(row_tracking.COMMIT_VERSION_COLUMN_PROPERTY)
     if id_column:
-        row_id = F.coalesce(column(id_column), row_id)
+        row_id = F.coalesce(_column(id_column), row_id)
     if version_column:
-        commit_version = F.coalesce(column(version_column), commit_version)
-    metadata = F.struct(*[spark_meta[f].alias(f) for f in fields],
-                        row_id.alias("row_id"), commit_version.alias("row_commit_version"))
-    shaped = frame.select(*[column(f.name) for f in schema.fields], metadata.alias("_metadata"))
-    return hide(shaped, ["_metadata"])
+        commit_version = F.coalesce(_column(version_column), commit_version)
+    return F.struct(*[spark_meta[f].alias(f) for f in fields],
+                    row_id.alias("row_id"), commit_version.alias("row_commit_version"))
 
 
 def _mapped_schema(table, full: StructType, partitions: list[str]) -> StructType | None:

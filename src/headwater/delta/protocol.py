@@ -507,6 +507,20 @@ def enabled_features(properties: Mapping[str, str]) -> list[str]:
     return sorted(found)
 
 
+def with_enabled(table: RsTable, current: Protocol, names: Iterable[str]) -> Protocol:
+    """``current`` upgraded, with delta-spark's rules, to support the features ``names``
+    (what :func:`enabled_features` found in properties); refused when headwater's engine
+    could not write ``table`` with them."""
+    wanted = [FEATURES[n.lower()] for n in names]
+    closure = [g for f in wanted for g in (f, *_closure(f))]
+    _check_writable(table, closure)
+    missing = [f for f in wanted if not current.supports(f.name)]
+    if not missing:
+        return current
+    reader = FEATURES_MIN_READER if any(f.reader_writer for f in closure) else current.reader
+    return Protocol.of(reader, FEATURES_MIN_WRITER).with_features(missing).merge(current)
+
+
 def set_properties_with_features(path: str, properties: Mapping[str, str],
                                  names: Iterable[str]) -> int:
     """SET TBLPROPERTIES of properties that turn on features: the protocol upgraded with
@@ -514,14 +528,7 @@ def set_properties_with_features(path: str, properties: Mapping[str, str],
     deltalake's ``set_table_properties`` would also list variantType). Returns the version."""
     table = DeltaLog(normalize_uri(path)).table()
     current = Protocol.of_table(table)
-    wanted = [FEATURES[n.lower()] for n in names]
-    closure = [g for f in wanted for g in (f, *_closure(f))]
-    _check_writable(table, closure)
-    new = current
-    missing = [f for f in wanted if not current.supports(f.name)]
-    if missing:
-        reader = FEATURES_MIN_READER if any(f.reader_writer for f in closure) else current.reader
-        new = Protocol.of(reader, FEATURES_MIN_WRITER).with_features(missing).merge(current)
+    new = with_enabled(table, current, names)
     configuration = {**dict(table.metadata().configuration or {}), **properties}
     if row_tracking.FEATURE in names and row_tracking.enables(properties):
         # every file gets its row ids before the table says they are there (delta-spark:

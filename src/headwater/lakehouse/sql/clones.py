@@ -1,5 +1,6 @@
-"""``CREATE [OR REPLACE] TABLE t SHALLOW CLONE source``, ``SHOW PARTITIONS t`` and ``CONVERT TO
-DELTA name`` on lakehouse tables (handlers of the SQL router).
+"""``CREATE [OR REPLACE] TABLE t SHALLOW CLONE source``, ``CREATE TABLE t LIKE source``,
+``SHOW PARTITIONS t`` and ``CONVERT TO DELTA name`` on lakehouse tables (handlers of the SQL
+router).
 
 CLONE is delta-spark's grammar, which Spark's parser does not know
 (:func:`headwater.lakehouse.sql.parse` names it ``Clone`` when ``SHALLOW CLONE`` / ``DEEP
@@ -12,14 +13,17 @@ column, as delta-spark 3.3+ does (not Spark's ``key=value/...`` strings).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
 from headwater.delta import maintenance
 from headwater.delta.clone import clone
+from headwater.delta.clone import create_like as create_delta_like
 from headwater.delta.convert import convert_parquet
+from headwater.delta.definition import TableDefinition
+from headwater.delta.definition import create as create_definition
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
@@ -145,6 +149,92 @@ def _target(lake: Lakehouse, st: Statement, word: str, where: str | None
     if where is None and lake.exists(name):
         return name, str(table_location(lake, parts) or lake.path(name))
     return name, where or str(lake.path(name))
+
+
+# Spark's own properties of a catalog table or view, not the user's: not copied by LIKE
+_SPARK_PROPERTY_PREFIXES = ("view.", "spark.sql.", "transient_lastddltime", "option.")
+
+
+def create_like(lake: Lakehouse, st: Statement) -> DataFrame | None:
+    """CREATE TABLE [IF NOT EXISTS] t LIKE source [USING DELTA] [LOCATION 'path']
+    [TBLPROPERTIES (...)], as delta-spark runs it when the source is a Delta table or the
+    target is USING DELTA: a Delta source's protocol, schema, partitioning, description and
+    properties (:func:`headwater.delta.clone.create_like`); another source's (a view, a
+    parquet table) catalog schema, partition columns, comment and properties. Anything else
+    (``LIKE parquet_table`` without USING DELTA) is Spark's own CREATE TABLE LIKE."""
+    plan, spark = st.plan, st.session
+    src_parts = _name_parts(plan.source())
+    parts = _name_parts(plan.name())
+    provider = option(plan.provider())
+    src_path = table_location(lake, src_parts)
+    if src_path is None and (provider is None or str(provider).lower() != "delta"):
+        return None  # neither side is Delta: Spark's own
+    if option(plan.serdeInfo()) is not None:
+        raise unsupported("ROW FORMAT / STORED AS with a Delta table", st)
+    where = option(plan.location())
+    if is_delta_path(parts):
+        name, path = None, normalize_uri(parts[1])
+        if where is not None and normalize_uri(str(where)) != path:
+            raise HeadwaterError(
+                "HW_SQL_UNSUPPORTED", f"CREATE TABLE delta.`{parts[1]}` LIKE ... LOCATION "
+                f"'{where}': a table by path has its path as its location.",
+                "The two locations disagree.", "Leave the LOCATION clause out.")
+    else:
+        name = lake.resolve(parts, spark).qualified
+        path = normalize_uri(str(where)) if where is not None else str(lake.path(name))
+    label = name or f"delta.`{path}`"
+    if (name is not None and lake.exists(name)) or DeltaLog(path).exists():
+        if plan.ifNotExists():
+            return done(spark)  # delta-spark: SaveMode.Ignore
+        raise DeltaAnalysisError(
+            "HW_TABLE_EXISTS", f"Table {label} already exists.",
+            "CREATE TABLE ... LIKE creates a new table.",
+            "Use CREATE TABLE IF NOT EXISTS, or another name or location.",
+            error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
+    properties = _map(spark, plan.properties())
+    if src_path is not None:
+        create_delta_like(src_path, path, properties, name)
+    else:
+        _create_like_catalog(lake, st, src_parts, name, path, properties)
+    if name is not None:
+        if where is None:
+            lake.register(name)
+        else:
+            lake.register_external(name, path)
+    return done(spark)
+
+
+def _create_like_catalog(lake: Lakehouse, st: Statement, src_parts: list[str],
+                         name: str | None, path: str, properties: dict[str, str]) -> None:
+    """The Delta table of CREATE TABLE ... LIKE a view or another provider's table: the
+    source's catalog schema, partition columns, comment and properties (Spark's own view and
+    table properties left out), as delta-spark copies them."""
+    spark, source = st.session, ".".join(f"`{p}`" for p in src_parts)
+    schema = spark.table(source).schema
+    columns = spark.catalog.listColumns(".".join(src_parts)) \
+        if spark.catalog.tableExists(".".join(src_parts)) else []
+    partition_by = [c.name for c in columns if c.isPartition]
+    info = {str(r[0]).strip(): str(r[1]) for r in raw_sql(
+        spark, f"DESCRIBE TABLE EXTENDED {source}").collect()
+        if r[0] is not None and r[1] is not None}
+    comment = info.get("Comment")
+    try:
+        copied = {str(r[0]): str(r[1]) for r in raw_sql(
+            spark, f"SHOW TBLPROPERTIES {source}").collect()}
+    except Exception:  # noqa: BLE001 - a temporary view has none
+        copied = {}
+    copied = {k: v for k, v in copied.items()
+              if not k.lower().startswith(_SPARK_PROPERTY_PREFIXES)}
+    create_definition(spark, path, TableDefinition(
+        schema, partition_by, None, comment, {**copied, **properties},
+        name.split(".")[-1] if name else None), name or f"delta.`{path}`")
+
+
+def _name_parts(node: Any) -> list[str]:
+    """The name parts of an unresolved name node of Spark's plan."""
+    if node.getClass().getSimpleName() == "UnresolvedIdentifier":
+        return [str(p) for p in seq(node.nameParts())]
+    return [str(p) for p in seq(node.multipartIdentifier())]  # UnresolvedTableOrView...
 
 
 def show_partitions(lake: Lakehouse, st: Statement) -> DataFrame | None:

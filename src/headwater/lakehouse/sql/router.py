@@ -110,6 +110,7 @@ HANDLERS: dict[str, Handler] = {
     "DescribeDetail": delta_admin.describe_detail,
     "ConvertToDelta": clones.convert,  # by name; parquet.`path`: delta_admin.convert
     "Clone": clones.clone_table,
+    "CreateTableLike": clones.create_like,
     "ShowPartitions": clones.show_partitions,
     "Generate": delta_admin.generate,
     "ShowTableProperties": delta_admin.show_properties,
