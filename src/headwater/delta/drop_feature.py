@@ -276,8 +276,8 @@ def _truncate_before(log: DeltaLog, boundary: int) -> None:
 
 
 def _retention_text(table: Any) -> str:
-    return (table.metadata().configuration or {}).get(TRUNCATE_RETENTION_PROPERTY,
-                                                      "24 hours")
+    return str((table.metadata().configuration or {}).get(TRUNCATE_RETENTION_PROPERTY,
+                                                          "24 hours"))
 
 
 def _wait_error(name: str, retention: str) -> HeadwaterError:

@@ -16,6 +16,10 @@ and committed through :mod:`headwater.delta.commit`, with delta-spark's rules:
   bits, and writes the bin's rows in that order, in ``size / maxFileSize`` files at least one.
 - removes and adds carry dataChange=false, so streams reading the table see nothing new.
 
+REORG (:func:`reorg`) rewrites the files a predicate picks, packed per partition, in the same
+way: APPLY (PURGE) picks the files with deletion vectors; DROP FEATURE typeWidening the files
+whose parquet types are older than the table's (delta-spark's REWRITE_TYPE_WIDENING).
+
 Files with deletion vectors are rewritten without the rows their vectors delete (the scan of
 :mod:`headwater.delta.dml.target` applies them); column-mapped tables are read and written by
 physical names (the scan renames, :func:`headwater.delta.dml.rewrite.write_files` names them
