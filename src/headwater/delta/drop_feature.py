@@ -1,15 +1,24 @@
 """ALTER TABLE ... DROP FEATURE (``dropFeatureSupport``), including the features whose drop
-first rewrites the table: deletion vectors, as delta-spark's drop WITH TRUNCATE HISTORY.
+first rewrites the table: deletion vectors and type widening, as delta-spark's drop WITH
+TRUNCATE HISTORY.
 
 delta-spark drops a reader-writer feature in two steps. The first call removes the feature's
-traces from the current version (for deletionVectors: ``delta.enableDeletionVectors`` set to
-false, then the files with deletion vectors rewritten, as ``REORG TABLE ... APPLY (PURGE)``)
-and fails with DELTA_FEATURE_DROP_WAIT_FOR_RETENTION_PERIOD: older versions still hold them.
+traces from the current version and fails with DELTA_FEATURE_DROP_WAIT_FOR_RETENTION_PERIOD:
+older versions still hold them.
+
+- deletionVectors: ``delta.enableDeletionVectors`` set to false, then the files with
+  deletion vectors rewritten, as ``REORG TABLE ... APPLY (PURGE)``. A version uses the
+  feature when it adds or removes a file with a deletion vector.
+- typeWidening (and typeWidening-preview): ``delta.enableTypeWidening`` unset, the files
+  written before a type change rewritten in the table's types (REORG, delta-spark's
+  REWRITE_TYPE_WIDENING), then the fields' ``delta.typeChanges`` removed from the schema. A
+  version uses the feature when its metaData records type changes.
+
 Once those versions are older than ``delta.dropFeatureTruncateHistory.retentionDuration``
-(24 hours by default), the call again finds no trace in the newer history, truncates the log
-before them (a checkpoint at the last old version, the older log files deleted) and commits
-the protocol without the feature. A trace still within the retention fails with
-DELTA_FEATURE_DROP_HISTORICAL_VERSIONS_EXIST.
+(24 hours by default), the call again finds no trace in the newer history nor in the version
+the truncated log starts from, truncates the log before them (a checkpoint at the last old
+version, the older log files deleted) and commits the protocol without the feature. A trace
+still within the retention fails with DELTA_FEATURE_DROP_HISTORICAL_VERSIONS_EXIST.
 
 delta-spark's default drop (without TRUNCATE HISTORY) keeps history and protects it with the
 ``checkpointProtection`` writer feature instead, which delta-rs (headwater's engine) cannot
@@ -21,18 +30,21 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
 from headwater.conf.layout import DELTA_LOG
-from headwater.delta import maintenance, metadata, row_tracking
+from headwater.delta import maintenance, metadata, row_tracking, type_widening
 from headwater.delta.commit import Transaction, commit
 from headwater.delta.log import DeltaLog, deletion_vector_paths, normalize_uri
-from headwater.delta.optimize import purge
+from headwater.delta.optimize import purge, reorg, reorg_snapshot
 from headwater.delta.protocol import Feature, Protocol, check_drop, commit_drop
 from headwater.delta.protocol import drop_feature as drop_writer_feature
 from headwater.delta.snapshot_adds import snapshot_adds
+from headwater.delta.table_protocol import TYPE_WIDENING_PROPERTY
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
@@ -42,6 +54,19 @@ DELETION_VECTORS = "deletionVectors"
 DV_PROPERTY = "delta.enableDeletionVectors"
 TRUNCATE_RETENTION_PROPERTY = "delta.dropFeatureTruncateHistory.retentionDuration"
 DEFAULT_TRUNCATE_RETENTION_HOURS = 24.0
+_DROP_TYPE_WIDENING = "DROP FEATURE typeWidening"
+
+
+@dataclass(frozen=True)
+class HistoryFeature:
+    """A reader-writer feature dropped WITH TRUNCATE HISTORY: how the first call removes its
+    traces from the current version, and how a version of the history still shows them."""
+
+    remove_traces: Callable[[SparkSession, str, Any], bool]  # (spark, uri, table): changed?
+    commit_uses: Callable[[list[dict[str, Any]]], bool]  # a commit's actions use it
+    state_uses: Callable[[Any], bool]  # a snapshot (deltalake) uses it
+    first_call: str  # what the first call does, for the refusal without TRUNCATE HISTORY
+    uses: str  # how a version uses the feature, for DELTA_FEATURE_DROP_HISTORICAL_...
 
 
 def drop_feature(spark: SparkSession, path: str, name: str,
@@ -52,7 +77,8 @@ def drop_feature(spark: SparkSession, path: str, name: str,
     f = check_drop(table, name, truncate_history)
     if f.name == row_tracking.FEATURE:
         return _drop_row_tracking(uri, table, f, name)
-    if f.name != DELETION_VECTORS:
+    spec = HISTORY_FEATURES.get(f.name)
+    if spec is None:
         return drop_writer_feature(uri, name, truncate_history)
     if not truncate_history:
         raise HeadwaterError(
@@ -62,9 +88,9 @@ def drop_feature(spark: SparkSession, path: str, name: str,
             "checkpointProtection writer feature, which delta-rs (headwater's engine) cannot "
             "write; the table was left unchanged.",
             f"Run ALTER TABLE ... DROP FEATURE {f.name} TRUNCATE HISTORY (dropFeatureSupport("
-            f"'{f.name}', True)): once to purge the deletion vectors, then again after "
+            f"'{f.name}', True)): once {spec.first_call}, then again after "
             f"{TRUNCATE_RETENTION_PROPERTY} (24 hours by default).")
-    if _remove_traces(spark, uri, table):
+    if spec.remove_traces(spark, uri, table):
         raise _wait_error(f.name, _retention_text(DeltaLog(uri).table()))
     table = DeltaLog(uri).table()
     hours = maintenance.configured_retention_hours(
@@ -74,12 +100,12 @@ def drop_feature(spark: SparkSession, path: str, name: str,
         hours = DEFAULT_TRUNCATE_RETENTION_HOURS
     cutoff = int(time.time() * 1000 - hours * 3_600_000)
     log = DeltaLog(uri)
-    boundary = _first_version_after(log, table.version(), cutoff)
+    boundary = _first_version_after(log, table.version(), cutoff, spec)
     if boundary is None:
         raise HeadwaterError(
             "HW_DELTA_PROTOCOL_INVALID",
             f"Cannot drop {f.name} from {uri}: versions within the retention period still "
-            "use deletion vectors.",
+            f"{spec.uses}.",
             f"Readers of those versions need the feature; {TRUNCATE_RETENTION_PROPERTY} is "
             f"{_retention_text(table)}.",
             "Wait until those versions are older than the retention period, then run the "
@@ -132,7 +158,7 @@ def _drop_row_tracking(uri: str, table: Any, f: Feature, name: str) -> Protocol:
     return new
 
 
-def _remove_traces(spark: SparkSession, uri: str, table: Any) -> bool:
+def _remove_deletion_vectors(spark: SparkSession, uri: str, table: Any) -> bool:
     """delta-spark's DeletionVectorsPreDowngradeCommand: the property set to false, the
     files with deletion vectors purged. True when it had something to do."""
     changed = False
@@ -153,21 +179,75 @@ def _remove_traces(spark: SparkSession, uri: str, table: Any) -> bool:
     return changed
 
 
-def _first_version_after(log: DeltaLog, latest: int, cutoff_ms: int) -> int | None:
+def _remove_type_widening(spark: SparkSession, uri: str, table: Any) -> bool:
+    """delta-spark's TypeWideningPreDowngradeCommand: ``delta.enableTypeWidening`` unset, the
+    files written before a type change rewritten in the table's types (REORG, as its
+    REWRITE_TYPE_WIDENING), then the fields' ``delta.typeChanges`` removed from the schema in
+    one metadata commit. True when it rewrote files or removed type changes. What would stop it (a table Spark
+    cannot rewrite, row tracking, whose row ids a rewrite would lose) is refused before the
+    first commit."""
+    config = dict(table.metadata().configuration or {})
+    keys = [k for k in config if k.lower() == TYPE_WIDENING_PROPERTY.lower()]
+    changed = type_widening.has_type_changes(json.loads(table.schema().to_json()))
+    if not changed and not any(str(config[k]).strip().lower() == "true" for k in keys):
+        return False  # delta-spark's TypeWideningTableFeature.validateDropInvariants
+    stale: set[str] = set()
+    if changed:
+        snapshot = reorg_snapshot(uri, _DROP_TYPE_WIDENING)
+        stale = {f.log_path for f in type_widening.files_with_other_types(snapshot)}
+        if stale:
+            row_tracking.refuse_rewrite(snapshot.table.protocol(), uri, _DROP_TYPE_WIDENING)
+    if keys:
+        def unset(meta: dict[str, Any]) -> dict[str, Any]:
+            meta["configuration"] = {k: v for k, v in meta["configuration"].items()
+                                     if k not in keys}
+            return meta
+        metadata.change_metadata(uri, "UNSET TBLPROPERTIES", {
+            "properties": json.dumps(keys), "ifExists": "true"}, unset)
+    if stale:
+        reorg(spark, uri, lambda f: f.log_path in stale, label=_DROP_TYPE_WIDENING)
+    if changed:  # delta-spark's UpdateColumnMetadata("DROP FEATURE", the fields changed)
+        _, fields = type_widening.without_type_changes(
+            json.loads(DeltaLog(uri).table().schema().to_json()))
+
+        def clean(meta: dict[str, Any]) -> dict[str, Any]:
+            schema, _ = type_widening.without_type_changes(json.loads(meta["schemaString"]))
+            meta["schemaString"] = json.dumps(schema, separators=(",", ":"))
+            return meta
+        metadata.change_metadata(uri, "DROP FEATURE", {"columns": json.dumps(fields)}, clean)
+    return changed  # as delta-spark's: files rewritten or metadata removed (not the unset)
+
+
+def _uses_deletion_vectors(actions: list[dict[str, Any]]) -> bool:
+    """A commit that adds or removes a file with a deletion vector."""
+    return any((a.get("add") or a.get("remove") or {}).get("deletionVector") for a in actions)
+
+
+def _uses_type_widening(actions: list[dict[str, Any]]) -> bool:
+    """A commit whose metaData records type changes (delta-spark's
+    TypeWideningTableFeature.actionUsesFeature)."""
+    return any(type_widening.has_type_changes(json.loads(a["metaData"]["schemaString"]))
+               for a in actions if "metaData" in a)
+
+
+def _first_version_after(log: DeltaLog, latest: int, cutoff_ms: int,
+                         spec: HistoryFeature) -> int | None:
     """The first version of the history newer than ``cutoff_ms`` (latest + 1 when all are
-    older), or None when one of those versions adds or removes a file with a deletion
-    vector (a trace a reader of that version needs the feature for)."""
+    older), or None when one of those versions uses the feature (a trace a reader of that
+    version needs the feature for), or the version before it, which the truncated log starts
+    from (its checkpoint), still does."""
     version = latest
     while version >= 0:
         actions = log.read_commit(version)
         if actions is None:
-            break  # cleaned up already
+            return version + 1  # cleaned up already
         if _commit_time(log, version, actions) < cutoff_ms:
             break
-        if any((a.get("add") or a.get("remove") or {}).get("deletionVector")
-               for a in actions):
+        if spec.commit_uses(actions):
             return None
         version -= 1
+    if 0 <= version < latest and spec.state_uses(DeltaLog(log.uri).table(version)):
+        return None
     return version + 1
 
 
@@ -196,8 +276,8 @@ def _truncate_before(log: DeltaLog, boundary: int) -> None:
 
 
 def _retention_text(table: Any) -> str:
-    return (table.metadata().configuration or {}).get(TRUNCATE_RETENTION_PROPERTY,
-                                                      "24 hours")
+    return str((table.metadata().configuration or {}).get(TRUNCATE_RETENTION_PROPERTY,
+                                                          "24 hours"))
 
 
 def _wait_error(name: str, retention: str) -> HeadwaterError:
@@ -211,3 +291,19 @@ def _wait_error(name: str, retention: str) -> HeadwaterError:
         f"{retention}.",
         "Wait for the historical versions to expire, then repeat this command.",
         error_class="DELTA_FEATURE_DROP_WAIT_FOR_RETENTION_PERIOD")
+
+
+_TYPE_WIDENING = HistoryFeature(
+    _remove_type_widening, _uses_type_widening,
+    lambda table: type_widening.has_type_changes(json.loads(table.schema().to_json())),
+    "to rewrite the files written before a type change and remove the type changes from "
+    "the schema", "record type changes in their schema")
+# The reader-writer features headwater drops WITH TRUNCATE HISTORY, by name.
+HISTORY_FEATURES: dict[str, HistoryFeature] = {
+    DELETION_VECTORS: HistoryFeature(
+        _remove_deletion_vectors, _uses_deletion_vectors,
+        lambda table: bool(deletion_vector_paths(table)), "to purge the deletion vectors",
+        "use deletion vectors"),
+    "typeWidening": _TYPE_WIDENING,
+    "typeWidening-preview": _TYPE_WIDENING,
+}

@@ -16,6 +16,10 @@ and committed through :mod:`headwater.delta.commit`, with delta-spark's rules:
   bits, and writes the bin's rows in that order, in ``size / maxFileSize`` files at least one.
 - removes and adds carry dataChange=false, so streams reading the table see nothing new.
 
+REORG (:func:`reorg`) rewrites the files a predicate picks, packed per partition, in the same
+way: APPLY (PURGE) picks the files with deletion vectors; DROP FEATURE typeWidening the files
+whose parquet types are older than the table's (delta-spark's REWRITE_TYPE_WIDENING).
+
 Files with deletion vectors are rewritten without the rows their vectors delete (the scan of
 :mod:`headwater.delta.dml.target` applies them); column-mapped tables are read and written by
 physical names (the scan renames, :func:`headwater.delta.dml.rewrite.write_files` names them
@@ -29,7 +33,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -53,6 +57,7 @@ MAX_FILE_SIZE_CONF = "spark.databricks.delta.optimize.maxFileSize"
 DEFAULT_FILE_SIZE = 1024 * 1024 * 1024
 RANGE_BITS = 10  # 1024 range ids per column (delta-spark: 1000)
 BIN, Z, PART = "_hw_bin", "_hw_z", "_hw_part"
+PURGE = "REORG TABLE ... APPLY (PURGE)"
 
 
 @dataclass
@@ -101,27 +106,30 @@ def optimize(spark: SparkSession, path: str, where: Sequence[str] = (),
 def purge(spark: SparkSession, path: str, where: Sequence[str] = ()) -> dict[str, Any]:
     """REORG TABLE ... APPLY (PURGE), as delta-spark's DeletionVectorsPurge: every file with a
     deletion vector (in the partitions ``where`` selects) rewritten without the rows it
-    deletes, packed per partition up to maxFileSize, removes and adds with dataChange=false,
-    committed as REORG. Returns delta-spark's OptimizeMetrics."""
+    deletes (:func:`reorg`). Returns delta-spark's OptimizeMetrics."""
+    return reorg(spark, path, lambda f: f.has_dv, where, PURGE)
+
+
+def reorg(spark: SparkSession, path: str, pick: Callable[[TargetFile], bool],
+          where: Sequence[str] = (), label: str = PURGE) -> dict[str, Any]:
+    """delta-spark's REORG TABLE (a purge, or DROP FEATURE typeWidening's REWRITE_TYPE_WIDENING):
+    the files ``pick`` chooses (in the partitions ``where`` selects) read by Spark (deletion
+    vectors applied, older types widened) and written again in the table's current schema,
+    packed per partition up to maxFileSize, removes and adds with dataChange=false,
+    committed as REORG. ``label``: the statement, for refusals. Returns delta-spark's
+    OptimizeMetrics."""
     started = int(time.time() * 1000)
     uri = normalize_uri(path)
     table = DeltaLog(uri).table()
-    row_tracking.refuse_rewrite(table.protocol(), uri, "REORG TABLE ... APPLY (PURGE)")
+    row_tracking.refuse_rewrite(table.protocol(), uri, label)
     partition_columns = list(table.metadata().partition_columns)
     trees = [maintenance.partition_predicate(w, partition_columns, spark) for w in where]
-    snapshot = _spark_snapshot(uri)
-    if snapshot is None:
-        raise HeadwaterError(
-            "HW_DELTA_UNSUPPORTED_FEATURE",
-            f"REORG TABLE {uri} APPLY (PURGE): headwater cannot rewrite this table's files with "
-            "Spark (an unsupported feature, or object storage).",
-            "A purge rewrites the files that have deletion vectors with headwater's own commit.",
-            "Run the purge with delta-spark.")
+    snapshot = reorg_snapshot(uri, label)
     candidates = _select(spark, snapshot, list(where))
     max_size = _size_conf(spark, MAX_FILE_SIZE_CONF)
     by_partition: dict[tuple[object, ...], list[TargetFile]] = {}
     for f in candidates:
-        if f.has_dv:
+        if pick(f):
             by_partition.setdefault(f.typed_values, []).append(f)
     bins: list[Bin] = []
     for partition, members in by_partition.items():
@@ -144,6 +152,20 @@ def purge(spark: SparkSession, path: str, where: Sequence[str] = ()) -> dict[str
     return _purge_metrics(snapshot, candidates, bins, started, spark)
 
 
+def reorg_snapshot(uri: str, label: str) -> Snapshot:
+    """The snapshot a REORG rewrites with Spark; refused (``label``: the statement) where
+    Spark's writer cannot rewrite the table exactly."""
+    snapshot = _spark_snapshot(uri)
+    if snapshot is None:
+        raise HeadwaterError(
+            "HW_DELTA_UNSUPPORTED_FEATURE",
+            f"{label} on {uri}: headwater cannot rewrite this table's files with Spark (an "
+            "unsupported feature, or object storage).",
+            f"{label} rewrites files of the table with headwater's own commit.",
+            f"Run {label} with delta-spark.")
+    return snapshot
+
+
 def _remove_only(snapshot: Snapshot, files: list[TargetFile], predicates: list[str]) -> None:
     now = int(time.time() * 1000)
     commit(Transaction(
@@ -156,13 +178,14 @@ def _remove_only(snapshot: Snapshot, files: list[TargetFile], predicates: list[s
 
 def _purge_metrics(snapshot: Snapshot, candidates: list[TargetFile], bins: list[Bin],
                    started: int, spark: SparkSession) -> dict[str, Any]:
-    """Metrics of a purge that added no file (nothing to purge, or only deleted rows)."""
+    """Metrics of a REORG that added no file (nothing to rewrite, or only deleted rows)."""
     metrics = _metrics(snapshot, candidates, [], [], False, started, spark)
     removed = [f for b in bins for f in b.files]
     metrics.update(numFilesRemoved=len(removed),
                    filesRemoved=_file_stats([f.size for f in removed]),
                    deletionVectorStats={
-                       "numDeletionVectorsRemoved": len(removed),
+                       "numDeletionVectorsRemoved": sum(1 for f in removed
+                                                        if f.deletion_vector),
                        "numDeletionVectorRowsRemoved": sum(len(f.deleted_rows)
                                                            for f in removed)})
     return metrics

@@ -373,7 +373,7 @@ def add_feature(path: str, name: str) -> Protocol:
 def drop_feature(path: str, name: str, truncate_history: bool = False) -> Protocol:
     """``dropFeatureSupport``: delta-spark's checks in its order, then one commit of the
     weaker protocol. Returns the protocol after. (Features whose drop rewrites files first,
-    deletionVectors, are :mod:`headwater.delta.drop_feature`'s.)"""
+    deletionVectors, typeWidening and rowTracking, are :mod:`headwater.delta.drop_feature`'s.)"""
     table = DeltaLog(normalize_uri(path)).table()
     f = check_drop(table, name, truncate_history)
     if f.name != "checkConstraints":
