@@ -197,3 +197,23 @@ def test_drop_type_widening_refusals_and_a_table_never_widened(spark, lake):
     assert operations(unused)[-2:] == ["UNSET TBLPROPERTIES", "DROP FEATURE"]
     assert "typeWidening" not in json.dumps(protocol(unused))
     assert DeltaTable(str(unused)).to_pyarrow_table().to_pylist() == [{"id": 1}]
+
+
+def test_the_truncate_history_retention_property_in_create_table(spark, lake):
+    """delta-rs cannot parse delta.dropFeatureTruncateHistory.retentionDuration: headwater
+    checks it with delta-spark's rule and creates the table itself."""
+    spark.sql("CREATE TABLE rh (id INT) TBLPROPERTIES "
+              "('delta.dropFeatureTruncateHistory.retentionDuration' = '0 hours')")
+    spark.sql("INSERT INTO rh VALUES (1)")
+    assert DeltaTable(lake.path("rh")).metadata().configuration[
+        "delta.dropFeatureTruncateHistory.retentionDuration"] == "0 hours"
+    for bad in ("-1 hours", "soon"):
+        with pytest.raises(HeadwaterError) as err:
+            spark.sql("CREATE TABLE rh2 (id INT) TBLPROPERTIES "
+                      f"('delta.dropFeatureTruncateHistory.retentionDuration' = '{bad}')")
+        assert err.value.error_class == "DELTA_VIOLATE_TABLE_PROPERTY_VALIDATION_FAILED"
+        with pytest.raises(HeadwaterError):
+            spark.sql("ALTER TABLE rh SET TBLPROPERTIES "
+                      f"('delta.dropFeatureTruncateHistory.retentionDuration' = '{bad}')")
+    assert not lake.exists("rh2")
+    assert spark.table("rh").count() == 1

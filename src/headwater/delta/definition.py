@@ -52,6 +52,7 @@ from headwater.delta.log import (
 )
 from headwater.delta.schema import format_partition_value
 from headwater.delta.table_protocol import (
+    CHECKED_HERE,
     as_action,
     deltalake_protocol,
     features,
@@ -89,12 +90,14 @@ OWN_FEATURE_PROPERTIES = {"delta.enabledeletionvectors", "delta.enabletypewideni
 def needs_definition(schema: StructType, properties: dict[str, str] | None = None) -> bool:
     """True when a schema declares what only this module writes (generated, identity or
     DEFAULT columns), or the properties enable a feature deltalake cannot create
-    (allowColumnDefaults, column mapping: ids and physical names in the schema): callers that
-    would create the table through deltalake come here instead."""
+    (allowColumnDefaults, column mapping: ids and physical names in the schema), or set a
+    property deltalake cannot parse (:data:`~headwater.delta.table_protocol.CHECKED_HERE`):
+    callers that would create the table through deltalake come here instead."""
     return declares_generation(schema.json()) or any(
         k.lower() == column_defaults.FEATURE_PROPERTY.lower() for k in properties or {}) \
         or enables_deletion_vectors(properties) \
-        or column_mapping.mode_of(properties) != "none"
+        or column_mapping.mode_of(properties) != "none" \
+        or any(k.lower() in CHECKED_HERE for k in properties or {})
 
 
 def enables_deletion_vectors(properties: dict[str, str] | None) -> bool:

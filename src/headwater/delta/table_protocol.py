@@ -15,6 +15,7 @@ properties (the session's ``properties.defaults.*``, :func:`headwater.delta.writ
 
 from __future__ import annotations
 
+import re
 import tempfile
 from types import SimpleNamespace
 from typing import Any
@@ -71,6 +72,26 @@ UNMAINTAINED_FEATURES = {"rowtracking", "typewidening-preview",
                          "allowcolumndefaults"}
 
 
+# Interval properties deltalake 1.6.6 cannot parse (its kernel refuses any value): checked
+# here with delta-spark's rule (a non-negative interval of weeks, days, hours, minutes,
+# seconds...) and kept out of deltalake's validation.
+CHECKED_HERE = {"delta.dropfeaturetruncatehistory.retentionduration"}
+_INTERVAL = re.compile(
+    r"\s*(interval\s+)?(\d+(\.\d+)?\s*(weeks?|days?|hours?|minutes?|seconds?|milliseconds?|"
+    r"microseconds?)\s*)+", re.IGNORECASE)
+
+
+def check_interval(key: str, value: str, label: str) -> None:
+    """delta-spark's check of an interval-valued property (DELTA_VIOLATE_TABLE_PROPERTY_
+    VALIDATION_FAILED: a negative or month-based interval, or no interval at all)."""
+    if _INTERVAL.fullmatch(str(value)) is None:
+        raise HeadwaterError(
+            "HW_TABLE_PROPERTY_INVALID", f"{key} = {value!r} on {label} is not a valid "
+            "interval.", "Delta reads this property as a non-negative interval of weeks, "
+            "days, hours, minutes or seconds.", f"Use e.g. '{key}' = '24 hours' (or "
+            "'interval 1 days').", error_class="DELTA_VIOLATE_TABLE_PROPERTY_VALIDATION_FAILED")
+
+
 def check_properties(configuration: dict[str, str] | None, label: str = "the table") -> None:
     """Refuse a ``delta.*`` property delta-spark does not know (DELTA_UNKNOWN_CONFIGURATION)
     and one that enables a feature headwater's writes do not maintain."""
@@ -86,6 +107,8 @@ def check_properties(configuration: dict[str, str] | None, label: str = "the tab
                 "Check the name (docs.delta.io: table properties reference), or use a key "
                 "outside the delta. prefix for your own metadata.",
                 error_class="DELTA_UNKNOWN_CONFIGURATION")
+        if lowered in CHECKED_HERE:
+            check_interval(key, value, label)
         if lowered == SYMLINK_MANIFEST_PROPERTY.lower() and \
                 str(value).strip().lower() == "true":
             raise HeadwaterError(
@@ -169,6 +192,7 @@ def deltalake_protocol(schema: StructType, partition_by: list[str],
     delta_keys = {k: v for k, v in delta_keys.items()
                   if k.lower() not in (TYPE_WIDENING_PROPERTY.lower(),
                                        ROW_TRACKING_PROPERTY.lower())
+                  and k.lower() not in CHECKED_HERE
                   and not k.lower().startswith("delta.rowtracking.")}
     # column types only: generation and identity are the callers' to add (deltalake would
     # read Spark's SQL expressions with its own dialect)
