@@ -110,6 +110,24 @@ def test_stream_with_merge_schema_widens(spark, lake, tmp_path):
     got = spark.read.format("delta").load(str(lake.path("st")))
     assert got.schema["v"].dataType.simpleString() == "int"
     assert sorted(tuple(r) for r in got.collect()) == [(1, 2), (2, 70000), (3, 80000)]
+    # by name: the catalog copy (registered as SMALLINT) is registered again when read
+    for df in (spark.table("st"), spark.sql("SELECT * FROM st"), spark.read.table("st")):
+        assert df.schema["v"].dataType.simpleString() == "int"
+        assert sorted(tuple(r) for r in df.collect()) == [(1, 2), (2, 70000), (3, 80000)]
+
+
+def test_a_stream_adding_a_column_shows_in_reads_by_name(spark, lake, tmp_path):
+    spark.sql("CREATE TABLE sc (id INT) USING DELTA")
+    spark.sql("INSERT INTO sc VALUES (1)")
+    before = spark.table("sc")
+    src = tmp_path / "src"
+    spark.createDataFrame([(2, "x")], "id INT, tag STRING").write.format("delta").save(str(src))
+    (spark.readStream.format("delta").load(str(src)).writeStream.format("delta")
+     .option("checkpointLocation", str(tmp_path / "cp")).option("mergeSchema", "true")
+     .trigger(availableNow=True).toTable("sc").awaitTermination())
+    assert spark.sql("SELECT * FROM sc ORDER BY id").collect() == [(1, None), (2, "x")]
+    assert spark.table("sc").columns == ["id", "tag"]
+    assert before.count() == 2  # a DataFrame analyzed before keeps its columns
 
 
 def test_int_to_double_is_not_automatic(spark, lake):

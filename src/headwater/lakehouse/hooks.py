@@ -60,7 +60,7 @@ from headwater.lakehouse.catalog import lakehouse_of
 from headwater.lakehouse.names import parse_name, spark_name
 from headwater.lakehouse.native_reads import load as native_load
 from headwater.lakehouse.native_reads import read_table as native_table
-from headwater.lakehouse.native_reads import with_native_reads
+from headwater.lakehouse.native_reads import registered_fresh, with_native_reads
 from headwater.spark import patches
 from headwater.spark.jvm import (
     active_in_thread,
@@ -523,12 +523,11 @@ def _read_table(original: Callable) -> Callable:
                                        name=(tname.source_name, tname.qualified))
                 if native is not None:
                     return native.alias(tname.table)
-        df = original(self, spark_name(tableName, self._spark))
-        if isinstance(self, DataFrameReader) \
-                and not reader_has_schema(self):
+        if isinstance(self, DataFrameReader) and not reader_has_schema(self):
             # Spark resolved the name (current database, temp views): its table, natively
-            return with_native_reads(lake, df)
-        return df
+            return with_native_reads(lake, registered_fresh(
+                lake, lambda: original(self, spark_name(tableName, self._spark))))
+        return original(self, spark_name(tableName, self._spark))
 
     table.__doc__ = original.__doc__
     return table
@@ -551,9 +550,9 @@ def _session_table(original: Callable) -> Callable:
         lake = lakehouse_of(self)
         if lake is None:
             return original(self, tableName)
-        df = original(self, spark_name(tableName, self))
         # Spark resolved the name (current database, temp views): its table, natively
-        return with_native_reads(lake, df)
+        return with_native_reads(lake, registered_fresh(
+            lake, lambda: original(self, spark_name(tableName, self))))
 
     table.__doc__ = original.__doc__
     return table

@@ -25,10 +25,13 @@ reader each read got.
 
 from __future__ import annotations
 
+import json
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark.sql import DataFrame
+from pyspark.sql.types import StructType
 
 from headwater.delta import row_tracking
 from headwater.delta.batch import latest_table
@@ -36,6 +39,7 @@ from headwater.delta.datasource import version_spec
 from headwater.delta.file_index import scala_map
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.delta.native_read import read_native
+from headwater.delta.schema import spark_schema
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.names import SOURCE_PREFIXES, TableLocations, parse_name
 from headwater.spark.hidden_columns import aliased
@@ -50,6 +54,12 @@ log = logging.getLogger("headwater.delta.native")
 METADATA_COLUMN = "_metadata"  # Spark's hidden column of file (and row tracking) metadata
 # options that make a read something other than rows of one snapshot
 _CHANGE_FEED = ("readchangefeed", "readchangedata")
+
+
+class RegisteringLocations(TableLocations, Protocol):
+    """A lakehouse that can also register a table again in Spark's catalog."""
+
+    def register(self, name: str) -> None: ...
 
 
 def load(spark: SparkSession, path: str, options: dict[str, str]) -> DataFrame | None:
@@ -132,6 +142,69 @@ def with_native_reads(lake: TableLocations, df: DataFrame) -> DataFrame:
     # a Scala Map is a PartialFunction: exactly the swapped leaves are replaced
     rewritten = plan.transformUpWithSubqueries(scala_map(spark, swaps))
     return dataframe_of_plan(spark, rewritten)
+
+
+def registered_fresh(lake: RegisteringLocations, analyze: Callable[[], DataFrame]) -> DataFrame:
+    """``analyze()`` (Spark resolving a query), analyzed again after registering the
+    lakehouse tables it reads whose catalog copy is older than their Delta table (a stream's
+    schema evolution, another process' ALTER): the query sees the table's columns now."""
+    df = analyze()
+    stale = stale_tables(lake, df)
+    if not stale:
+        return df
+    for name in stale:
+        lake.register(name)
+    return analyze()
+
+
+def stale_tables(lake: TableLocations, df: DataFrame) -> list[str]:
+    """The lakehouse tables ``df`` (a query just analyzed) reads by name whose catalog copy
+    no longer has the Delta table's columns: a stream's schema evolution (a new column, a
+    widened type) or another process' ALTER changed the table after it was registered. The
+    caller registers them again and analyzes its query anew (the Python reader would read
+    the old types: a widened value does not fit them)."""
+    plan = analyzed_plan(df)
+    if node_name(plan) == "CommandResult":
+        return []  # a command ran already: never run it twice
+    stale: list[str] = []
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if node_name(node) == "DataSourceV2Relation":
+            name = _stale_name(lake, node)
+            if name is not None and name not in stale:
+                stale.append(name)
+            continue
+        children = node.children()
+        stack.extend(children.apply(i) for i in range(children.size()))
+        subqueries = node.subqueries()
+        stack.extend(subqueries.apply(i) for i in range(subqueries.size()))
+    return stale
+
+
+def _stale_name(lake: TableLocations, node: Any) -> str | None:
+    """The qualified name of the lakehouse table ``node`` reads when its schema is not the
+    table's current one (local tables: an object store's schema is its source's to say)."""
+    try:
+        name = _lakehouse_name(lake, node)
+        if name is None:
+            return None
+        uri = normalize_uri(str(lake.path(name)))
+        if "://" in uri and not uri.startswith("file:"):
+            return None
+        current = spark_schema(latest_table(DeltaLog(uri)).schema().to_json())
+        registered = StructType.fromJson(json.loads(node.schema().json()))
+    except Exception:  # noqa: BLE001 - any doubt: the query keeps what Spark resolved
+        log.debug("schema check of %s failed", node.simpleString(25), exc_info=True)
+        return None
+    return name if _shape(registered) != _shape(current) else None
+
+
+def _shape(schema: StructType) -> list[tuple[str, str]]:
+    """Columns and types (nested ones included), without nullability or field metadata: what
+    a catalog copy must agree on with its table (Spark may keep comments or nullability its
+    own way)."""
+    return [(f.name.lower(), f.dataType.simpleString()) for f in schema.fields]
 
 
 def _row_tracked(lake: TableLocations, spark: SparkSession, plan: Any) -> DataFrame | None:

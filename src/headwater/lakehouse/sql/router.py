@@ -34,6 +34,7 @@ from headwater.delta.log import DeltaLog
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.native_reads import (
     METADATA_COLUMN,
+    registered_fresh,
     row_tracked_relations,
     with_native_reads,
 )
@@ -167,7 +168,8 @@ def run_sql(lake: SqlLakehouse, query: str, session: SparkSession | None = None,
             return sql_with_relations(spark, statement.text, tracked)
     # a query's reads of lakehouse tables through Spark's parquet reader where they can be
     try:
-        return with_native_reads(lake, raw_sql(spark, statement.text, args))
+        return with_native_reads(lake, registered_fresh(
+            lake, lambda: raw_sql(spark, statement.text, args)))
     except AnalysisException as exc:  # `:` on a JSON string, as Databricks reads it
         if json_paths.NOT_VARIANT not in str(exc) or statement.plan is None:
             raise
