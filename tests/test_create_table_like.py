@@ -150,3 +150,40 @@ def test_like_a_view_or_a_parquet_table_with_using_delta(lake, spark, tmp_path):
         spark.sql("DROP VIEW IF EXISTS v")
         spark.sql("DROP TABLE IF EXISTS pq_copy")
         spark.sql("DROP TABLE IF EXISTS pq_src")
+
+
+def test_like_never_replaces_what_holds_the_name(lake, spark, tmp_path):
+    spark.sql("CREATE TABLE src (id INT) USING delta")
+    try:
+        spark.sql("CREATE TABLE pq_own (a INT) USING parquet")
+        spark.sql("INSERT INTO pq_own VALUES (7)")
+        spark.sql("CREATE OR REPLACE VIEW vv AS SELECT 1 AS x")
+        for statement in ("CREATE TABLE pq_own LIKE src", "CREATE TABLE vv LIKE src",
+                          "CREATE TABLE pq_own (id INT) USING DELTA"):
+            with pytest.raises(HeadwaterError) as err:
+                spark.sql(statement)
+            assert err.value.error_class == "TABLE_OR_VIEW_ALREADY_EXISTS"
+        spark.sql("CREATE TABLE IF NOT EXISTS pq_own LIKE src")  # a no-op
+        spark.sql("CREATE TABLE IF NOT EXISTS pq_own (id INT) USING DELTA")
+        assert spark.table("pq_own").collect() == [(7,)]  # the user's rows are still there
+        assert spark.table("vv").collect() == [(1,)]
+        assert not lake.exists("pq_own") and not lake.exists("vv")
+        # a location holding a table already: delta-spark's DELTA_TABLE_ALREADY_EXISTS
+        spark.sql(f"CREATE TABLE ext LIKE src LOCATION '{tmp_path / 'ext'}'")
+        with pytest.raises(HeadwaterError) as err:
+            spark.sql(f"CREATE TABLE IF NOT EXISTS ext2 LIKE src LOCATION '{tmp_path / 'ext'}'")
+        assert err.value.error_class == "DELTA_TABLE_ALREADY_EXISTS"
+        # a temporary view hides the table of its name, as Spark resolves names
+        spark.sql("CREATE OR REPLACE TEMPORARY VIEW src AS SELECT 'a' AS `Comment`, 2 AS y")
+        spark.sql("CREATE TABLE from_temp LIKE src USING DELTA")
+        _, meta, _ = snapshot(lake.path("from_temp"))
+        assert [f["name"] for f in json.loads(meta["schemaString"])["fields"]] == ["Comment", "y"]
+        assert meta["description"] is None
+        with pytest.raises(HeadwaterError) as err:
+            spark.sql("CREATE TABLE t5 LIKE default.src TBLPROPERTIES "
+                      "('delta.feature.deletionVectors' = 'supported')")
+        assert "addFeatureSupport" in err.value.fix and not lake.exists("t5")
+    finally:
+        spark.sql("DROP VIEW IF EXISTS src")
+        spark.sql("DROP VIEW IF EXISTS vv")
+        spark.sql("DROP TABLE IF EXISTS pq_own")

@@ -207,7 +207,9 @@ def test_the_truncate_history_retention_property_in_create_table(spark, lake):
     spark.sql("INSERT INTO rh VALUES (1)")
     assert DeltaTable(lake.path("rh")).metadata().configuration[
         "delta.dropFeatureTruncateHistory.retentionDuration"] == "0 hours"
-    for bad in ("-1 hours", "soon"):
+    spark.sql("ALTER TABLE rh SET TBLPROPERTIES "
+              "('delta.dropFeatureTruncateHistory.retentionDuration' = '-1 hours 2 days')")
+    for bad in ("-1 hours", "soon", "1.5 days", "1 month"):
         with pytest.raises(HeadwaterError) as err:
             spark.sql("CREATE TABLE rh2 (id INT) TBLPROPERTIES "
                       f"('delta.dropFeatureTruncateHistory.retentionDuration' = '{bad}')")

@@ -10,6 +10,8 @@ decimal) need ALTER COLUMN TYPE, and a table without the feature is never upgrad
 
 from __future__ import annotations
 
+import threading
+
 from decimal import Decimal
 
 import pytest
@@ -209,3 +211,34 @@ def test_sql_insert_widens_with_schema_evolution_only(spark, lake):
     spark.sql("INSERT WITH SCHEMA EVOLUTION INTO ins_plain VALUES (5)")
     assert logged_fields(lake.path("ins_plain"))["a"]["type"] == "short"
     assert rows(spark, "ins_plain") == [(5,)]
+
+
+def test_reads_by_name_in_threads_while_the_schema_changes(spark, lake):
+    """A catalog copy brought up to date in place: readers in other threads never find the
+    name missing or registered twice while another writer adds columns."""
+    spark.sql("CREATE TABLE cc (id INT) USING DELTA")
+    spark.sql("INSERT INTO cc VALUES (1)")
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            try:
+                assert spark.table("cc").count() >= 1
+            except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+                errors.append(exc)
+                return
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for t in readers:
+        t.start()
+    try:
+        for i in range(6):
+            spark.createDataFrame([(i + 2, i)], f"id INT, c{i} INT").write.format("delta") \
+                .mode("append").option("mergeSchema", "true").save(str(lake.path("cc")))
+    finally:
+        done.set()
+        for t in readers:
+            t.join()
+    assert not errors, errors[0]
+    assert spark.table("cc").columns == ["id", *[f"c{i}" for i in range(6)]]

@@ -209,6 +209,16 @@ def create_like(source: str, target: str, properties: Mapping[str, str] | None =
             "not set them externally either.", "Leave the property out, and change the mode "
             "with ALTER TABLE ... SET TBLPROPERTIES afterwards.",
             error_class="DELTA_UNSUPPORTED_COLUMN_MAPPING_OPERATIONS")
+    protocol_keys = [k for k in properties if k.lower().startswith("delta.feature.")
+                     or k.lower() in ("delta.minreaderversion", "delta.minwriterversion")]
+    if protocol_keys:
+        raise DeltaAnalysisError(
+            "HW_SQL_UNSUPPORTED", f"CREATE TABLE {label} LIKE ... TBLPROPERTIES "
+            f"({protocol_keys[0]}): protocol properties are not supported here.",
+            "The copy takes the source's protocol; headwater does not change it in the "
+            "same statement.", "Leave the property out, and run ALTER TABLE ... SET "
+            "TBLPROPERTIES (or DeltaTable.addFeatureSupport) on the new table afterwards.",
+            error_class="DELTA_UNSUPPORTED_FEATURES_FOR_WRITE")
     check_properties(properties, label)
     if DeltaLog(dst_uri).exists() and _has_commits(DeltaLog(dst_uri)):
         raise DeltaAnalysisError(
@@ -218,9 +228,13 @@ def create_like(source: str, target: str, properties: Mapping[str, str] | None =
             error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
     source_table = DeltaLog(src_uri).table()
     meta = source_table.metadata()
-    configuration = {k: v for k, v in {**dict(meta.configuration or {}), **properties}.items()
+    # as delta-spark: row tracking's column names are the new table's own, and a commit
+    # coordinator is not copied (CREATE LIKE is a clone's kin)
+    configuration = {k: v for k, v in dict(meta.configuration or {}).items()
                      if k not in (row_tracking.ROW_ID_COLUMN_PROPERTY,
-                                  row_tracking.COMMIT_VERSION_COLUMN_PROPERTY)}
+                                  row_tracking.COMMIT_VERSION_COLUMN_PROPERTY)
+                     and not k.lower().startswith("delta.coordinatedcommits.")}
+    configuration.update(properties)
     protocol = with_enabled(source_table, Protocol.of_table(source_table),
                             enabled_features(properties))
     if protocol.supports(row_tracking.FEATURE):
@@ -243,7 +257,6 @@ def create_like(source: str, target: str, properties: Mapping[str, str] | None =
         parameters={"partitionBy": json.dumps(partition_columns),
                     "clusterBy": json.dumps(cluster_by or []),
                     "description": meta.description or "",
-                    "isManaged": json.dumps(name is not None),
                     "properties": json.dumps(configuration)},
         metrics={}, actions=actions, conflict_code="HW_DELTA_COMMIT_CONFLICT"))
 

@@ -240,15 +240,25 @@ def _first_version_after(log: DeltaLog, latest: int, cutoff_ms: int,
     while version >= 0:
         actions = log.read_commit(version)
         if actions is None:
-            return version + 1  # cleaned up already
+            break  # cleaned up already: the log starts after it
         if _commit_time(log, version, actions) < cutoff_ms:
             break
         if spec.commit_uses(actions):
             return None
         version -= 1
-    if 0 <= version < latest and spec.state_uses(DeltaLog(log.uri).table(version)):
+    if 0 <= version < latest and _state_uses(log, version, spec):
         return None
     return version + 1
+
+
+def _state_uses(log: DeltaLog, version: int, spec: HistoryFeature) -> bool:
+    """True when the table's state at ``version`` uses the feature; False when that version
+    cannot be read any more (no reader can time travel to it either)."""
+    try:
+        table = DeltaLog(log.uri).table(version)
+    except Exception:  # noqa: BLE001 - deltalake cannot rebuild it: nothing to protect
+        return False
+    return spec.state_uses(table)
 
 
 def _commit_time(log: DeltaLog, version: int, actions: list[dict[str, Any]]) -> int:

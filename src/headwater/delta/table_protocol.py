@@ -15,14 +15,15 @@ properties (the session's ``properties.defaults.*``, :func:`headwater.delta.writ
 
 from __future__ import annotations
 
-import re
 import tempfile
 from types import SimpleNamespace
 from typing import Any
 
+from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType
 
 from headwater.errors import HeadwaterError
+from headwater.spark.jvm import interval_microseconds
 
 # the feature alone, without enabling it (refused: headwater enables row tracking whole)
 ROW_TRACKING_FEATURE_PROPERTY = "delta.feature.rowTracking"
@@ -73,22 +74,24 @@ UNMAINTAINED_FEATURES = {"rowtracking", "typewidening-preview",
 
 
 # Interval properties deltalake 1.6.6 cannot parse (its kernel refuses any value): checked
-# here with delta-spark's rule (a non-negative interval of weeks, days, hours, minutes,
-# seconds...) and kept out of deltalake's validation.
+# here with delta-spark's rule and kept out of deltalake's validation.
 CHECKED_HERE = {"delta.dropfeaturetruncatehistory.retentionduration"}
-_INTERVAL = re.compile(
-    r"\s*(interval\s+)?(\d+(\.\d+)?\s*(weeks?|days?|hours?|minutes?|seconds?|milliseconds?|"
-    r"microseconds?)\s*)+", re.IGNORECASE)
 
 
 def check_interval(key: str, value: str, label: str) -> None:
-    """delta-spark's check of an interval-valued property (DELTA_VIOLATE_TABLE_PROPERTY_
-    VALIDATION_FAILED: a negative or month-based interval, or no interval at all)."""
-    if _INTERVAL.fullmatch(str(value)) is None:
+    """delta-spark's check of an interval-valued property: Spark's interval parser reads it,
+    no months, not negative in total (DELTA_VIOLATE_TABLE_PROPERTY_VALIDATION_FAILED).
+    Without a Spark session (a worker committing what the driver checked) nothing is
+    checked."""
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        return
+    parsed = interval_microseconds(spark, str(value))
+    if parsed is None or parsed[0] != 0 or parsed[1] * 86_400_000_000 + parsed[2] < 0:
         raise HeadwaterError(
             "HW_TABLE_PROPERTY_INVALID", f"{key} = {value!r} on {label} is not a valid "
-            "interval.", "Delta reads this property as a non-negative interval of weeks, "
-            "days, hours, minutes or seconds.", f"Use e.g. '{key}' = '24 hours' (or "
+            "interval.", "Delta reads this property with Spark's interval parser, as a "
+            "non-negative interval without months.", f"Use e.g. '{key}' = '24 hours' (or "
             "'interval 1 days').", error_class="DELTA_VIOLATE_TABLE_PROPERTY_VALIDATION_FAILED")
 
 

@@ -66,6 +66,7 @@ from headwater.delta.write.native import native_sink, write_native, write_rows
 from headwater.delta.write.replace_table import declared_schema, replace_native
 from headwater.delta.write.request import WriteRequest, reset_session_txn, with_session_settings
 from headwater.errors import HeadwaterError, translated
+from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse import catalog, external, hooks, native_reads
 from headwater.lakehouse.catalog import columns_option as _columns
 from headwater.lakehouse.catalog import per_table_source
@@ -81,7 +82,12 @@ from headwater.lakehouse.sources import start_session
 from headwater.lakehouse.sql.router import run_sql
 from headwater.spark.catalog_ddl import columns_sql
 from headwater.spark.checkpoint_lock import CheckpointLock, guarded
-from headwater.spark.jvm import catalog_table, current_database, has_jvm_writer
+from headwater.spark.jvm import (
+    alter_catalog_schema,
+    catalog_table,
+    current_database,
+    has_jvm_writer,
+)
 from headwater.spark.micro_batch_sink import start_with_sink
 from headwater.spark.plan import group_keys
 from headwater.spark.raw_sql import raw_sql
@@ -367,13 +373,40 @@ class Lakehouse:
             self.create_catalog(tname.catalog)  # its first table makes the catalog
         if tname.database:
             raw_sql(self.spark, f"CREATE DATABASE IF NOT EXISTS `{tname.database}`")
-        # The catalog keeps the schema seen at CREATE; re-creating refreshes it.
+        # The catalog keeps the schema seen at CREATE: a copy of this table's source gets the
+        # new one in place (readers never find the name missing); anything else is created.
         schema = self._source_schema(path)
-        if schema is None or not self._in_catalog(tname, schema):
+        held = self.catalog_holder(tname.qualified)
+        if held == tname.source_name and schema is not None:
+            if not self._in_catalog(tname, schema):
+                alter_catalog_schema(self.spark, tname.sql, schema.json())
+        elif schema is None or not self._in_catalog(tname, schema):
+            if held is not None and held != tname.source_name:
+                raise DeltaAnalysisError(
+                    "HW_TABLE_EXISTS", f"The name {tname.qualified} is taken in Spark's "
+                    f"catalog by a {held}, not by the lakehouse table at {path}.",
+                    "headwater never replaces a table or view it did not register.",
+                    f"Drop or rename that {held} first (DROP TABLE / DROP VIEW), or give the "
+                    "lakehouse table another name.", error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
             raw_sql(self.spark, f"DROP TABLE IF EXISTS {tname.sql}")
             columns = columns_sql(self.spark, schema) if schema is not None else ""
             raw_sql(self.spark, f"CREATE TABLE {tname.sql} {columns}USING {tname.source_name}")
         self._registered.add(tname.qualified)
+
+    def catalog_holder(self, name: str) -> str | None:
+        """What holds ``name`` in Spark's catalog: its provider (the table's data source
+        name when headwater registered it, ``parquet``...), ``view``, or None (nothing)."""
+        tname = parse_name(name)
+        try:
+            meta = catalog_table(self.spark, tname.sql)
+        except Exception:  # noqa: BLE001 - a name the catalog cannot hold: nothing there
+            return None
+        if meta is None:
+            return None
+        if str(meta.tableType().name()).upper() == "VIEW":
+            return "view"
+        provider = meta.provider()
+        return str(provider.get()) if provider.isDefined() else "table"
 
     def _source_schema(self, path: str) -> StructType | None:
         """The table's columns as its source would answer them, read here from the log of a

@@ -256,6 +256,38 @@ def catalog_table(spark: SparkSession, name: str) -> JavaObject | None:
     return state.catalog().getTableMetadata(ident)
 
 
+def is_temp_view(spark: SparkSession, name: str) -> bool:
+    """True when ``name`` (one part, or ``global_temp.v``) names a temporary view, which
+    Spark resolves before any table of that name."""
+    catalog = spark._jsparkSession.sessionState().catalog()
+    parts = spark._jsparkSession.sessionState().sqlParser().parseMultipartIdentifier(name)
+    return bool(catalog.isTempView(parts))
+
+
+def alter_catalog_schema(spark: SparkSession, name: str, schema_json: str) -> None:
+    """Give the session catalog's table ``name`` (SQL text) the schema ``schema_json`` in
+    place (``SessionCatalog.alterTableSchema``): readers resolving the name meanwhile never
+    find it missing, as they would between a DROP and a CREATE."""
+    state = spark._jsparkSession.sessionState()
+    ident = state.sqlParser().parseTableIdentifier(name)
+    schema = spark._jvm.org.apache.spark.sql.types.DataType.fromJson(schema_json)
+    state.catalog().alterTableSchema(ident, schema)
+    state.catalog().refreshTable(ident)
+
+
+def interval_microseconds(spark: SparkSession, text: str) -> tuple[int, int, int] | None:
+    """(months, days, microseconds) of ``text`` read by Spark's interval parser
+    (``IntervalUtils.safeStringToInterval``, as delta-spark reads interval properties), or
+    None when Spark cannot read it as an interval."""
+    utils = spark._jvm.org.apache.spark.sql.catalyst.util.IntervalUtils
+    value = utils.safeStringToInterval(
+        spark._jvm.org.apache.spark.unsafe.types.UTF8String.fromString(text))
+    if value is None:
+        return None
+    return (int(get_field(value, "months")), int(get_field(value, "days")),
+            int(get_field(value, "microseconds")))
+
+
 # --- the session's SQL parser ---------------------------------------------------------------
 
 def sql_parser(spark: SparkSession) -> JavaObject:

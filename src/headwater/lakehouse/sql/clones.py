@@ -29,11 +29,20 @@ from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.names import parse_name
 from headwater.lakehouse.sql import delta_admin
-from headwater.lakehouse.sql.ddl import _map, done, is_delta_path, lakehouse_table, table_location
+from headwater.lakehouse.sql.ddl import (
+    _map,
+    done,
+    foreign_holder,
+    is_delta_path,
+    lakehouse_table,
+    name_taken_error,
+    table_location,
+)
 from headwater.lakehouse.sql.delta_admin import Shape, _parser, _table
 from headwater.lakehouse.sql.dml import unsupported
 from headwater.lakehouse.sql.statements import Statement, evaluate_timestamp, option, seq, target
 from headwater.spark.active import data_frame
+from headwater.spark.jvm import catalog_table, is_temp_view
 from headwater.spark.raw_sql import raw_sql
 from headwater.spark.sql_text import tokens
 
@@ -166,7 +175,9 @@ def create_like(lake: Lakehouse, st: Statement) -> DataFrame | None:
     src_parts = _name_parts(plan.source())
     parts = _name_parts(plan.name())
     provider = option(plan.provider())
-    src_path = table_location(lake, src_parts)
+    # a temporary view hides a table of its name, as in Spark's resolution
+    src_path = None if is_temp_view(spark, ".".join(f"`{p}`" for p in src_parts)) \
+        else table_location(lake, src_parts)
     if src_path is None and (provider is None or str(provider).lower() != "delta"):
         return None  # neither side is Delta: Spark's own
     if option(plan.serdeInfo()) is not None:
@@ -183,14 +194,23 @@ def create_like(lake: Lakehouse, st: Statement) -> DataFrame | None:
         name = lake.resolve(parts, spark).qualified
         path = normalize_uri(str(where)) if where is not None else str(lake.path(name))
     label = name or f"delta.`{path}`"
-    if (name is not None and lake.exists(name)) or DeltaLog(path).exists():
+    holder = foreign_holder(lake, name) if name is not None else None
+    if (name is not None and lake.exists(name)) or holder is not None:
         if plan.ifNotExists():
             return done(spark)  # delta-spark: SaveMode.Ignore
+        if holder is not None:
+            raise name_taken_error(name, holder, "CREATE TABLE ... LIKE")
         raise DeltaAnalysisError(
             "HW_TABLE_EXISTS", f"Table {label} already exists.",
             "CREATE TABLE ... LIKE creates a new table.",
-            "Use CREATE TABLE IF NOT EXISTS, or another name or location.",
+            "Use CREATE TABLE IF NOT EXISTS, or another name.",
             error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
+    if DeltaLog(path).exists():  # a LOCATION (or a path) that holds a table already
+        raise DeltaAnalysisError(
+            "HW_DELTA_PATH_EXISTS", f"CREATE TABLE {label} LIKE ...: {path} holds a Delta "
+            "table already.", "CREATE TABLE ... LIKE makes a new, empty table there.",
+            "Choose an empty location, or name the existing table with CREATE TABLE name "
+            "LOCATION '...' (no LIKE).", error_class="DELTA_TABLE_ALREADY_EXISTS")
     properties = _map(spark, plan.properties())
     if src_path is not None:
         create_delta_like(src_path, path, properties, name)
@@ -208,26 +228,21 @@ def _create_like_catalog(lake: Lakehouse, st: Statement, src_parts: list[str],
                          name: str | None, path: str, properties: dict[str, str]) -> None:
     """The Delta table of CREATE TABLE ... LIKE a view or another provider's table: the
     source's catalog schema, partition columns, comment and properties (Spark's own view and
-    table properties left out), as delta-spark copies them."""
+    table properties left out), as delta-spark copies them; a temporary view has only its
+    schema."""
     spark, source = st.session, ".".join(f"`{p}`" for p in src_parts)
     schema = spark.table(source).schema
-    columns = spark.catalog.listColumns(".".join(src_parts)) \
-        if spark.catalog.tableExists(".".join(src_parts)) else []
-    partition_by = [c.name for c in columns if c.isPartition]
-    info = {str(r[0]).strip(): str(r[1]) for r in raw_sql(
-        spark, f"DESCRIBE TABLE EXTENDED {source}").collect()
-        if r[0] is not None and r[1] is not None}
-    comment = info.get("Comment")
-    try:
-        copied = {str(r[0]): str(r[1]) for r in raw_sql(
-            spark, f"SHOW TBLPROPERTIES {source}").collect()}
-    except Exception:  # noqa: BLE001 - a temporary view has none
-        copied = {}
-    copied = {k: v for k, v in copied.items()
-              if not k.lower().startswith(_SPARK_PROPERTY_PREFIXES)}
+    meta = None if is_temp_view(spark, source) else catalog_table(spark, source)
+    partition_by, comment, copied = [], None, {}
+    if meta is not None:
+        partition_by = [str(c) for c in seq(meta.partitionColumnNames())]
+        comment = option(meta.comment())
+        copied = {k: v for k, v in _map(spark, meta.properties()).items()
+                  if not k.lower().startswith(_SPARK_PROPERTY_PREFIXES)}
     create_definition(spark, path, TableDefinition(
-        schema, partition_by, None, comment, {**copied, **properties},
-        name.split(".")[-1] if name else None), name or f"delta.`{path}`")
+        schema, partition_by, None, None if comment is None else str(comment),
+        {**copied, **properties}, name.split(".")[-1] if name else None),
+        name or f"delta.`{path}`")
 
 
 def _name_parts(node: Any) -> list[str]:

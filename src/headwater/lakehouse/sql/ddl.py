@@ -49,6 +49,7 @@ from headwater.delta.write.request import WriteRequest
 from headwater.errors import HeadwaterError, translated
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.locations import check_location
+from headwater.lakehouse.names import parse_name
 from headwater.lakehouse.sql.statements import (
     Statement,
     option,
@@ -87,6 +88,24 @@ def is_delta_path(parts: list[str]) -> bool:
     return len(parts) == 2 and parts[0].lower() == "delta"
 
 
+def foreign_holder(lake: SqlLakehouse, name: str) -> str | None:
+    """What else holds ``name`` in Spark's catalog (a table of another provider, a view), or
+    None when nothing does or it is the lakehouse's own registration."""
+    holder = lake.catalog_holder(name)
+    return holder if holder not in (None, parse_name(name).source_name) else None
+
+
+def name_taken_error(name: str, holder: str, statement: str) -> DeltaAnalysisError:
+    """delta-spark's TABLE_OR_VIEW_ALREADY_EXISTS for a name Spark's catalog gives to a table
+    of another provider or a view: headwater never replaces it."""
+    return DeltaAnalysisError(
+        "HW_TABLE_EXISTS", f"{statement} {name}: the name is taken by a {holder} of Spark's "
+        "catalog.", "A new Delta table cannot take the name of an existing table or view; "
+        "headwater never replaces what it did not create.",
+        f"Drop or rename that {holder} first, or use another name.",
+        error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
+
+
 # --- CREATE [OR REPLACE] TABLE [AS SELECT] --------------------------------------------------
 
 def create(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
@@ -120,6 +139,11 @@ def create(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     if any(k.lower() == clustering.FEATURE_PROPERTY for k in properties):
         raise clustering.feature_property_error(label, "CREATE TABLE")
     named = name is not None and lake.exists(name)
+    holder = foreign_holder(lake, name) if name is not None and not named else None
+    if holder is not None:
+        if plan.ignoreIfExists() and not replace:
+            return done(spark)  # CREATE TABLE IF NOT EXISTS: the name exists
+        raise name_taken_error(name, holder, "REPLACE TABLE" if replace else "CREATE TABLE")
     if replace and name is not None and named and where is not None:
         check_location(lake, name, path)  # before any write
     exists = named or DeltaLog(path).exists()
