@@ -151,6 +151,19 @@ def commits(path) -> list[list[dict]]:
     return [[json.loads(line) for line in f.read_text().splitlines()] for f in log]
 
 
+def live_adds(path) -> dict[str, dict]:
+    """The table's live add actions (path -> add), replayed from its JSON commits (no
+    checkpoints)."""
+    live: dict[str, dict] = {}
+    for actions in commits(path):
+        for a in actions:
+            if "add" in a:
+                live[a["add"]["path"]] = a["add"]
+            elif "remove" in a:
+                live.pop(a["remove"]["path"], None)
+    return live
+
+
 def native(df) -> bool:
     """True when every table leaf of ``df``'s plan is Spark's parquet file source over a
     Delta file index (none is headwater's Python data source)."""

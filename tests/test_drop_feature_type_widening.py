@@ -17,25 +17,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, QueryBuilder
-from tests.support import commits, logged_fields
+from tests.support import commits, live_adds, logged_fields
 
 from headwater import DeltaTable as HwTable
 from headwater import HeadwaterError
 
 RETENTION = "delta.dropFeatureTruncateHistory.retentionDuration"
 TYPE_CHANGES = "delta.typeChanges"
-
-
-def live_adds(path) -> dict[str, dict]:
-    """The table's live add actions (path -> add), by replay of its JSON commits."""
-    live: dict[str, dict] = {}
-    for actions in commits(path):
-        for a in actions:
-            if "add" in a:
-                live[a["add"]["path"]] = a["add"]
-            elif "remove" in a:
-                live.pop(a["remove"]["path"], None)
-    return live
 
 
 def footer_types(path, column: str, field: str | None = None) -> list[pa.DataType]:

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from tests.support import live_adds
 
 from headwater import DeltaTable as HwTable
 from headwater import HeadwaterError
@@ -24,18 +25,6 @@ def _log(path: Path) -> list[list[dict]]:
     return [log.read_commit(v) or [] for v in range(log.latest_version() + 1)]
 
 
-def _live_adds(path: Path) -> dict[str, dict]:
-    """The live add actions of the table (path -> add), by log replay of the JSON commits."""
-    live: dict[str, dict] = {}
-    for actions in _log(path):
-        for a in actions:
-            if "add" in a:
-                live[a["add"]["path"]] = a["add"]
-            elif "remove" in a:
-                live.pop(a["remove"]["path"], None)
-    return live
-
-
 def _mark(path: Path) -> int:
     log = DeltaLog(str(path))
     return row_tracking.state_at(log, log.latest_version()).high_water_mark
@@ -44,7 +33,7 @@ def _mark(path: Path) -> int:
 def _check_ids(path: Path) -> None:
     """Every live file has ids, unique and below the high-water mark, and a commit version
     at or before the latest; deltalake still opens and reads the table."""
-    adds = list(_live_adds(path).values())
+    adds = list(live_adds(path).values())
     ranges = []
     for add in adds:
         rows = json.loads(add["stats"])["numRecords"]
@@ -74,7 +63,7 @@ def test_create_table_with_row_tracking_writes_delta_sparks_protocol(spark, lake
         "_row-commit-version-col-")
     spark.sql("INSERT INTO student VALUES (1, 'a', 20), (2, 'b', 21)")
     spark.sql("INSERT INTO student VALUES (3, 'c', 22)")
-    adds = sorted(_live_adds(path).values(), key=lambda a: a["baseRowId"])
+    adds = sorted(live_adds(path).values(), key=lambda a: a["baseRowId"])
     firsts = [(a["baseRowId"], a["defaultRowCommitVersion"]) for a in adds]
     counts = [json.loads(a["stats"])["numRecords"] for a in adds]
     # fresh ids for each insert: consecutive from 0, the second insert's above the first's
@@ -164,10 +153,10 @@ def test_restore_keeps_the_restored_files_ids(spark, tmp):
     spark.range(3).write.format("delta").option("delta.enableRowTracking", "true").save(
         str(path))
     assert "rowTracking" in DeltaTable(str(path)).protocol().writer_features  # the option
-    first = {a["path"]: a["baseRowId"] for a in _live_adds(path).values()}
+    first = {a["path"]: a["baseRowId"] for a in live_adds(path).values()}
     spark.range(3, 6).write.format("delta").mode("overwrite").save(str(path))
     HwTable.forPath(spark, str(path)).restoreToVersion(0)
-    assert {a["path"]: a["baseRowId"] for a in _live_adds(path).values()} == first
+    assert {a["path"]: a["baseRowId"] for a in live_adds(path).values()} == first
     assert _mark(path) == 5  # the mark never goes back
     _check_ids(path)
 
@@ -242,7 +231,7 @@ def test_row_ids_and_commit_versions_are_readable(spark, lake, tmp):
     spark.sql("INSERT INTO rd VALUES (12)")
     path = lake.path("rd")
     expected = {}
-    for add in _live_adds(path).values():  # the spec: baseRowId + the row's index in the file
+    for add in live_adds(path).values():  # the spec: baseRowId + the row's index in the file
         values = pq.read_table(Path(path) / add["path"]).column("id").to_pylist()
         for index, value in enumerate(values):
             expected[value] = (add["baseRowId"] + index, add["defaultRowCommitVersion"])
@@ -278,11 +267,11 @@ def test_drop_feature_removes_row_tracking(spark, lake):
     config = table.metadata().configuration
     assert not any(k.lower().startswith("delta.rowtracking") or k == "delta.enableRowTracking"
                    for k in config)
-    assert all("baseRowId" not in a for a in _live_adds(path).values())
+    assert all("baseRowId" not in a for a in live_adds(path).values())
     domain = [a["domainMetadata"] for a in _log(path)[-1] if "domainMetadata" in a]
     assert domain and domain[0]["domain"] == "delta.rowTracking" and domain[0]["removed"]
     spark.sql("INSERT INTO dr VALUES (3)")  # a plain table again: no ids given
-    assert all("baseRowId" not in a for a in _live_adds(path).values())
+    assert all("baseRowId" not in a for a in live_adds(path).values())
     spark.sql("UPDATE dr SET id = 4 WHERE id = 3")  # and DML runs
     assert sorted(r.id for r in spark.table("dr").collect()) == [1, 2, 4]
     assert sorted(table.to_pyarrow_table().column("id").to_pylist()) == [1, 2]  # v at open

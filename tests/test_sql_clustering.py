@@ -12,25 +12,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
-from tests.support import commits
+from tests.support import commits, live_adds
 
 from headwater import HeadwaterError
 
 
 def of(actions: list[dict], kind: str) -> list[dict]:
     return [a[kind] for a in actions if kind in a]
-
-
-def live_adds(path: str | Path) -> list[dict]:
-    """The table's live add actions, replayed from the JSON commits (no checkpoints here)."""
-    live: dict[str, dict] = {}
-    for actions in commits(path):
-        for a in actions:
-            if "add" in a:
-                live[a["add"]["path"]] = a["add"]
-            elif "remove" in a:
-                live.pop(a["remove"]["path"], None)
-    return list(live.values())
 
 
 def domain_columns(path: str | Path) -> list[list[str]] | None:
@@ -124,7 +112,7 @@ def test_optimize_clusters_new_files_only_and_full_reclusters_everything(lake, s
     path = lake.path("events")
     for batch in ([5, 1, 9], [3, 7, 2], [8, 4, 6]):
         spark.sql("INSERT INTO events VALUES " + ", ".join(f"({i}, 'k{i % 2}')" for i in batch))
-    written = live_adds(path)
+    written = list(live_adds(path).values())
     assert all(not a.get("tags") for a in written)  # writes do not cluster
     result = spark.sql("OPTIMIZE events").first()
     assert result.metrics.numFilesRemoved == len(written) and result.metrics.numFilesAdded >= 1
@@ -133,7 +121,7 @@ def test_optimize_clusters_new_files_only_and_full_reclusters_everything(lake, s
     assert info["operation"] == "OPTIMIZE"
     assert info["operationParameters"]["clusterBy"] == '["id"]'
     assert info["operationParameters"]["isFull"] in (False, "false")
-    first = live_adds(path)
+    first = list(live_adds(path).values())
     cubes = {a["tags"]["ZCUBE_ID"] for a in first}
     assert len(cubes) == 1 and all(a["clusteringProvider"] == "liquid" for a in first)
     assert all(json.loads(a["tags"]["ZCUBE_ZORDER_BY"]) == ["id"] for a in first)
@@ -149,15 +137,15 @@ def test_optimize_clusters_new_files_only_and_full_reclusters_everything(lake, s
     # new data: only the new file and the (small) matching ZCube are merged
     spark.sql("INSERT INTO events VALUES (0, 'k0')")
     spark.sql("OPTIMIZE events")
-    assert len({a["tags"]["ZCUBE_ID"] for a in live_adds(path)}) == 1
+    assert len({a["tags"]["ZCUBE_ID"] for a in list(live_adds(path).values())}) == 1
     # a change of columns: OPTIMIZE leaves files clustered by the old ones, FULL takes them
     spark.sql("ALTER TABLE events CLUSTER BY (kind)")
     spark.sql("INSERT INTO events VALUES (10, 'k1')")
     spark.sql("OPTIMIZE events")
-    by_cols = sorted(a["tags"]["ZCUBE_ZORDER_BY"] for a in live_adds(path))
+    by_cols = sorted(a["tags"]["ZCUBE_ZORDER_BY"] for a in list(live_adds(path).values()))
     assert '["id"]' in by_cols and '["kind"]' in by_cols
     spark.sql("OPTIMIZE events FULL")
-    final = live_adds(path)
+    final = list(live_adds(path).values())
     assert {a["tags"]["ZCUBE_ZORDER_BY"] for a in final} == {'["kind"]'}
     assert of(commits(path)[-1], "commitInfo")[0]["operationParameters"]["isFull"] in (
         True, "true")

@@ -11,7 +11,6 @@ decimal) need ALTER COLUMN TYPE, and a table without the feature is never upgrad
 from __future__ import annotations
 
 import threading
-
 from decimal import Decimal
 
 import pytest
