@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
@@ -43,7 +44,14 @@ from headwater.delta.schema import spark_schema
 from headwater.errors import HeadwaterError
 from headwater.lakehouse.names import SOURCE_PREFIXES, TableLocations, parse_name
 from headwater.spark.hidden_columns import aliased
-from headwater.spark.jvm import analyzed_plan, cached_rows, dataframe_of_plan, jvm_view, scala_none
+from headwater.spark.jvm import (
+    analyzed_plan,
+    cached_rows,
+    catalog_table,
+    dataframe_of_plan,
+    jvm_view,
+    scala_none,
+)
 from headwater.spark.plan import node_name
 
 if TYPE_CHECKING:
@@ -59,6 +67,8 @@ _CHANGE_FEED = ("readchangefeed", "readchangedata")
 class RegisteringLocations(TableLocations, Protocol):
     """A lakehouse that can also register a table again in Spark's catalog."""
 
+    @property
+    def spark(self) -> SparkSession: ...
     def register(self, name: str) -> None: ...
 
 
@@ -144,17 +154,49 @@ def with_native_reads(lake: TableLocations, df: DataFrame) -> DataFrame:
     return dataframe_of_plan(spark, rewritten)
 
 
-def registered_fresh(lake: RegisteringLocations, analyze: Callable[[], DataFrame]) -> DataFrame:
+def registered_fresh(lake: RegisteringLocations, analyze: Callable[[], DataFrame],
+                     named: Callable[[], Sequence[str]] | None = None) -> DataFrame:
     """``analyze()`` (Spark resolving a query), analyzed again after registering the
     lakehouse tables it reads whose catalog copy is older than their Delta table (a stream's
-    schema evolution, another process' ALTER): the query sees the table's columns now."""
-    df = analyze()
+    schema evolution, another process' ALTER): the query sees the table's columns now.
+    named: the lakehouse tables the query names (asked only when Spark could not analyze
+    the query at all: it asks for a column only the newer table has)."""
+    try:
+        df = analyze()
+    except AnalysisException:
+        stale = [n for n in (named() if named is not None else [])
+                 if _copy_is_stale(lake, n)]
+        if not stale:
+            raise
+        for name in stale:
+            lake.register(name)
+        return analyze()
     stale = stale_tables(lake, df)
     if not stale:
         return df
     for name in stale:
         lake.register(name)
     return analyze()
+
+
+def _copy_is_stale(lake: RegisteringLocations, name: str) -> bool:
+    """True when Spark's catalog copy of lakehouse table ``name`` (a local one) has other
+    columns than its Delta table now."""
+    try:
+        if not lake.exists(name):
+            return False
+        uri = normalize_uri(str(lake.path(name)))
+        if "://" in uri and not uri.startswith("file:"):
+            return False
+        meta = catalog_table(lake.spark, parse_name(name).sql)
+        if meta is None:
+            return False
+        registered = StructType.fromJson(json.loads(meta.schema().json()))
+        current = spark_schema(latest_table(DeltaLog(uri)).schema().to_json())
+    except Exception:  # noqa: BLE001 - any doubt: Spark's own error stands
+        log.debug("schema check of %s failed", name, exc_info=True)
+        return False
+    return _shape(registered) != _shape(current)
 
 
 def stale_tables(lake: TableLocations, df: DataFrame) -> list[str]:

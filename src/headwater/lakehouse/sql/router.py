@@ -169,7 +169,8 @@ def run_sql(lake: SqlLakehouse, query: str, session: SparkSession | None = None,
     # a query's reads of lakehouse tables through Spark's parquet reader where they can be
     try:
         return with_native_reads(lake, registered_fresh(
-            lake, lambda: raw_sql(spark, statement.text, args)))
+            lake, lambda: raw_sql(spark, statement.text, args),
+            lambda: _lakehouse_names(lake, spark, statement.plan)))
     except AnalysisException as exc:  # `:` on a JSON string, as Databricks reads it
         if json_paths.NOT_VARIANT not in str(exc) or statement.plan is None:
             raise
@@ -177,6 +178,25 @@ def run_sql(lake: SqlLakehouse, query: str, session: SparkSession | None = None,
         if text == statement.text:
             raise
         return with_native_reads(lake, raw_sql(spark, text, args))
+
+
+def _lakehouse_names(lake: SqlLakehouse, spark: SparkSession, plan: Any) -> list[str]:
+    """The lakehouse tables a parsed query names (its relations; none for a statement Spark
+    could not parse)."""
+    if plan is None:
+        return []
+    names: list[str] = []
+    for node in walk(plan):
+        if node.getClass().getSimpleName() != "UnresolvedRelation":
+            continue
+        try:
+            name = lake.resolve([str(p) for p in seq(node.multipartIdentifier())],
+                                spark).qualified
+        except HeadwaterError:
+            continue  # a name headwater does not read (a path, four parts)
+        if name not in names and lake.exists(name):
+            names.append(name)
+    return names
 
 
 def parse(lake: SqlLakehouse, spark: SparkSession, query: str) -> Statement:
