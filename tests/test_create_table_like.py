@@ -152,7 +152,7 @@ def test_like_a_view_or_a_parquet_table_with_using_delta(lake, spark, tmp_path):
         spark.sql("DROP TABLE IF EXISTS pq_src")
 
 
-def test_like_never_replaces_what_holds_the_name(lake, spark, tmp_path):
+def test_a_new_delta_table_never_replaces_what_holds_the_name(lake, spark, tmp_path):
     spark.sql("CREATE TABLE src (id INT) USING delta")
     try:
         spark.sql("CREATE TABLE pq_own (a INT) USING parquet")
@@ -166,6 +166,13 @@ def test_like_never_replaces_what_holds_the_name(lake, spark, tmp_path):
         spark.sql("CREATE TABLE IF NOT EXISTS pq_own LIKE src")  # a no-op
         spark.sql("CREATE TABLE IF NOT EXISTS pq_own (id INT) USING DELTA")
         assert spark.table("pq_own").collect() == [(7,)]  # the user's rows are still there
+        # a write by name: Spark's own table takes it (no format), or a clear refusal
+        with pytest.raises(HeadwaterError) as err:
+            spark.createDataFrame([(8,)], "a INT").write.format("delta").mode("append") \
+                .saveAsTable("pq_own")
+        assert err.value.error_class == "TABLE_OR_VIEW_ALREADY_EXISTS"
+        spark.createDataFrame([(8,)], "a INT").write.mode("append").saveAsTable("pq_own")
+        assert sorted(spark.table("pq_own").collect()) == [(7,), (8,)]
         assert spark.table("vv").collect() == [(1,)]
         assert not lake.exists("pq_own") and not lake.exists("vv")
         # a location holding a table already: delta-spark's DELTA_TABLE_ALREADY_EXISTS

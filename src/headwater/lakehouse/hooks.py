@@ -577,11 +577,33 @@ def _lakehouse_table(lake: Any, name: str) -> bool:
         return False
 
 
+def _foreign_holder(lake: Any, name: str) -> str | None:
+    """What else holds ``name`` in Spark's catalog (another provider's table, a view) when
+    it is no lakehouse table; None otherwise."""
+    try:
+        if lake.exists(name):
+            return None
+        holder = lake.catalog_holder(name)
+        return holder if holder not in (None, parse_name(name).source_name) else None
+    except HeadwaterError:
+        return None  # no name headwater reads (a path): Spark's to resolve
+
+
 def _delta_or_unset(writer: Any, lake: Any, name: str) -> bool:
     """True for the lakehouse (no format, or delta); False for Spark's own behaviour."""
     fmt = _formats.get(writer)
     if fmt is None or fmt.lower() == "delta":
-        return True
+        holder = _foreign_holder(lake, name)
+        if holder is None:
+            return True
+        if fmt is None:
+            return False  # the name is a table of Spark's catalog: Spark's own behaviour
+        raise HeadwaterError(
+            "HW_TABLE_EXISTS", f"format('delta') cannot write table {name}: the name is "
+            f"taken by a {holder} of Spark's catalog.", "A Delta table cannot take the name "
+            "of an existing table or view; headwater never replaces what it did not create.",
+            f"Drop or rename that {holder} first, or write to another table name.",
+            error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
     if lake.exists(name):
         raise HeadwaterError(
             "HW_WRITER_FORMAT_CONFLICT",
