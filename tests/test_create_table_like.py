@@ -172,6 +172,8 @@ def test_a_new_delta_table_never_replaces_what_holds_the_name(lake, spark, tmp_p
                 .saveAsTable("pq_own")
         assert err.value.error_class == "TABLE_OR_VIEW_ALREADY_EXISTS"
         spark.createDataFrame([(8,)], "a INT").write.mode("append").saveAsTable("pq_own")
+        spark.createDataFrame([(9,)], "a INT").write.format("delta").mode("ignore") \
+            .saveAsTable("pq_own")  # Spark's ignore: the table exists, nothing is written
         assert sorted(spark.table("pq_own").collect()) == [(7,), (8,)]
         assert spark.table("vv").collect() == [(1,)]
         assert not lake.exists("pq_own") and not lake.exists("vv")

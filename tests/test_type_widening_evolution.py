@@ -243,3 +243,28 @@ def test_reads_by_name_in_threads_while_the_schema_changes(spark, lake):
             t.join()
     assert not errors, errors[0]
     assert spark.table("cc").columns == ["id", *[f"c{i}" for i in range(6)]]
+
+
+def test_commands_reading_a_table_run_once_fresh_or_stale(spark, lake, tmp_path):
+    """An INSERT into another provider's table from a lakehouse table runs once, whether the
+    table's catalog copy is current or stale; a SQL script is never run again."""
+    spark.sql("CREATE TABLE rs (id INT) USING DELTA")
+    spark.sql("INSERT INTO rs VALUES (1), (2)")
+    try:
+        spark.sql(f"CREATE TABLE pq_sink (id INT) USING parquet LOCATION '{tmp_path / 'pq'}'")
+        spark.sql("INSERT INTO pq_sink SELECT id FROM rs")
+        assert sorted(spark.table("pq_sink").collect()) == [(1,), (2,)]
+        # the catalog copy made stale by a writer by path (a new column)
+        spark.createDataFrame([(3, "x")], "id INT, tag STRING").write.format("delta") \
+            .mode("append").option("mergeSchema", "true").save(str(lake.path("rs")))
+        spark.sql("INSERT INTO pq_sink SELECT id FROM rs")
+        assert sorted(r[0] for r in spark.table("pq_sink").collect()) == [1, 1, 2, 2, 3]
+        spark.createDataFrame([(4, "y", 1)], "id INT, tag STRING, z INT").write \
+            .format("delta").mode("append").option("mergeSchema", "true") \
+            .save(str(lake.path("rs")))
+        # a script whose second statement needs the new column: the first runs once
+        with pytest.raises(Exception):  # noqa: B017 - Spark's error for the script, as is
+            spark.sql("BEGIN INSERT INTO pq_sink VALUES (9); SELECT z FROM rs; END")
+        assert sorted(r[0] for r in spark.table("pq_sink").collect()).count(9) <= 1
+    finally:
+        spark.sql("DROP TABLE IF EXISTS pq_sink")

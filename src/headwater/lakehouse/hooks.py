@@ -589,6 +589,10 @@ def _foreign_holder(lake: Any, name: str) -> str | None:
         return None  # no name headwater reads (a path): Spark's to resolve
 
 
+def _holder_text(holder: str) -> str:
+    return "a view" if holder == "view" else f"a {holder} table"
+
+
 def _delta_or_unset(writer: Any, lake: Any, name: str) -> bool:
     """True for the lakehouse (no format, or delta); False for Spark's own behaviour."""
     fmt = _formats.get(writer)
@@ -596,11 +600,12 @@ def _delta_or_unset(writer: Any, lake: Any, name: str) -> bool:
         holder = _foreign_holder(lake, name)
         if holder is None:
             return True
-        if fmt is None:
+        if fmt is None or (not isinstance(writer, DataStreamWriter)
+                           and writer_mode(writer) == "ignore"):
             return False  # the name is a table of Spark's catalog: Spark's own behaviour
         raise HeadwaterError(
             "HW_TABLE_EXISTS", f"format('delta') cannot write table {name}: the name is "
-            f"taken by a {holder} of Spark's catalog.", "A Delta table cannot take the name "
+            f"taken by {_holder_text(holder)} of Spark's catalog.", "A Delta table cannot take the name "
             "of an existing table or view; headwater never replaces what it did not create.",
             f"Drop or rename that {holder} first, or write to another table name.",
             error_class="TABLE_OR_VIEW_ALREADY_EXISTS")

@@ -50,6 +50,7 @@ from headwater.spark.jvm import (
     catalog_table,
     dataframe_of_plan,
     jvm_view,
+    ran_a_command,
     scala_none,
 )
 from headwater.spark.plan import node_name
@@ -70,6 +71,7 @@ class RegisteringLocations(TableLocations, Protocol):
     @property
     def spark(self) -> SparkSession: ...
     def register(self, name: str) -> None: ...
+    def catalog_holder(self, name: str) -> str | None: ...
 
 
 def load(spark: SparkSession, path: str, options: dict[str, str]) -> DataFrame | None:
@@ -126,6 +128,8 @@ def with_native_reads(lake: TableLocations, df: DataFrame) -> DataFrame:
     there is none (commands, streams, other sources). A read whose rows Spark has cached
     (``CACHE TABLE t``, ``spark.table(t).cache()`` of the Python reader's plan) is kept, so
     the query keeps using the cache."""
+    if ran_a_command(df):
+        return df  # a command ran already: a DataFrame of its plan would run it again
     spark = df.sparkSession
     plan = analyzed_plan(df)
     tracked = _row_tracked(lake, spark, plan)
@@ -183,8 +187,9 @@ def _copy_is_stale(lake: RegisteringLocations, name: str) -> bool:
     """True when Spark's catalog copy of lakehouse table ``name`` (a local one) has other
     columns than its Delta table now."""
     try:
-        if not lake.exists(name):
-            return False
+        if not lake.exists(name) or \
+                lake.catalog_holder(name) != parse_name(name).source_name:
+            return False  # not a copy headwater registered: Spark's own error stands
         uri = normalize_uri(str(lake.path(name)))
         if "://" in uri and not uri.startswith("file:"):
             return False
@@ -205,9 +210,9 @@ def stale_tables(lake: TableLocations, df: DataFrame) -> list[str]:
     widened type) or another process' ALTER changed the table after it was registered. The
     caller registers them again and analyzes its query anew (the Python reader would read
     the old types: a widened value does not fit them)."""
-    plan = analyzed_plan(df)
-    if node_name(plan) == "CommandResult":
+    if ran_a_command(df):
         return []  # a command ran already: never run it twice
+    plan = analyzed_plan(df)
     stale: list[str] = []
     stack = [plan]
     while stack:

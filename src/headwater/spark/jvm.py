@@ -334,6 +334,14 @@ def analyzed_plan(df: DataFrame) -> JavaObject:
     return df._jdf.queryExecution().analyzed()
 
 
+def ran_a_command(df: DataFrame) -> bool:
+    """True when ``df`` is the result of a command Spark ran when the DataFrame was made
+    (INSERT, CREATE, ...: its executed plan is a ``CommandResult``). Its analyzed plan is the
+    command itself; a DataFrame rebuilt from that plan would run the command again."""
+    return str(df._jdf.queryExecution().commandExecuted().getClass().getSimpleName()) \
+        == "CommandResult"
+
+
 def logical_plan(df: DataFrame) -> JavaObject:
     """``df``'s logical plan before analysis (its aliases as written)."""
     return df._jdf.queryExecution().logical()

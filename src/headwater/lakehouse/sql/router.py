@@ -170,7 +170,7 @@ def run_sql(lake: SqlLakehouse, query: str, session: SparkSession | None = None,
     try:
         return with_native_reads(lake, registered_fresh(
             lake, lambda: raw_sql(spark, statement.text, args),
-            lambda: _lakehouse_names(lake, spark, statement.plan)))
+            lambda: _lakehouse_names(lake, spark, statement)))
     except AnalysisException as exc:  # `:` on a JSON string, as Databricks reads it
         if json_paths.NOT_VARIANT not in str(exc) or statement.plan is None:
             raise
@@ -180,10 +180,13 @@ def run_sql(lake: SqlLakehouse, query: str, session: SparkSession | None = None,
         return with_native_reads(lake, raw_sql(spark, text, args))
 
 
-def _lakehouse_names(lake: SqlLakehouse, spark: SparkSession, plan: Any) -> list[str]:
-    """The lakehouse tables a parsed query names (its relations; none for a statement Spark
-    could not parse)."""
-    if plan is None:
+def _lakehouse_names(lake: SqlLakehouse, spark: SparkSession, statement: Statement
+                     ) -> list[str]:
+    """The lakehouse tables a parsed statement names (its relations), for analyzing it again
+    after its catalog copies are refreshed; none for a statement Spark could not parse, or a
+    SQL script (its earlier statements may have run before a later one failed)."""
+    plan = statement.plan
+    if plan is None or statement.kind.startswith("Compound"):
         return []
     names: list[str] = []
     for node in walk(plan):
