@@ -57,7 +57,7 @@ from headwater.errors.delta import DeltaAnalysisError
 from headwater.ingest.registration import register_sources
 from headwater.kafka import register_message_sources
 from headwater.lakehouse.catalog import lakehouse_of
-from headwater.lakehouse.names import parse_name, spark_name
+from headwater.lakehouse.names import name_taken_error, parse_name, spark_name
 from headwater.lakehouse.native_reads import load as native_load
 from headwater.lakehouse.native_reads import read_table as native_table
 from headwater.lakehouse.native_reads import registered_fresh, with_native_reads
@@ -581,16 +581,9 @@ def _foreign_holder(lake: Any, name: str) -> str | None:
     """What else holds ``name`` in Spark's catalog (another provider's table, a view) when
     it is no lakehouse table; None otherwise."""
     try:
-        if lake.exists(name):
-            return None
-        holder = lake.catalog_holder(name)
-        return holder if holder not in (None, parse_name(name).source_name) else None
+        return None if lake.exists(name) else lake.foreign_holder(name)
     except HeadwaterError:
         return None  # no name headwater reads (a path): Spark's to resolve
-
-
-def _holder_text(holder: str) -> str:
-    return "a view" if holder == "view" else f"a {holder} table"
 
 
 def _delta_or_unset(writer: Any, lake: Any, name: str) -> bool:
@@ -603,12 +596,7 @@ def _delta_or_unset(writer: Any, lake: Any, name: str) -> bool:
         if fmt is None or (not isinstance(writer, DataStreamWriter)
                            and writer_mode(writer) == "ignore"):
             return False  # the name is a table of Spark's catalog: Spark's own behaviour
-        raise HeadwaterError(
-            "HW_TABLE_EXISTS", f"format('delta') cannot write table {name}: the name is "
-            f"taken by {_holder_text(holder)} of Spark's catalog.", "A Delta table cannot take the name "
-            "of an existing table or view; headwater never replaces what it did not create.",
-            f"Drop or rename that {holder} first, or write to another table name.",
-            error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
+        raise name_taken_error(name, holder, "format('delta') writing table")
     if lake.exists(name):
         raise HeadwaterError(
             "HW_WRITER_FORMAT_CONFLICT",

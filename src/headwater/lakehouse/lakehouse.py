@@ -66,7 +66,6 @@ from headwater.delta.write.native import native_sink, write_native, write_rows
 from headwater.delta.write.replace_table import declared_schema, replace_native
 from headwater.delta.write.request import WriteRequest, reset_session_txn, with_session_settings
 from headwater.errors import HeadwaterError, translated
-from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse import catalog, external, hooks, native_reads
 from headwater.lakehouse.catalog import columns_option as _columns
 from headwater.lakehouse.catalog import per_table_source
@@ -75,6 +74,7 @@ from headwater.lakehouse.names import (
     catalog_schemas,
     list_catalogs,
     list_tables,
+    name_taken_error,
     parse_name,
     resolve,
 )
@@ -382,12 +382,8 @@ class Lakehouse:
                 alter_catalog_schema(self.spark, tname.sql, schema.json())
         elif schema is None or not self._in_catalog(tname, schema):
             if held is not None and held != tname.source_name:
-                raise DeltaAnalysisError(
-                    "HW_TABLE_EXISTS", f"The name {tname.qualified} is taken in Spark's "
-                    f"catalog by a {held}, not by the lakehouse table at {path}.",
-                    "headwater never replaces a table or view it did not register.",
-                    f"Drop or rename that {held} first (DROP TABLE / DROP VIEW), or give the "
-                    "lakehouse table another name.", error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
+                raise name_taken_error(tname.qualified, held,
+                                       f"Registering the lakehouse table at {path} as")
             raw_sql(self.spark, f"DROP TABLE IF EXISTS {tname.sql}")
             columns = columns_sql(self.spark, schema) if schema is not None else ""
             raw_sql(self.spark, f"CREATE TABLE {tname.sql} {columns}USING {tname.source_name}")
@@ -407,6 +403,12 @@ class Lakehouse:
             return "view"
         provider = meta.provider()
         return str(provider.get()) if provider.isDefined() else "table"
+
+    def foreign_holder(self, name: str) -> str | None:
+        """What else holds ``name`` in Spark's catalog (another provider's table, a view):
+        :meth:`catalog_holder`, unless nothing does or it is this lakehouse's registration."""
+        holder = self.catalog_holder(name)
+        return holder if holder not in (None, parse_name(name).source_name) else None
 
     def _source_schema(self, path: str) -> StructType | None:
         """The table's columns as its source would answer them, read here from the log of a

@@ -29,6 +29,7 @@ from headwater.conf.layout import (
 )
 from headwater.conf.location import AnyPath, location
 from headwater.errors import HeadwaterError
+from headwater.errors.delta import DeltaAnalysisError
 from headwater.spark.jvm import current_database
 
 _PART = re.compile(NAME_PART)
@@ -242,3 +243,15 @@ def _folders(folder: AnyPath) -> list[AnyPath]:
     return [entry for entry in sorted(folder.iterdir())
             if entry.is_dir() and not entry.name.startswith(RESERVED_PREFIXES)]
 
+
+def name_taken_error(name: str, holder: str, statement: str) -> DeltaAnalysisError:
+    """delta-spark's TABLE_OR_VIEW_ALREADY_EXISTS for a name Spark's catalog gives to a table
+    of another provider or a view (``holder``, as :meth:`Lakehouse.catalog_holder` says it):
+    headwater never replaces it. statement: what was refused (``CREATE TABLE``...)."""
+    what = "a view" if holder == "view" else f"a {holder} table"
+    return DeltaAnalysisError(
+        "HW_TABLE_EXISTS", f"{statement} {name}: the name is taken by {what} of Spark's "
+        "catalog.", "A Delta table cannot take the name of an existing table or view; "
+        "headwater never replaces what it did not create.",
+        f"Drop or rename that {'view' if holder == 'view' else 'table'} first, or use "
+        "another name.", error_class="TABLE_OR_VIEW_ALREADY_EXISTS")

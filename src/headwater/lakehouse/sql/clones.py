@@ -27,15 +27,14 @@ from headwater.delta.definition import create as create_definition
 from headwater.delta.log import DeltaLog, normalize_uri
 from headwater.errors import HeadwaterError
 from headwater.errors.delta import DeltaAnalysisError
-from headwater.lakehouse.names import parse_name
+from headwater.lakehouse.names import name_taken_error, parse_name
 from headwater.lakehouse.sql import delta_admin
 from headwater.lakehouse.sql.ddl import (
     _map,
     done,
-    foreign_holder,
     is_delta_path,
     lakehouse_table,
-    name_taken_error,
+    new_table_target,
     table_location,
 )
 from headwater.lakehouse.sql.delta_admin import Shape, _parser, _table
@@ -183,18 +182,9 @@ def create_like(lake: Lakehouse, st: Statement) -> DataFrame | None:
     if option(plan.serdeInfo()) is not None:
         raise unsupported("ROW FORMAT / STORED AS with a Delta table", st)
     where = option(plan.location())
-    if is_delta_path(parts):
-        name, path = None, normalize_uri(parts[1])
-        if where is not None and normalize_uri(str(where)) != path:
-            raise HeadwaterError(
-                "HW_SQL_UNSUPPORTED", f"CREATE TABLE delta.`{parts[1]}` LIKE ... LOCATION "
-                f"'{where}': a table by path has its path as its location.",
-                "The two locations disagree.", "Leave the LOCATION clause out.")
-    else:
-        name = lake.resolve(parts, spark).qualified
-        path = normalize_uri(str(where)) if where is not None else str(lake.path(name))
+    name, path = new_table_target(lake, spark, parts, where, "CREATE TABLE ... LIKE")
     label = name or f"delta.`{path}`"
-    holder = foreign_holder(lake, name) if name is not None else None
+    holder = lake.foreign_holder(name) if name is not None else None
     if (name is not None and lake.exists(name)) or holder is not None:
         if plan.ifNotExists():
             return done(spark)  # delta-spark: SaveMode.Ignore

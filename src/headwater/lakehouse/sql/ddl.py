@@ -49,7 +49,7 @@ from headwater.delta.write.request import WriteRequest
 from headwater.errors import HeadwaterError, translated
 from headwater.errors.delta import DeltaAnalysisError
 from headwater.lakehouse.locations import check_location
-from headwater.lakehouse.names import parse_name
+from headwater.lakehouse.names import name_taken_error
 from headwater.lakehouse.sql.statements import (
     Statement,
     option,
@@ -88,22 +88,20 @@ def is_delta_path(parts: list[str]) -> bool:
     return len(parts) == 2 and parts[0].lower() == "delta"
 
 
-def foreign_holder(lake: SqlLakehouse, name: str) -> str | None:
-    """What else holds ``name`` in Spark's catalog (a table of another provider, a view), or
-    None when nothing does or it is the lakehouse's own registration."""
-    holder = lake.catalog_holder(name)
-    return holder if holder not in (None, parse_name(name).source_name) else None
-
-
-def name_taken_error(name: str, holder: str, statement: str) -> DeltaAnalysisError:
-    """delta-spark's TABLE_OR_VIEW_ALREADY_EXISTS for a name Spark's catalog gives to a table
-    of another provider or a view: headwater never replaces it."""
-    return DeltaAnalysisError(
-        "HW_TABLE_EXISTS", f"{statement} {name}: the name is taken by a {holder} of Spark's "
-        "catalog.", "A new Delta table cannot take the name of an existing table or view; "
-        "headwater never replaces what it did not create.",
-        f"Drop or rename that {holder} first, or use another name.",
-        error_class="TABLE_OR_VIEW_ALREADY_EXISTS")
+def new_table_target(lake: SqlLakehouse, spark: SparkSession, parts: list[str],
+                     where: Any, statement: str) -> tuple[str | None, str]:
+    """(lakehouse name or None, folder) of a new table ``parts`` names (``delta.`path``` or a
+    name) with an optional LOCATION ``where``: a table by path has its path as its location."""
+    if is_delta_path(parts):
+        path = normalize_uri(parts[1])
+        if where is not None and normalize_uri(str(where)) != path:
+            raise HeadwaterError(
+                "HW_SQL_UNSUPPORTED", f"{statement} delta.`{parts[1]}` LOCATION '{where}': "
+                "a table by path has its path as its location.",
+                "The two locations disagree.", "Leave the LOCATION clause out.")
+        return None, path
+    name = lake.resolve(parts, spark).qualified
+    return name, normalize_uri(str(where)) if where is not None else str(lake.path(name))
 
 
 # --- CREATE [OR REPLACE] TABLE [AS SELECT] --------------------------------------------------
@@ -119,16 +117,7 @@ def create(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
         return None  # USING parquet/csv/...: Spark's own table, not a lakehouse one
     parts = [str(p) for p in seq(plan.name().nameParts())]
     where = option(spec.location())
-    if is_delta_path(parts):
-        name, path = None, normalize_uri(parts[1])
-        if where is not None and normalize_uri(str(where)) != path:
-            raise HeadwaterError(
-                "HW_SQL_UNSUPPORTED", f"CREATE TABLE delta.`{parts[1]}` LOCATION '{where}': "
-                "a table by path has its path as its location.",
-                "The two locations disagree.", "Leave the LOCATION clause out.")
-    else:
-        name = lake.resolve(parts, spark).qualified
-        path = normalize_uri(str(where)) if where is not None else lake.path(name)
+    name, path = new_table_target(lake, spark, parts, where, "CREATE TABLE")
     label = name or f"delta.`{parts[1]}`"
     _refuse_clauses(label, spec, st.text)
     replace = st.kind.startswith("Replace")
@@ -139,7 +128,7 @@ def create(lake: SqlLakehouse, st: Statement) -> DataFrame | None:
     if any(k.lower() == clustering.FEATURE_PROPERTY for k in properties):
         raise clustering.feature_property_error(label, "CREATE TABLE")
     named = name is not None and lake.exists(name)
-    holder = foreign_holder(lake, name) if name is not None and not named else None
+    holder = lake.foreign_holder(name) if name is not None and not named else None
     if holder is not None:
         if plan.ignoreIfExists() and not replace:
             return done(spark)  # CREATE TABLE IF NOT EXISTS: the name exists
