@@ -1,9 +1,10 @@
 """Commit-driven hops (pipeline/run/hops.py): in a continuous run, a flow streaming Delta
-tables starts its micro-batch when its input commits, and materialized views are recomputed
-when a batch ends; the trigger interval is only the floor.
+tables starts its micro-batch when its input commits, a flow reading a local folder's files
+when a file lands, and materialized views are recomputed when a batch ends; the trigger
+interval is only the floor.
 
-The run's interval here is a minute: only the landing folder is polled often (its flow's
-own ``pipelines.trigger.interval``); silver and doubled wait for their inputs' commits (2 s
+The run's interval here is a minute: the landing folder's flow waits for new files up to its
+own ``pipelines.trigger.interval`` (1 s); silver and doubled wait for their inputs' commits (2 s
 at most per wait), and total is recomputed when a batch ends. No test times anything."""
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from pathlib import Path
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
+from pyspark.sql.types import IntegerType, StructField, StructType
 from tests.pipelines import build, project
 
 from headwater.conf.layout import COMMIT_WAIT_OPTION
 from headwater.delta.log import DeltaLog
 from headwater.delta.schema import spark_schema
 from headwater.delta.source import DeltaStreamReader, Offset
+from headwater.ingest.source import FilesDataSource
 from headwater.monitor.observer import FlowStatus
 from headwater.pipeline.run import Runner
 from headwater.pipeline.run.hops import CommitSignal
@@ -94,10 +97,11 @@ def test_downstream_flows_and_views_follow_their_inputs_commits(spark, tmp_path)
         thread.join(180)
     assert not thread.is_alive()
     by_key = {r.key: r for r in results}
-    # the file stream keeps its trigger; both Delta reads (spark.readStream.table and
-    # headwater.read_stream, the second one native) are commit-driven
+    # the local folder's file stream waits for files; both Delta reads
+    # (spark.readStream.table and headwater.read_stream, the second one native) wait for
+    # their input's commits
     assert {k: r.commit_driven for k, r in by_key.items() if k != "total"} == \
-        {"bronze": False, "silver": True, "doubled": True}
+        {"bronze": True, "silver": True, "doubled": True}
     assert all(r.status in (FlowStatus.STOPPED, FlowStatus.COMPLETED) for r in results), \
         [(r.key, r.status, r.error) for r in results]
     assert any("started   silver" in m and "batches on its input's commits" in m
@@ -158,6 +162,51 @@ def test_without_a_commit_the_source_answers_nothing_new_after_its_wait(tmp_path
     # an available-now query never waits: its last version is fixed when it starts
     source.prepareForTriggerAvailableNow()
     assert source.latestOffset(first, None) == first
+
+
+def files_reader(landing: Path, schema_location: Path, wait_ms: int | None):
+    options = {"path": str(landing), "cloudFiles.format": "json",
+               "cloudFiles.schemaLocation": str(schema_location),
+               "schema": StructType([StructField("id", IntegerType())]).json(),
+               "schemaEvolutionMode": "none"}
+    if wait_ms is not None:
+        options[COMMIT_WAIT_OPTION] = str(wait_ms)
+    source = FilesDataSource(options)
+    return source.streamReader(source.schema())
+
+
+def test_the_file_source_answers_when_a_file_lands(tmp_path):
+    landing = tmp_path / "landing"
+    land(landing, "a.json", [{"id": 1}])
+    source = files_reader(landing, tmp_path / "schema", 120_000)
+    start = source.initialOffset()
+    first = source.latestOffset(start, source.getDefaultReadLimit())
+    assert first["seq"] == 1  # a.json
+    source.commit(first)
+    lander = threading.Thread(target=lambda: (time.sleep(0.5),
+                                              land(landing, "b.json", [{"id": 2}])))
+    lander.start()
+    try:
+        # nothing new yet: the source looks for files until b.json lands and answers with
+        # it (without the wait it would answer ``first`` again at once)
+        nxt = source.latestOffset(first, source.getDefaultReadLimit())
+    finally:
+        lander.join()
+    assert nxt["seq"] == 2
+    assert [Path(f.path).name for f in source.index.files_between(1, 2)] == ["b.json"]
+
+
+def test_without_a_file_the_file_source_answers_nothing_new_after_its_wait(tmp_path):
+    landing = tmp_path / "landing"
+    land(landing, "a.json", [{"id": 1}])
+    source = files_reader(landing, tmp_path / "schema", 50)
+    first = source.latestOffset(source.initialOffset(), source.getDefaultReadLimit())
+    assert source.waits_for_files
+    assert source.latestOffset(first, source.getDefaultReadLimit()) == first
+    # an available-now query never waits; nor does a stream outside a continuous run
+    source.prepareForTriggerAvailableNow()
+    assert not source.waits_for_files
+    assert not files_reader(landing, tmp_path / "schema2", None).waits_for_files
 
 
 def test_the_runner_wakes_when_a_views_input_commits(spark, tmp_path):

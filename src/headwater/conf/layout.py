@@ -90,10 +90,11 @@ INGEST_METRICS = "ingest:"              # + stream id: rows, rescued_rows, malfo
 SINK_METRICS = "sink:"                  # + flow key: rows (a sink's writer may not count them)
 
 # --- internal read options -----------------------------------------------------------------
-# A Delta stream read option set by continuous pipeline runs (commit-driven hops, see
-# pipeline/run/hops.py): with no new commit, the source's latestOffset waits this many
-# milliseconds for the table's next commit before answering "nothing new". Internal: the
-# run sets it on the reads of the flows it starts on a zero-interval trigger.
+# A stream read option set by continuous pipeline runs (commit-driven hops, see
+# pipeline/run/hops.py): with nothing new, a Delta source's latestOffset waits this many
+# milliseconds for the table's next commit (a file source of a local folder: for a new file)
+# before answering "nothing new". Internal: the run sets it on the reads of the flows it
+# starts on a zero-interval trigger.
 COMMIT_WAIT_OPTION = "__hw_commit_wait_ms"
 
 

@@ -186,7 +186,9 @@ CLOUD_FILES = OptionGroup(
     usage='spark.readStream.format("cloudFiles").option("cloudFiles.format", "json")'
           '.option("cloudFiles.schemaLocation", folder).load(path)',
     modules=("ingest/source.py", "ingest/api.py"),
-    internal=("path",),
+    # __hw_commit_wait_ms: set by continuous pipeline runs on a local folder's stream
+    # (conf.layout.COMMIT_WAIT_OPTION): the wait for a new file
+    internal=("path", "__hw_commit_wait_ms"),
     note="Every option is accepted with or without the `cloudFiles.` prefix. "
          "`headwater.read_files` takes the same options as keywords (in snake_case: "
          "`schema_hints=`, `clean_source=`, ...); see its API reference.",

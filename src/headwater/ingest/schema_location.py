@@ -30,7 +30,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamReader
 from pyspark.sql.types import StructType, _parse_datatype_string
 
-from headwater.conf.context import current_definition, lakehouse_state_dir, record_path_read
+from headwater.conf.context import (
+    current_definition,
+    lakehouse_state_dir,
+    record_path_read,
+    stream_read_options,
+)
 from headwater.conf.layout import INGEST
 from headwater.errors import translated
 from headwater.ingest import landing
@@ -147,6 +152,11 @@ def _load(original: Callable[..., Any]) -> Callable[..., Any]:
         if files:
             for key, value in from_session(self._spark, set(settings)).items():
                 self.option(key, value)
+            if path_given and not landing.is_remote(str(path_given)):
+                # a continuous run's wait for new files (run/hops.py); an object store's
+                # stream keeps polling on its trigger: a listing per look costs a request
+                for key, value in stream_read_options().items():
+                    self.option(key, value)
             given = schema if schema is not None else _schemas.get(self)
             if given is not None:
                 _with_metadata(self, given)

@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StringType, StructField, StructType
 
 from headwater.conf import storage
-from headwater.conf.layout import FILE_INDEX, RESCUED_DATA
+from headwater.conf.layout import COMMIT_WAIT_OPTION, FILE_INDEX, RESCUED_DATA
 from headwater.conf.options import parse_bool, parse_choice, parse_int, parse_size
 from headwater.conf.read_limits import default_read_limit, limits_of
 from headwater.delta.source import MACHINE_PARALLELISM
@@ -42,6 +43,8 @@ from headwater.ingest.schemas import SchemaStore
 FORMATS = ("json", "csv", "parquet")
 EVOLUTION_MODES = ("addNewColumns", "rescue", "failOnNewColumns", "none")
 CLEAN_MODES = ("off", "archive", "delete")
+# how often a waiting stream (a continuous pipeline's) looks for newly landed files
+ARRIVAL_POLL_SECONDS = 0.02
 
 
 @dataclass
@@ -65,6 +68,9 @@ class IngestOptions:
     sample_files: int
     sample_bytes: int
     ignore_missing: bool
+    # set by continuous pipeline runs (conf.layout.COMMIT_WAIT_OPTION) on a local folder's
+    # stream: with no new file, latestOffset waits up to this long for one to land
+    arrival_wait_ms: int = 0
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> IngestOptions:
@@ -145,6 +151,8 @@ class IngestOptions:
                                     opts.get("schemainference.samplesize.numbytes"), 256 << 20),
             ignore_missing=parse_bool("ignoreMissingFiles", opts.get("ignoremissingfiles"),
                                       False),
+            arrival_wait_ms=parse_int(COMMIT_WAIT_OPTION, opts.get(COMMIT_WAIT_OPTION), 0,
+                                      minimum=0),
         )
 
     @property
@@ -332,7 +340,30 @@ class FilesStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if max_files is None or known - begin < max_files:
                 self.index.discover()  # the backlog is short: look for new files
         end = self.index.end_for(begin, self.cap, max_files, max_bytes)
+        if end == begin and self.waits_for_files:
+            end = self._wait_for_files(begin, max_files, max_bytes)
         return self._offset(end)
+
+    @property
+    def waits_for_files(self) -> bool:
+        """A continuous pipeline's stream of a local folder (the wait option) outside
+        AvailableNow: listing an object store this often would cost a request each time."""
+        return bool(self.opts.arrival_wait_ms) and self.cap is None \
+            and not landing.is_remote(self.opts.path)
+
+    def _wait_for_files(self, begin: int, max_files: int | None, max_bytes: int | None) -> int:
+        """Nothing new at ``begin``: look for new files every :data:`ARRIVAL_POLL_SECONDS`
+        (a stat of each known folder; a changed one is listed) up to the wait, and answer as
+        soon as one landed, so a continuous pipeline's file flow starts its micro-batch when
+        a file lands instead of at its next poll. ``begin`` again when none came in time."""
+        deadline = time.monotonic() + self.opts.arrival_wait_ms / 1000
+        while time.monotonic() < deadline:
+            time.sleep(min(ARRIVAL_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+            self.index.discover()
+            end = self.index.end_for(begin, self.cap, max_files, max_bytes)
+            if end != begin:
+                return end
+        return begin
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         files = self.index.files_between(int(start["seq"]), int(end["seq"]))

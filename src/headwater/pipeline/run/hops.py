@@ -1,5 +1,5 @@
 """Commit-driven hops: in a continuous run a downstream flow starts its next micro-batch as
-soon as its input table commits, not at its next poll.
+soon as its input table commits (or a file lands), not at its next poll.
 
 Spark's processing-time trigger cannot be woken: a flow on a 500 ms trigger that just
 found nothing new looks again 500 ms later, so each hop of a pipeline adds up to a trigger
@@ -15,8 +15,11 @@ logs, its checkpoint, exactly-once replay after ``kill -9`` (a batch is planned 
 offsets the source answers, whenever it answers them), its progress events (a batch's
 ``latestOffset`` time includes the wait for its input's commit).
 
-Flows reading anything else as a stream (files, Kafka, a view, a Delta path, a SQL
-``STREAM``) keep their processing-time trigger: :func:`commit_driven` checks the flow's plan.
+A file stream of a local folder (``headwater.read_files``, ``format("cloudFiles")``) gets the
+option too: its source waits for a new file (a look every 20 ms, ``ingest/source.py``), so a
+flow landing files into bronze is commit-driven as well. Flows reading anything else as a
+stream (an object store's files, Kafka, a view, a Delta path, a SQL ``STREAM``) keep their
+processing-time trigger: :func:`commit_driven` checks the flow's plan.
 Materialized views are recomputed by the runner when an input changes: it wakes when a
 view's local input commits (a stat of its next commit file every 50 ms) or a listener on the
 run's queries sees a batch that read rows (:class:`CommitSignal`), and at least once per
