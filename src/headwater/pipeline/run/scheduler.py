@@ -73,11 +73,9 @@ UNSETTLED = (FlowStatus.PENDING, FlowStatus.QUEUED, FlowStatus.RUNNING, FlowStat
 TRIGGER_INTERVAL = "pipelines.trigger.interval"
 # Read options that make a stream's first batch depend on when it starts.
 STARTING_OPTIONS = ("startingversion", "startingtimestamp")
-# Materialized views are recomputed on threads of their own: the run's loop goes on starting
-# flows and applying snapshots meanwhile. A triggered run recomputes this many at once
-# (independent views refresh together, Spark runs their jobs side by side: the run's wall
-# time); a continuous run one at a time, in the graph's order (a view's freshness: the first
-# view whose input committed is not slowed down by the others sharing the cores).
+# Materialized views are recomputed on threads of their own, this many at once: the run's
+# loop goes on starting flows meanwhile, and independent views refresh together (Spark runs
+# their jobs side by side).
 REFRESH_THREADS = 4
 
 
@@ -662,7 +660,7 @@ class Runner:
         if result.status != FlowStatus.FAILED:  # a continuous run's view keeps its failure
             result.status = FlowStatus.RUNNING
         if self._refresher is None:
-            self._refresher = ThreadPoolExecutor(1 if self.continuous else REFRESH_THREADS,
+            self._refresher = ThreadPoolExecutor(REFRESH_THREADS,
                                                  thread_name_prefix="headwater-refresh")
         self._refreshing[rf.key] = self._refresher.submit(self._refresh, rf, quiet)
 
