@@ -22,7 +22,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,10 +72,6 @@ UNSETTLED = (FlowStatus.PENDING, FlowStatus.QUEUED, FlowStatus.RUNNING, FlowStat
 TRIGGER_INTERVAL = "pipelines.trigger.interval"
 # Read options that make a stream's first batch depend on when it starts.
 STARTING_OPTIONS = ("startingversion", "startingtimestamp")
-# Materialized views are recomputed on threads of their own, this many at once: the run's
-# loop goes on starting flows meanwhile, and independent views refresh together (Spark runs
-# their jobs side by side).
-REFRESH_THREADS = 4
 
 
 class Runner:
@@ -132,8 +127,6 @@ class Runner:
         # flow key -> (when its input was done, the input's version then)
         self._input_done: dict[str, tuple[float, int]] = {}
         self._schemas_seen: dict[str, str | None] = {}  # table -> Delta schema at flow start
-        self._refreshing: dict[str, Future[None]] = {}  # view flow key -> its recompute
-        self._refresher: ThreadPoolExecutor | None = None
 
     # --- the two modes -------------------------------------------------------------------
 
@@ -149,7 +142,6 @@ class Runner:
                 query.stop()
             raise
         finally:
-            self._end_refreshes()  # a recompute cannot be interrupted: each one ends first
             for lock in self._locks.values():
                 lock.release()
             warning = self.observer.run_finished(
@@ -235,7 +227,6 @@ class Runner:
             if len(done) == len(order) or self.stop_requested.wait(0.1):
                 break
         if self.stop_requested.is_set():
-            self._end_refreshes()
             self._stop_all(running)
             self._collect(running)
 
@@ -258,7 +249,7 @@ class Runner:
                 if query is not None:
                     running[flow.key] = query
             elif kind == MATERIALIZED_VIEW:
-                self._refresh_soon(flow)
+                self._refresh(flow)
 
     def _ended(self, name: str) -> bool:
         """Every flow of ``name`` has an outcome (its view refreshed, its query settled)."""
@@ -361,7 +352,6 @@ class Runner:
             self._continue(running, snapshots, views, seen_versions, source_versions,
                            interval, signal)
         finally:
-            self._end_refreshes()
             if signal is not None:
                 signal.close()
         self._stop_all(running)
@@ -394,11 +384,9 @@ class Runner:
                     continue
                 versions = {u: self._version(u) for u in self.graph.upstream(name)}
                 looked.update(versions)
-                if versions != seen_versions.get(name) and not self._refreshing_now(name):
-                    # a view still recomputing is looked at again once it is done: the
-                    # versions it saw are its seen ones, and any newer one recomputes it
+                if versions != seen_versions.get(name):
                     for flow in self.graph.flows_of(name):
-                        self._refresh_soon(flow, quiet=name in seen_versions)
+                        self._refresh(flow, quiet=name in seen_versions)
                     seen_versions[name] = versions
             self._collect(running)
             if (running or not (views or snapshots)) and \
@@ -653,30 +641,8 @@ class Runner:
 
     # --- materialized views --------------------------------------------------------------
 
-    def _refresh_soon(self, rf: ResolvedFlow, quiet: bool = False) -> None:
-        """Recompute the view ``rf`` writes on a thread of the run's (see
-        :data:`REFRESH_THREADS`); its result is RUNNING until the recompute ends."""
-        result = self.results.setdefault(rf.key, FlowResult(rf.key, "materialized view"))
-        if result.status != FlowStatus.FAILED:  # a continuous run's view keeps its failure
-            result.status = FlowStatus.RUNNING
-        if self._refresher is None:
-            self._refresher = ThreadPoolExecutor(REFRESH_THREADS,
-                                                 thread_name_prefix="headwater-refresh")
-        self._refreshing[rf.key] = self._refresher.submit(self._refresh, rf, quiet)
-
-    def _refreshing_now(self, name: str) -> bool:
-        """True while a recompute of the view ``name`` runs."""
-        return any(not self._refreshing[rf.key].done() for rf in self.graph.flows_of(name)
-                   if rf.key in self._refreshing)
-
-    def _end_refreshes(self) -> None:
-        """Wait for the views' running recomputes (each ends with its outcome)."""
-        if self._refresher is not None:
-            self._refresher.shutdown(wait=True)
-            self._refresher = None
-
     def _refresh(self, rf: ResolvedFlow, quiet: bool = False) -> None:
-        result = self.results[rf.key]
+        result = self.results.setdefault(rf.key, FlowResult(rf.key, "materialized view"))
         try:
             started = time.monotonic()
             with self.graph.flow_conf(rf.dataset, rf.flow):
