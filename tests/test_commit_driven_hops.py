@@ -19,6 +19,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql.types import IntegerType, StructField, StructType
 from tests.pipelines import build, project
 
+from headwater.conf.context import adding_stream_read_options
 from headwater.conf.layout import COMMIT_WAIT_OPTION
 from headwater.delta.log import DeltaLog
 from headwater.delta.schema import spark_schema
@@ -27,6 +28,7 @@ from headwater.ingest.source import FilesDataSource
 from headwater.monitor.observer import FlowStatus
 from headwater.pipeline.run import Runner
 from headwater.pipeline.run.hops import CommitSignal
+from headwater.spark.plan import stream_leaf_options
 
 DEFS = """
 @headwater.table(spark_conf={{"pipelines.trigger.interval": "1 second"}})
@@ -164,11 +166,11 @@ def test_without_a_commit_the_source_answers_nothing_new_after_its_wait(tmp_path
     assert source.latestOffset(first, None) == first
 
 
-def files_reader(landing: Path, schema_location: Path, wait_ms: int | None):
+def files_reader(landing: Path, schema_location: Path, wait_ms: int | None, **more: str):
     options = {"path": str(landing), "cloudFiles.format": "json",
                "cloudFiles.schemaLocation": str(schema_location),
                "schema": StructType([StructField("id", IntegerType())]).json(),
-               "schemaEvolutionMode": "none"}
+               "schemaEvolutionMode": "none", **more}
     if wait_ms is not None:
         options[COMMIT_WAIT_OPTION] = str(wait_ms)
     source = FilesDataSource(options)
@@ -196,6 +198,23 @@ def test_the_file_source_answers_when_a_file_lands(tmp_path):
     assert [Path(f.path).name for f in source.index.files_between(1, 2)] == ["b.json"]
 
 
+def test_a_file_landing_in_a_new_subfolder_ends_the_wait(tmp_path):
+    landing = tmp_path / "landing"
+    land(landing, "a.json", [{"id": 1}])
+    source = files_reader(landing, tmp_path / "schema", 120_000)
+    first = source.latestOffset(source.initialOffset(), source.getDefaultReadLimit())
+    lander = threading.Thread(target=lambda: (time.sleep(0.3),
+                                              land(landing / "2026" / "11", "b.json",
+                                                   [{"id": 2}])))
+    lander.start()
+    try:
+        nxt = source.latestOffset(first, source.getDefaultReadLimit())
+    finally:
+        lander.join()
+    assert [Path(f.path).name for f in source.index.files_between(first["seq"], nxt["seq"])] \
+        == ["b.json"]
+
+
 def test_without_a_file_the_file_source_answers_nothing_new_after_its_wait(tmp_path):
     landing = tmp_path / "landing"
     land(landing, "a.json", [{"id": 1}])
@@ -203,10 +222,61 @@ def test_without_a_file_the_file_source_answers_nothing_new_after_its_wait(tmp_p
     first = source.latestOffset(source.initialOffset(), source.getDefaultReadLimit())
     assert source.waits_for_files
     assert source.latestOffset(first, source.getDefaultReadLimit()) == first
-    # an available-now query never waits; nor does a stream outside a continuous run
-    source.prepareForTriggerAvailableNow()
-    assert not source.waits_for_files
     assert not files_reader(landing, tmp_path / "schema2", None).waits_for_files
+
+
+def test_an_available_now_file_source_never_waits(tmp_path):
+    landing = tmp_path / "landing"
+    land(landing, "a.json", [{"id": 1}])
+    source = files_reader(landing, tmp_path / "schema", 600_000)
+    source.prepareForTriggerAvailableNow()
+    answers: list = []
+    asker = threading.Thread(target=lambda: answers.append(
+        source.latestOffset(source.latestOffset(source.initialOffset(),
+                                                source.getDefaultReadLimit()),
+                            source.getDefaultReadLimit())), daemon=True)
+    asker.start()
+    asker.join(120)  # a source that waited would still be asking (10 minutes)
+    assert not asker.is_alive()
+    assert answers == [{"seq": 1, "hw_file_index": source.opts.index_path}]
+
+
+def test_a_stream_skipping_existing_files_still_finds_new_ones(tmp_path):
+    """includeExistingFiles=false with as many existing files as maxFilesPerTrigger: the
+    skipped files are no backlog to read, so the source still lists the folder."""
+    landing = tmp_path / "landing"
+    for name in ("a.json", "b.json"):
+        land(landing, name, [{"id": 1}])
+    source = files_reader(landing, tmp_path / "schema", None, includeExistingFiles="false",
+                          maxFilesPerTrigger="2")
+    start = source.initialOffset()
+    assert source.latestOffset(start, source.getDefaultReadLimit()) == start  # both skipped
+    land(landing, "c.json", [{"id": 3}])
+    end = source.latestOffset(start, source.getDefaultReadLimit())
+    assert [Path(f.path).name for f in source.index.files_between(0, end["seq"])] \
+        == ["c.json"]
+
+
+def test_only_a_local_folders_stream_in_a_run_gets_the_wait(spark, tmp_path):
+    """The run's commit wait reaches a file stream of a local folder read inside the run's
+    context, never one outside it nor one of an object store (a look per 50 ms would be a
+    request each)."""
+    schema = "id INT"
+    wait = {COMMIT_WAIT_OPTION: "1000"}
+
+    def leaf_options(path: str) -> dict[str, str]:
+        df = (spark.readStream.format("cloudFiles").option("cloudFiles.format", "json")
+              .option("cloudFiles.schemaLocation", str(tmp_path / "schemas" / path[-1]))
+              .schema(schema).load(path))
+        [options] = stream_leaf_options(df)
+        assert options is not None
+        return options
+
+    (tmp_path / "in").mkdir()
+    assert COMMIT_WAIT_OPTION not in leaf_options(str(tmp_path / "in"))
+    with adding_stream_read_options(wait):
+        assert leaf_options(str(tmp_path / "in"))[COMMIT_WAIT_OPTION] == "1000"
+        assert COMMIT_WAIT_OPTION not in leaf_options("s3://bucket/landing/a")
 
 
 def test_the_runner_wakes_when_a_views_input_commits(spark, tmp_path):

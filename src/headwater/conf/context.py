@@ -7,9 +7,11 @@
   stream): the readers record them while the pipeline evaluates a definition, so the pipeline
   finds a dataset read by path before its table exists from what was read, never from an
   error's text.
-- Read options for the lakehouse tables a definition streams: a continuous pipeline run
-  sets them while it rebuilds a flow (its commit wait, see pipeline/run/hops.py), and the
-  table readers (``headwater.read_stream``, ``spark.readStream.table``) add them.
+- Read options for the lakehouse tables and local folders a definition streams: a
+  continuous pipeline run sets them while it rebuilds a flow (its commit wait, see
+  pipeline/run/hops.py), and the table readers (``headwater.read_stream``,
+  ``spark.readStream.table``) and the file stream's ``load`` (``format("cloudFiles")``,
+  ``read_files``, of a local folder) add them.
 - The lakehouse root: recorded in the session's runtime conf under :data:`LAKEHOUSE_ROOT_CONF`
   when a lakehouse is attached (Spark's cloned foreachBatch sessions inherit it).
 """
@@ -86,7 +88,8 @@ _stream_read_options: ContextVar[dict[str, str] | None] = ContextVar(
 
 @contextlib.contextmanager
 def adding_stream_read_options(options: dict[str, str]) -> Iterator[None]:
-    """While the block runs, stream reads of lakehouse tables get ``options`` too (see
+    """While the block runs, stream reads of lakehouse tables and of local folders' files
+    get ``options`` too (see
     :func:`stream_read_options`); the previous ones come back on exit."""
     token = _stream_read_options.set(dict(options) or None)
     try:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -187,6 +187,20 @@ class FileIndex:
                 "VALUES (?, ?, ?, ?, ?)",
                 [(known_dirs[f.folder][0], f.name, f.size, f.mtime_ns, state) for f in found])
         return self.max_seq()
+
+    def folder_times(self, folders: Iterable[str] | None = None) -> dict[str, int | None]:
+        """Each folder's change time (``st_ctime_ns``; None when it is gone): the root and
+        the known folders, or ``folders``. A stat each, no listing: a file created, renamed
+        in or removed moves its folder's change time."""
+        if folders is None:
+            folders = [self.root, *(r[0] for r in self.db.execute("SELECT path FROM dirs"))]
+        times: dict[str, int | None] = {}
+        for folder in folders:
+            try:
+                times[folder] = os.stat(folder).st_ctime_ns
+            except OSError:
+                times[folder] = None
+        return times
 
     def _known_dirs(self) -> dict[str, tuple[int, int | None]]:
         return {path: (i, m) for i, path, m in self.db.execute("SELECT id, path, mtime_ns FROM dirs")}

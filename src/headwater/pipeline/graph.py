@@ -437,8 +437,8 @@ class Graph(GraphQueries):
         substitutes: batch DataFrames that stand for the streams of these datasets (one
         micro-batch's rows, for flows run natively), however the definition reads them.
         stream_options: read options added to the definition's stream reads of lakehouse
-        tables (``headwater.read_stream``, ``spark.readStream.table``): a continuous run's
-        commit wait."""
+        tables (``headwater.read_stream``, ``spark.readStream.table``) and of local folders'
+        files (``read_files``, ``format("cloudFiles")``): a continuous run's commit wait."""
         with self._lock, self._active():
             for name in [resolved.dataset.name] + [r.name for r in resolved.reads if r.internal]:
                 self.ensure_table(name)

@@ -60,15 +60,15 @@ def start_stream(graph: Graph, rf: ResolvedFlow, checkpoint: str, trigger: dict[
     auto_compact: compact the tables it writes after commits (a table's
     ``delta.autoOptimize.autoCompact`` property wins).
     commit_wait: a continuous run's interval (seconds): when every stream of the flow is a
-    Delta table, the flow runs commit-driven (see :mod:`headwater.pipeline.run.hops`;
-    ``result.commit_driven`` says whether it does)."""
+    Delta table or a local folder's files, the flow runs commit-driven (see
+    :mod:`headwater.pipeline.run.hops`; ``result.commit_driven`` says whether it does)."""
     dataset = rf.dataset
     df = graph.rebuild(rf, stream_options=wait_options(commit_wait) if commit_wait else None)
     if commit_wait and commit_driven(df):
         trigger = COMMIT_DRIVEN_TRIGGER
         result.commit_driven = True
     elif commit_wait and waits_for_some_commit(df):
-        df = graph.rebuild(rf)  # a Delta stream beside files or Kafka: it must not wait
+        df = graph.rebuild(rf)  # a stream beside Kafka or an object store's files: no wait
     # the Python Delta sources swapped for native ones (their options, the commit wait
     # included, carried over)
     df = native_streams(graph, df)

@@ -16,7 +16,7 @@ offsets the source answers, whenever it answers them), its progress events (a ba
 ``latestOffset`` time includes the wait for its input's commit).
 
 A file stream of a local folder (``headwater.read_files``, ``format("cloudFiles")``) gets the
-option too: its source waits for a new file (a look every 20 ms, ``ingest/source.py``), so a
+option too: its source waits for a new file (a look every 50 ms, ``ingest/source.py``), so a
 flow landing files into bronze is commit-driven as well. Flows reading anything else as a
 stream (an object store's files, Kafka, a view, a Delta path, a SQL ``STREAM``) keep their
 processing-time trigger: :func:`commit_driven` checks the flow's plan.
@@ -56,14 +56,16 @@ MAX_COMMIT_WAIT_SECONDS = 2.0
 
 def wait_options(interval_seconds: float) -> dict[str, str]:
     """The read options that make a Delta stream wait up to one interval (at most
-    :data:`MAX_COMMIT_WAIT_SECONDS`) for a commit."""
+    :data:`MAX_COMMIT_WAIT_SECONDS`) for a commit, and a local folder's file stream for a
+    new file."""
     seconds = min(interval_seconds, MAX_COMMIT_WAIT_SECONDS)
     return {COMMIT_WAIT_OPTION: str(max(1, round(seconds * 1000)))}
 
 
 def commit_driven(df: DataFrame) -> bool:
-    """True when every stream ``df`` reads waits for its table's commits (each carries the
-    commit wait option): the flow can run on :data:`COMMIT_DRIVEN_TRIGGER`."""
+    """True when every stream ``df`` reads waits for its table's commits or its folder's
+    files (each carries the commit wait option): the flow can run on
+    :data:`COMMIT_DRIVEN_TRIGGER`."""
     leaves = stream_leaf_options(df)
     return bool(leaves) and all(options is not None and COMMIT_WAIT_OPTION in options
                                 for options in leaves)

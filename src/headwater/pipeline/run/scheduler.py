@@ -7,9 +7,9 @@ appending) whose input is a streaming table of the run starts alongside that inp
 each of its commits as it lands; it is stopped once the input is done and read through.
 Continuous runs start every streaming flow at once and recompute materialized views whenever an
 input table got a new version; the hops are commit-driven (run/hops.py): a flow streaming
-lakehouse tables starts its micro-batch when its input commits, views are looked at when a
-batch ends, and the processing-time trigger is the floor (and the trigger of file, Kafka and
-other streams).
+lakehouse tables starts its micro-batch when its input commits (a local folder's file stream:
+when a file lands), views are looked at when a batch ends, and the processing-time trigger
+is the floor (and the trigger of an object store's files, Kafka and other streams).
 
 A failed flow stops only itself and the datasets downstream of it. A stop request (the
 ``stop_requested`` event: SIGINT, SIGTERM, a timer) waits for each query's running
