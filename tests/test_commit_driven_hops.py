@@ -307,3 +307,51 @@ def test_the_runner_wakes_when_a_views_input_commits(spark, tmp_path):
         waiter.join(10)
         signal.close()
     assert log.committed_after(version)
+
+
+USERS_SPELLINGS = {
+    "sdp.sql": """
+CREATE OR REFRESH STREAMING TABLE by_sql
+AS SELECT * FROM STREAM read_files('{landing}', format => 'json', schema => 'id INT');
+""",
+    "dlt.py": """
+@headwater.table
+def by_cloudfiles():
+    return (spark.readStream.format("cloudFiles").option("cloudFiles.format", "json")
+            .schema("id INT").load({landing!r}))
+""",
+}
+
+
+def test_databricks_spellings_of_a_file_stream_are_commit_driven(spark, tmp_path):
+    """Auto Loader as Databricks users write it (SQL STREAM read_files, and
+    spark.readStream.format("cloudFiles") in Python) waits for files in a continuous run."""
+    landing = tmp_path / "landing"
+    land(landing, "a.json", [{"id": 1}])
+    root = project(tmp_path, {name: text.format(landing=str(landing))
+                              for name, text in USERS_SPELLINGS.items()})
+    lake = root / "lake"
+    graph = build(spark, root)
+    messages: list[str] = []
+    runner = Runner(graph, {"processingTime": "60 seconds"}, True, echo=messages.append)
+    results: list = []
+    thread = threading.Thread(target=lambda: results.extend(runner.run()), daemon=True)
+    thread.start()
+
+    def rows(table: str) -> int:
+        return len(DeltaTable(str(lake / table)).to_pyarrow_table())
+
+    try:
+        wait_for(lambda: rows("by_sql") == 1 and rows("by_cloudfiles") == 1, "the first file")
+        land(landing, "b.json", [{"id": 2}])
+        # a 60 s trigger: only the wait for files brings b.json in before the test's bound
+        wait_for(lambda: rows("by_sql") == 2 and rows("by_cloudfiles") == 2, "the second file",
+                 seconds=45)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the run said: {messages}") from None
+    finally:
+        runner.stop_requested.set()
+        thread.join(180)
+    assert not thread.is_alive()
+    assert {r.key: r.commit_driven for r in results} == \
+        {"by_sql": True, "by_cloudfiles": True}

@@ -95,6 +95,10 @@ class IngestOptions:
                 "files. headwater.read_files picks one for you inside a pipeline or with a "
                 "lakehouse attached.")
         explicit = opts.get("schema")
+        if explicit and not explicit.lstrip().startswith("{"):
+            # a DDL string, as Databricks' read_files(..., schema => 'id INT, ...') and
+            # .option("schema", ...) give it; read_files in Python passes the JSON form
+            explicit = parse_ddl(explicit, "schema").json()
         matched = parse_choice("schema_evolution_mode", opts.get("schemaevolutionmode") or None,
                                EVOLUTION_MODES, "none" if explicit else "addNewColumns")
         if explicit and matched == "addNewColumns":
