@@ -178,17 +178,27 @@ def _quote(name: str) -> Column:
 def split(batch_df: DataFrame, rules: Sequence[RuleLike], table: str,
           batch_id: int, *, validated: bool = False,
           count_dropped: Observation | None = None) -> tuple[DataFrame, DataFrame]:
-    """(rows passing every drop rule, quarantined rows + ``_failed_rules``, ``_batch_id``).
+    """(rows passing every drop rule, quarantined rows + ``_failed_rules``, ``_batch_id``):
+    :func:`kept` and :func:`quarantined` of ``batch_df``. Raises HW_EXPECTATION_FAILED first
+    if a "fail" rule fails in this batch. Each output is a lazy query over ``batch_df``;
+    writing both scans the batch twice (plus once for fail rules)."""
+    return (kept(batch_df, rules, table, batch_id, validated=validated,
+                 count_dropped=count_dropped),
+            quarantined(batch_df, rules, batch_id))
 
-    Raises HW_EXPECTATION_FAILED first if a "fail" rule fails in this batch. Each output is a
-    lazy query over ``batch_df``; writing both scans the batch twice (plus once for fail rules).
+
+def kept(batch_df: DataFrame, rules: Sequence[RuleLike], table: str, batch_id: int, *,
+         validated: bool = False, count_dropped: Observation | None = None) -> DataFrame:
+    """The rows of ``batch_df`` passing every drop rule, after raising HW_EXPECTATION_FAILED
+    if a "fail" rule fails in this batch.
 
     validated: the rules were checked against ``batch_df``'s columns already (a flow's stream,
     by :func:`observe` at its start: each micro-batch has the stream's columns), so each
-    batch does not analyze every condition again. count_dropped: an Observation the first
-    output carries, counting (``dropped``) the rows the second one holds: the action that
+    batch does not analyze every condition again. count_dropped: an Observation the output
+    carries, counting (``dropped``) the rows :func:`quarantined` holds: the action that
     writes the kept rows tells whether there is anything to quarantine, without a job of
-    its own (see :func:`dropped_count`).
+    its own (see :func:`dropped_count`), and the quarantine query is built only then (each
+    DataFrame step is a plan analysis on the driver, on the micro-batch's path).
     """
     rules = _rules(rules)
     if not validated:
@@ -196,19 +206,22 @@ def split(batch_df: DataFrame, rules: Sequence[RuleLike], table: str,
     fail_rules = [r for r in rules if r.action == "fail"]
     if fail_rules:
         _raise_on_fail(batch_df, fail_rules, table, batch_id)
-    drop = [r for r in rules if r.action == "drop"]
-    dropped = F.lit(False)
-    for rule in drop:
-        dropped = dropped | failed(rule)
+    dropped = _dropped(rules)
+    if count_dropped is not None:
+        batch_df = batch_df.observe(count_dropped,
+                                    F.count(F.when(dropped, F.lit(1))).alias(DROPPED))
+    return batch_df.where(~dropped)
+
+
+def quarantined(batch_df: DataFrame, rules: Sequence[RuleLike], batch_id: int) -> DataFrame:
+    """The rows of ``batch_df`` failing a drop rule, with ``_failed_rules`` (every rule the
+    row fails) and ``_batch_id``."""
+    rules = _rules(rules)
     names = F.array(*[F.when(failed(r), F.lit(r.name)) for r in rules]) if rules else \
         F.array().cast("array<string>")
-    kept = batch_df if count_dropped is None else batch_df.observe(
-        count_dropped, F.count(F.when(dropped, F.lit(1))).alias(DROPPED))
-    good = kept.where(~dropped)
-    quarantined = batch_df.where(dropped).select(
+    return batch_df.where(_dropped(rules)).select(
         "*", F.array_compact(names).alias(FAILED_RULES),
         F.lit(batch_id).cast("long").alias(BATCH_ID))
-    return good, quarantined
 
 
 def dropped_count(observation: Observation) -> int | None:

@@ -123,7 +123,6 @@ def apply_changes_batch(batch: DataFrame, batch_id: int, target: str, spec: CdcS
             data = driver.prepare(data, spec, keys, where, events.toArrow)
         if data is not None:
             return _on_driver(job, events, data)
-    check_events(events, spec, output, where)
     return _in_spark(job, batch.sparkSession, events)
 
 
@@ -211,10 +210,11 @@ def _on_driver(job: _Job, events: DataFrame, data: Any) -> CdcResult:
 
 def _in_spark(job: _Job, spark: SparkSession, events: DataFrame) -> CdcResult:
     """The arithmetic in Spark (:mod:`.timeline`): SCD2, and batches the driver does not
-    take."""
+    take. The events are cached first: the checks and the arithmetic read the batch once."""
     events = events.persist()
     try:
         spec, keys, output = job.spec, job.keys, job.output
+        check_events(events, spec, output, job.where)
         scd2 = spec.stored_as_scd_type == 2
         target_schema = _target_schema(events, output, scd2)
         table = targets.ensure_table(job.uri, target_schema, CDC_TARGET_PROPERTIES, job.where,

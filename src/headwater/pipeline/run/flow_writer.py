@@ -139,12 +139,15 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
                 rows, late_rows = late.split(batch, batch_id, checkpoint)
                 result.late_rows += append_side(lake, late_rows, name + LATE_SUFFIX,
                                                 app_id, batch_id, auto_compact)
-            bad = counted = None
-            if rules:
+            bad = counted = checked = None
+            if quarantine_after:
+                # the quarantine query is built only if the kept rows' write counted any
+                checked, counted = rows, Observation()
+                rows = expect_mod.kept(rows, rules, name, batch_id, validated=True,
+                                       count_dropped=counted)
+            elif rules:
                 # the rules were checked against the stream's columns when it started
-                counted = Observation() if quarantine_after else None
-                rows, bad = expect_mod.split(rows, rules, name, batch_id, validated=True,
-                                             count_dropped=counted)
+                rows, bad = expect_mod.split(rows, rules, name, batch_id, validated=True)
                 if drops and whole:
                     result.quarantined = replace_side(
                         lake, bad, name + QUARANTINE_SUFFIX, app_id, batch_id, auto_compact)
@@ -169,10 +172,13 @@ def batch_writer(lake: Lakehouse, rf: ResolvedFlow, checkpoint: str,
                 # complete mode rewrites the whole result: count the latest, not the sum
                 result.rows_written = written if mode == "overwrite" else \
                     result.rows_written + written
-            if counted is not None and bad is not None:
-                result.quarantined += append_side(
-                    lake, bad, name + QUARANTINE_SUFFIX, app_id, batch_id, auto_compact,
-                    rows=expect_mod.dropped_count(counted))
+            if counted is not None and checked is not None:
+                dropped = expect_mod.dropped_count(counted)
+                if dropped != 0:
+                    result.quarantined += append_side(
+                        lake, expect_mod.quarantined(checked, rules, batch_id),
+                        name + QUARANTINE_SUFFIX, app_id, batch_id, auto_compact,
+                        rows=dropped)
         finally:
             if cache:
                 batch.unpersist()
