@@ -263,6 +263,34 @@ def test_scd1_driver_and_spark_engines_agree_and_share_state(spark, tmp, monkeyp
     assert counts["driver"] == counts["mixed"]
 
 
+def test_scd1_without_the_sequence_kept_runs_on_the_driver_as_in_spark(spark, tmp,
+                                                                      monkeypatch):
+    # The target drops the sequence: the state holds every key's applied sequence, which
+    # is all the driver needs (no stored rows read, no MERGE guard).
+    from headwater.delta.cdc import driver
+
+    batches = random_batches(43, n=4)
+    truth = scd1_truth(batches)
+    counts, states = {}, {}
+    for name, engines in {"driver": "dddd", "mixed": "sdsd", "spark": "ssss"}.items():
+        got = []
+        for i, (rows, engine) in enumerate(zip(batches, engines, strict=True)):
+            monkeypatch.setattr(driver, "DRIVER_MAX_EVENTS", 0 if engine == "s" else 2_000_000)
+            r = apply(spark, tmp / name, rows, i, except_column_list=["op", "seq"])
+            assert r.engine == {"d": "driver", "s": "spark"}[engine]
+            got.append((r.upserted, r.deleted))
+        assert DeltaTable(str(tmp / name)).schema().to_arrow().names == ["id", "name", "city"]
+        assert rows_of(tmp / name) == truth, name
+        counts[name], states[name] = got, state_rows(tmp / name)
+    assert counts["driver"] == counts["mixed"] == counts["spark"]
+    assert states["driver"] == states["mixed"] == states["spark"]
+    # ignore_null_updates needs the stored rows: that shape stays in Spark
+    monkeypatch.setattr(driver, "DRIVER_MAX_EVENTS", 2_000_000)
+    r = apply(spark, tmp / "nulls", batches[0], 0, except_column_list=["op", "seq"],
+              ignore_null_updates=True)
+    assert r.engine == "spark"
+
+
 def test_scd1_truncate_on_both_engines(spark, tmp, monkeypatch):
     from headwater.delta.cdc import driver
 

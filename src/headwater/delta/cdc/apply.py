@@ -172,7 +172,6 @@ def _on_driver(job: _Job, events: DataFrame, data: Any) -> CdcResult:
             job.spec.ignore_null_updates)
         return _commit(job, table, target_schema, rows, False, state_table, state_schema,
                        new_state, None, "driver")
-    assert job.seq_column is not None
     kinds = state.column(tl.KIND)
     old_truncate = pc.max(state.filter(pc.equal(kinds, tl.TRUNCATE_ROW)).column(SEQ)
                           .cast(seq_type)).as_py()
@@ -185,15 +184,17 @@ def _on_driver(job: _Job, events: DataFrame, data: Any) -> CdcResult:
     seqs = pa.table({key: key_state.column(key).cast(data.schema.field(key).type),
                      SEQ: key_state.column(SEQ).cast(seq_type)})
     if not truncating and not job.spec.ignore_null_updates:
-        # The MERGE compares each key's stored sequence itself: no read of the stored rows.
-        tombstones = seqs.group_by(key).aggregate([(SEQ, "max")]).rename_columns([key, SEQ])
-        last = driver.without_stale_deletes(
-            driver.last_of_batch(data, tombstones, truncate_seq, job.output), table,
-            job.output, job.seq_column)
+        # No read of the stored rows: the state holds each key's applied sequence, or (the
+        # sequence kept in the target) the MERGE compares each key's stored sequence itself.
+        applied = seqs.group_by(key).aggregate([(SEQ, "max")]).rename_columns([key, SEQ])
+        last = driver.last_of_batch(data, applied, truncate_seq, job.output)
+        if job.seq_column is not None:
+            last = driver.without_stale_deletes(last, table, job.output, job.seq_column)
         rows, state_rows = tl.split_scd1(last, job.output, job.keys, False)
         return _commit(job, table, target_schema, rows, False, state_table, state_schema,
                        state_rows, {"seq": truncate_seq} if truncate_seq is not None else None,
                        "driver", guard=job.seq_column)
+    assert job.seq_column is not None  # driver.eligible: no stored sequence, no such batch
     stored = driver.read_stored(table, job.output, key_values, job.seq_column,
                                 truncate_seq if truncating else None)
     seqs = pa.concat_tables([seqs, pa.table({

@@ -1,8 +1,9 @@
 """AUTO CDC SCD type 1 on the driver: one Spark job per micro-batch.
 
 The batch's deduplicated events leave Spark once (``toArrow()``); the rest runs on the driver
-with pyarrow and delta-rs. Only the stored rows and the tombstones of the batch's keys are
-read (a dataset filter ``key IN (...)``, so files whose key statistics miss are skipped); the
+with pyarrow and delta-rs. Only the state rows of the batch's keys, and their stored rows
+where the arithmetic needs them, are read (a dataset filter ``key IN (...)``, so files whose
+key statistics miss are skipped); the
 last event per key is computed with Arrow compute, with the same semantics as
 :func:`headwater.delta.cdc.timeline.scd1`. A micro-batch is bounded by its source
 (``maxFilesPerTrigger``, ``maxOffsetsPerTrigger``): the driver holds one batch's events and
@@ -70,9 +71,11 @@ def _flat(t: DataType) -> bool:
 
 def eligible(spec: CdcSpec, events: DataFrame, output: list[str], seq_column: str | None
              ) -> bool:
-    """One key column, key and sequence of types Arrow orders as Spark does; SCD1: the
-    sequence kept in the target (``seq_column``) and, with ignore_null_updates, flat value
-    columns; SCD2: flat columns (history rows are compared column by column)."""
+    """One key column, key and sequence of types Arrow orders as Spark does; SCD1 keeping
+    the sequence in the target (``seq_column``): with ignore_null_updates, flat value
+    columns; SCD1 without it (the state holds every key's applied sequence): neither
+    ignore_null_updates nor truncates (both need the stored rows with their sequence); SCD2:
+    flat columns (history rows are compared column by column)."""
     if len(spec.keys) != 1:
         return False
     schema = events.schema
@@ -81,7 +84,9 @@ def eligible(spec: CdcSpec, events: DataFrame, output: list[str], seq_column: st
     flat = all(_flat(schema[c].dataType) for c in output[1:])
     if spec.stored_as_scd_type == 2:
         return flat
-    return seq_column is not None and (flat or not spec.ignore_null_updates)
+    if seq_column is None:
+        return not spec.ignore_null_updates and spec.apply_as_truncates is None
+    return flat or not spec.ignore_null_updates
 
 
 def _exact(t: pa.DataType) -> bool:
@@ -185,10 +190,13 @@ def _lookup(keys: Any, table: pa.Table, key: str, column: str) -> Any:
 def last_of_batch(events: pa.Table, tombstones: pa.Table, truncate_seq: Any,
                   output: list[str]) -> pa.Table:
     """Per key, its last event of the batch (output columns, ACTION, SEQ, ``__hw_old``
-    false) when newer than the key's tombstone and the truncate in force. The target's rows
-    are not read: the MERGE compares sequences itself (``t.seq < s.seq``, see
-    :func:`headwater.delta.cdc.targets.merge`), and :func:`without_stale_deletes`
-    drops the deletes it would not apply. tombstones: (key, SEQ), one row per key."""
+    false) when newer than the key's state and the truncate in force. The target's rows
+    are not read. tombstones: (key, SEQ), one row per key: the state's highest sequence.
+    When the target keeps the sequence, the state holds only deletes: the MERGE then
+    compares the stored sequences itself (``t.seq < s.seq``, see
+    :func:`headwater.delta.cdc.targets.merge`), and :func:`without_stale_deletes` drops the
+    deletes it would not apply. Otherwise the state holds every key's applied sequence, so
+    each returned event is newer than what the target holds for its key."""
     key = output[0]
     new = events.filter(pc.not_equal(events.column(OP), TRUNCATE))
     if tombstones.num_rows:
