@@ -11,10 +11,17 @@ lakehouse tables starts its micro-batch when its input commits (a local folder's
 when a file lands), views are looked at when a batch ends, and the processing-time trigger
 is the floor (and the trigger of an object store's files, Kafka and other streams).
 
+What runs where: the run's loop (the thread calling :meth:`Runner.run`) starts and settles
+every flow and reports everything; streaming queries run on Spark's stream threads;
+materialized views are computed on refresh threads (run/refresh.py), whose outcomes the loop
+settles, so the loop goes on starting flows while a view computes. A view whose flow has
+``spark_conf`` is recomputed on the loop itself (see :meth:`Runner._refresh`).
+
 A failed flow stops only itself and the datasets downstream of it. A stop request (the
 ``stop_requested`` event: SIGINT, SIGTERM, a timer) waits for each query's running
-micro-batch to end before stopping it. Whoever watches the run is told through the
-:class:`~headwater.monitor.observer.RunObserver` interface.
+micro-batch to end before stopping it; it starts no queued view recompute and waits as long
+for a running one, then cancels its Spark jobs. Whoever watches the run is told through the
+:class:`~headwater.monitor.observer.RunObserver` interface (by the loop only).
 """
 
 from __future__ import annotations
