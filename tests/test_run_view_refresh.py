@@ -11,8 +11,9 @@ import json
 import threading
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from tests.pipelines import build, project
 
 from headwater.conf.triggers import trigger_kwargs
@@ -240,3 +241,22 @@ def test_a_run_that_fails_cancels_its_running_recompute(spark, tmp_path):
         run_guarded(graph, on_status=fail_when_running)
     assert [s for k, s in seen if k == "slow"] == [FlowStatus.RUNNING, FlowStatus.STOPPED]
     assert not graph.lakehouse.exists("slow") or rows(graph, "slow") == []
+
+
+def test_a_view_read_by_the_python_reader_recomputes_on_its_thread(spark, tmp_path):
+    """Time travel reads through headwater's Python Delta source, which Spark looks up in the
+    JVM's active session of the calling thread: a refresh thread has it while it computes."""
+    land(tmp_path / "landing")
+    outside = str(tmp_path / "outside")
+    write_deltalake(outside, pa.table({"id": [1]}))
+    write_deltalake(outside, pa.table({"id": [2]}), mode="append")
+    defs = SOURCE.format(landing=str(tmp_path / "landing"), sleep=0) + f"""
+@headwater.materialized_view
+def first_version():
+    return spark.read.format("delta").option("versionAsOf", 0).load({outside!r})
+"""
+    graph = build(spark, project(tmp_path, {"p.py": defs}))
+    results, fired = run_guarded(graph)
+    assert not fired.is_set()
+    assert results["first_version"].status == "completed", results["first_version"].error
+    assert rows(graph, "first_version") == [{"id": 1}]
