@@ -24,11 +24,12 @@ splitting the class would split its documentation.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -130,7 +131,9 @@ class Lakehouse:
         self._catalogs: set[str] = set(list_catalogs(self.root))
         # qualified name -> folder: tables kept out of the catalog (see keep_private)
         self._private: dict[str, str] = {}
-        # foreachBatch threads of concurrent flows may create side tables at once
+        # foreachBatch threads of concurrent flows may create side tables at once, and a run's
+        # views commit their replaces from threads: a table's creation (or replace commit)
+        # and its catalog registration happen together, one thread at a time
         self._create_lock = threading.RLock()
         if attach:
             self.attach()
@@ -478,8 +481,8 @@ class Lakehouse:
 
         An existing table this lakehouse registered, with no partitioning or clustering to
         check, is answered without the creation lock: a side table (quarantine, late rows)
-        is ensured at every micro-batch of its flow, which must not wait for a
-        materialized view's refresh (:meth:`replace` holds the lock while it computes).
+        is ensured at every micro-batch of its flow, which must not wait for another
+        table's creation or a replace's commit.
         """
         if not partition_by and cluster_by is None and self.exists(name) \
                 and parse_name(name).qualified in self._registered:
@@ -552,13 +555,21 @@ class Lakehouse:
             return self._replace_definition(tname, df, partition_by, comment, properties,
                                             declared, cluster_by)
         _check_new_table(tname, df.schema, partition_by)
+        location(self.path(name)).parent.mkdir(parents=True, exist_ok=True)
+        # the query runs and its files are written outside the creation lock (views of a run
+        # recompute at once); the lock is held around the commit and the registration only
+        return replace_native(df, self.path(name), partition_by, name=tname.table,
+                              description=comment, configuration=properties,
+                              declared=declared, committing=self._committing(name))
+
+    @contextlib.contextmanager
+    def _committing(self, name: str) -> Iterator[None]:
+        """Around a replace's commit: the creation lock held (no other thread creates or
+        registers a table meanwhile: the table's existence, its commit and its catalog copy
+        change together), then the catalog copy gets the new schema."""
         with self._create_lock:
-            location(self.path(name)).parent.mkdir(parents=True, exist_ok=True)
-            rows = replace_native(df, self.path(name), partition_by, name=tname.table,
-                                  description=comment, configuration=properties,
-                                  declared=declared)
-            self.register(name)  # the catalog copy gets the new schema
-        return rows
+            yield
+            self.register(name)
 
     def _replace_definition(self, tname: TableName, df: DataFrame, partition_by: list[str],
                             comment: str | None, properties: dict[str, str] | None,
@@ -578,15 +589,14 @@ class Lakehouse:
         table_def = definition.TableDefinition(
             schema, partition_by, None if cluster_by is None else list(cluster_by), comment,
             dict(properties or {}), tname.table)
-        with self._create_lock:
+        with self._committing(tname.qualified):
             location(path).parent.mkdir(parents=True, exist_ok=True)
             if self.exists(tname.qualified):
                 definition.replace(self.spark, path, table_def, tname.qualified, or_create=True)
             else:
                 definition.create(self.spark, path, table_def, tname.qualified)
-            rows = write_rows(df, WriteRequest(path=normalize_uri(path))) if not df.isEmpty() else 0
-            self.register(tname.qualified)
-        return rows
+        # the rows: an append to the table now defined, outside the creation lock
+        return write_rows(df, WriteRequest(path=normalize_uri(path))) if not df.isEmpty() else 0
 
     def drop(self, name: str) -> None:
         """Remove a table from the catalog and delete its data and its checkpoints; an

@@ -78,6 +78,7 @@ class RunMonitor:
         self._listener: Any = None
         self._spark: Any = None
         self._lock = threading.Lock()
+        self._file_lock = threading.Lock()  # one writer of the run file at a time
         self._details: dict[tuple[str, int], dict[str, Any]] = {}  # batch_details, not logged yet
         self._run_file = self.state_dir / RUNS / f"{self.run_id}.json"
         self.started = now()
@@ -217,16 +218,22 @@ class RunMonitor:
             self.on_batch(stats, row)
 
     def _write_run_file(self) -> None:
-        info = {"run_id": self.run_id, "pipeline": self.pipeline, "pid": os.getpid(),
-                "mode": self.mode, "started": self.started.isoformat(timespec="seconds"),
-                "flows": {k: s.status for k, s in self.stats.items()}}
-        try:
-            self._run_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self._run_file.with_suffix(".tmp")
-            tmp.write_text(json.dumps(info))
-            tmp.replace(self._run_file)
-        except OSError:
-            pass  # status reporting must never fail a run
+        """The run file, written whole through one temporary file: one writer at a time
+        (statuses may be reported from more than one thread), the flows' statuses read under
+        the stats' lock."""
+        with self._file_lock:
+            with self._lock:
+                flows = {k: s.status for k, s in self.stats.items()}
+            info = {"run_id": self.run_id, "pipeline": self.pipeline, "pid": os.getpid(),
+                    "mode": self.mode, "started": self.started.isoformat(timespec="seconds"),
+                    "flows": flows}
+            try:
+                self._run_file.parent.mkdir(parents=True, exist_ok=True)
+                tmp = self._run_file.with_suffix(".tmp")
+                tmp.write_text(json.dumps(info))
+                tmp.replace(self._run_file)
+            except OSError:
+                pass  # status reporting must never fail a run
 
 
 def _rows_read(row: dict[str, Any], details: dict[str, Any]) -> None:

@@ -186,7 +186,9 @@ class Graph(GraphQueries):
         holds the graph's lock, so no flow's code runs on the session with another flow's
         settings (a native flow's micro-batch waits meanwhile); a block inside another (a
         definition reading a dataset not resolved yet) sees the session's own values of the
-        outer flow's keys. A pipeline without settings sets nothing and takes no lock."""
+        outer flow's keys. A pipeline without settings sets nothing and takes no lock.
+        A run's refresh threads recompute views inside this block too: in a pipeline with
+        settings they hold the lock for the whole recompute (run/refresh.py)."""
         settings = flow_settings(dataset, flow)
         if not settings and not self._with_settings:
             yield

@@ -5,8 +5,9 @@ properties at once), written by Spark's parquet writer where it can, by the driv
 
 from __future__ import annotations
 
+import contextlib
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from deltalake import Schema
 from deltalake.transaction import AddAction, create_table_with_add_actions
@@ -26,18 +27,25 @@ from headwater.delta.write.staging import delete_staged, stage_files, unreferenc
 from headwater.errors import HeadwaterError
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from pyspark.sql import DataFrame
 
 
 def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = None,
                    name: str | None = None, description: str | None = None,
                    configuration: dict[str, str] | None = None,
-                   declared: bool | StructType = False) -> int:
+                   declared: bool | StructType = False,
+                   committing: AbstractContextManager[Any] | None = None) -> int:
     """Replace the table at ``path`` (created when missing) by ``df``: Spark's parquet writer
     writes the new files first, then ONE commit ("CREATE OR REPLACE TABLE") removes every old
     file and sets the new schema, partitioning, description and properties. Versions before it
     stay readable (time travel) until VACUUM. If ``df`` fails, its partial files are deleted and
     the table is exactly as it was. Returns the rows written.
+
+    committing: entered around the commits only, after ``df`` is computed and its files are
+    written (a caller's lock on creating tables need not be held while the query runs); its
+    exit runs only when the commits succeeded.
 
     Properties outside Delta's ``delta.*`` namespace (e.g. ``'team'='sales'``) follow in a
     second commit: deltalake validates only Delta's own keys when it creates a table.
@@ -82,15 +90,12 @@ def replace_native(df: DataFrame, path: str, partition_by: list[str] | None = No
     if declared is not False:
         df = Constraints.of(data_schema, {}).enforce(df, uri)
     schema = Schema.from_arrow(arrow_schema(data_schema))  # before writing: a bad type fails now
+    committing = committing if committing is not None else contextlib.nullcontext()
     if storage.bucket_of(uri) is not None:
-        rows = _replace_through_driver(df, uri, data_schema, partition_columns, name,
-                                       description, delta_keys)
-    else:
-        rows = _replace_staged(df, uri, schema, partition_columns, name, description,
-                               delta_keys, path)
-    if user_keys:
-        open_table(uri).alter.set_table_properties(user_keys, raise_if_not_exists=False)
-    return rows
+        return _replace_through_driver(df, uri, data_schema, partition_columns, name,
+                                       description, delta_keys, user_keys, committing)
+    return _replace_staged(df, uri, schema, partition_columns, name, description,
+                           delta_keys, user_keys, path, committing)
 
 
 def declared_schema(schema: StructType, declared: bool | StructType) -> StructType:
@@ -106,7 +111,8 @@ def declared_schema(schema: StructType, declared: bool | StructType) -> StructTy
 
 def _replace_through_driver(df: DataFrame, uri: str, data_schema, partition_columns: list[str],
                             name: str | None, description: str | None,
-                            delta_keys: dict) -> int:
+                            delta_keys: dict, user_keys: dict,
+                            committing: AbstractContextManager[Any]) -> int:
     """An object-store table: Spark's parquet writer has no Hadoop filesystem for it (no
     hadoop-aws), so the rows come to the driver as Arrow (a failing ``df`` fails before
     anything is written), headwater's file writer puts them under the table, and ONE commit
@@ -119,33 +125,49 @@ def _replace_through_driver(df: DataFrame, uri: str, data_schema, partition_colu
         for batch in table.to_batches():
             writer.write(batch)
         adds = writer.close().adds
-        create_table_with_add_actions(
-            uri, Schema.from_arrow(arrow_schema(data_schema)),
-            [AddAction(a["path"], a["size"], a["partitionValues"], a["modificationTime"],
-                       a["dataChange"], a["stats"]) for a in adds],
-            mode="overwrite", partition_by=partition_columns or None, name=name,
-            description=description, configuration=delta_keys or None,
-            storage_options=storage.options_for(uri))
     except BaseException as exc:
         delete_files(uri, unreferenced(uri, writer.adds))
         raise invalid_property(exc, uri) from exc
+    with committing:
+        try:
+            create_table_with_add_actions(
+                uri, Schema.from_arrow(arrow_schema(data_schema)),
+                [AddAction(a["path"], a["size"], a["partitionValues"], a["modificationTime"],
+                           a["dataChange"], a["stats"]) for a in adds],
+                mode="overwrite", partition_by=partition_columns or None, name=name,
+                description=description, configuration=delta_keys or None,
+                storage_options=storage.options_for(uri))
+        except BaseException as exc:
+            delete_files(uri, unreferenced(uri, writer.adds))
+            raise invalid_property(exc, uri) from exc
+        _set_user_properties(uri, user_keys)
     return int(table.num_rows)
 
 
 def _replace_staged(df: DataFrame, uri: str, schema, partition_columns: list[str],
                     name: str | None, description: str | None, delta_keys: dict,
-                    path: str) -> int:
-    """Spark's parquet writer stages the files under the table, then one commit adds them."""
+                    user_keys: dict, path: str, committing: AbstractContextManager[Any]) -> int:
+    """Spark's parquet writer stages the files under the table (the query runs), then one
+    commit adds them (``committing`` entered around it)."""
     adds = stage_files(df, uri, partition_columns, {})
-    try:
-        fault("native_before_commit", uri)
-        create_table_with_add_actions(
-            uri, schema,
-            [AddAction(a["path"], a["size"], a["partitionValues"], a["modificationTime"],
-                       a["dataChange"], a["stats"]) for a in adds],
-            mode="overwrite", partition_by=partition_columns or None, name=name,
-            description=description, configuration=delta_keys or None)
-    except BaseException as exc:
-        delete_staged(uri, unreferenced(uri, adds))
-        raise invalid_property(exc, path) from exc
+    with committing:
+        try:
+            fault("native_before_commit", uri)
+            create_table_with_add_actions(
+                uri, schema,
+                [AddAction(a["path"], a["size"], a["partitionValues"], a["modificationTime"],
+                           a["dataChange"], a["stats"]) for a in adds],
+                mode="overwrite", partition_by=partition_columns or None, name=name,
+                description=description, configuration=delta_keys or None)
+        except BaseException as exc:
+            delete_staged(uri, unreferenced(uri, adds))
+            raise invalid_property(exc, path) from exc
+        _set_user_properties(uri, user_keys)
     return sum(json.loads(a["stats"])["numRecords"] for a in adds)
+
+
+def _set_user_properties(uri: str, user_keys: dict) -> None:
+    """Properties outside ``delta.*``: a second commit (deltalake validates only its own keys
+    when it creates a table)."""
+    if user_keys:
+        open_table(uri).alter.set_table_properties(user_keys, raise_if_not_exists=False)

@@ -94,8 +94,9 @@ def _last_batch(folder: Path) -> int:
 
 
 class CommitSignal:
-    """Set whenever a query of the session ends a micro-batch that read rows, or ends: the
-    continuous runner waits on it (up to its interval) before it looks for new versions of
+    """Set whenever a query of the session ends a micro-batch that read rows, or ends, or a
+    view's recompute ends on its refresh thread (:meth:`wake`): the continuous runner waits
+    on it (up to its interval) before it looks for new versions of
     the materialized views' inputs and settles ended flows."""
 
     def __init__(self, spark: SparkSession) -> None:
@@ -109,6 +110,10 @@ class CommitSignal:
 
     def _on_ended(self, _event: dict[str, Any]) -> None:
         self.event.set()  # a flow ended (failed, or to restart): settled without delay
+
+    def wake(self) -> None:
+        """Any thread: end the runner's wait now (a view's recompute ended on its thread)."""
+        self.event.set()
 
     def wait(self, seconds: float, stop: threading.Event,
              committed: Callable[[], bool] | None = None) -> None:

@@ -7,10 +7,25 @@ Expectation counts: a refresh has no micro-batch progress to carry observed metr
 counts of the view's own rules, and of the rules of the temporary views it reads (checked in
 its query, as in every flow reading them), are computed by one aggregate each over the rows
 before the check: one more pass over the inputs when there are rules, none otherwise.
+
+Where a recompute runs (:class:`RefreshThreads`): a run recomputes its views on threads of
+its own, so its loop goes on starting flows, settling ended ones and answering a stop while a
+view computes. The threads only compute: a recompute's outcome (rows, counts, or the exception
+it raised) is handed back to the run's loop, which records the view's status, reports it and
+starts what waits for it, as it does for every other flow. A stop starts no queued recompute;
+a running one gets the stop's wait for a running micro-batch to end, then its Spark jobs are
+cancelled (by their job tag: the view's staged files are deleted, the view stays as it was).
+A view whose flow has its own Spark settings (``spark_conf``) is recomputed on the run's loop
+instead (see ``Runner._refresh``).
 """
 
 from __future__ import annotations
 
+import itertools
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from headwater.conf.layout import QUARANTINE_SUFFIX, expectations_metrics
@@ -47,3 +62,146 @@ def recompute(graph: Graph, rf: ResolvedFlow) -> tuple[int, dict[str, dict[str, 
     if bad is not None and any(r.action == "drop" for r in dataset.expectations):
         lake.replace(name + QUARANTINE_SUFFIX, bad)
     return rows, counts
+
+
+# The job tag of a recompute's Spark jobs (cancelled by a stop that waited long enough)
+JOB_TAG_PREFIX = "headwater-refresh"
+_tags = itertools.count()
+
+
+@dataclass
+class Refreshed:
+    """A recompute that ended, for the run's loop to settle: its rows and expectation counts,
+    or the exception it raised (``cancelled``: its jobs were cancelled by a stop)."""
+
+    rf: ResolvedFlow
+    quiet: bool
+    seconds: float
+    rows: int = 0
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    error: BaseException | None = None
+    cancelled: bool = False
+
+
+_Outcome = tuple[int, dict[str, dict[str, int]], float]  # rows, counts, seconds
+
+
+@dataclass
+class _Running:
+    future: Future[_Outcome]
+    rf: ResolvedFlow
+    quiet: bool
+    tag: str
+    started: float
+
+
+class RefreshThreads:
+    """Recomputes of materialized views on ``threads`` threads, in the order they were asked
+    for. Everything but :meth:`_compute` runs on the run's loop: it queues recomputes
+    (:meth:`submit`), starts them while a thread is free (:meth:`start_queued`), collects the
+    ended ones (:meth:`ended`), and on a stop drops the queued ones (:meth:`drop_queued`) and
+    cancels the running ones' jobs (:meth:`cancel_running`). ``wake`` is called (on the
+    refresh thread) when a recompute ends: a loop waiting between passes looks at once.
+
+    A recompute runs in its flow's :meth:`~headwater.pipeline.graph.Graph.flow_conf` block: a
+    no-op in a pipeline where no flow has Spark settings; where some flow has them, the block
+    holds the graph's lock for the whole recompute, so no other flow's settings are on the
+    session while it computes (the run keeps views with settings of their own on its loop).
+    """
+
+    def __init__(self, graph: Graph, threads: int, wake: Callable[[], None]) -> None:
+        self.graph = graph
+        self.threads = threads
+        self.wake = wake
+        self._pool: ThreadPoolExecutor | None = None
+        self._queue: list[tuple[ResolvedFlow, bool]] = []
+        self._running: dict[str, _Running] = {}  # flow key -> its recompute
+        self._cancelled: set[str] = set()
+
+    def submit(self, rf: ResolvedFlow, quiet: bool = False) -> None:
+        """Queue a recompute of the view ``rf`` writes (started by :meth:`start_queued`)."""
+        self._queue.append((rf, quiet))
+
+    def busy(self, name: str) -> bool:
+        """True while a recompute of dataset ``name`` is queued or running."""
+        return any(rf.dataset.name == name for rf, _ in self._queue) or \
+            any(r.rf.dataset.name == name for r in self._running.values())
+
+    @property
+    def active(self) -> bool:
+        """A recompute is queued or running."""
+        return bool(self._queue or self._running)
+
+    def start_queued(self) -> list[ResolvedFlow]:
+        """Start queued recomputes while a thread is free; returns the ones started."""
+        started = []
+        while self._queue and len(self._running) < self.threads:
+            rf, quiet = self._queue.pop(0)
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=JOB_TAG_PREFIX)
+            tag = f"{JOB_TAG_PREFIX}-{next(_tags)}"
+            future = self._pool.submit(self._compute, rf, tag)
+            self._running[rf.key] = _Running(future, rf, quiet, tag, time.monotonic())
+            future.add_done_callback(lambda _: self.wake())
+            started.append(rf)
+        return started
+
+    def _compute(self, rf: ResolvedFlow, tag: str) -> _Outcome:
+        """On a refresh thread: the recompute, its Spark jobs tagged ``tag``; the rows, the
+        counts and the seconds it took."""
+        context = self.graph.lakehouse.spark.sparkContext
+        context.addJobTag(tag)  # this thread's jobs only (a local property)
+        try:
+            started = time.monotonic()
+            with self.graph.flow_conf(rf.dataset, rf.flow):
+                rows, counts = recompute(self.graph, rf)
+            return rows, counts, time.monotonic() - started
+        finally:
+            context.removeJobTag(tag)
+
+    def ended(self) -> list[Refreshed]:
+        """The recomputes that ended since the last call, in the order they were started."""
+        out = []
+        for key, running in list(self._running.items()):
+            if not running.future.done():
+                continue
+            del self._running[key]
+            error = running.future.exception()
+            if error is not None:
+                out.append(Refreshed(running.rf, running.quiet,
+                                     time.monotonic() - running.started, error=error,
+                                     cancelled=key in self._cancelled))
+            else:
+                rows, counts, seconds = running.future.result()
+                out.append(Refreshed(running.rf, running.quiet, seconds, rows, counts))
+            self._cancelled.discard(key)
+        return out
+
+    def drop_queued(self) -> list[ResolvedFlow]:
+        """Forget the recomputes not started yet (a stop); returns their flows."""
+        dropped = [rf for rf, _ in self._queue]
+        self._queue.clear()
+        return dropped
+
+    def cancel_running(self) -> None:
+        """Cancel the Spark jobs of the running recomputes (each then ends with an error).
+        Called again until they end: a recompute between two jobs starts its next one after
+        a cancel, which cancels only the jobs running."""
+        context = self.graph.lakehouse.spark.sparkContext
+        for key, running in self._running.items():
+            self._cancelled.add(key)
+            context.cancelJobsWithTag(running.tag)
+
+    def wait(self, seconds: float) -> None:
+        """Until a running recompute ends, or ``seconds`` passed."""
+        futures = [r.future for r in self._running.values()]
+        if futures:
+            wait(futures, timeout=seconds, return_when=FIRST_COMPLETED)
+        else:
+            time.sleep(seconds)
+
+    def close(self) -> None:
+        """Let the threads go (every recompute ended: see :meth:`active`)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None

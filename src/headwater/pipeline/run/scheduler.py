@@ -11,14 +11,22 @@ lakehouse tables starts its micro-batch when its input commits (a local folder's
 when a file lands), views are looked at when a batch ends, and the processing-time trigger
 is the floor (and the trigger of an object store's files, Kafka and other streams).
 
+What runs where: the run's loop (the thread calling :meth:`Runner.run`) starts and settles
+every flow and reports everything; streaming queries run on Spark's stream threads;
+materialized views are computed on refresh threads (run/refresh.py), whose outcomes the loop
+settles, so the loop goes on starting flows while a view computes. A view whose flow has
+``spark_conf`` is recomputed on the loop itself (see :meth:`Runner._refresh`).
+
 A failed flow stops only itself and the datasets downstream of it. A stop request (the
 ``stop_requested`` event: SIGINT, SIGTERM, a timer) waits for each query's running
-micro-batch to end before stopping it. Whoever watches the run is told through the
-:class:`~headwater.monitor.observer.RunObserver` interface.
+micro-batch to end before stopping it; it starts no queued view recompute and waits as long
+for a running one, then cancels its Spark jobs. Whoever watches the run is told through the
+:class:`~headwater.monitor.observer.RunObserver` interface (by the loop only).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -46,7 +54,7 @@ from headwater.pipeline.run.progress import (
     expectation_text,
     summary,
 )
-from headwater.pipeline.run.refresh import recompute
+from headwater.pipeline.run.refresh import Refreshed, RefreshThreads, recompute
 from headwater.pipeline.run.sink_writer import start_sink
 from headwater.pipeline.run.snapshots import apply_new_snapshots
 from headwater.spark.checkpoint_lock import CheckpointLock
@@ -72,6 +80,12 @@ UNSETTLED = (FlowStatus.PENDING, FlowStatus.QUEUED, FlowStatus.RUNNING, FlowStat
 TRIGGER_INTERVAL = "pipelines.trigger.interval"
 # Read options that make a stream's first batch depend on when it starts.
 STARTING_OPTIONS = ("startingversion", "startingtimestamp")
+# Materialized views are recomputed on threads of the run's (run/refresh.py): a triggered
+# run recomputes this many at once (independent views refresh together, Spark runs their jobs
+# side by side: the run's wall time); a continuous run one at a time, in the graph's order
+# (a view's freshness: the first view whose input committed is not slowed down by the others
+# sharing the cores).
+REFRESH_THREADS = 4
 
 
 class Runner:
@@ -127,6 +141,11 @@ class Runner:
         # flow key -> (when its input was done, the input's version then)
         self._input_done: dict[str, tuple[float, int]] = {}
         self._schemas_seen: dict[str, str | None] = {}  # table -> Delta schema at flow start
+        # the views' recomputes off the loop; a continuous run's wait between passes ends
+        # when one ends (see _run_continuous)
+        self._wake: Callable[[], None] = lambda: None
+        self._refreshes = RefreshThreads(graph, 1 if continuous else REFRESH_THREADS,
+                                         lambda: self._wake())
 
     # --- the two modes -------------------------------------------------------------------
 
@@ -138,6 +157,8 @@ class Runner:
             else:
                 self._run_triggered()
         except BaseException:
+            with contextlib.suppress(Exception):  # the run's own error is the one raised
+                self._end_refreshes(now=True)  # queued ones dropped, running ones cancelled
             for query in self.lakehouse.spark.streams.active:
                 query.stop()
             raise
@@ -223,12 +244,15 @@ class Runner:
                     del running[key]  # settled (a restarted flow has a new, active query)
             started -= self._waiting  # back to waiting for their inputs (see _collect)
             self._waiting.clear()
+            self._settle_refreshes()
             done |= {n for n in started - done if self._ended(n)}
             if len(done) == len(order) or self.stop_requested.wait(0.1):
                 break
         if self.stop_requested.is_set():
+            self._drop_queued_refreshes()  # none starts now; running ones end below
             self._stop_all(running)
             self._collect(running)
+            self._end_refreshes()
 
     def _begin(self, name: str, running: dict[str, StreamingQuery],
                snapshots: list[ResolvedFlow]) -> None:
@@ -348,14 +372,20 @@ class Runner:
         # views and snapshot flows are looked at again when a flow's batch read rows (it
         # committed), or after an interval
         signal = CommitSignal(self.lakehouse.spark) if views or snapshots else None
+        if signal is not None:
+            self._wake = signal.wake  # a recompute that ends wakes the loop
         try:
             self._continue(running, snapshots, views, seen_versions, source_versions,
                            interval, signal)
+            if self.stop_requested.is_set():
+                self._drop_queued_refreshes()  # none starts now; running ones end below
+            self._stop_all(running)
+            self._collect(running)
+            self._end_refreshes()
         finally:
+            self._wake = lambda: None
             if signal is not None:
                 signal.close()
-        self._stop_all(running)
-        self._collect(running)
         for flow in snapshots:
             result = self.results.get(flow.key)
             if result is not None and result.status == FlowStatus.RUNNING:
@@ -379,7 +409,13 @@ class Runner:
                 if version is None or source_versions.get(flow.key) != version:
                     self._apply_snapshots(flow, quiet=flow.key in source_versions)
                     source_versions[flow.key] = () if version is None else version
+            self._settle_refreshes()
             for name in views:
+                if self._refreshes.busy(name) or any(
+                        self._refreshes.busy(u) for u in self.graph.upstream(name)):
+                    # recomputing, or an input view is: looked at again once that ends (its
+                    # end wakes the loop), and recomputed then if an input changed meanwhile
+                    continue
                 if self._skip_if_upstream_failed(name):
                     continue
                 versions = {u: self._version(u) for u in self.graph.upstream(name)}
@@ -642,25 +678,98 @@ class Runner:
     # --- materialized views --------------------------------------------------------------
 
     def _refresh(self, rf: ResolvedFlow, quiet: bool = False) -> None:
+        """Recompute the view ``rf`` writes: on a refresh thread (run/refresh.py), its result
+        unsettled until the loop collects its outcome; or here, on the run's loop, when the
+        flow has Spark settings of its own (``spark_conf``). Those are set on the session the
+        whole run shares, and they act both where the definition runs (user code given the
+        pipeline's one session; settings fixed into the plan when it is analyzed) and where
+        its jobs are planned, so they cannot be confined to one thread: on the loop, with the
+        graph's lock held (flow_conf), nothing else of the run uses the session meanwhile
+        but flows whose queries copied its settings when they started."""
         result = self.results.setdefault(rf.key, FlowResult(rf.key, "materialized view"))
-        try:
-            started = time.monotonic()
-            with self.graph.flow_conf(rf.dataset, rf.flow):
-                result.rows_written, counts = recompute(self.graph, rf)
-            for metrics_name, values in counts.items():
-                add_expectation_counts(result, metrics_name[len(EXPECTATIONS_METRICS):], values)
-            result.status = FlowStatus.COMPLETED
-            result.batches += 1
-            extra = {"expectations": counts} if counts else {}
-            self._status(rf.key, FlowStatus.COMPLETED,
-                         f"{result.rows_written} rows{expectation_text(result)}",
-                         rows_written=result.rows_written,
-                         seconds=round(time.monotonic() - started, 3), **extra)
-            if not quiet:
-                self.echo(f"refreshed {rf.key}: {result.rows_written} rows in "
-                          f"{time.monotonic() - started:.1f}s{expectation_text(result)}")
-        except Exception as exc:  # noqa: BLE001
-            self._fail(result, exc)
+        if flow_settings(rf.dataset, rf.flow):
+            try:
+                started = time.monotonic()
+                with self.graph.flow_conf(rf.dataset, rf.flow):
+                    rows, counts = recompute(self.graph, rf)
+                self._refreshed(Refreshed(rf, quiet, time.monotonic() - started, rows, counts))
+            except Exception as exc:  # noqa: BLE001 - one flow's failure must not stop the others
+                self._fail(result, exc)
+            return
+        result.status = FlowStatus.QUEUED  # unsettled until it ends: what reads it waits
+        self._refreshes.submit(rf, quiet)
+        self._start_refreshes()
+
+    def _start_refreshes(self) -> None:
+        """Start queued recomputes while a refresh thread is free (none after a stop)."""
+        if self.stop_requested.is_set():
+            return
+        for rf in self._refreshes.start_queued():
+            self.results[rf.key].status = FlowStatus.RUNNING
+            self._status(rf.key, FlowStatus.RUNNING)
+
+    def _settle_refreshes(self) -> None:
+        """The loop's part of the views' recomputes: each ended one settled (its status,
+        counts and messages, or its failure), then queued ones started."""
+        for ended in self._refreshes.ended():
+            result = self.results[ended.rf.key]
+            if ended.error is None:
+                self._refreshed(ended)
+            elif ended.cancelled:
+                result.status = FlowStatus.STOPPED
+                self._status(ended.rf.key, FlowStatus.STOPPED,
+                             "stopped: its recompute was cancelled (the view is unchanged)")
+                self.echo(f"stopped   {ended.rf.key}: its recompute was cancelled by the stop "
+                          "(the view is unchanged)")
+            elif isinstance(ended.error, Exception):
+                self._fail(result, ended.error)
+            else:
+                raise ended.error  # as on the loop: SystemExit and kin end the run
+        self._start_refreshes()
+
+    def _drop_queued_refreshes(self) -> None:
+        """A stop: the views whose recompute has not started never start it."""
+        for rf in self._refreshes.drop_queued():
+            result = self.results[rf.key]
+            result.status = FlowStatus.STOPPED
+            self._status(rf.key, FlowStatus.STOPPED, "stopped before its recompute started")
+            self.echo(f"stopped   {rf.key}: the run stopped before its recompute started")
+
+    def _end_refreshes(self, now: bool = False) -> None:
+        """Wait for the views' recomputes as the run ends, each settled with its outcome.
+        Without a stop every queued one runs. On a stop (or ``now``: the run failed) none
+        starts any more; a running one gets :data:`STOP_WAIT_SECONDS` to end, as a running
+        micro-batch does (none when ``now``), then its Spark jobs are cancelled: the
+        recompute fails, its staged files are deleted and the view stays as it was."""
+        deadline: float | None = None
+        while self._refreshes.active:
+            if now or self.stop_requested.is_set():
+                self._drop_queued_refreshes()
+                if deadline is None:
+                    deadline = time.monotonic() + (0 if now else STOP_WAIT_SECONDS)
+                if time.monotonic() >= deadline:
+                    self._refreshes.cancel_running()
+            self._refreshes.wait(0.1)
+            self._settle_refreshes()
+        self._refreshes.close()
+
+    def _refreshed(self, ended: Refreshed) -> None:
+        """A view's recompute ended well: its result, status event and message."""
+        rf = ended.rf
+        result = self.results[rf.key]
+        result.rows_written, counts = ended.rows, ended.counts
+        for metrics_name, values in counts.items():
+            add_expectation_counts(result, metrics_name[len(EXPECTATIONS_METRICS):], values)
+        result.status = FlowStatus.COMPLETED
+        result.batches += 1
+        extra = {"expectations": counts} if counts else {}
+        self._status(rf.key, FlowStatus.COMPLETED,
+                     f"{result.rows_written} rows{expectation_text(result)}",
+                     rows_written=result.rows_written, seconds=round(ended.seconds, 3),
+                     **extra)
+        if not ended.quiet:
+            self.echo(f"refreshed {rf.key}: {result.rows_written} rows in "
+                      f"{ended.seconds:.1f}s{expectation_text(result)}")
 
     # --- bookkeeping ---------------------------------------------------------------------
 
