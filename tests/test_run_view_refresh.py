@@ -20,6 +20,7 @@ from headwater.conf.triggers import trigger_kwargs
 from headwater.monitor.observer import FlowStatus
 from headwater.monitor.run import RunMonitor
 from headwater.pipeline.run import Runner
+from headwater.pipeline.run.refresh import JOB_TAG_PREFIX
 
 GUARD_SECONDS = 300  # a run that does not end by itself is stopped (and the test fails)
 TZ = "spark.sql.session.timeZone"
@@ -101,6 +102,8 @@ def run_guarded(graph, continuous: bool = False, trigger: str = "available-now",
     finally:
         timer.cancel()
         graph.close()
+    # the run's refresh threads went with it (a library leaves no threads behind)
+    assert not [t for t in threading.enumerate() if t.name.startswith(JOB_TAG_PREFIX)]
     return results, fired
 
 

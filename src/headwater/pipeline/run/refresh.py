@@ -201,7 +201,8 @@ class RefreshThreads:
             time.sleep(seconds)
 
     def close(self) -> None:
-        """Let the threads go (every recompute ended: see :meth:`active`)."""
+        """Let the threads go: idle ones end now; one still computing (only when ending the
+        run's recomputes failed) ends with its recompute, not waited for here."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True)
+            self._pool.shutdown(wait=not self._running, cancel_futures=True)
             self._pool = None

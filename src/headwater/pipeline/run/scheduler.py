@@ -163,6 +163,7 @@ class Runner:
                 query.stop()
             raise
         finally:
+            self._refreshes.close()  # the refresh threads go with the run (all ended)
             for lock in self._locks.values():
                 lock.release()
             warning = self.observer.run_finished(
