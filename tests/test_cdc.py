@@ -291,6 +291,29 @@ def test_scd1_without_the_sequence_kept_runs_on_the_driver_as_in_spark(spark, tm
     assert r.engine == "spark"
 
 
+@pytest.mark.parametrize("except_column_list", [["op"], ["op", "seq"]])
+def test_a_truncate_of_an_earlier_spec_is_ignored_on_both_engines(spark, tmp, monkeypatch,
+                                                                   except_column_list):
+    # The flow applied truncates, then its spec dropped apply_as_truncates: the truncate row
+    # left in the state counts for neither engine (events before it are applied).
+    from headwater.delta.cdc import driver
+
+    kw = {"except_column_list": except_column_list}
+    got = {}
+    for engine, bound in (("driver", 2_000_000), ("spark", 0)):
+        path = tmp / engine
+        monkeypatch.setattr(driver, "DRIVER_MAX_EVENTS", 0)
+        apply(spark, path, [(1, "a", "x", 1, "I"), (2, "b", "x", 2, "I"),
+                            (None, None, None, 10, "T")], 0, apply_as_truncates="op = 'T'", **kw)
+        monkeypatch.setattr(driver, "DRIVER_MAX_EVENTS", bound)
+        r = apply(spark, path, [(3, "c", "x", 5, "I"), (1, "a2", "x", 7, "U"),
+                                (4, "d", "x", 12, "I")], 1, **kw)
+        assert r.engine == engine
+        got[engine] = (rows_of(path), r.upserted, r.deleted)
+    assert got["driver"] == got["spark"] == ([(1, "a2", "x"), (3, "c", "x"), (4, "d", "x")],
+                                             3, 0)
+
+
 def test_scd1_truncate_on_both_engines(spark, tmp, monkeypatch):
     from headwater.delta.cdc import driver
 

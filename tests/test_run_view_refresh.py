@@ -20,7 +20,7 @@ from headwater.conf.triggers import trigger_kwargs
 from headwater.monitor.observer import FlowStatus
 from headwater.monitor.run import RunMonitor
 from headwater.pipeline.run import Runner
-from headwater.pipeline.run.refresh import JOB_TAG_PREFIX
+from headwater.pipeline.run.refresh import THREAD_PREFIX
 
 GUARD_SECONDS = 300  # a run that does not end by itself is stopped (and the test fails)
 TZ = "spark.sql.session.timeZone"
@@ -103,7 +103,7 @@ def run_guarded(graph, continuous: bool = False, trigger: str = "available-now",
         timer.cancel()
         graph.close()
     # the run's refresh threads went with it (a library leaves no threads behind)
-    assert not [t for t in threading.enumerate() if t.name.startswith(JOB_TAG_PREFIX)]
+    assert not [t for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX)]
     return results, fired
 
 
@@ -226,12 +226,13 @@ def test_a_views_spark_conf_is_not_seen_by_a_flow_computing_beside_it(spark, tmp
     assert spark.conf.get(TZ) == zone  # nothing left on the session
 
 
-def test_a_run_that_fails_cancels_its_running_recompute(spark, tmp_path):
-    """The run fails (its observer raises) while ``slow`` computes on its thread (a two-minute
-    sleep): its Spark jobs are cancelled by their job tag, it ends STOPPED (not COMPLETED: it
-    did not run to its end) and the view holds no rows."""
+def test_a_run_that_fails_lets_its_running_recompute_end(spark, tmp_path):
+    """The run fails (its observer raises) as ``slow`` starts computing on its thread: the
+    error is raised once ``slow`` has ended, whole (a recompute is never cut off between its
+    commits), and no other view starts; no refresh thread outlives the run."""
     land(tmp_path / "landing")
-    defs = SOURCE.format(landing=str(tmp_path / "landing"), sleep=120) + slow_view("slow")
+    defs = SOURCE.format(landing=str(tmp_path / "landing"), sleep=3) + slow_view("slow") + \
+        slow_view("later", reads="slow")
     graph = build(spark, project(tmp_path, {"p.py": defs}))
     seen: list[tuple[str, FlowStatus]] = []
 
@@ -242,8 +243,9 @@ def test_a_run_that_fails_cancels_its_running_recompute(spark, tmp_path):
 
     with pytest.raises(RuntimeError, match="the observer failed"):
         run_guarded(graph, on_status=fail_when_running)
-    assert [s for k, s in seen if k == "slow"] == [FlowStatus.RUNNING, FlowStatus.STOPPED]
-    assert not graph.lakehouse.exists("slow") or rows(graph, "slow") == []
+    assert [s for k, s in seen if k == "slow"] == [FlowStatus.RUNNING, FlowStatus.COMPLETED]
+    assert len(rows(graph, "slow")) == 1
+    assert not [k for k, _ in seen if k == "later"] and not graph.lakehouse.exists("later")
 
 
 def test_a_view_read_by_the_python_reader_recomputes_on_its_thread(spark, tmp_path):

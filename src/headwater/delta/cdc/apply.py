@@ -12,8 +12,8 @@ when; plus one ``truncate`` row holding the latest truncate's sequence. See :mod
 The target itself holds only the user's columns (SCD2: and ``__START_AT`` / ``__END_AT``),
 so any reader of the path sees a plain table.
 
-Where it runs: batches with one key column run on the driver (:mod:`.driver` for SCD1, which
-also needs the sequence kept; :mod:`.history` for SCD2): one Spark job collects the batch's
+Where it runs: batches with one key column run on the driver (:mod:`.driver` for SCD1;
+:mod:`.history` for SCD2): one Spark job collects the batch's
 deduplicated events to Arrow, and only the batch's keys' stored rows and state are read, with
 delta-rs; the target is never collected whole. A micro-batch is bounded by its source
 (maxFilesPerTrigger / maxOffsetsPerTrigger); one larger than ``driver.DRIVER_MAX_EVENTS``
@@ -173,8 +173,11 @@ def _on_driver(job: _Job, events: DataFrame, data: Any) -> CdcResult:
         return _commit(job, table, target_schema, rows, False, state_table, state_schema,
                        new_state, None, "driver")
     kinds = state.column(tl.KIND)
+    # as the Spark path: a truncate recorded under an earlier spec counts only while the
+    # flow still applies truncates
     old_truncate = pc.max(state.filter(pc.equal(kinds, tl.TRUNCATE_ROW)).column(SEQ)
-                          .cast(seq_type)).as_py()
+                          .cast(seq_type)).as_py() \
+        if job.spec.apply_as_truncates is not None else None
     new_truncate = pc.max(data.filter(pc.equal(ops, TRUNCATE)).column(SEQ)).as_py() \
         if job.spec.apply_as_truncates is not None else None
     truncating = new_truncate is not None and (old_truncate is None

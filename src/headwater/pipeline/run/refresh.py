@@ -12,25 +12,28 @@ Where a recompute runs (:class:`RefreshThreads`): a run recomputes its views on 
 its own, so its loop goes on starting flows, settling ended ones and answering a stop while a
 view computes. The threads only compute: a recompute's outcome (rows, counts, or the exception
 it raised) is handed back to the run's loop, which records the view's status, reports it and
-starts what waits for it, as it does for every other flow. A stop starts no queued recompute;
-a running one gets the stop's wait for a running micro-batch to end, then its Spark jobs are
-cancelled (by their job tag: the view's staged files are deleted, the view stays as it was).
+starts what waits for it, as it does for every other flow. A stop starts no queued recompute
+and waits for the running ones to end: a recompute is never cancelled half-way (a view with a
+quarantine, or with a definition of its own, commits more than once; a cancel between those
+commits would leave a view changed, or empty, while reported unchanged).
 A view whose flow has its own Spark settings (``spark_conf``) is recomputed on the run's loop
 instead (see ``Runner._refresh``).
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pyspark import inheritable_thread_target
+
 from headwater.conf.layout import QUARANTINE_SUFFIX, expectations_metrics
 from headwater.pipeline import expectations as expect_mod
 from headwater.pipeline.model import VIEW
+from headwater.spark.session import activated
 
 if TYPE_CHECKING:
     from headwater.pipeline.graph import Graph, ResolvedFlow
@@ -64,15 +67,13 @@ def recompute(graph: Graph, rf: ResolvedFlow) -> tuple[int, dict[str, dict[str, 
     return rows, counts
 
 
-# The job tag of a recompute's Spark jobs (cancelled by a stop that waited long enough)
-JOB_TAG_PREFIX = "headwater-refresh"
-_tags = itertools.count()
+THREAD_PREFIX = "headwater-refresh"  # the refresh threads' names
 
 
 @dataclass
 class Refreshed:
     """A recompute that ended, for the run's loop to settle: its rows and expectation counts,
-    or the exception it raised (``cancelled``: its jobs were cancelled by a stop)."""
+    or the exception it raised."""
 
     rf: ResolvedFlow
     quiet: bool
@@ -80,7 +81,6 @@ class Refreshed:
     rows: int = 0
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     error: BaseException | None = None
-    cancelled: bool = False
 
 
 _Outcome = tuple[int, dict[str, dict[str, int]], float]  # rows, counts, seconds
@@ -91,7 +91,6 @@ class _Running:
     future: Future[_Outcome]
     rf: ResolvedFlow
     quiet: bool
-    tag: str
     started: float
 
 
@@ -99,9 +98,14 @@ class RefreshThreads:
     """Recomputes of materialized views on ``threads`` threads, in the order they were asked
     for. Everything but :meth:`_compute` runs on the run's loop: it queues recomputes
     (:meth:`submit`), starts them while a thread is free (:meth:`start_queued`), collects the
-    ended ones (:meth:`ended`), and on a stop drops the queued ones (:meth:`drop_queued`) and
-    cancels the running ones' jobs (:meth:`cancel_running`). ``wake`` is called (on the
-    refresh thread) when a recompute ends: a loop waiting between passes looks at once.
+    ended ones (:meth:`ended`), and on a stop drops the queued ones (:meth:`drop_queued`);
+    running ones always end. ``wake`` is called (on the refresh thread) when a recompute
+    ends: a loop waiting between passes looks at once.
+
+    A thread runs with the pipeline's session active (definitions and checks asking for the
+    active session find it) and with the local properties of the thread that started it
+    (a caller's job group, description or scheduler pool, and the session's tags:
+    ``inheritable_thread_target``).
 
     A recompute runs in its flow's :meth:`~headwater.pipeline.graph.Graph.flow_conf` block: a
     no-op in a pipeline where no flow has Spark settings; where some flow has them, the block
@@ -116,7 +120,6 @@ class RefreshThreads:
         self._pool: ThreadPoolExecutor | None = None
         self._queue: list[tuple[ResolvedFlow, bool]] = []
         self._running: dict[str, _Running] = {}  # flow key -> its recompute
-        self._cancelled: set[str] = set()
 
     def submit(self, rf: ResolvedFlow, quiet: bool = False) -> None:
         """Queue a recompute of the view ``rf`` writes (started by :meth:`start_queued`)."""
@@ -138,26 +141,20 @@ class RefreshThreads:
         while self._queue and len(self._running) < self.threads:
             rf, quiet = self._queue.pop(0)
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=JOB_TAG_PREFIX)
-            tag = f"{JOB_TAG_PREFIX}-{next(_tags)}"
-            future = self._pool.submit(self._compute, rf, tag)
-            self._running[rf.key] = _Running(future, rf, quiet, tag, time.monotonic())
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=THREAD_PREFIX)
+            future = self._pool.submit(
+                inheritable_thread_target(self.graph.lakehouse.spark)(self._compute), rf)
+            self._running[rf.key] = _Running(future, rf, quiet, time.monotonic())
             future.add_done_callback(lambda _: self.wake())
             started.append(rf)
         return started
 
-    def _compute(self, rf: ResolvedFlow, tag: str) -> _Outcome:
-        """On a refresh thread: the recompute, its Spark jobs tagged ``tag``; the rows, the
-        counts and the seconds it took."""
-        context = self.graph.lakehouse.spark.sparkContext
-        context.addJobTag(tag)  # this thread's jobs only (a local property)
-        try:
-            started = time.monotonic()
-            with self.graph.flow_conf(rf.dataset, rf.flow):
-                rows, counts = recompute(self.graph, rf)
-            return rows, counts, time.monotonic() - started
-        finally:
-            context.removeJobTag(tag)
+    def _compute(self, rf: ResolvedFlow) -> _Outcome:
+        """On a refresh thread: the recompute; the rows, the counts and the seconds."""
+        started = time.monotonic()
+        with activated(self.graph.lakehouse.spark), self.graph.flow_conf(rf.dataset, rf.flow):
+            rows, counts = recompute(self.graph, rf)
+        return rows, counts, time.monotonic() - started
 
     def ended(self) -> list[Refreshed]:
         """The recomputes that ended since the last call, in the order they were started."""
@@ -169,12 +166,10 @@ class RefreshThreads:
             error = running.future.exception()
             if error is not None:
                 out.append(Refreshed(running.rf, running.quiet,
-                                     time.monotonic() - running.started, error=error,
-                                     cancelled=key in self._cancelled))
+                                     time.monotonic() - running.started, error=error))
             else:
                 rows, counts, seconds = running.future.result()
                 out.append(Refreshed(running.rf, running.quiet, seconds, rows, counts))
-            self._cancelled.discard(key)
         return out
 
     def drop_queued(self) -> list[ResolvedFlow]:
@@ -182,15 +177,6 @@ class RefreshThreads:
         dropped = [rf for rf, _ in self._queue]
         self._queue.clear()
         return dropped
-
-    def cancel_running(self) -> None:
-        """Cancel the Spark jobs of the running recomputes (each then ends with an error).
-        Called again until they end: a recompute between two jobs starts its next one after
-        a cancel, which cancels only the jobs running."""
-        context = self.graph.lakehouse.spark.sparkContext
-        for key, running in self._running.items():
-            self._cancelled.add(key)
-            context.cancelJobsWithTag(running.tag)
 
     def wait(self, seconds: float) -> None:
         """Until a running recompute ends, or ``seconds`` passed."""
@@ -201,8 +187,7 @@ class RefreshThreads:
             time.sleep(seconds)
 
     def close(self) -> None:
-        """Let the threads go: idle ones end now; one still computing (only when ending the
-        run's recomputes failed) ends with its recompute, not waited for here."""
+        """Let the threads go (they end now: every recompute ended, see :meth:`active`)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=not self._running, cancel_futures=True)
+            self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None

@@ -19,8 +19,9 @@ settles, so the loop goes on starting flows while a view computes. A view whose 
 
 A failed flow stops only itself and the datasets downstream of it. A stop request (the
 ``stop_requested`` event: SIGINT, SIGTERM, a timer) waits for each query's running
-micro-batch to end before stopping it; it starts no queued view recompute and waits as long
-for a running one, then cancels its Spark jobs. Whoever watches the run is told through the
+micro-batch to end before stopping it; it starts no queued view recompute and waits for the
+running ones to end (a recompute is never cut off between its commits). Whoever watches the
+run is told through the
 :class:`~headwater.monitor.observer.RunObserver` interface (by the loop only).
 """
 
@@ -158,7 +159,7 @@ class Runner:
                 self._run_triggered()
         except BaseException:
             with contextlib.suppress(Exception):  # the run's own error is the one raised
-                self._end_refreshes(now=True)  # queued ones dropped, running ones cancelled
+                self._end_refreshes(failed=True)  # queued ones dropped, running ones end
             for query in self.lakehouse.spark.streams.active:
                 query.stop()
             raise
@@ -401,7 +402,10 @@ class Runner:
         when their inputs changed, flows' batches counted and ended flows settled."""
         while not self.stop_requested.is_set():
             looked: dict[str, int] = {}  # the views' inputs' versions this pass saw
+            self._settle_refreshes()
             for flow in snapshots:  # a function: asked each interval; a table: when it changed
+                if any(self._refreshes.busy(u) for u in self.graph.upstream(flow.dataset.name)):
+                    continue  # its source view is recomputing: looked at once that ends
                 if self._skip_if_upstream_failed(flow.dataset.name) or \
                         self.results.get(flow.key) and self.results[flow.key].status == \
                         FlowStatus.FAILED:
@@ -712,44 +716,45 @@ class Runner:
     def _settle_refreshes(self) -> None:
         """The loop's part of the views' recomputes: each ended one settled (its status,
         counts and messages, or its failure), then queued ones started."""
+        first: BaseException | None = None
         for ended in self._refreshes.ended():
             result = self.results[ended.rf.key]
-            if ended.error is None:
-                self._refreshed(ended)
-            elif ended.cancelled:
-                result.status = FlowStatus.STOPPED
-                self._status(ended.rf.key, FlowStatus.STOPPED,
-                             "stopped: its recompute was cancelled (the view is unchanged)")
-                self.echo(f"stopped   {ended.rf.key}: its recompute was cancelled by the stop "
-                          "(the view is unchanged)")
-            elif isinstance(ended.error, Exception):
-                self._fail(result, ended.error)
-            else:
-                raise ended.error  # as on the loop: SystemExit and kin end the run
+            try:
+                if ended.error is None:
+                    self._refreshed(ended)
+                elif isinstance(ended.error, Exception):
+                    self._fail(result, ended.error)
+                else:
+                    raise ended.error  # as on the loop: SystemExit and kin end the run
+            except BaseException as exc:  # noqa: BLE001 - every outcome settled, then raised
+                if result.status in UNSETTLED:
+                    result.status = FlowStatus.FAILED
+                first = first or exc
+        if first is not None:
+            raise first
         self._start_refreshes()
 
-    def _drop_queued_refreshes(self) -> None:
-        """A stop: the views whose recompute has not started never start it."""
+    def _drop_queued_refreshes(self, failed: bool = False) -> None:
+        """A stop (or the run failed): the views whose recompute has not started never start
+        it."""
+        why = "the run failed" if failed else "the run stopped"
         for rf in self._refreshes.drop_queued():
             result = self.results[rf.key]
             result.status = FlowStatus.STOPPED
-            self._status(rf.key, FlowStatus.STOPPED, "stopped before its recompute started")
-            self.echo(f"stopped   {rf.key}: the run stopped before its recompute started")
+            self._status(rf.key, FlowStatus.STOPPED, f"{why} before its recompute started")
+            self.echo(f"stopped   {rf.key}: {why} before its recompute started")
 
-    def _end_refreshes(self, now: bool = False) -> None:
+    def _end_refreshes(self, failed: bool = False) -> None:
         """Wait for the views' recomputes as the run ends, each settled with its outcome.
-        Without a stop every queued one runs. On a stop (or ``now``: the run failed) none
-        starts any more; a running one gets :data:`STOP_WAIT_SECONDS` to end, as a running
-        micro-batch does (none when ``now``), then its Spark jobs are cancelled: the
-        recompute fails, its staged files are deleted and the view stays as it was."""
-        deadline: float | None = None
+        Without a stop every queued one runs. On a stop (or when the run ``failed``) none
+        starts any more and the running ones end: a recompute is not cut off (a view with a
+        quarantine or a definition of its own commits more than once), as a stop waited for
+        a view computing on the run's loop before."""
+        if failed:
+            self._drop_queued_refreshes(failed=True)  # first: nothing below may start one
         while self._refreshes.active:
-            if now or self.stop_requested.is_set():
+            if self.stop_requested.is_set():
                 self._drop_queued_refreshes()
-                if deadline is None:
-                    deadline = time.monotonic() + (0 if now else STOP_WAIT_SECONDS)
-                if time.monotonic() >= deadline:
-                    self._refreshes.cancel_running()
             self._refreshes.wait(0.1)
             self._settle_refreshes()
         self._refreshes.close()
