@@ -95,7 +95,7 @@ def test_csv_on_s3_with_credentials_only_as_reader_options(spark, moto, tmp):
         [(1, "Oslo"), (2, "Rome"), (3, "Lima")]
     assert moto.secret not in str(query.recentProgress)
     assert _grep(moto.secret.encode(), tmp) == []
-    assert _wait_for(lambda: moto.keys(f"{src}/") == [])  # the reader has the options
+    assert moto.keys(f"{src}/") == []  # cleaned by the reader, which has the options
     # This process (the driver) never saw the options: its cleaning leaves files to the
     # stream reader rather than reach for ambient credentials.
     assert storage.options_for(src) is None
@@ -113,15 +113,6 @@ def test_csv_on_s3_with_credentials_only_as_reader_options(spark, moto, tmp):
     assert moto.keys(f"{src}/") == []
 
 
-def _wait_for(check, seconds: float = 30) -> bool:
-    import time
-
-    deadline = time.time() + seconds
-    while not check() and time.time() < deadline:
-        time.sleep(0.2)
-    return check()
-
-
 @pytest.mark.parametrize("mode", ["archive", "delete"])
 def test_clean_source_on_s3_archives_or_deletes_after_commit(spark, moto, tmp, mode):
     bucket = moto.bucket()
@@ -132,7 +123,7 @@ def test_clean_source_on_s3_archives_or_deletes_after_commit(spark, moto, tmp, m
                    archive_dir=archive if mode == "archive" else None)
     ingest(spark, moto, tmp, src, **options)
     assert sorted(r["id"] for r in rows(spark, tmp)) == [0, 1, 2, 3]
-    assert _wait_for(lambda: moto.keys(f"{bucket}/in/") == [])
+    assert moto.keys(f"{bucket}/in/") == []  # the last batch too, before the run returned
     archived = sorted(k.removeprefix("done/") for k in moto.keys(f"{bucket}/done/"))
     assert archived == (["d0/f0.json", "d0/f2.json", "d1/f1.json", "d1/f3.json"]
                         if mode == "archive" else [])
@@ -141,7 +132,7 @@ def test_clean_source_on_s3_archives_or_deletes_after_commit(spark, moto, tmp, m
     ingest(spark, moto, tmp, src, **options)
     assert sorted(r["id"] for r in rows(spark, tmp)) == [0, 1, 2, 3, 10]
     if mode == "archive":
-        assert _wait_for(lambda: len(moto.keys(f"{bucket}/done/d0/f0.json")) == 2)
+        assert len(moto.keys(f"{bucket}/done/d0/f0.json")) == 2
         assert moto.read(f"{bucket}/done/d0/f0.json") == b'{"id": 0}\n'
 
 
@@ -179,8 +170,7 @@ def test_a_crash_between_copy_and_delete_neither_reingests_nor_loses_the_file(
     options = dict(schema="id int", clean_source="archive", archive_dir=archive)
     ingest(spark, moto, tmp, src, **options)  # restart: only c is new
     assert sorted(r["id"] for r in rows(spark, tmp)) == [1, 2, 3]
-    assert _wait_for(lambda: sorted(moto.keys(f"{bucket}/"))
-                     == ["done/a.json", "done/b.json", "done/c.json"])
+    assert sorted(moto.keys(f"{bucket}/")) == ["done/a.json", "done/b.json", "done/c.json"]
     assert moto.read(f"{bucket}/done/a.json") == b'{"id": 1}\n'
 
 

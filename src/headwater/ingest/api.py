@@ -110,7 +110,7 @@ def read_files(
         options["sourceArchiveDir"] = folder(archive_dir)
     credentials = storage.normalize(storage_options or {})
     for uri in (source, options.get("sourceArchiveDir")):
-        storage.register(uri or "", credentials)  # this driver's cleanSource listener too
+        storage.register(uri or "", credentials)  # headwater run's cleaning too
     options.update(credentials)
     reader = spark.readStream.format("cloudFiles")
     for key, value in options.items():

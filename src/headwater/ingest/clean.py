@@ -2,14 +2,18 @@
 
 Spark calls a source's ``commit()`` late, and never for the last batch of an availableNow or
 once run, so nothing here relies on it. Files are cleaned through an offset that is known to
-be committed, from three places (each idempotent, tracked per file in the file index):
+be committed (idempotent, tracked per file in the file index), by the query that read them or
+the run that started it, never later in the background:
 
-- a StreamingQueryListener in the driver: on each progress event, through the batch's *start*
-  offset (everything before this batch was committed, commit log included); on a clean
-  termination, through the last batch's end offset;
 - the stream reader, when Spark asks for the next batch after ``start`` (``start`` is
-  committed by then): a backstop for a driver that died before its listener ran;
-- ``headwater run``, after each triggered flow ends.
+  committed by then). An availableNow query asks once more after its last batch, so its files
+  are cleaned before ``awaitTermination()`` returns; a query stopped otherwise (or a once
+  trigger) leaves its last batch's files to its next run, as Spark's own cleanSource does;
+- ``headwater run``, after each flow ends (``scheduler._clean_committed``).
+
+There is no streaming listener: Spark delivers listener events asynchronously, after
+``awaitTermination()`` has returned, so a listener's cleaning acted after its query ended,
+with the settings the file index had by then (a later run's), not its query's.
 
 An archived file keeps its path relative to the landing folder; if a file of that name was
 archived before, the new one gets ``.<seq>`` appended. A replayed batch (a checkpoint deleted
@@ -32,7 +36,6 @@ from typing import Any
 from headwater.ingest import landing
 from headwater.ingest.clean_remote import clean_remote
 from headwater.ingest.index import FileIndex
-from headwater.spark.listener import add_json_listener
 
 log = logging.getLogger("headwater.ingest")
 _lock = threading.Lock()
@@ -41,8 +44,8 @@ _lock = threading.Lock()
 def clean_through(index_path: str, seq: int) -> int:
     """Archive or delete the files up to ``seq`` per the index's cleanSource setting.
 
-    The listener (driver) and the stream reader (its own Python worker) both clean: the whole
-    pass holds the index's write lock, so each file is moved once and recorded once.
+    The stream reader (its own Python worker) and ``headwater run`` (the driver) both clean:
+    the whole pass holds the index's write lock, so each file is moved once and recorded once.
     """
     if not os.path.exists(index_path):
         return 0
@@ -137,26 +140,3 @@ def _parse(text: Any) -> tuple[str, int] | None:
     if isinstance(data, dict) and "hw_file_index" in data and "seq" in data:
         return data["hw_file_index"], int(data["seq"])
     return None
-
-
-def install_listener(spark: Any) -> None:
-    """Register the cleaning listener on this session; ``register_sources`` calls it once
-    per session."""
-    last_end: dict[str, list[tuple[str, int]]] = {}
-
-    def on_progress(progress: dict[str, Any]) -> None:
-        sources = progress.get("sources") or []
-        for index_path, seq in committed_offsets(sources, "startOffset"):
-            clean_quietly(index_path, seq)  # the reader's backstop retries later
-        ends = committed_offsets(sources, "endOffset")
-        if ends:
-            last_end[str(progress.get("runId"))] = ends
-
-    def on_terminated(event: dict[str, Any]) -> None:
-        ends = last_end.pop(str(event.get("runId")), [])
-        if event.get("exception"):
-            return  # the last batch may not be committed
-        for index_path, seq in ends:
-            clean_quietly(index_path, seq)
-
-    add_json_listener(spark, on_progress, on_terminated)

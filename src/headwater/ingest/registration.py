@@ -1,5 +1,6 @@
 """Registering headwater's data sources on a SparkSession: ``format("delta")``,
-``format("cloudFiles")`` and the Delta file-list stream, plus the cleanSource listener.
+``format("cloudFiles")`` and the Delta file-list stream. Nothing else is added to the session:
+no streaming listener (cleanSource is the stream reader's, ``clean.py``).
 
 It sits in ingest/, the lowest room that sees both the Delta and the file sources, so that
 ``read_files`` and ``headwater.spark_session`` share it without ingest importing the lakehouse.
@@ -23,7 +24,6 @@ from headwater.conf import storage
 from headwater.delta.datasource import DeltaDataSource
 from headwater.delta.filelist import DeltaFileListSource
 from headwater.ingest import schema_location
-from headwater.ingest.clean import install_listener
 from headwater.ingest.source import FilesDataSource
 from headwater.spark.session import session_parallelism
 
@@ -36,8 +36,7 @@ _lock = threading.Lock()
 
 def register_sources(spark: SparkSession) -> None:
     """Make ``format("delta")`` and ``format("cloudFiles")`` work on ``spark`` (once per
-    session), with scans split for the session's parallelism, and clean ingested files
-    (``clean_source``) when their batch commits."""
+    session), with scans split for the session's parallelism."""
     defaults = storage.Defaults.current()
     schema_location.install()  # format("cloudFiles") without a schemaLocation gets one
     with _lock:
@@ -46,8 +45,6 @@ def register_sources(spark: SparkSession) -> None:
         parallelism = session_parallelism(spark)
         for source in (DeltaDataSource, DeltaFileListSource, FilesDataSource):
             spark.dataSource.register(with_parallelism(source, parallelism, defaults))
-        if spark not in _registered:
-            install_listener(spark)
         _registered[spark] = defaults
 
 
