@@ -74,7 +74,8 @@ def eligible(spec: CdcSpec, events: DataFrame, output: list[str], seq_column: st
     """One key column, key and sequence of types Arrow orders as Spark does; SCD1 keeping
     the sequence in the target (``seq_column``): with ignore_null_updates, flat value
     columns; SCD1 without it (the state holds every key's applied sequence): neither
-    ignore_null_updates nor truncates (both need the stored rows with their sequence); SCD2:
+    ignore_null_updates nor truncates (both need the stored rows with their sequence), and a
+    sequence that is not a string; SCD2:
     flat columns (history rows are compared column by column)."""
     if len(spec.keys) != 1:
         return False
@@ -85,7 +86,10 @@ def eligible(spec: CdcSpec, events: DataFrame, output: list[str], seq_column: st
     if spec.stored_as_scd_type == 2:
         return flat
     if seq_column is None:
-        return not spec.ignore_null_updates and spec.apply_as_truncates is None
+        # a string sequence stays in Spark: delta-rs reads the per-key state's strings as
+        # string_view, which Arrow's comparisons do not take beside the events' strings
+        return not spec.ignore_null_updates and spec.apply_as_truncates is None and \
+            not isinstance(schema[SEQ].dataType, T.StringType)
     return flat or not spec.ignore_null_updates
 
 
