@@ -9,6 +9,7 @@ at most per wait), and total is recomputed when a batch ends. No test times anyt
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -74,30 +75,38 @@ def total_amount(lake: Path) -> int | None:
     return rows[0]["amount"] if rows else None
 
 
-def test_downstream_flows_and_views_follow_their_inputs_commits(spark, tmp_path):
-    landing = tmp_path / "landing"
-    land(landing, "a.json", [{"id": 1, "amount": 5}])
-    root = project(tmp_path, {"p.py": DEFS.format(landing=str(landing))})
-    lake = root / "lake"
-    graph = build(spark, root)
+@contextlib.contextmanager
+def continuous_run(graph):
+    """``graph`` running continuously (60 s trigger) on a thread while the block runs; then
+    stopped and joined. Yields (the run's messages, its results once it ended)."""
     messages: list[str] = []
-    runner = Runner(graph, {"processingTime": "60 seconds"}, True, echo=messages.append)
     results: list = []
+    runner = Runner(graph, {"processingTime": "60 seconds"}, True, echo=messages.append)
     thread = threading.Thread(target=lambda: results.extend(runner.run()), daemon=True)
     thread.start()
     try:
-        wait_for(lambda: total_amount(lake) == 10, "the first landing in total")
-        # a landing while the flows run
-        land(landing, "b.json", [{"id": 2, "amount": 7}, {"id": 3, "amount": -1}])
-        wait_for(lambda: total_amount(lake) == 24, "the second landing in total")
-        wait_for(lambda: len(DeltaTable(str(lake / "silver__quarantine"))
-                             .to_pyarrow_table()) == 1, "the bad row quarantined")
+        yield messages, results
     except AssertionError as exc:
         raise AssertionError(f"{exc}; the run said: {messages}") from None
     finally:
         runner.stop_requested.set()
         thread.join(180)
     assert not thread.is_alive()
+
+
+def test_downstream_flows_and_views_follow_their_inputs_commits(spark, tmp_path):
+    landing = tmp_path / "landing"
+    land(landing, "a.json", [{"id": 1, "amount": 5}])
+    root = project(tmp_path, {"p.py": DEFS.format(landing=str(landing))})
+    lake = root / "lake"
+    graph = build(spark, root)
+    with continuous_run(graph) as (messages, results):
+        wait_for(lambda: total_amount(lake) == 10, "the first landing in total")
+        # a landing while the flows run
+        land(landing, "b.json", [{"id": 2, "amount": 7}, {"id": 3, "amount": -1}])
+        wait_for(lambda: total_amount(lake) == 24, "the second landing in total")
+        wait_for(lambda: len(DeltaTable(str(lake / "silver__quarantine"))
+                             .to_pyarrow_table()) == 1, "the bad row quarantined")
     by_key = {r.key: r for r in results}
     # the local folder's file stream waits for files; both Delta reads
     # (spark.readStream.table and headwater.read_stream, the second one native) wait for
@@ -332,26 +341,15 @@ def test_databricks_spellings_of_a_file_stream_are_commit_driven(spark, tmp_path
                               for name, text in USERS_SPELLINGS.items()})
     lake = root / "lake"
     graph = build(spark, root)
-    messages: list[str] = []
-    runner = Runner(graph, {"processingTime": "60 seconds"}, True, echo=messages.append)
-    results: list = []
-    thread = threading.Thread(target=lambda: results.extend(runner.run()), daemon=True)
-    thread.start()
 
     def rows(table: str) -> int:
         return len(DeltaTable(str(lake / table)).to_pyarrow_table())
 
-    try:
+    with continuous_run(graph) as (_, results):
         wait_for(lambda: rows("by_sql") == 1 and rows("by_cloudfiles") == 1, "the first file")
         land(landing, "b.json", [{"id": 2}])
         # a 60 s trigger: only the wait for files brings b.json in before the test's bound
         wait_for(lambda: rows("by_sql") == 2 and rows("by_cloudfiles") == 2, "the second file",
                  seconds=45)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; the run said: {messages}") from None
-    finally:
-        runner.stop_requested.set()
-        thread.join(180)
-    assert not thread.is_alive()
     assert {r.key: r.commit_driven for r in results} == \
         {"by_sql": True, "by_cloudfiles": True}
