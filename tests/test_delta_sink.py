@@ -255,3 +255,49 @@ def test_a_blind_append_retry_skips_a_batch_another_writer_committed_meanwhile(t
     assert ids == [5, 6, 7, 8, 9, 100, 101]
     assert [h["operation"] for h in table.history()].count("WRITE") == 2  # the table's + one
     assert not any(os.path.exists(os.path.join(path, a["path"])) for a in mine)
+
+
+
+CHECKPOINT_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
+FILE_CONTEXT_MANAGER = ("org.apache.spark.sql.execution.streaming.checkpointing."
+                        "FileContextBasedCheckpointFileManager")
+
+
+def _checkpoint_manager(spark, path) -> str:
+    """The class Spark's streaming code picks for a checkpoint at ``path`` in this session."""
+    jvm = spark._jvm
+    companion = getattr(getattr(jvm.org.apache.spark.sql.execution.streaming.checkpointing,
+                                "CheckpointFileManager$"), "MODULE$")
+    manager = companion.create(
+        jvm.org.apache.hadoop.fs.Path(str(path)),
+        spark._jsparkSession.sessionState().newHadoopConf())
+    return manager.getClass().getSimpleName()
+
+
+def test_a_checkpoint_spark_wrote_with_file_context_continues_exactly_once(spark, tmp):
+    """headwater's sessions write checkpoints through Hadoop's FileSystem API (no chmod and
+    readlink processes per file); a checkpoint Spark's default FileContext manager wrote (an
+    earlier headwater, or a session of the user's own) goes on where it stopped."""
+    src, dst, cp = str(tmp / "src"), str(tmp / "dst"), tmp / "cp"
+    assert _checkpoint_manager(spark, cp) == "FileSystemBasedCheckpointFileManager"
+
+    def run() -> None:
+        (spark.readStream.format("delta").load(src).writeStream.format("delta")
+         .option("checkpointLocation", str(cp)).trigger(availableNow=True).start(dst)
+         .awaitTermination())
+
+    spark.range(3).write.format("delta").save(src)
+    ours = spark.conf.get(CHECKPOINT_MANAGER)
+    spark.conf.set(CHECKPOINT_MANAGER, FILE_CONTEXT_MANAGER)
+    try:
+        assert _checkpoint_manager(spark, cp) == "FileContextBasedCheckpointFileManager"
+        run()
+    finally:
+        spark.conf.set(CHECKPOINT_MANAGER, ours)
+    spark.range(3, 5).write.format("delta").mode("append").save(src)
+    run()
+    assert sorted(r.id for r in spark.read.format("delta").load(dst).collect()) == [0, 1, 2, 3, 4]
+    spark.range(5, 6).write.format("delta").mode("append").save(src)
+    run()
+    assert sorted(r.id for r in spark.read.format("delta").load(dst).collect()) == list(range(6))
+    assert sorted(int(p.name) for p in (cp / "commits").iterdir() if p.name.isdigit()) == [0, 1, 2]
