@@ -3,10 +3,13 @@ and the one-line summary the runner prints when the flow completes."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.streaming.listener import StreamingQueryProgress
 
 from headwater.conf.layout import EXPECTATIONS_METRICS as EXPECTATION_METRICS
 from headwater.conf.layout import INGEST_METRICS, SINK_METRICS
@@ -77,16 +80,15 @@ def count_batches(result: FlowResult, query: StreamingQuery) -> None:
     """Add the query's finished micro-batches not counted yet: batches, rescued and
     malformed rows, and each expectation's counts.
 
-    Spark's progress list only grows at its end, so while the query's newest progress is the
-    one read last time nothing is new: one py4j call, instead of ``recentProgress``'s one per
-    kept update (up to 100, each serialised to JSON by the JVM). A continuous run polls every
-    flow each time a batch commits: its loop spent 43 of 60 seconds here (py-spy, the demo)."""
-    last = query.lastProgress
-    if last is None or _identity(last) == result.newest:
+    Spark keeps a query's last 100 progress updates and adds new ones at the end: they are
+    read newest first, up to the one read last time, so a poll after one new batch reads one
+    update, not the 100 (``recentProgress`` asks the JVM for each one's JSON over py4j). A
+    continuous run polls every flow each time a batch commits: its loop spent 43 of 60
+    seconds in ``recentProgress`` (py-spy, the demo)."""
+    progress = _newer_progress(query, result.newest)
+    if not progress:
         return
-    progress = query.recentProgress
-    if progress:
-        result.newest = _identity(progress[-1])
+    result.newest = _identity(progress[-1])
     for p in progress:
         if (p.runId, p.batchId) in result.counted:
             continue  # progress is polled repeatedly: count each batch once
@@ -105,6 +107,26 @@ def count_batches(result: FlowResult, query: StreamingQuery) -> None:
 
 def _identity(progress: Any) -> tuple[Any, int, str]:
     return (progress.runId, progress.batchId, progress.timestamp)
+
+
+def _newer_progress(query: StreamingQuery,
+                    newest: tuple[Any, int, str] | None) -> list[StreamingQueryProgress]:
+    """The query's kept progress updates after the one ``newest`` names (all of them when
+    it is None or no longer kept), oldest first."""
+    jquery = getattr(query, "_jsq", None)
+    if jquery is None:  # Spark Connect: the whole list, in one call
+        every = list(query.recentProgress)
+        ids = [_identity(p) for p in every]
+        return every[ids.index(newest) + 1:] if newest in ids else every
+    updates = jquery.recentProgress()
+    newer: list[StreamingQueryProgress] = []
+    for i in range(len(updates) - 1, -1, -1):
+        update = StreamingQueryProgress.fromJson(json.loads(updates[i].json()))
+        if _identity(update) == newest:
+            break
+        newer.append(update)
+    newer.reverse()
+    return newer
 
 
 def add_expectation_counts(result: FlowResult, dataset: str, counts: dict[str, Any]) -> None:
