@@ -408,6 +408,24 @@ def test_spark_session_leaves_a_running_sessions_log_level_and_active_session(sp
         spark.sparkContext.setLogLevel(level)
 
 
+def test_spark_session_leaves_a_running_sessions_settings(spark):
+    """headwater's defaults are for a SparkContext it starts; an application's running
+    session keeps its own settings (only the ``conf`` passed is applied)."""
+    manager = "spark.sql.streaming.checkpointFileManagerClass"
+    before = {key: spark.conf.get(key, None) for key in (manager, "spark.sql.shuffle.partitions")}
+    spark.conf.unset(manager)
+    spark.conf.set("spark.sql.shuffle.partitions", "3")
+    try:
+        assert headwater.spark_session() is spark
+        assert spark.conf.get(manager, None) is None
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
+        headwater.spark_session(conf={"spark.sql.shuffle.partitions": "4"})
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "4"
+    finally:
+        for key, value in before.items():
+            spark.conf.set(key, value)
+
+
 def test_the_architecture_page_lists_every_patch():
     text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
     table = text[text.index("## What headwater changes in pyspark"):]

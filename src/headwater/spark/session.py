@@ -26,7 +26,7 @@ from headwater.spark.jvm import driver_gateway, kept_active, run_sql_in_jvm, set
 
 _LOG4J = Path(__file__).parent.parent / "log4j2.properties"
 
-# Defaults a laptop wants; anything in ``conf`` wins.
+# Defaults a laptop wants, for a SparkContext headwater starts; anything in ``conf`` wins.
 _DEFAULT_CONF: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
@@ -151,7 +151,9 @@ def build_session(
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
-    settings = dict(_DEFAULT_CONF)
+    # headwater's defaults go to a SparkContext started here; a running one (the caller's
+    # application) keeps its own settings: only ``conf`` is applied to it
+    settings = dict(_DEFAULT_CONF) if SparkContext._active_spark_context is None else {}
     settings["spark.pyspark.python"] = sys.executable
     settings["spark.executorEnv.PYSPARK_PYTHON"] = sys.executable
     log_opt = f"-Dlog4j2.configurationFile=file:{_LOG4J}"
