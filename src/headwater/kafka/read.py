@@ -146,9 +146,11 @@ def _collector_paused() -> Iterator[None]:
 def _split_at_events(messages: list) -> list[tuple[list, object]]:
     """``messages`` as (records, the event after them or None): events (end of partition,
     offset reset, errors) are rare, so the common answer is the whole list and None."""
-    errors = list(map(_ERROR, messages))
-    if errors.count(None) == len(errors):
+    # A KafkaError is true, and is never compared: its == raises for anything but an int
+    # (errors.count(None) failed with SystemError on every list holding an event).
+    if not any(map(_ERROR, messages)):
         return [(messages, None)]
+    errors = list(map(_ERROR, messages))
     parts, start = [], 0
     for i, err in enumerate(errors):
         if err is not None:
