@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
@@ -105,33 +106,26 @@ def message(i: int) -> tuple[bytes, bytes]:
 
 def prepare(broker: Broker, messages: int, scratch: Path) -> tuple[str, list[str]]:
     """The topic on the broker, and the same rows as Arrow IPC files (one per partition)."""
-    from headwater.kafka.read import _Columns  # the reader's own row builder
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from headwater.kafka.read import record_batch  # the reader's own row builder
 
     topic = f"bench-{os.getpid()}-{messages}"
     broker.create_topic(topic, PARTITIONS)
     broker.produce(topic, ((i % PARTITIONS, *message(i)) for i in range(messages)),
                    batched=True, **{"linger.ms": "20", "batch.size": "1000000"})
     broker.seal(topic, PARTITIONS)  # Tansu's end offset: see tests/kafka_broker.py
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     schema = to_arrow_schema(kafka_schema(False), timezone="UTC")
     files = []
     for p in range(PARTITIONS):
-        cols = _Columns(False)
-        for offset, i in enumerate(range(p, messages, PARTITIONS)):
-            key, value = message(i)
-            cols.key.append(key)
-            cols.value.append(value)
-            cols.offset.append(offset)
-            cols.kind.append(1)  # CreateTime, as the producer's records
-            cols.stamp.append(int(time.time() * 1000))
-        cols.key.append(None)  # the seal record, which the Kafka variant reads too
-        cols.value.append(b"seal")
-        cols.offset.append(len(cols.offset))
-        cols.kind.append(1)
-        cols.stamp.append(int(time.time() * 1000))
+        rows = [message(i) for i in range(p, messages, PARTITIONS)]
+        rows.append((None, b"seal"))  # the seal record, which the Kafka variant reads too
+        n = len(rows)
+        batch = record_batch(schema, topic, p, [k for k, _ in rows], [v for _, v in rows],
+                             np.arange(n, dtype=np.int64),
+                             np.ones(n, np.int64),  # CreateTime, as the producer's records
+                             np.array([int(time.time() * 1000) for _ in rows], np.int64), None)
         path = scratch / f"part-{p}.arrow"
-        batch = cols.batch(schema, topic, p)
         with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
             for start in range(0, batch.num_rows, 20_000):
                 writer.write_batch(batch.slice(start, 20_000))

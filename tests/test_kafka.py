@@ -149,6 +149,69 @@ def test_task_reader_cuts_batches_and_stops_inside_a_fetched_list(broker):
         topic} and rows["timestamp"].null_count == 0
 
 
+def test_task_reader_skips_transaction_markers_inside_a_range(broker):
+    """Commit markers take offsets that are never delivered: a consume() list with gaps
+    still gives exactly the records of [start, end), each with its own offset. A range
+    ending at the high watermark, behind a marker, gets the end-of-partition event in the
+    same list as records (such a list failed with SystemError: KafkaError's == raised)."""
+    from confluent_kafka import Producer
+
+    topic = topic_name()
+    broker.create_topic(topic, 1)
+    producer = Producer({"bootstrap.servers": broker.servers,
+                         "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(30)
+    for t in range(3):  # offsets 0-4, 6-10, 12-16; markers at 5, 11, 17
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce(topic, value=b"v%d" % (t * 6 + i), partition=0)
+        producer.commit_transaction(30)
+    config = {"bootstrap.servers": broker.servers}
+    for start, end in ((0, 18), (2, 14), (6, 11), (5, 6)):
+        batches = list(read_range(config, OffsetRange(topic, 0, start, end), False, True,
+                                  30_000, "t"))
+        rows = pa.Table.from_batches(batches) if batches else None
+        expected = [o for o in range(start, end) if o % 6 != 5]
+        assert (rows["offset"].to_pylist() if rows else []) == expected, (start, end)
+        assert (rows["value"].to_pylist() if rows else []) == [b"v%d" % o for o in expected]
+
+
+def test_columns_take_the_records_of_a_range_from_lists_with_and_without_gaps():
+    """_Columns.take on confluent-kafka Messages: consecutive offsets (no offset read per
+    record) and gaps (each offset read) keep [position, end) alike, wherever the list starts
+    and ends; the answer is ``end`` once a record at or past it came."""
+    from confluent_kafka import Message
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from headwater.kafka.read import _Columns, kafka_schema
+
+    schema = to_arrow_schema(kafka_schema(False), timezone="UTC")
+
+    def messages(offsets):
+        return [Message(topic="t", partition=0, offset=o, key=None if o % 3 else b"k%d" % o,
+                        value=b"v%d" % o, timestamp=(o % 3, 1_700_000_000_000 + o))
+                for o in offsets]
+
+    for offsets in (range(10, 20), [10, 11, 13, 14, 17, 19]):
+        for position, end in ((10, 20), (12, 16), (0, 11), (15, 40), (19, 20), (20, 30)):
+            columns = _Columns(False)
+            got = columns.take(messages(offsets), position, end)
+            kept = [o for o in offsets if position <= o < end]
+            assert got == (end if offsets[-1] >= end else (kept[-1] + 1 if kept else position))
+            assert len(columns) == len(kept), (offsets, position, end)
+            if not kept:
+                continue
+            rows = columns.batch(schema, "t", 0)
+            assert rows["offset"].to_pylist() == kept
+            assert rows["value"].to_pylist() == [b"v%d" % o for o in kept]
+            assert rows["key"].to_pylist() == [None if o % 3 else b"k%d" % o for o in kept]
+            assert rows["timestampType"].to_pylist() == [o % 3 - 1 for o in kept]
+            assert rows["timestamp"].to_pylist() == [
+                None if o % 3 == 0 else pa.scalar((1_700_000_000_000 + o) * 1000,
+                                                 pa.timestamp("us", tz="UTC")).as_py()
+                for o in kept]
+
+
 def test_new_topic_matching_pattern_is_picked_up_mid_stream(spark, broker, tmp):
     prefix = topic_name("pat")
     broker.create_topic(f"{prefix}-a", 2)
