@@ -90,6 +90,10 @@ def count_batches(result: FlowResult, query: StreamingQuery) -> None:
         return
     result.newest = _identity(progress[-1])
     for p in progress:
+        if "addBatch" not in (p.durationMs or {}):
+            # an idle heartbeat (every spark.sql.streaming.noDataProgressEventInterval): it
+            # carries the id of the batch that has not run yet, which then ran uncounted
+            continue
         if (p.runId, p.batchId) in result.counted:
             continue  # progress is polled repeatedly: count each batch once
         result.counted.add((p.runId, p.batchId))
