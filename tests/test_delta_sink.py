@@ -257,7 +257,6 @@ def test_a_blind_append_retry_skips_a_batch_another_writer_committed_meanwhile(t
     assert not any(os.path.exists(os.path.join(path, a["path"])) for a in mine)
 
 
-
 CHECKPOINT_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 FILE_CONTEXT_MANAGER = ("org.apache.spark.sql.execution.streaming.checkpointing."
                         "FileContextBasedCheckpointFileManager")
@@ -274,30 +273,30 @@ def _checkpoint_manager(spark, path) -> str:
     return manager.getClass().getSimpleName()
 
 
-def test_a_checkpoint_spark_wrote_with_file_context_continues_exactly_once(spark, tmp):
-    """headwater's sessions write checkpoints through Hadoop's FileSystem API (no chmod and
-    readlink processes per file); a checkpoint Spark's default FileContext manager wrote (an
-    earlier headwater, or a session of the user's own) goes on where it stopped."""
+def test_a_checkpoint_continues_exactly_once_across_the_two_file_managers(spark, tmp):
+    """headwater's local sessions write checkpoints through Hadoop's FileSystem API (no chmod
+    and readlink processes per file); a checkpoint Spark's default FileContext manager wrote
+    (an earlier headwater, or an application's own session) goes on where it stopped, and
+    back: offsets, commits and a state store (dropDuplicates) included."""
     src, dst, cp = str(tmp / "src"), str(tmp / "dst"), tmp / "cp"
     assert _checkpoint_manager(spark, cp) == "FileSystemBasedCheckpointFileManager"
-
-    def run() -> None:
-        (spark.readStream.format("delta").load(src).writeStream.format("delta")
-         .option("checkpointLocation", str(cp)).trigger(availableNow=True).start(dst)
-         .awaitTermination())
-
-    spark.range(3).write.format("delta").save(src)
     ours = spark.conf.get(CHECKPOINT_MANAGER)
-    spark.conf.set(CHECKPOINT_MANAGER, FILE_CONTEXT_MANAGER)
-    try:
-        assert _checkpoint_manager(spark, cp) == "FileContextBasedCheckpointFileManager"
-        run()
-    finally:
-        spark.conf.set(CHECKPOINT_MANAGER, ours)
-    spark.range(3, 5).write.format("delta").mode("append").save(src)
-    run()
-    assert sorted(r.id for r in spark.read.format("delta").load(dst).collect()) == [0, 1, 2, 3, 4]
-    spark.range(5, 6).write.format("delta").mode("append").save(src)
-    run()
-    assert sorted(r.id for r in spark.read.format("delta").load(dst).collect()) == list(range(6))
+
+    def run(manager: str, start: int) -> None:
+        spark.range(start, start + 3).union(spark.range(start, start + 1)) \
+            .write.format("delta").mode("append").save(src)
+        spark.conf.set(CHECKPOINT_MANAGER, manager)
+        try:
+            assert _checkpoint_manager(spark, cp) == manager.rsplit(".", 1)[1]
+            (spark.readStream.format("delta").load(src).dropDuplicates(["id"])
+             .writeStream.format("delta").option("checkpointLocation", str(cp))
+             .trigger(availableNow=True).start(dst).awaitTermination())
+        finally:
+            spark.conf.set(CHECKPOINT_MANAGER, ours)
+
+    run(FILE_CONTEXT_MANAGER, 0)
+    run(ours, 2)  # 2 is a duplicate of the first batch's: the state store knows it
+    run(FILE_CONTEXT_MANAGER, 4)
+    ids = [r.id for r in spark.read.format("delta").load(dst).collect()]
+    assert sorted(ids) == list(range(7))
     assert sorted(int(p.name) for p in (cp / "commits").iterdir() if p.name.isdigit()) == [0, 1, 2]

@@ -28,6 +28,8 @@ def test_each_batch_is_counted_once_however_often_the_run_polls(spark, tmp):
         assert executed == {0, 1, 2, 3}
         assert result.batches == first + 3
         assert len(result.counted) == result.batches
+        last = query.lastProgress
+        assert result.newest == (last.runId, last.batchId, last.timestamp)
     finally:
         query.stop()
 

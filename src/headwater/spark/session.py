@@ -46,13 +46,18 @@ _DEFAULT_CONF: dict[str, str] = {
     # views together need more, and each miss compiles again with Janino (18% of a
     # continuous demo run's JVM CPU before, 2% after, measured with Java Flight Recorder).
     "spark.sql.codegen.cache.maxEntries": "1000",
-    # Streaming checkpoints (offset and commit logs, state store files, the sink's log)
-    # written through Hadoop's FileSystem API instead of FileContext: without Hadoop's native
-    # library, FileContext's create and rename on local files start a `chmod` and two
-    # `readlink` processes from the JVM per file (about 20 per micro-batch, traced with
-    # strace). A micro-batch of a Delta -> Delta stream took 234 ms, now 165 ms on an idle
-    # 2-core machine (walCommit 32 -> 10 ms, commitOffsets 28 -> 9 ms); more on a busy one.
-    # Spark's own class; a checkpoint is written with a temporary file and a rename as before.
+}
+
+# On a local master only (checkpoints on this machine's disk): streaming checkpoints (offset
+# and commit logs, state store files, the sink's log) written through Hadoop's FileSystem API
+# instead of FileContext. Without Hadoop's native library, FileContext's create and rename of
+# a local file start a `chmod` and two `readlink` processes from the JVM (about 20 per
+# micro-batch, traced with strace): a micro-batch of a Delta -> Delta stream took 234 ms, now
+# 165 ms on an idle 2-core machine (walCommit 32 -> 10 ms, commitOffsets 28 -> 9 ms), more on a
+# busy one. Spark's own class; a file is still written as a temporary file, then renamed. A
+# cluster keeps Spark's default: on HDFS or S3A the FileSystem API's rename does not replace
+# a file, which a state store's retried batch asks for (FileContext's does, atomically).
+_LOCAL_CONF: dict[str, str] = {
     "spark.sql.streaming.checkpointFileManagerClass":
         "org.apache.spark.sql.execution.streaming.checkpointing."
         "FileSystemBasedCheckpointFileManager",
@@ -153,7 +158,11 @@ def build_session(
 
     # headwater's defaults go to a SparkContext started here; a running one (the caller's
     # application) keeps its own settings: only ``conf`` is applied to it
-    settings = dict(_DEFAULT_CONF) if SparkContext._active_spark_context is None else {}
+    settings: dict[str, str] = {}
+    if SparkContext._active_spark_context is None:
+        settings.update(_DEFAULT_CONF)
+        if master.startswith("local"):
+            settings.update(_LOCAL_CONF)
     settings["spark.pyspark.python"] = sys.executable
     settings["spark.executorEnv.PYSPARK_PYTHON"] = sys.executable
     log_opt = f"-Dlog4j2.configurationFile=file:{_LOG4J}"

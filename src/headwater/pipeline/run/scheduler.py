@@ -569,8 +569,9 @@ class Runner:
             result = self.results[key]
             if result.status not in (FlowStatus.RUNNING, FlowStatus.STOPPED):
                 continue
+            active = query.isActive  # asked first: a batch that ends meanwhile is counted
             count_batches(result, query)
-            if query.isActive:
+            if active:
                 continue
             self.observer.query_ended(key, query)
             error: BaseException | None = query.exception()
