@@ -127,3 +127,44 @@ def test_stop_spark_leaves_the_accumulator_server_to_a_thread(tmp):
     assert "server closed True stoppers 1" in done.stdout, done.stdout + done.stderr[-3000:]
     assert "again 10" in done.stdout, done.stdout + done.stderr[-3000:]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
+
+
+STATIC_SOURCE = textwrap.dedent("""
+    from pyspark.sql.datasource import DataSource, DataSourceReader
+
+
+    class Reader(DataSourceReader):
+        def read(self, partition):
+            yield (1, "static")
+
+
+    class DefaultSource(DataSource):
+        @classmethod
+        def name(cls):
+            return "hwstatic"
+
+        def schema(self):
+            return "id int, what string"
+
+        def reader(self, schema):
+            return Reader()
+""")
+
+STATIC_DRIVER = textwrap.dedent("""
+    import headwater
+    spark = headwater.spark_session("local[1]", conf={"spark.ui.enabled": "false"})
+    print("rows", [tuple(r) for r in spark.read.format("hwstatic").load().collect()], flush=True)
+""")
+
+
+@pytest.mark.procs
+def test_python_sources_installed_as_packages_are_found(tmp):
+    """Spark's one-time search for installed ``pyspark_*`` data sources, which headwater
+    starts while the session is still being created, finds them as Spark's own would."""
+    package = tmp / "site" / "pyspark_hwstatic"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(STATIC_SOURCE)
+    path = os.pathsep.join([str(tmp / "site"), os.environ.get("PYTHONPATH", "")])
+    done = run_script(STATIC_DRIVER, env={"PYTHONPATH": path}, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "rows [(1, 'static')]" in done.stdout, done.stdout + done.stderr[-3000:]
