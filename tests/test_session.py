@@ -93,3 +93,78 @@ def test_split_target_follows_the_master(spark):
     from headwater.spark.session import session_parallelism
 
     assert session_parallelism(spark) == spark.sparkContext.defaultParallelism == 2
+
+
+ACCUMULATOR_DRIVER = textwrap.dedent("""
+    import threading
+    import headwater
+    spark = headwater.spark_session("local[1]", conf={"spark.ui.enabled": "false"})
+    sc = spark.sparkContext
+    server = sc._accumulatorServer
+    total = sc.accumulator(0)
+    sc.parallelize(range(100), 4).foreach(lambda x: total.add(x))
+    headwater.stop_spark()
+    print("total", total.value, "detached", sc._accumulatorServer is None, flush=True)
+    stoppers = [t for t in threading.enumerate() if t.name == "headwater-accumulator-stop"]
+    for t in stoppers:
+        t.join(timeout=60)
+    print("server closed", server.socket.fileno() == -1, "stoppers", len(stoppers), flush=True)
+    spark = headwater.spark_session("local[1]", conf={"spark.ui.enabled": "false"})
+    again = spark.sparkContext.accumulator(0)
+    spark.sparkContext.parallelize(range(10), 2).foreach(lambda x: again.add(1))
+    print("again", again.value, flush=True)
+""")
+
+
+@pytest.mark.procs
+def test_stop_spark_leaves_the_accumulator_server_to_a_thread(tmp):
+    """stop_spark() does not wait for pyspark's accumulator server (its handler polls once a
+    second): the updates of every task are in before the JVM stops, the server is shut down
+    and closed on a thread of its own, and a new session gets a working server of its own."""
+    done = run_script(ACCUMULATOR_DRIVER, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "total 4950 detached True" in done.stdout, done.stdout + done.stderr[-3000:]
+    assert "server closed True stoppers 1" in done.stdout, done.stdout + done.stderr[-3000:]
+    assert "again 10" in done.stdout, done.stdout + done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+
+
+STATIC_SOURCE = textwrap.dedent("""
+    from pyspark.sql.datasource import DataSource, DataSourceReader
+
+
+    class Reader(DataSourceReader):
+        def read(self, partition):
+            yield (1, "static")
+
+
+    class DefaultSource(DataSource):
+        @classmethod
+        def name(cls):
+            return "hwstatic"
+
+        def schema(self):
+            return "id int, what string"
+
+        def reader(self, schema):
+            return Reader()
+""")
+
+STATIC_DRIVER = textwrap.dedent("""
+    import headwater
+    spark = headwater.spark_session("local[1]", conf={"spark.ui.enabled": "false"})
+    print("rows", [tuple(r) for r in spark.read.format("hwstatic").load().collect()], flush=True)
+""")
+
+
+@pytest.mark.procs
+def test_python_sources_installed_as_packages_are_found(tmp):
+    """Spark's one-time search for installed ``pyspark_*`` data sources, which headwater
+    starts while the session is still being created, finds them as Spark's own would."""
+    package = tmp / "site" / "pyspark_hwstatic"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(STATIC_SOURCE)
+    path = os.pathsep.join([str(tmp / "site"), os.environ.get("PYTHONPATH", "")])
+    done = run_script(STATIC_DRIVER, env={"PYTHONPATH": path}, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "rows [(1, 'static')]" in done.stdout, done.stdout + done.stderr[-3000:]
