@@ -291,6 +291,27 @@ def test_scd1_without_the_sequence_kept_runs_on_the_driver_as_in_spark(spark, tm
     assert r.engine == "spark"
 
 
+def test_a_string_sequence_without_the_sequence_kept_applies_batch_after_batch(spark, tmp,
+                                                                             monkeypatch):
+    # The state holds each key's applied sequence as a string (Databricks' Retail CDC
+    # notebooks: a timestamp string): the second batch compares the events with it. delta-rs
+    # reads those strings as string_view, which Arrow's comparisons refused beside the
+    # events' strings ('greater_equal has no kernel'): such a batch applies in Spark.
+    from headwater.delta.cdc import CdcSpec, apply_changes_batch, driver
+
+    monkeypatch.setattr(driver, "DRIVER_MAX_EVENTS", 2_000_000)
+    batches = random_batches(47, n=3)
+    spec = CdcSpec.build(["id"], "seq", apply_as_deletes="op = 'D'",
+                         except_column_list=["op", "seq"])
+    for i, rows in enumerate(batches):
+        events = spark.createDataFrame(
+            [(k, n, c, f"{seq:012d}", op) for k, n, c, seq, op in rows],
+            "id INT, name STRING, city STRING, seq STRING, op STRING")
+        r = apply_changes_batch(events, i, str(tmp / "t"), spec, "test-flow")
+        assert r.engine == "spark"
+    assert rows_of(tmp / "t") == scd1_truth(batches)
+
+
 @pytest.mark.parametrize("except_column_list", [["op"], ["op", "seq"]])
 def test_a_truncate_of_an_earlier_spec_is_ignored_on_both_engines(spark, tmp, monkeypatch,
                                                                    except_column_list):
