@@ -129,6 +129,20 @@ def driver_gateway() -> JavaGateway | None:
     return SparkContext._gateway
 
 
+def started_context() -> SparkContext | None:
+    """This process's SparkContext once its JVM side is up (None before, or when the active
+    one has no JVM here)."""
+    sc = SparkContext._active_spark_context
+    return sc if sc is not None and getattr(sc, "_jsc", None) is not None else None
+
+
+def look_up_python_sources(sc: SparkContext) -> None:
+    """Spark's one-time search (per JVM, cached) for installed Python data sources: a Python
+    process that imports pyspark and lists ``pyspark_*`` packages."""
+    manager = sc._jvm.org.apache.spark.sql.execution.datasources.DataSourceManager()
+    manager.dataSourceExists("headwater")
+
+
 def run_sql_in_jvm(spark: SparkSession, statement: str) -> None:
     """Run ``statement`` on the JVM session directly (no Python wrapper of ``spark.sql``
     routes it) and collect its rows."""

@@ -22,7 +22,14 @@ from pyspark.sql import SparkSession
 from headwater.conf.layout import LOG_LEVEL_CONF
 from headwater.errors import HeadwaterError
 from headwater.spark import class_archive
-from headwater.spark.jvm import driver_gateway, kept_active, run_sql_in_jvm, set_thread_session
+from headwater.spark.jvm import (
+    driver_gateway,
+    kept_active,
+    look_up_python_sources,
+    run_sql_in_jvm,
+    set_thread_session,
+    started_context,
+)
 
 _LOG4J = Path(__file__).parent.parent / "log4j2.properties"
 
@@ -236,18 +243,16 @@ def _look_up_python_sources_early(started: threading.Event) -> None:
 
     def run() -> None:
         while True:
-            sc = SparkContext._active_spark_context
-            jsc = getattr(sc, "_jsc", None) if sc is not None else None
-            if jsc is not None:
+            sc = started_context()
+            if sc is not None:
                 break
             if started.wait(0.01):
-                sc = SparkContext._active_spark_context
-                if sc is None or getattr(sc, "_jsc", None) is None:
+                sc = started_context()
+                if sc is None:
                     return
                 break
         try:
-            manager = sc._jvm.org.apache.spark.sql.execution.datasources.DataSourceManager()
-            manager.dataSourceExists("headwater")
+            look_up_python_sources(sc)
         except Exception:  # noqa: BLE001 - see the docstring
             pass
 
@@ -325,7 +330,7 @@ def _detach_accumulator_server(spark: SparkSession) -> Any:
     waits for its one request handler to notice: the JVM's connection stays open after the
     JVM stopped, and the handler looks at the shutdown flag once a second (pyspark's poll
     loop), so every ``headwater run`` waited 0-1 s (0.6 s measured) at exit for nothing. By
-    the time ``_jsc.stop()`` returns every task's accumulator updates were read and
+    the time the JVM's stop returns every task's accumulator updates were read and
     acknowledged (the JVM waits for each acknowledgement), so nothing is left to read; the
     handler still ends at its next poll, and the process does not wait for it (a daemon
     thread). None when there is no server (another pyspark, or already stopped)."""
