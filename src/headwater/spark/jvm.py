@@ -143,6 +143,17 @@ def look_up_python_sources(sc: SparkContext) -> None:
     manager.dataSourceExists("headwater")
 
 
+def progress_json_newest_first(query: Any) -> Iterator[str] | None:
+    """The JSON of a classic streaming query's kept progress updates, newest first, each
+    asked of the JVM only when the caller reaches it; None for a query without a JVM here
+    (Spark Connect's)."""
+    jquery = getattr(query, "_jsq", None)
+    if jquery is None:
+        return None
+    updates = jquery.recentProgress()
+    return (updates[i].json() for i in range(len(updates) - 1, -1, -1))
+
+
 def run_sql_in_jvm(spark: SparkSession, statement: str) -> None:
     """Run ``statement`` on the JVM session directly (no Python wrapper of ``spark.sql``
     routes it) and collect its rows."""

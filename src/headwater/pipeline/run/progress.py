@@ -14,6 +14,7 @@ from pyspark.sql.streaming.listener import StreamingQueryProgress
 from headwater.conf.layout import EXPECTATIONS_METRICS as EXPECTATION_METRICS
 from headwater.conf.layout import INGEST_METRICS, SINK_METRICS
 from headwater.monitor.observer import FlowOutcome, FlowStatus
+from headwater.spark.jvm import progress_json_newest_first
 
 _log = logging.getLogger(__name__)
 
@@ -117,15 +118,14 @@ def _newer_progress(query: StreamingQuery,
                     newest: tuple[Any, int, str] | None) -> list[StreamingQueryProgress]:
     """The query's kept progress updates after the one ``newest`` names (all of them when
     it is None or no longer kept), oldest first."""
-    jquery = getattr(query, "_jsq", None)
-    if jquery is None:  # Spark Connect: the whole list, in one call
+    updates = progress_json_newest_first(query)
+    if updates is None:  # Spark Connect: the whole list, in one call
         every = list(query.recentProgress)
         ids = [_identity(p) for p in every]
         return every[ids.index(newest) + 1:] if newest in ids else every
-    updates = jquery.recentProgress()
     newer: list[StreamingQueryProgress] = []
-    for i in range(len(updates) - 1, -1, -1):
-        update = StreamingQueryProgress.fromJson(json.loads(updates[i].json()))
+    for text in updates:
+        update = StreamingQueryProgress.fromJson(json.loads(text))
         if _identity(update) == newest:
             break
         newer.append(update)
