@@ -165,8 +165,9 @@ def build_session(
 
     # headwater's defaults go to a SparkContext started here; a running one (the caller's
     # application) keeps its own settings: only ``conf`` is applied to it
+    fresh = SparkContext._active_spark_context is None  # a SparkContext is started here
     settings: dict[str, str] = {}
-    if SparkContext._active_spark_context is None:
+    if fresh:
         settings.update(_DEFAULT_CONF)
         if master.startswith("local"):
             settings.update(_LOCAL_CONF)
@@ -194,7 +195,6 @@ def build_session(
         if key.startswith("spark."):
             builder = builder.config(key, value)
     caller_sigint = _own_sigint_handler()
-    fresh = SparkContext._active_spark_context is None
     started = threading.Event()
     if fresh:
         _look_up_python_sources_early(started)
